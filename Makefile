@@ -1,0 +1,90 @@
+# floodgate -- build, test, benchmark.
+#
+#   make          build/libfloodgate.a and build/floodgate
+#   make test     every test (unit, then integration against real servers)
+#   make asan     the tests again under AddressSanitizer and UBSan
+#   make bench    the benchmark tables (not a test)
+#   make demo     the eight-server scalper experiment
+#
+# Sources are found by directory: src/ is the library, cli/ serve/ lab/ the
+# binary, tests/unit/test_*.c one test program each, tests/integration/*.sh
+# one integration test each, bench/*.c one benchmark each. An area may add
+# its own rules in mk/<area>.mk.
+
+CC       ?= cc
+BUILD    ?= build
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Iinclude -Isrc \
+            -MMD -MP
+LDLIBS   += -lhiredis -levent -levent_pthreads -linih -lpthread -lm
+
+LIB_SRC   := $(sort $(wildcard src/*.c))
+BIN_SRC   := $(sort $(wildcard cli/*.c serve/*.c lab/*.c))
+TEST_SRC  := $(sort $(wildcard tests/unit/test_*.c))
+BENCH_SRC := $(sort $(wildcard bench/*.c))
+
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+BIN_OBJ   := $(BIN_SRC:%.c=$(BUILD)/obj/%.o)
+TESTS     := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+BENCHES   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+
+LIB := $(BUILD)/libfloodgate.a
+BIN := $(BUILD)/floodgate
+
+.PHONY: all test unit integration asan bench demo deps clean format
+.DEFAULT_GOAL := all
+
+all: $(LIB) $(BIN) $(TESTS) $(BENCHES)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@
+	ar rcs $@ $^
+
+$(BIN): $(BIN_OBJ) $(LIB)
+	$(CC) $(CFLAGS) $(LDFLAGS) $(BIN_OBJ) $(LIB) $(LDLIBS) -o $@
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
+
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
+
+deps:
+	@scripts/bootstrap
+
+# Unit tests first (fast, no servers), then the integration scripts, each
+# given the binary's path. Every program prints "N passed, N failed" last.
+test: deps all
+	@BUILD=$(BUILD) scripts/run-tests $(TESTS) -- $(sort $(wildcard tests/integration/*.sh))
+
+unit: all
+	@BUILD=$(BUILD) scripts/run-tests $(TESTS) --
+
+asan:
+	@scripts/bootstrap
+	$(MAKE) BUILD=build-asan \
+	    CFLAGS="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
+	    LDFLAGS="-fsanitize=address,undefined" test
+
+bench: deps all
+	@BUILD=$(BUILD) scripts/run-bench
+
+demo: deps all
+	@scripts/demo
+
+format:
+	clang-format -i $(LIB_SRC) $(BIN_SRC) $(TEST_SRC) $(BENCH_SRC) \
+	    $(wildcard include/*.h src/*.h cli/*.h serve/*.h lab/*.h tests/*.h)
+
+clean:
+	rm -rf build build-asan
+
+-include mk/*.mk
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,193 @@
+/* floodgate.h -- the public interface of libfloodgate.
+ *
+ * A limit ("10/s", "5/15min") is checked for a key (a user, an IP) against a
+ * store that holds the counters: "memory" (this process only) or Redis
+ * (shared by every server). The limiter owns the policy: how long to wait for
+ * the store, what to decide when it fails, and when to stop asking it.
+ *
+ * Every call that can fail returns FG_OK (0) or a negative FG_E* code;
+ * fg_strerror() names it. Calls that take a caller buffer 'err' write a
+ * one-line reason there. No call exits or aborts on bad input. */
+#ifndef FLOODGATE_H
+#define FLOODGATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FG_VERSION "0.1.0"
+
+/* Errors are negative and append-only: a code never changes meaning. */
+#define FG_ERRORS(X)                                                           \
+    X(OK, 0, "ok")                                                             \
+    X(ENOMEM, -1, "out of memory")                                             \
+    X(EINVAL, -2, "invalid argument")                                          \
+    X(EBACKEND, -3, "backend unavailable")                                     \
+    X(ETIMEOUT, -4, "backend timed out")                                       \
+    X(ECOST, -5, "cost out of range")                                          \
+    X(EKEY, -6, "key too long")                                                \
+    X(EPROTO, -7, "unexpected reply from backend")                             \
+    X(EAUTH, -8, "backend authentication failed")                              \
+    X(EREADONLY, -9, "backend is read-only")                                   \
+    X(EOOM, -10, "backend out of memory")                                      \
+    X(EBUSY, -11, "backend busy")                                              \
+    X(EBREAKER, -12, "circuit breaker open")                                   \
+    X(ERANGE, -13, "value out of range")                                       \
+    X(ENOTSUP, -14, "not supported by this store")
+
+#define FG__ERR_ENUM(name, code, text) FG_##name = code,
+enum fg_error { FG_ERRORS(FG__ERR_ENUM) };
+#undef FG__ERR_ENUM
+
+/* The name of error 'code', or "unknown error". Never NULL. */
+const char *fg_strerror(int code);
+
+/* The largest cost (and limit) accepted: counts must stay exact in every
+ * store, and Redis's Lua numbers are doubles, exact only below 2^53. */
+#define FG_MAX_COUNT ((uint64_t)1 << 53)
+/* The longest key accepted by any store, in bytes. */
+#define FG_MAX_KEY 1024
+
+typedef enum fg_algorithm {
+    FG_FIXED_WINDOW = 0,
+    FG_SLIDING_WINDOW = 1,
+    FG_TOKEN_BUCKET = 2,
+    /* GET, compare, SET in separate round trips: the broken read-decide-write,
+     * kept only so the lab can show the race. Never a default. */
+    FG_NAIVE_GET_SET = 3
+} fg_algorithm;
+
+typedef enum fg_on_failure {
+    FG_FAIL_OPEN = 0,   /* allow, counted as fail-open */
+    FG_FAIL_CLOSED = 1, /* refuse (503 in the daemon) */
+    FG_FAIL_LOCAL = 2   /* an in-memory limit of limit / fallback_servers */
+} fg_on_failure;
+
+/* Which path made a decision. */
+typedef enum fg_source {
+    FG_SOURCE_STORE = 0,
+    FG_SOURCE_CACHE = 1,
+    FG_SOURCE_LOCAL = 2,
+    FG_SOURCE_FAIL_OPEN = 3,
+    FG_SOURCE_FAIL_CLOSED = 4
+} fg_source;
+
+/* Names as they appear in config files, flags and JSON; NULL when out of
+ * range. The parsers return FG_OK or FG_EINVAL. */
+const char *fg_algorithm_name(fg_algorithm a);
+int fg_algorithm_parse(const char *s, fg_algorithm *out);
+const char *fg_on_failure_name(fg_on_failure f);
+int fg_on_failure_parse(const char *s, fg_on_failure *out);
+const char *fg_source_name(fg_source s); /* "store", "cache", ... */
+
+#define FG_NAME_MAX 64
+
+/* A limit: 'limit' units per 'period_us', and its policy. Filled with
+ * defaults by fg_limit_parse(); change fields after parsing. */
+typedef struct fg_limit {
+    char name[FG_NAME_MAX]; /* part of the store key; default "default" */
+    uint64_t limit;         /* units per period, 1 .. FG_MAX_COUNT */
+    uint64_t period_us;     /* at least 1000 (1 ms) */
+    uint64_t burst;         /* token_bucket capacity; 0 means 'limit' */
+    fg_algorithm algorithm; /* default FG_TOKEN_BUCKET */
+    fg_on_failure on_failure;  /* default FG_FAIL_OPEN */
+    uint32_t timeout_ms;       /* store deadline, default 5 */
+    uint32_t fallback_servers; /* divisor for FG_FAIL_LOCAL, default 1 */
+    int clock_client; /* Redis: 1 = caller's clock, 0 = Redis TIME */
+} fg_limit;
+
+/* Parse 'rate' ("10/s", "100/min", "5/15min", "1000/h", "50000/day",
+ * "250/500ms") into 'out', first resetting every field of 'out' to its
+ * default. Returns FG_OK or FG_EINVAL (see fg_limit_parse_err for why). */
+int fg_limit_parse(const char *rate, fg_limit *out);
+/* As fg_limit_parse, writing the reason for a refusal into 'err'. */
+int fg_limit_parse_err(const char *rate, fg_limit *out, char *err,
+                       size_t errlen);
+
+/* One decision. Times are rounded up to whole milliseconds. */
+typedef struct fg_decision {
+    int allowed;             /* 1 allowed, 0 refused */
+    uint64_t limit;          /* the limit (burst for token_bucket) */
+    uint64_t remaining;      /* units still available after this check */
+    uint64_t reset_ms;       /* until the limit is fully available again */
+    uint64_t retry_after_ms; /* 0 when allowed; never early */
+    fg_source source;
+} fg_decision;
+
+/* Microseconds from an arbitrary fixed origin; must not go backwards by
+ * much (a clock that steps back is clamped, never rewarded). */
+typedef uint64_t (*fg_clock_fn)(void *ctx);
+
+/* Allocation functions used by the whole library (default: libc). Set
+ * before any other call; not thread-safe. NULL restores the default. */
+void fg_set_allocator(void *(*malloc_fn)(size_t), void (*free_fn)(void *));
+
+typedef struct fg_store fg_store;
+typedef struct fg_limiter fg_limiter;
+
+/* Open a store: "memory", "memory?max_keys=N", "redis://[user:pass@]host:port
+ * [/db]", "unix:///path/redis.sock". NULL on failure, with the reason in
+ * 'err' (passwords are never written there). */
+fg_store *fg_store_open(const char *url, char *err, size_t errlen);
+
+typedef struct fg_memory_options {
+    uint64_t max_keys; /* default 1,000,000 */
+    fg_clock_fn clock; /* default: CLOCK_MONOTONIC_COARSE */
+    void *clock_ctx;
+} fg_memory_options;
+
+/* A memory store with explicit options (tests inject a fake clock). */
+fg_store *fg_store_open_memory(const fg_memory_options *opt, char *err,
+                               size_t errlen);
+
+/* The number of keys a memory store holds now; 0 for other stores. */
+uint64_t fg_store_keys(fg_store *st);
+
+void fg_store_close(fg_store *st);
+
+/* A limiter applies 'lim' through 'st'. The limit is copied. The store must
+ * outlive the limiter. NULL with a reason in 'err' when 'lim' is invalid or
+ * the store cannot run its algorithm. */
+fg_limiter *fg_limiter_new(fg_store *st, const fg_limit *lim, char *err,
+                           size_t errlen);
+
+/* Check 'cost' units of 'l' for 'key' ('keylen' bytes, binary-safe).
+ * Fills 'out' even when the store fails, following the limit's failure
+ * policy, and returns FG_OK or a negative FG_E* code that says why the store
+ * was not consulted (out->source then says who decided). Bad input (cost 0,
+ * cost > limit or burst, cost >= FG_MAX_COUNT, key too long) returns
+ * FG_ECOST or FG_EKEY with out->allowed = 0 and consumes nothing. */
+int fg_check(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
+             fg_decision *out);
+
+/* The limit a limiter enforces. */
+const fg_limit *fg_limiter_limit(const fg_limiter *l);
+
+void fg_limiter_free(fg_limiter *l);
+
+/* ---- Asynchronous checks, for libevent loops ------------------------- */
+
+struct event_base;
+
+/* Called exactly once per accepted fg_check_async(): 'rc' and 'd' as
+ * fg_check would return and fill them. 'd' is valid only during the call. */
+typedef void (*fg_check_cb)(int rc, const fg_decision *d, void *data);
+
+/* Open a store whose checks run on the event loop 'base' (one connection per
+ * loop; commands pipelined). "memory" works too (decisions are immediate). */
+fg_store *fg_store_open_async(const char *url, struct event_base *base,
+                              char *err, size_t errlen);
+
+/* Submit a check. Returns FG_OK and later calls 'cb' once; or returns a
+ * negative code and never calls 'cb'. When no I/O is needed (memory store,
+ * open breaker) 'cb' may run before fg_check_async returns. */
+int fg_check_async(fg_limiter *l, const char *key, size_t keylen,
+                   uint64_t cost, fg_check_cb cb, void *data);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FLOODGATE_H */

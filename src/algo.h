@@ -1,0 +1,59 @@
+/* algo.h -- the rate-limiting algorithms as pure functions.
+ *
+ * No clock, no allocation, no I/O: (params, state, now, cost) -> decision.
+ * Every algorithm has a Lua twin in the Redis store that uses the same
+ * integer arithmetic, so both give the same decision for the same inputs. */
+#ifndef FG_ALGO_H
+#define FG_ALGO_H
+
+#include "floodgate.h"
+
+/* Derived, validated parameters of a limit. */
+typedef struct fg__algo_params {
+    fg_algorithm algorithm;
+    uint64_t limit;     /* units per period */
+    uint64_t period_us; /* window length or bucket refill period */
+    uint64_t burst;     /* token_bucket capacity (limit when unset) */
+    /* token_bucket only: time is counted in units of 1/scale us so that the
+     * emission interval T = period_us / limit is an integer:
+     * scale = limit / gcd(period_us, limit), t_scaled = period_us * scale /
+     * limit. For 10/s, scale = 1 and t_scaled = 100000. */
+    uint64_t scale;
+    uint64_t t_scaled;
+} fg__algo_params;
+
+/* The state of one key. An all-zero state is a key never seen.
+ *   fixed_window, naive_get_set: a = window index + 1, b = count
+ *   sliding_window:              a = window index + 1, b = current count,
+ *                                c = previous window's count
+ *   token_bucket:                a = theoretical arrival time (TAT) in
+ *                                units of 1/scale us (0 = never seen) */
+typedef struct fg__algo_state {
+    uint64_t a, b, c;
+} fg__algo_state;
+
+/* Validate 'lim' and derive 'p'. FG_OK, or FG_EINVAL / FG_ERANGE with the
+ * reason in 'err'. */
+int fg__algo_params_init(const fg_limit *lim, fg__algo_params *p, char *err,
+                         size_t errlen);
+
+/* Validate 'cost' against 'p': FG_OK, or FG_ECOST (0, above the limit or
+ * burst, or FG_MAX_COUNT and beyond). */
+int fg__algo_check_cost(const fg__algo_params *p, uint64_t cost);
+
+/* Decide whether 'cost' units fit at time 'now_us' and, when they do, update
+ * 's'. A refused request leaves 's' as it was. A 'now_us' earlier than the
+ * state's own time is clamped to it. '*expires_us' receives the time after
+ * which the state is indistinguishable from a new key (it may be dropped).
+ * Fills every field of 'd' but 'source'. Returns FG_OK or FG_ECOST. */
+int fg__algo_check(const fg__algo_params *p, fg__algo_state *s,
+                   uint64_t now_us, uint64_t cost, fg_decision *d,
+                   uint64_t *expires_us);
+
+/* Microseconds to whole milliseconds, rounded up. */
+static inline uint64_t fg__us_to_ms_up(uint64_t us)
+{
+    return us / 1000 + (us % 1000 != 0);
+}
+
+#endif

@@ -1,0 +1,84 @@
+/* store.h -- the interface every store implements (memory, redis, ...).
+ *
+ * A store owns where counters live; the limiter (limiter.c) owns policy:
+ * validation, timeouts, failure mode, circuit breaker and local fallback. */
+#ifndef FG_STORE_H
+#define FG_STORE_H
+
+#include "floodgate.h"
+#include "algo.h"
+
+/* A check in flight, allocated by the limiter for fg_check_async() and
+ * handed to the store, which completes it with fg__req_done(). The store may
+ * use 'next' and 'deadline_us' for its own queues while it holds the req. */
+typedef struct fg__req {
+    struct fg__req *next;
+    uint64_t deadline_us;
+    fg_limiter *l;
+    uint64_t cost;
+    fg_check_cb cb;
+    void *data;
+    size_t keylen;
+    char key[]; /* keylen bytes and a NUL */
+} fg__req;
+
+typedef struct fg__store_ops {
+    const char *scheme;
+    /* Prepare per-limiter data in '*out' (may stay NULL), or refuse a limit
+     * this store cannot enforce, with the reason in 'err'. */
+    int (*limiter_init)(fg_store *st, fg_limiter *l, void **out, char *err,
+                        size_t errlen);
+    void (*limiter_free)(fg_store *st, fg_limiter *l, void *data);
+    /* Decide 'cost' for 'key' (already validated) and fill 'd' but
+     * 'd->source'. FG_OK, or a negative code when the store failed. */
+    int (*check)(fg_store *st, fg_limiter *l, const char *key, size_t keylen,
+                 uint64_t cost, fg_decision *d);
+    /* Take ownership of 'req' and complete it with fg__req_done() exactly
+     * once (possibly before returning). NULL: the store has no async form. */
+    void (*check_async)(fg_store *st, fg__req *req);
+    uint64_t (*keys)(fg_store *st);
+    void (*close)(fg_store *st);
+} fg__store_ops;
+
+/* Every store begins with this header. */
+struct fg_store {
+    const fg__store_ops *ops;
+};
+
+/* The limiter as stores see it. */
+struct fg_limiter {
+    fg_store *st;
+    fg_limit lim;
+    fg__algo_params p;
+    uint64_t id;        /* unique in the process: namespaces memory keys */
+    void *store_data;   /* from ops->limiter_init */
+    struct fg__policy *policy; /* breaker and local fallback (limiter.c) */
+};
+
+/* Complete 'req' with the store's result: apply the failure policy, call the
+ * user's callback once, free 'req'. 'd' is ignored when 'rc' < 0. */
+void fg__req_done(fg__req *req, int rc, fg_decision *d);
+
+/* Store constructors, by scheme. */
+fg_store *fg__store_memory_open(const fg_memory_options *opt, char *err,
+                                size_t errlen);
+/* 'base' NULL for a blocking Redis store. */
+fg_store *fg__store_redis_open(const char *url, struct event_base *base,
+                               char *err, size_t errlen);
+
+/* Monotonic microseconds (CLOCK_MONOTONIC_COARSE) and wall-clock
+ * microseconds since the Unix epoch. */
+uint64_t fg__mono_us(void *ctx);
+uint64_t fg__wall_us(void);
+
+/* Allocation through the configurable allocator (fg_set_allocator). */
+void *fg__malloc(size_t n);
+void *fg__calloc(size_t n, size_t size);
+void fg__free(void *p);
+char *fg__strndup(const char *s, size_t n);
+
+/* Write a formatted reason into 'err' (NULL-safe); returns 'code'. */
+int fg__seterr(char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+#endif

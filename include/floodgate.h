@@ -88,15 +88,15 @@ const char *fg_source_name(fg_source s); /* "store", "cache", ... */
 /* A limit: 'limit' units per 'period_us', and its policy. Filled with
  * defaults by fg_limit_parse(); change fields after parsing. */
 typedef struct fg_limit {
-    char name[FG_NAME_MAX]; /* part of the store key; default "default" */
-    uint64_t limit;         /* units per period, 1 .. FG_MAX_COUNT */
-    uint64_t period_us;     /* at least 1000 (1 ms) */
-    uint64_t burst;         /* token_bucket capacity; 0 means 'limit' */
-    fg_algorithm algorithm; /* default FG_TOKEN_BUCKET */
+    char name[FG_NAME_MAX];    /* part of the store key; default "default" */
+    uint64_t limit;            /* units per period, 1 .. FG_MAX_COUNT */
+    uint64_t period_us;        /* at least 1000 (1 ms) */
+    uint64_t burst;            /* token_bucket capacity; 0 means 'limit' */
+    fg_algorithm algorithm;    /* default FG_TOKEN_BUCKET */
     fg_on_failure on_failure;  /* default FG_FAIL_OPEN */
     uint32_t timeout_ms;       /* store deadline, default 5 */
     uint32_t fallback_servers; /* divisor for FG_FAIL_LOCAL, default 1 */
-    int clock_client; /* Redis: 1 = caller's clock, 0 = Redis TIME */
+    int clock_client;          /* Redis: 1 = caller's clock, 0 = Redis TIME */
 } fg_limit;
 
 /* Parse 'rate' ("10/s", "100/min", "5/15min", "1000/h", "50000/day",
@@ -166,6 +166,11 @@ int fg_check(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
 /* The limit a limiter enforces. */
 const fg_limit *fg_limiter_limit(const fg_limiter *l);
 
+/* The state of the limiter's circuit breaker: "closed" (the store is asked),
+ * "open" (the store is skipped; decisions follow on_failure) or "half_open"
+ * (the next check probes the store). */
+const char *fg_limiter_breaker(fg_limiter *l);
+
 void fg_limiter_free(fg_limiter *l);
 
 /* ---- Asynchronous checks, for libevent loops ------------------------- */
@@ -184,8 +189,8 @@ fg_store *fg_store_open_async(const char *url, struct event_base *base,
 /* Submit a check. Returns FG_OK and later calls 'cb' once; or returns a
  * negative code and never calls 'cb'. When no I/O is needed (memory store,
  * open breaker) 'cb' may run before fg_check_async returns. */
-int fg_check_async(fg_limiter *l, const char *key, size_t keylen,
-                   uint64_t cost, fg_check_cb cb, void *data);
+int fg_check_async(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
+                   fg_check_cb cb, void *data);
 
 #ifdef __cplusplus
 }

@@ -46,9 +46,8 @@ int fg__algo_check_cost(const fg__algo_params *p, uint64_t cost);
  * state's own time is clamped to it. '*expires_us' receives the time after
  * which the state is indistinguishable from a new key (it may be dropped).
  * Fills every field of 'd' but 'source'. Returns FG_OK or FG_ECOST. */
-int fg__algo_check(const fg__algo_params *p, fg__algo_state *s,
-                   uint64_t now_us, uint64_t cost, fg_decision *d,
-                   uint64_t *expires_us);
+int fg__algo_check(const fg__algo_params *p, fg__algo_state *s, uint64_t now_us,
+                   uint64_t cost, fg_decision *d, uint64_t *expires_us);
 
 /* Microseconds to whole milliseconds, rounded up. */
 static inline uint64_t fg__us_to_ms_up(uint64_t us)

@@ -50,8 +50,8 @@ struct fg_limiter {
     fg_store *st;
     fg_limit lim;
     fg__algo_params p;
-    uint64_t id;        /* unique in the process: namespaces memory keys */
-    void *store_data;   /* from ops->limiter_init */
+    uint64_t id;      /* unique in the process: namespaces memory keys */
+    void *store_data; /* from ops->limiter_init */
     struct fg__policy *policy; /* breaker and local fallback (limiter.c) */
 };
 

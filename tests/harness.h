@@ -49,7 +49,7 @@ static unsigned long th_passed, th_failed;
     } while (0)
 
 #define TEST_DONE()                                                            \
-    (printf("%lu passed, %lu failed\n", th_passed, th_failed),                \
+    (printf("%lu passed, %lu failed\n", th_passed, th_failed),                 \
      th_failed ? 1 : 0)
 
 #endif

@@ -1,0 +1,258 @@
+/* cmd_check.c -- `floodgate check`: check a key against a limit from the
+ * shell, once or as a burst, and print each decision. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "floodgate.h"
+
+static const char usage[] =
+    "usage: floodgate check [--store URL] --limit RATE --key KEY [options]\n"
+    "\n"
+    "Check KEY against the limit RATE and print the decision.\n"
+    "\n"
+    "  --store URL        memory (default), memory?max_keys=N,\n"
+    "                     redis://[user:pass@]host:port[/db], "
+    "unix:///path.sock\n"
+    "  --limit RATE       e.g. 10/s, 100/min, 5/15min, 1000/h, 50000/day\n"
+    "  --algorithm A      token_bucket (default), fixed_window,\n"
+    "                     sliding_window, naive_get_set\n"
+    "  --burst N          token_bucket capacity (default: the limit)\n"
+    "  --key KEY          the key to count (a user, an IP ...)\n"
+    "  --name NAME        the limit's name, part of the store key (default "
+    "cli)\n"
+    "  --cost N           units this check takes (default 1)\n"
+    "  --count K          check K times in a row, then print a summary\n"
+    "  --timeout MS       store deadline in milliseconds (default 5)\n"
+    "  --on-failure F     open (default), closed or local\n"
+    "  --clock C          redis (default) or client: whose clock Lua uses\n"
+    "  --json             one JSON object per check\n"
+    "  -h, --help         this help\n"
+    "\n"
+    "Each check prints 'allowed remaining=N reset_ms=N' or 'limited\n"
+    "retry_after_ms=N'; with --count a last line 'allowed=A limited=L'.\n"
+    "Exit status: 0 the last check was allowed, 1 it was refused, 2 usage\n"
+    "or store error.\n";
+
+/* A positive decimal integer below 2^53, with nothing around it. */
+static int parse_u64(const char *s, uint64_t *out)
+{
+    if (!s || *s < '0' || *s > '9')
+        return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || v >= FG_MAX_COUNT)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static void print_decision(const fg_decision *d, int json)
+{
+    if (json)
+        printf(
+            "{\"allowed\":%s,\"limit\":%llu,\"remaining\":%llu,"
+            "\"reset_ms\":%llu,\"retry_after_ms\":%llu,"
+            "\"source\":\"%s\"}\n",
+            d->allowed ? "true" : "false", (unsigned long long)d->limit,
+            (unsigned long long)d->remaining, (unsigned long long)d->reset_ms,
+            (unsigned long long)d->retry_after_ms, fg_source_name(d->source));
+    else if (d->allowed)
+        printf("allowed remaining=%llu reset_ms=%llu%s%s\n",
+               (unsigned long long)d->remaining,
+               (unsigned long long)d->reset_ms,
+               d->source == FG_SOURCE_STORE ? "" : " source=",
+               d->source == FG_SOURCE_STORE ? "" : fg_source_name(d->source));
+    else
+        printf("limited retry_after_ms=%llu%s%s\n",
+               (unsigned long long)d->retry_after_ms,
+               d->source == FG_SOURCE_STORE ? "" : " source=",
+               d->source == FG_SOURCE_STORE ? "" : fg_source_name(d->source));
+}
+
+int fg_cmd_check(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"store", required_argument, NULL, 's'},
+        {"limit", required_argument, NULL, 'l'},
+        {"algorithm", required_argument, NULL, 'a'},
+        {"burst", required_argument, NULL, 'b'},
+        {"key", required_argument, NULL, 'k'},
+        {"name", required_argument, NULL, 'n'},
+        {"cost", required_argument, NULL, 'c'},
+        {"count", required_argument, NULL, 'C'},
+        {"timeout", required_argument, NULL, 't'},
+        {"on-failure", required_argument, NULL, 'f'},
+        {"clock", required_argument, NULL, 'K'},
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *url = "memory", *rate = NULL, *key = NULL, *name = "cli";
+    const char *algorithm = NULL, *on_failure = NULL, *clock = NULL;
+    uint64_t burst = 0, cost = 1, count = 1, timeout = 5;
+    int json = 0, many = 0, c;
+    char err[256];
+
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 's':
+            url = optarg;
+            break;
+        case 'l':
+            rate = optarg;
+            break;
+        case 'a':
+            algorithm = optarg;
+            break;
+        case 'k':
+            key = optarg;
+            break;
+        case 'n':
+            name = optarg;
+            break;
+        case 'f':
+            on_failure = optarg;
+            break;
+        case 'K':
+            clock = optarg;
+            break;
+        case 'j':
+            json = 1;
+            break;
+        case 'b':
+            if (parse_u64(optarg, &burst) || burst == 0)
+                goto bad_number;
+            break;
+        case 'c':
+            if (parse_u64(optarg, &cost) || cost == 0) {
+                fprintf(stderr,
+                        "floodgate check: --cost must be a whole "
+                        "number from 1 to 2^53-1, not '%s'\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'C':
+            if (parse_u64(optarg, &count) || count == 0)
+                goto bad_number;
+            many = 1;
+            break;
+        case 't':
+            if (parse_u64(optarg, &timeout) || timeout == 0 || timeout > 60000)
+                goto bad_number;
+            break;
+        case 'h':
+            fputs(usage, stdout);
+            return 0;
+        default:
+            fprintf(stderr,
+                    "floodgate check: unknown or incomplete option "
+                    "'%s'\n\n%s",
+                    argv[optind - 1], usage);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "floodgate check: unexpected argument '%s'\n",
+                argv[optind]);
+        return 2;
+    }
+    if (!rate || !key) {
+        fprintf(stderr, "floodgate check: --limit and --key are required\n\n%s",
+                usage);
+        return 2;
+    }
+
+    fg_limit lim;
+    if (fg_limit_parse_err(rate, &lim, err, sizeof(err)) != FG_OK) {
+        fprintf(stderr, "floodgate check: %s\n", err);
+        return 2;
+    }
+    if (strlen(name) >= sizeof(lim.name)) {
+        fprintf(stderr, "floodgate check: --name is longer than %d bytes\n",
+                FG_NAME_MAX - 1);
+        return 2;
+    }
+    strcpy(lim.name, name);
+    lim.burst = burst;
+    lim.timeout_ms = (uint32_t)timeout;
+    if (algorithm && fg_algorithm_parse(algorithm, &lim.algorithm)) {
+        fprintf(stderr,
+                "floodgate check: unknown algorithm '%s' (use "
+                "token_bucket, fixed_window, sliding_window or "
+                "naive_get_set)\n",
+                algorithm);
+        return 2;
+    }
+    if (on_failure && fg_on_failure_parse(on_failure, &lim.on_failure)) {
+        fprintf(stderr, "floodgate check: --on-failure must be open, closed "
+                        "or local\n");
+        return 2;
+    }
+    if (clock && strcmp(clock, "client") && strcmp(clock, "redis")) {
+        fprintf(stderr, "floodgate check: --clock must be redis or client\n");
+        return 2;
+    }
+    lim.clock_client = clock && !strcmp(clock, "client");
+
+    fg_store *st = fg_store_open(url, err, sizeof(err));
+    if (!st) {
+        fprintf(stderr, "floodgate check: %s\n", err);
+        return 2;
+    }
+    fg_limiter *l = fg_limiter_new(st, &lim, err, sizeof(err));
+    if (!l) {
+        fprintf(stderr, "floodgate check: %s\n", err);
+        fg_store_close(st);
+        return 2;
+    }
+
+    uint64_t allowed = 0, limited = 0;
+    int status = 0, failed = 0;
+    for (uint64_t i = 0; i < count; i++) {
+        fg_decision d;
+        int rc = fg_check(l, key, strlen(key), cost, &d);
+        if (rc == FG_ECOST || rc == FG_EKEY || rc == FG_EINVAL) {
+            fprintf(stderr,
+                    "floodgate check: %s (cost %llu, limit %llu, key "
+                    "%zu bytes)\n",
+                    fg_strerror(rc), (unsigned long long)cost,
+                    (unsigned long long)d.limit, strlen(key));
+            failed = 1;
+            break;
+        }
+        if (rc < 0 && !failed) {
+            fprintf(stderr,
+                    "floodgate check: store: %s; decided by "
+                    "on_failure=%s\n",
+                    fg_strerror(rc), fg_on_failure_name(lim.on_failure));
+            failed = 1;
+        }
+        print_decision(&d, json);
+        if (d.allowed)
+            allowed++;
+        else
+            limited++;
+        status = d.allowed ? 0 : 1;
+    }
+    if (many && !json)
+        printf("allowed=%llu limited=%llu\n", (unsigned long long)allowed,
+               (unsigned long long)limited);
+    fg_limiter_free(l);
+    fg_store_close(st);
+    return failed ? 2 : status;
+
+bad_number:
+    fprintf(stderr,
+            "floodgate check: %s needs a positive whole number, not "
+            "'%s'\n",
+            argv[optind - 1], optarg);
+    return 2;
+}

@@ -1,0 +1,215 @@
+/* algo.c -- fixed window, sliding window and token bucket (GCRA) as pure
+ * integer functions of (params, state, now, cost). See algo.h. */
+#include "algo.h"
+#include "store.h"
+
+static uint64_t gcd(uint64_t a, uint64_t b)
+{
+    while (b) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+int fg__algo_params_init(const fg_limit *lim, fg__algo_params *p, char *err,
+                         size_t errlen)
+{
+    if ((unsigned)lim->algorithm > FG_NAIVE_GET_SET)
+        return fg__seterr(err, errlen, FG_EINVAL, "unknown algorithm %d",
+                          (int)lim->algorithm);
+    if (lim->limit < 1 || lim->limit > FG_MAX_COUNT)
+        return fg__seterr(err, errlen, FG_ERANGE,
+                          "limit must be between 1 and 2^53");
+    if (lim->period_us < 1000)
+        return fg__seterr(err, errlen, FG_ERANGE,
+                          "period must be at least 1 ms");
+    p->algorithm = lim->algorithm;
+    p->limit = lim->limit;
+    p->period_us = lim->period_us;
+    p->burst = lim->burst ? lim->burst : lim->limit;
+    p->scale = 1;
+    p->t_scaled = 0;
+    if (p->burst > FG_MAX_COUNT)
+        return fg__seterr(err, errlen, FG_ERANGE,
+                          "burst must be between 1 and 2^53");
+    if (p->burst != p->limit && p->algorithm != FG_TOKEN_BUCKET)
+        return fg__seterr(err, errlen, FG_EINVAL,
+                          "burst applies to token_bucket only");
+
+    switch (p->algorithm) {
+    case FG_TOKEN_BUCKET: {
+        uint64_t g = gcd(p->period_us, p->limit);
+        p->scale = p->limit / g;
+        p->t_scaled = p->period_us / g;
+        /* The bucket's depth in scaled time, plus any cost, must fit. */
+        if (p->t_scaled > UINT64_MAX / 4 / p->burst)
+            return fg__seterr(err, errlen, FG_ERANGE,
+                              "token_bucket: burst %llu at this rate is too "
+                              "large to count exactly",
+                              (unsigned long long)p->burst);
+        break;
+    }
+    case FG_SLIDING_WINDOW:
+        /* prev * (period - elapsed) + (cur + cost) * period must fit. */
+        if (p->limit > UINT64_MAX / 4 / p->period_us)
+            return fg__seterr(err, errlen, FG_ERANGE,
+                              "sliding_window: limit x period is too large");
+        break;
+    default:
+        break;
+    }
+    return FG_OK;
+}
+
+int fg__algo_check_cost(const fg__algo_params *p, uint64_t cost)
+{
+    uint64_t max = p->algorithm == FG_TOKEN_BUCKET ? p->burst : p->limit;
+    if (cost < 1 || cost > max || cost >= FG_MAX_COUNT)
+        return FG_ECOST;
+    return FG_OK;
+}
+
+/* Fixed window: 'a' is the window index + 1, 'b' its count. A clock that
+ * steps back into an earlier window is clamped to the stored window. */
+static void fixed_window(const fg__algo_params *p, fg__algo_state *s,
+                         uint64_t now, uint64_t cost, fg_decision *d,
+                         uint64_t *expires)
+{
+    uint64_t w = now / p->period_us + 1;
+    if (s->a > w) {
+        w = s->a;
+        now = (w - 1) * p->period_us;
+    }
+    uint64_t count = s->a == w ? s->b : 0;
+    uint64_t end = w * p->period_us;
+
+    d->limit = p->limit;
+    d->allowed = count + cost <= p->limit;
+    if (d->allowed) {
+        count += cost;
+        s->a = w;
+        s->b = count;
+    }
+    d->remaining = p->limit - count;
+    d->reset_ms = count ? fg__us_to_ms_up(end - now) : 0;
+    d->retry_after_ms = d->allowed ? 0 : fg__us_to_ms_up(end - now);
+    *expires = end;
+}
+
+/* Sliding window: the count of the current window plus the previous window's
+ * count weighted by how much of it still overlaps the last period:
+ *   prev * (period - elapsed) / period + cur + cost <= limit,
+ * compared multiplied out by 'period' so that no division rounds. */
+static void sliding_window(const fg__algo_params *p, fg__algo_state *s,
+                           uint64_t now, uint64_t cost, fg_decision *d,
+                           uint64_t *expires)
+{
+    const uint64_t period = p->period_us, limit = p->limit;
+    uint64_t w = now / period + 1;
+    if (s->a > w) {
+        w = s->a;
+        now = (w - 1) * period;
+    }
+    uint64_t cur = 0, prev = 0;
+    if (s->a == w) {
+        cur = s->b;
+        prev = s->c;
+    } else if (s->a + 1 == w) {
+        prev = s->b;
+    }
+    uint64_t elapsed = now - (w - 1) * period;
+    uint64_t left = period - elapsed; /* 1 .. period */
+    uint64_t weighted = prev * left;
+
+    d->limit = limit;
+    d->allowed = weighted + (cur + cost) * period <= limit * period;
+    d->retry_after_ms = 0;
+    if (d->allowed) {
+        cur += cost;
+        s->a = w;
+        s->b = cur;
+        s->c = prev;
+    } else if (cur + cost <= limit) {
+        /* Wait in this window until prev's weight has shrunk enough:
+         * prev * (period - e) <= room * period. */
+        uint64_t room = limit - cur - cost;
+        uint64_t need = period - room * period / prev;
+        d->retry_after_ms = fg__us_to_ms_up(need - elapsed);
+    } else {
+        /* Wait for the next window, where this window's count becomes
+         * the previous one: cur * (period - e) <= (limit - cost) * period. */
+        uint64_t need = period - (limit - cost) * period / cur;
+        d->retry_after_ms = fg__us_to_ms_up(left + need);
+    }
+    uint64_t used = weighted + cur * period;
+    d->remaining =
+        used >= limit * period ? 0 : (limit * period - used) / period;
+    if (cur)
+        d->reset_ms = fg__us_to_ms_up(left + period);
+    else if (prev)
+        d->reset_ms = fg__us_to_ms_up(left);
+    else
+        d->reset_ms = 0;
+    *expires = (w + 1) * period;
+}
+
+/* Token bucket as GCRA: each unit moves the theoretical arrival time TAT on
+ * by T = period / limit; a request fits when the new TAT is at most
+ * burst * T ahead of now. Time is scaled by 'scale' so T is an integer and
+ * nothing drifts. Returns FG_ERANGE when 'now' cannot be scaled. */
+static int token_bucket(const fg__algo_params *p, fg__algo_state *s,
+                        uint64_t now_us, uint64_t cost, fg_decision *d,
+                        uint64_t *expires)
+{
+    if (now_us > UINT64_MAX / 4 / p->scale)
+        return FG_ERANGE;
+    const uint64_t depth = p->burst * p->t_scaled;
+    uint64_t now = now_us * p->scale;
+    uint64_t tat = s->a;
+    /* A clock that stepped back leaves TAT more than a full bucket ahead;
+     * clamp so that the wait is never longer than draining the bucket. */
+    if (tat > now && tat - now > depth)
+        now = tat - depth;
+    uint64_t base = tat > now ? tat : now;
+    uint64_t next = base + cost * p->t_scaled;
+
+    d->limit = p->burst;
+    d->allowed = next - now <= depth;
+    if (d->allowed) {
+        s->a = next;
+        base = next;
+    }
+    uint64_t ahead = base - now; /* <= depth */
+    d->remaining = (depth - ahead) / p->t_scaled;
+    d->reset_ms = fg__us_to_ms_up(ahead / p->scale + (ahead % p->scale != 0));
+    if (d->allowed) {
+        d->retry_after_ms = 0;
+    } else {
+        uint64_t wait = next - now - depth;
+        d->retry_after_ms =
+            fg__us_to_ms_up(wait / p->scale + (wait % p->scale != 0));
+    }
+    *expires = base / p->scale + 1;
+    return FG_OK;
+}
+
+int fg__algo_check(const fg__algo_params *p, fg__algo_state *s, uint64_t now_us,
+                   uint64_t cost, fg_decision *d, uint64_t *expires_us)
+{
+    if (fg__algo_check_cost(p, cost) != FG_OK)
+        return FG_ECOST;
+    switch (p->algorithm) {
+    case FG_FIXED_WINDOW:
+    case FG_NAIVE_GET_SET:
+        fixed_window(p, s, now_us, cost, d, expires_us);
+        return FG_OK;
+    case FG_SLIDING_WINDOW:
+        sliding_window(p, s, now_us, cost, d, expires_us);
+        return FG_OK;
+    case FG_TOKEN_BUCKET:
+        return token_bucket(p, s, now_us, cost, d, expires_us);
+    }
+    return FG_EINVAL;
+}

@@ -1,0 +1,256 @@
+/* limiter.c -- a named limit applied through a store, with its policy:
+ * input validation, the circuit breaker, and what to decide when the store
+ * fails (allow, refuse, or fall back to a local in-memory limit). */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "breaker.h"
+#include "store.h"
+
+/* How long a fail-closed refusal asks the client to wait: the breaker's
+ * cool-down, rounded up to the second that Retry-After can express. */
+#define FAIL_CLOSED_RETRY_MS 1000
+
+struct fg__policy {
+    fg__breaker breaker;
+    fg_store *local_store; /* FG_FAIL_LOCAL only */
+    fg_limiter *local;
+};
+
+static atomic_ullong next_limiter_id = 1;
+
+static int is_store_failure(int rc)
+{
+    switch (rc) {
+    case FG_EBACKEND:
+    case FG_ETIMEOUT:
+    case FG_EPROTO:
+    case FG_EAUTH:
+    case FG_EREADONLY:
+    case FG_EOOM:
+    case FG_EBUSY:
+        return 1;
+    }
+    return 0;
+}
+
+fg_limiter *fg_limiter_new(fg_store *st, const fg_limit *lim, char *err,
+                           size_t errlen)
+{
+    if (!st || !lim) {
+        fg__seterr(err, errlen, FG_EINVAL, "no store or limit given");
+        return NULL;
+    }
+    size_t namelen = strnlen(lim->name, FG_NAME_MAX);
+    if (namelen == 0 || namelen == FG_NAME_MAX) {
+        fg__seterr(err, errlen, FG_EINVAL, "limit name must be 1 to %d bytes",
+                   FG_NAME_MAX - 1);
+        return NULL;
+    }
+    if ((unsigned)lim->on_failure > FG_FAIL_LOCAL) {
+        fg__seterr(err, errlen, FG_EINVAL, "unknown on_failure %d",
+                   (int)lim->on_failure);
+        return NULL;
+    }
+    fg_limiter *l = fg__calloc(1, sizeof(*l));
+    if (!l) {
+        fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
+        return NULL;
+    }
+    l->st = st;
+    l->lim = *lim;
+    if (l->lim.fallback_servers == 0)
+        l->lim.fallback_servers = 1;
+    if (fg__algo_params_init(&l->lim, &l->p, err, errlen) != FG_OK)
+        goto fail_nostore;
+    l->id = atomic_fetch_add(&next_limiter_id, 1);
+    l->policy = fg__calloc(1, sizeof(*l->policy));
+    if (!l->policy) {
+        fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
+        goto fail_nostore;
+    }
+    if (st->ops->limiter_init(st, l, &l->store_data, err, errlen) != FG_OK)
+        goto fail_nostore;
+
+    if (l->lim.on_failure == FG_FAIL_LOCAL) {
+        /* The fallback enforces this limit divided among the servers that
+         * would otherwise share it, in this process's memory. */
+        fg_limit local = l->lim;
+        local.on_failure = FG_FAIL_OPEN;
+        local.limit = l->lim.limit / l->lim.fallback_servers;
+        if (local.limit == 0)
+            local.limit = 1;
+        if (local.burst) {
+            local.burst /= l->lim.fallback_servers;
+            if (local.burst == 0)
+                local.burst = 1;
+        }
+        if (local.algorithm == FG_NAIVE_GET_SET)
+            local.algorithm = FG_FIXED_WINDOW;
+        fg_memory_options mo = {.max_keys = 100000};
+        l->policy->local_store = fg__store_memory_open(&mo, err, errlen);
+        if (!l->policy->local_store)
+            goto fail;
+        l->policy->local =
+            fg_limiter_new(l->policy->local_store, &local, err, errlen);
+        if (!l->policy->local)
+            goto fail;
+    }
+    return l;
+fail:
+    st->ops->limiter_free(st, l, l->store_data);
+fail_nostore:
+    if (l->policy) {
+        fg_store_close(l->policy->local_store);
+        fg__free(l->policy);
+    }
+    fg__free(l);
+    return NULL;
+}
+
+void fg_limiter_free(fg_limiter *l)
+{
+    if (!l)
+        return;
+    l->st->ops->limiter_free(l->st, l, l->store_data);
+    fg_limiter_free(l->policy->local);
+    fg_store_close(l->policy->local_store);
+    fg__free(l->policy);
+    fg__free(l);
+}
+
+const fg_limit *fg_limiter_limit(const fg_limiter *l)
+{
+    return &l->lim;
+}
+
+const char *fg_limiter_breaker(fg_limiter *l)
+{
+    switch (fg__breaker_state(&l->policy->breaker, fg__mono_us(NULL))) {
+    case FG__BREAKER_OPEN:
+        return "open";
+    case FG__BREAKER_HALF_OPEN:
+        return "half_open";
+    }
+    return "closed";
+}
+
+/* Validate a check before any store sees it. */
+static int validate(fg_limiter *l, const char *key, size_t keylen,
+                    uint64_t cost, fg_decision *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->limit = l->p.algorithm == FG_TOKEN_BUCKET ? l->p.burst : l->p.limit;
+    out->source = FG_SOURCE_STORE;
+    if (!key && keylen)
+        return FG_EINVAL;
+    if (keylen > FG_MAX_KEY)
+        return FG_EKEY;
+    return fg__algo_check_cost(&l->p, cost);
+}
+
+/* Decide without the store, which failed with 'rc' or was skipped. */
+static int decide_without_store(fg_limiter *l, int rc, const char *key,
+                                size_t keylen, uint64_t cost, fg_decision *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->limit = l->p.algorithm == FG_TOKEN_BUCKET ? l->p.burst : l->p.limit;
+    switch (l->lim.on_failure) {
+    case FG_FAIL_OPEN:
+        out->allowed = 1;
+        out->remaining = out->limit - cost;
+        out->source = FG_SOURCE_FAIL_OPEN;
+        break;
+    case FG_FAIL_CLOSED:
+        out->allowed = 0;
+        out->retry_after_ms = FAIL_CLOSED_RETRY_MS;
+        out->reset_ms = FAIL_CLOSED_RETRY_MS;
+        out->source = FG_SOURCE_FAIL_CLOSED;
+        break;
+    case FG_FAIL_LOCAL: {
+        fg_limiter *loc = l->policy->local;
+        int lrc = fg__algo_check_cost(&loc->p, cost);
+        if (lrc == FG_OK)
+            lrc = loc->st->ops->check(loc->st, loc, key, keylen, cost, out);
+        if (lrc != FG_OK) {
+            memset(out, 0, sizeof(*out));
+            out->limit = loc->p.limit;
+        }
+        out->source = FG_SOURCE_LOCAL;
+        break;
+    }
+    }
+    return rc;
+}
+
+/* Record the store's answer in the breaker and apply the policy. */
+static int settle(fg_limiter *l, int rc, const char *key, size_t keylen,
+                  uint64_t cost, fg_decision *out)
+{
+    if (rc == FG_OK) {
+        fg__breaker_success(&l->policy->breaker);
+        out->source = FG_SOURCE_STORE;
+        return FG_OK;
+    }
+    if (is_store_failure(rc))
+        fg__breaker_failure(&l->policy->breaker, fg__mono_us(NULL));
+    return decide_without_store(l, rc, key, keylen, cost, out);
+}
+
+int fg_check(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
+             fg_decision *out)
+{
+    int rc = validate(l, key, keylen, cost, out);
+    if (rc != FG_OK)
+        return rc;
+    if (!fg__breaker_allow(&l->policy->breaker, fg__mono_us(NULL)))
+        return decide_without_store(l, FG_EBREAKER, key, keylen, cost, out);
+    rc = l->st->ops->check(l->st, l, key, keylen, cost, out);
+    return settle(l, rc, key, keylen, cost, out);
+}
+
+int fg_check_async(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
+                   fg_check_cb cb, void *data)
+{
+    fg_decision d;
+    int rc = validate(l, key, keylen, cost, &d);
+    if (rc != FG_OK)
+        return rc;
+    if (!cb)
+        return FG_EINVAL;
+    if (!fg__breaker_allow(&l->policy->breaker, fg__mono_us(NULL))) {
+        rc = decide_without_store(l, FG_EBREAKER, key, keylen, cost, &d);
+        cb(rc, &d, data);
+        return FG_OK;
+    }
+    if (!l->st->ops->check_async) {
+        rc = l->st->ops->check(l->st, l, key, keylen, cost, &d);
+        rc = settle(l, rc, key, keylen, cost, &d);
+        cb(rc, &d, data);
+        return FG_OK;
+    }
+    fg__req *req = fg__malloc(sizeof(*req) + keylen + 1);
+    if (!req)
+        return FG_ENOMEM;
+    memset(req, 0, sizeof(*req));
+    req->l = l;
+    req->cost = cost;
+    req->cb = cb;
+    req->data = data;
+    req->keylen = keylen;
+    if (keylen)
+        memcpy(req->key, key, keylen);
+    req->key[keylen] = '\0';
+    l->st->ops->check_async(l->st, req);
+    return FG_OK;
+}
+
+void fg__req_done(fg__req *req, int rc, fg_decision *d)
+{
+    fg_decision local;
+    if (rc != FG_OK)
+        d = &local;
+    rc = settle(req->l, rc, req->key, req->keylen, req->cost, d);
+    req->cb(rc, d, req->data);
+    fg__free(req);
+}

@@ -1,11 +1,332 @@
-#include <stdio.h>
+/* main.c -- `floodgate lab`: options, and the order of a run.
+ *
+ * A run starts Redis and the delay proxy, starts every strategy's cluster at
+ * once (start-up in parallel), fires the burst through each strategy in
+ * turn, then stops Redis and fires again through each, and stops it all. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "../cli/commands.h"
+#include "lab.h"
+
+static void usage(FILE *f)
+{
+    fprintf(
+        f, "usage: floodgate lab [--strategy local|split|naive|atomic|all]\n"
+           "                     [--servers 4] [--burst 40] [--spread 40ms]\n"
+           "                     [--rtt 2ms] [--limit 10/s]\n"
+           "                     [--balance roundrobin|random] [--json]\n"
+           "                     [--web [--listen 127.0.0.1:8090]]\n"
+           "                     [--sweep rtt=0,1,2,5,10,20 | servers=.. | "
+           "burst=..]\n"
+           "                     [--svg FILE]\n"
+           "Runs redis-server, a delay proxy, N `floodgate serve` and HAProxy\n"
+           "in a temporary folder, fires one user's burst through them and\n"
+           "counts what each way of limiting let through.\n");
+}
+
+/* "40ms", "0.5ms", "2s", "500us"; a bare number is milliseconds. */
+static int parse_duration_us(const char *s, int64_t *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || v < 0)
+        return -1;
+    double mul = 1000;
+    if (strcmp(end, "us") == 0)
+        mul = 1;
+    else if (strcmp(end, "ms") == 0 || *end == '\0')
+        mul = 1000;
+    else if (strcmp(end, "s") == 0)
+        mul = 1000000;
+    else
+        return -1;
+    v *= mul;
+    if (v > 60e6)
+        return -1;
+    *out = (int64_t)(v + 0.5);
+    return 0;
+}
+
+/* "10/s", "100/min", "5/15min", "250/500ms". */
+static int parse_rate(const char *s, uint64_t *limit, uint64_t *period_ms)
+{
+    char *end;
+    unsigned long long n = strtoull(s, &end, 10);
+    if (end == s || *end != '/' || n < 1 || n > 1000000)
+        return -1;
+    s = end + 1;
+    unsigned long long k = 1;
+    if (*s >= '0' && *s <= '9') {
+        k = strtoull(s, &end, 10);
+        if (k < 1 || k > 100000)
+            return -1;
+        s = end;
+    }
+    static const struct {
+        const char *unit;
+        unsigned long long ms;
+    } units[] = {{"ms", 1},         {"s", 1000},       {"sec", 1000},
+                 {"min", 60000},    {"m", 60000},      {"h", 3600000},
+                 {"hour", 3600000}, {"day", 86400000}, {"d", 86400000}};
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcmp(s, units[i].unit) == 0) {
+            *limit = n;
+            *period_ms = k * units[i].ms;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end != '\0' || v < lo || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+typedef struct opts {
+    unsigned mask;
+    fg__lab_params p;
+    int json;
+    int web;
+    const char *listen;
+    char sweep_param[16];
+    int sweep[FG__LAB_MAX_SWEEP];
+    int nsweep;
+    const char *svg;
+} opts;
+
+static int parse_sweep(const char *s, opts *o)
+{
+    const char *eq = strchr(s, '=');
+    if (!eq || eq - s >= (long)sizeof o->sweep_param)
+        return -1;
+    memcpy(o->sweep_param, s, (size_t)(eq - s));
+    o->sweep_param[eq - s] = '\0';
+    int lo, hi;
+    if (strcmp(o->sweep_param, "rtt") == 0)
+        lo = 0, hi = 1000;
+    else if (strcmp(o->sweep_param, "servers") == 0)
+        lo = 1, hi = FG__LAB_MAX_SERVERS;
+    else if (strcmp(o->sweep_param, "burst") == 0)
+        lo = 1, hi = FG__LAB_MAX_BURST;
+    else
+        return -1;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", eq + 1);
+    char *save = NULL;
+    o->nsweep = 0;
+    for (char *t = strtok_r(buf, ",", &save); t;
+         t = strtok_r(NULL, ",", &save)) {
+        if (o->nsweep == FG__LAB_MAX_SWEEP ||
+            parse_int(t, lo, hi, &o->sweep[o->nsweep]) < 0)
+            return -1;
+        o->nsweep++;
+    }
+    return o->nsweep > 0 ? 0 : -1;
+}
+
+/* Returns 0, or 2 after printing why. */
+static int parse_args(int argc, char **argv, opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->mask = (1u << FG__LAB_NSTRATEGIES) - 1;
+    o->p.servers = 4;
+    o->p.burst = 40;
+    o->p.spread_us = 40000;
+    o->p.rtt_us = 2000;
+    o->p.limit = 10;
+    o->p.period_ms = 1000;
+    o->listen = "127.0.0.1:8090";
+    for (int i = 1; i < argc; i++) {
+        char name[32];
+        const char *a = argv[i], *val = NULL;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return 1;
+        }
+        const char *eq = strchr(a, '=');
+        if (strncmp(a, "--", 2) != 0 ||
+            (size_t)(eq ? eq - a : (long)strlen(a)) >= sizeof name) {
+            fprintf(stderr, "floodgate lab: unknown argument '%s'\n", a);
+            return 2;
+        }
+        size_t nlen = eq ? (size_t)(eq - a) : strlen(a);
+        memcpy(name, a, nlen);
+        name[nlen] = '\0';
+        if (strcmp(name, "--json") == 0) {
+            o->json = 1;
+            continue;
+        }
+        if (strcmp(name, "--web") == 0) {
+            o->web = 1;
+            continue;
+        }
+        if (eq)
+            val = eq + 1;
+        else if (i + 1 < argc)
+            val = argv[++i];
+        else {
+            fprintf(stderr, "floodgate lab: %s needs a value\n", name);
+            return 2;
+        }
+        int bad = 0;
+        if (strcmp(name, "--strategy") == 0) {
+            int s = fg__lab_strategy_parse(val);
+            if (strcmp(val, "all") == 0)
+                o->mask = (1u << FG__LAB_NSTRATEGIES) - 1;
+            else if (s >= 0)
+                o->mask = 1u << s;
+            else
+                bad = 1;
+        } else if (strcmp(name, "--servers") == 0) {
+            bad = parse_int(val, 1, FG__LAB_MAX_SERVERS, &o->p.servers);
+        } else if (strcmp(name, "--burst") == 0) {
+            bad = parse_int(val, 1, FG__LAB_MAX_BURST, &o->p.burst);
+        } else if (strcmp(name, "--spread") == 0) {
+            bad = parse_duration_us(val, &o->p.spread_us);
+        } else if (strcmp(name, "--rtt") == 0) {
+            bad = parse_duration_us(val, &o->p.rtt_us);
+            if (!bad && o->p.rtt_us > 1000000)
+                bad = 1;
+        } else if (strcmp(name, "--limit") == 0) {
+            bad = parse_rate(val, &o->p.limit, &o->p.period_ms);
+        } else if (strcmp(name, "--balance") == 0) {
+            if (strcmp(val, "roundrobin") == 0)
+                o->p.balance_random = 0;
+            else if (strcmp(val, "random") == 0)
+                o->p.balance_random = 1;
+            else
+                bad = 1;
+        } else if (strcmp(name, "--listen") == 0) {
+            o->listen = val;
+        } else if (strcmp(name, "--sweep") == 0) {
+            bad = parse_sweep(val, o);
+        } else if (strcmp(name, "--svg") == 0) {
+            o->svg = val;
+        } else {
+            fprintf(stderr, "floodgate lab: unknown option '%s'\n", name);
+            return 2;
+        }
+        if (bad) {
+            fprintf(stderr, "floodgate lab: bad value for %s: '%s'\n", name,
+                    val);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+static int run_once(fg__lab *lab, const opts *o, char *err, size_t errlen)
+{
+    fg__lab_result rs[FG__LAB_NSTRATEGIES];
+    memset(rs, 0, sizeof rs);
+    int64_t t0 = fg__lab_now_us();
+    if (fg__lab_ensure_many(lab, o->mask, &o->p, err, errlen) < 0)
+        return -1;
+    for (int s = 0; s < FG__LAB_NSTRATEGIES; s++)
+        if ((o->mask & (1u << s)) &&
+            fg__lab_measure(lab, s, &o->p, &rs[s], err, errlen) < 0)
+            return -1;
+    if (fg__lab_measure_down(lab, o->mask, rs, err, errlen) < 0)
+        return -1;
+    fg__lab_result shown[FG__LAB_NSTRATEGIES];
+    int n = 0;
+    for (int s = 0; s < FG__LAB_NSTRATEGIES; s++)
+        if (o->mask & (1u << s))
+            shown[n++] = rs[s];
+    if (o->json) {
+        for (int i = 0; i < n; i++)
+            fg__lab_print_json(stdout, &shown[i]);
+    } else {
+        fg__lab_print_cards(stdout, shown, n, isatty(1));
+        printf("\n  measured in %.2f s (servers started, bursts fired, Redis "
+               "stopped and fired again)\n",
+               (fg__lab_now_us() - t0) / 1e6);
+    }
+    return 0;
+}
+
+static int run_sweep(fg__lab *lab, const opts *o, char *err, size_t errlen)
+{
+    size_t n = (size_t)o->nsweep * FG__LAB_NSTRATEGIES;
+    fg__lab_result *rs = calloc(n, sizeof *rs);
+    if (!rs) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int rc = 0;
+    for (int v = 0; v < o->nsweep && rc == 0; v++) {
+        fg__lab_params p = o->p;
+        if (strcmp(o->sweep_param, "rtt") == 0)
+            p.rtt_us = (int64_t)o->sweep[v] * 1000;
+        else if (strcmp(o->sweep_param, "servers") == 0)
+            p.servers = o->sweep[v];
+        else
+            p.burst = o->sweep[v];
+        fg__lab_retire(lab, &p);
+        rc = fg__lab_ensure_many(lab, o->mask, &p, err, errlen);
+        for (int s = 0; s < FG__LAB_NSTRATEGIES && rc == 0; s++)
+            if (o->mask & (1u << s))
+                rc = fg__lab_measure(
+                    lab, s, &p, &rs[v * FG__LAB_NSTRATEGIES + s], err, errlen);
+        if (rc == 0 && !o->json)
+            fprintf(stderr, "  %s=%d done\n", o->sweep_param, o->sweep[v]);
+    }
+    if (rc == 0) {
+        char path[256];
+        if (o->svg)
+            snprintf(path, sizeof path, "%s", o->svg);
+        else
+            snprintf(path, sizeof path, "lab-sweep-%s.svg", o->sweep_param);
+        if (o->json) {
+            for (size_t i = 0; i < n; i++)
+                if (o->mask & (1u << (i % FG__LAB_NSTRATEGIES)))
+                    fg__lab_print_json(stdout, &rs[i]);
+        } else {
+            printf("\n");
+            fg__lab_print_sweep(stdout, o->sweep_param, o->sweep, o->nsweep,
+                                o->mask, rs);
+        }
+        rc = fg__lab_write_svg(path, o->sweep_param, o->sweep, o->nsweep,
+                               o->mask, rs, err, errlen);
+        if (rc == 0)
+            fprintf(o->json ? stderr : stdout, "\n  chart: %s\n", path);
+    }
+    free(rs);
+    return rc;
+}
 
 int fg_cmd_lab(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "floodgate lab: not available in this build\n");
-    return 2;
+    opts o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc != 0)
+        return rc == 1 ? 0 : rc;
+    char err[512] = "";
+    fg__lab_install_signals();
+    fg__lab *lab = fg__lab_new(err, sizeof err);
+    if (!lab) {
+        fprintf(stderr, "floodgate lab: %s\n", err);
+        return 1;
+    }
+    if (fg__lab_start_redis(lab, err, sizeof err) < 0)
+        rc = 1;
+    else if (o.web)
+        rc = fg__lab_web(lab, o.listen, &o.p) < 0 ? 1 : 0;
+    else if (o.nsweep > 0)
+        rc = run_sweep(lab, &o, err, sizeof err) < 0 ? 1 : 0;
+    else
+        rc = run_once(lab, &o, err, sizeof err) < 0 ? 1 : 0;
+    if (rc != 0 && err[0])
+        fprintf(stderr, "floodgate lab: %s\n",
+                fg__lab_stop ? "interrupted, cleaning up" : err);
+    fg__lab_free(lab);
+    return fg__lab_stop ? 130 : rc;
 }

@@ -1,0 +1,648 @@
+/* lab.c -- the experiment's processes: one redis-server behind the delay
+ * proxy, and per strategy a cluster of N `floodgate serve` behind HAProxy.
+ *
+ * Everything lives in one temporary folder (configs, logs, Redis's dir).
+ * Clusters are kept between runs and reused while the server count and the
+ * balance stay the same; each run uses a user id of its own, so counters
+ * left by an earlier run never count. */
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lab.h"
+
+/* Generous next to --rtt (at most a few tens of ms): the lab measures the
+ * race, not timeouts. A dead Redis is refused at once by the proxy. */
+#define STORE_TIMEOUT_MS 250
+#define START_TIMEOUT_MS 5000
+
+static const char *const names[FG__LAB_NSTRATEGIES] = {"local", "split",
+                                                       "naive", "atomic"};
+
+const char *fg__lab_strategy_name(int s)
+{
+    return s >= 0 && s < FG__LAB_NSTRATEGIES ? names[s] : "?";
+}
+
+int fg__lab_strategy_parse(const char *s)
+{
+    for (int i = 0; i < FG__LAB_NSTRATEGIES; i++)
+        if (strcmp(s, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+int fg__lab_uses_redis(int s)
+{
+    return s == FG__LAB_NAIVE || s == FG__LAB_ATOMIC;
+}
+
+/* The failure policy chosen per strategy. Memory counters never touch
+ * Redis. The naive limiter fails open (what most hand-written limiters do).
+ * The atomic one falls back to limit / N in each server's memory: still a
+ * limit, never more than the real one. */
+const char *fg__lab_on_failure(int s)
+{
+    return s == FG__LAB_ATOMIC ? "local" : "open";
+}
+
+const char *fg__lab_policy_text(int s)
+{
+    switch (s) {
+    case FG__LAB_NAIVE:
+        return "fails open: allows all";
+    case FG__LAB_ATOMIC:
+        return "falls back to limit / N";
+    default:
+        return "unaffected (no Redis)";
+    }
+}
+
+typedef struct cluster {
+    int running;
+    int servers;
+    int balance_random;
+    pid_t serve[FG__LAB_MAX_SERVERS];
+    int port[FG__LAB_MAX_SERVERS];
+    pid_t haproxy;
+    int haproxy_port;
+} cluster;
+
+struct fg__lab {
+    char dir[512];
+    char exe[PATH_MAX];
+    char redis_bin[PATH_MAX];
+    char haproxy_bin[PATH_MAX];
+    pid_t redis;
+    int redis_port;
+    fg__lab_proxy *proxy;
+    redisContext *info; /* for INFO commandstats, straight to Redis */
+    cluster cl[FG__LAB_NSTRATEGIES];
+    unsigned seq; /* per run: a fresh user id */
+};
+
+const char *fg__lab_dir(const fg__lab *lab)
+{
+    return lab->dir;
+}
+
+fg__lab *fg__lab_new(char *err, size_t errlen)
+{
+    fg__lab *lab = calloc(1, sizeof *lab);
+    if (!lab) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    const char *r = getenv("FLOODGATE_REDIS_SERVER");
+    const char *h = getenv("FLOODGATE_HAPROXY");
+    if (r && *r)
+        snprintf(lab->redis_bin, sizeof lab->redis_bin, "%s", r);
+    else if (!fg__lab_find_program("redis-server", lab->redis_bin,
+                                   sizeof lab->redis_bin))
+        lab->redis_bin[0] = '\0';
+    if (h && *h)
+        snprintf(lab->haproxy_bin, sizeof lab->haproxy_bin, "%s", h);
+    else if (!fg__lab_find_program("haproxy", lab->haproxy_bin,
+                                   sizeof lab->haproxy_bin))
+        lab->haproxy_bin[0] = '\0';
+    int no_redis = !lab->redis_bin[0] || access(lab->redis_bin, X_OK) != 0;
+    int no_haproxy =
+        !lab->haproxy_bin[0] || access(lab->haproxy_bin, X_OK) != 0;
+    if (no_redis || no_haproxy) {
+        snprintf(err, errlen,
+                 "%s%s%s not installed (the lab runs the real programs); "
+                 "install with: apt-get install%s%s",
+                 no_redis ? "redis-server" : "",
+                 no_redis && no_haproxy ? " and " : "",
+                 no_haproxy ? "haproxy" : "", no_redis ? " redis-server" : "",
+                 no_haproxy ? " haproxy" : "");
+        free(lab);
+        return NULL;
+    }
+    ssize_t n = readlink("/proc/self/exe", lab->exe, sizeof lab->exe - 1);
+    if (n <= 0) {
+        snprintf(err, errlen, "cannot find the floodgate binary: %s",
+                 strerror(errno));
+        free(lab);
+        return NULL;
+    }
+    lab->exe[n] = '\0';
+    const char *tmp = getenv("TMPDIR");
+    if (tmp && strlen(tmp) > sizeof lab->dir - 32)
+        tmp = NULL;
+    snprintf(lab->dir, sizeof lab->dir, "%s/floodgate-lab.XXXXXX",
+             tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(lab->dir)) {
+        snprintf(err, errlen, "cannot create a temporary folder: %s",
+                 strerror(errno));
+        free(lab);
+        return NULL;
+    }
+    return lab;
+}
+
+static int path_in(const fg__lab *lab, char *buf, size_t len, const char *name)
+{
+    int n = snprintf(buf, len, "%s/%s", lab->dir, name);
+    return n > 0 && (size_t)n < len ? 0 : -1;
+}
+
+static int redis_up(fg__lab *lab, char *err, size_t errlen)
+{
+    char port[16], log[PATH_MAX];
+    snprintf(port, sizeof port, "%d", lab->redis_port);
+    path_in(lab, log, sizeof log, "redis.log");
+    char *argv[] = {lab->redis_bin, "--port",      port,     "--bind",
+                    "127.0.0.1",    "--save",      "",       "--appendonly",
+                    "no",           "--dir",       lab->dir, "--protected-mode",
+                    "yes",          "--daemonize", "no",     NULL};
+    lab->redis = fg__lab_spawn(argv, log, err, errlen);
+    if (lab->redis < 0) {
+        lab->redis = 0;
+        return -1;
+    }
+    if (fg__lab_wait_port(lab->redis_port, lab->redis, START_TIMEOUT_MS) < 0) {
+        char tail[256];
+        fg__lab_log_tail(log, tail, sizeof tail);
+        snprintf(err, errlen, "redis-server did not start: %s",
+                 fg__lab_stop ? "interrupted" : tail);
+        fg__lab_stop_procs(&lab->redis, 1, 200);
+        return -1;
+    }
+    struct timeval tv = {1, 0};
+    lab->info = redisConnectWithTimeout("127.0.0.1", lab->redis_port, tv);
+    if (!lab->info || lab->info->err) {
+        snprintf(err, errlen, "cannot connect to redis-server: %s",
+                 lab->info ? lab->info->errstr : "out of memory");
+        if (lab->info)
+            redisFree(lab->info);
+        lab->info = NULL;
+        fg__lab_stop_procs(&lab->redis, 1, 200);
+        return -1;
+    }
+    redisSetTimeout(lab->info, tv);
+    return 0;
+}
+
+static void redis_down(fg__lab *lab)
+{
+    if (lab->info) {
+        redisFree(lab->info);
+        lab->info = NULL;
+    }
+    /* SIGKILL: Redis does not get to say goodbye, as in a crash. */
+    if (lab->redis > 0) {
+        kill(lab->redis, SIGKILL);
+        fg__lab_stop_procs(&lab->redis, 1, 1000);
+    }
+}
+
+int fg__lab_start_redis(fg__lab *lab, char *err, size_t errlen)
+{
+    lab->redis_port = fg__lab_free_port();
+    if (lab->redis_port < 0) {
+        snprintf(err, errlen, "no free port for redis-server");
+        return -1;
+    }
+    if (redis_up(lab, err, errlen) < 0)
+        return -1;
+    lab->proxy = fg__lab_proxy_start(lab->redis_port, err, errlen);
+    return lab->proxy ? 0 : -1;
+}
+
+static void cluster_stop(cluster *c)
+{
+    pid_t all[FG__LAB_MAX_SERVERS + 1];
+    int n = 0;
+    for (int i = 0; i < c->servers; i++)
+        all[n++] = c->serve[i];
+    all[n++] = c->haproxy;
+    fg__lab_stop_procs(all, n, 500);
+    memset(c, 0, sizeof *c);
+}
+
+/* The [limit bookings] section of one strategy, for 'p'. */
+static void write_limit(FILE *f, int s, const fg__lab_params *p)
+{
+    uint64_t limit = p->limit, burst = p->limit;
+    if (s == FG__LAB_SPLIT) {
+        /* limit / N, rounded down, at least one: never more than the real
+         * limit in total unless N > limit. */
+        limit = p->limit / (uint64_t)p->servers;
+        if (limit < 1)
+            limit = 1;
+        burst = limit;
+    }
+    fprintf(f,
+            "[limit bookings]\n"
+            "key = header:X-User-Id\n"
+            "algorithm = %s\n"
+            "rate = %llu/%llums\n"
+            "burst = %llu\n"
+            "on_failure = %s\n"
+            "fallback_servers = %d\n",
+            s == FG__LAB_NAIVE ? "naive_get_set" : "token_bucket",
+            (unsigned long long)limit, (unsigned long long)p->period_ms,
+            (unsigned long long)burst, fg__lab_on_failure(s), p->servers);
+}
+
+static int write_serve_config(fg__lab *lab, int s, int i, int port,
+                              const fg__lab_params *p, char *path,
+                              size_t pathlen, char *err, size_t errlen)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s-api-%d.ini", names[s], i + 1);
+    path_in(lab, path, pathlen, name);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    fprintf(f,
+            "; generated by floodgate lab: strategy %s, server %d of %d\n"
+            "[server]\n"
+            "listen = 127.0.0.1:%d\n"
+            "workers = 1\n"
+            "id = api-%d\n"
+            "demo_api = on\n"
+            "[store]\n",
+            names[s], i + 1, p->servers, port, i + 1);
+    if (fg__lab_uses_redis(s))
+        fprintf(f,
+                "url = redis://127.0.0.1:%d/0\n"
+                "prefix = fglab:%s:\n"
+                "timeout = %dms\n",
+                fg__lab_proxy_port(lab->proxy), names[s], STORE_TIMEOUT_MS);
+    else
+        fprintf(f, "url = memory\n");
+    write_limit(f, s, p);
+    if (fclose(f) != 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int write_haproxy_config(fg__lab *lab, int s, const cluster *c,
+                                char *path, size_t pathlen, char *err,
+                                size_t errlen)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s-haproxy.cfg", names[s]);
+    path_in(lab, path, pathlen, name);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    fprintf(f,
+            "# generated by floodgate lab: strategy %s\n"
+            "global\n"
+            "    nbthread 1\n"
+            "    maxconn 4096\n"
+            "defaults\n"
+            "    mode http\n"
+            "    timeout connect 1s\n"
+            "    timeout client 10s\n"
+            "    timeout server 10s\n"
+            "frontend scalper\n"
+            "    bind 127.0.0.1:%d\n"
+            "    default_backend api\n"
+            "backend api\n"
+            "    balance %s\n",
+            names[s], c->haproxy_port,
+            c->balance_random ? "random" : "roundrobin");
+    for (int i = 0; i < c->servers; i++)
+        fprintf(f, "    server api-%d 127.0.0.1:%d\n", i + 1, c->port[i]);
+    if (fclose(f) != 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Spawn the processes of 'c' without waiting for them. */
+static int cluster_spawn(fg__lab *lab, int s, cluster *c,
+                         const fg__lab_params *p, char *err, size_t errlen)
+{
+    char cfg[PATH_MAX], log[PATH_MAX], name[64];
+    c->running = 1;
+    c->servers = p->servers;
+    c->balance_random = p->balance_random;
+    for (int i = 0; i < c->servers; i++) {
+        c->port[i] = fg__lab_free_port();
+        if (c->port[i] < 0) {
+            snprintf(err, errlen, "no free port for a server");
+            return -1;
+        }
+        if (write_serve_config(lab, s, i, c->port[i], p, cfg, sizeof cfg, err,
+                               errlen) < 0)
+            return -1;
+        snprintf(name, sizeof name, "%s-api-%d.log", names[s], i + 1);
+        path_in(lab, log, sizeof log, name);
+        char *argv[] = {lab->exe, "serve", "-c", cfg, NULL};
+        c->serve[i] = fg__lab_spawn(argv, log, err, errlen);
+        if (c->serve[i] < 0) {
+            c->serve[i] = 0;
+            return -1;
+        }
+    }
+    c->haproxy_port = fg__lab_free_port();
+    if (c->haproxy_port < 0) {
+        snprintf(err, errlen, "no free port for haproxy");
+        return -1;
+    }
+    if (write_haproxy_config(lab, s, c, cfg, sizeof cfg, err, errlen) < 0)
+        return -1;
+    snprintf(name, sizeof name, "%s-haproxy.log", names[s]);
+    path_in(lab, log, sizeof log, name);
+    char *argv[] = {lab->haproxy_bin, "-db", "-f", cfg, NULL};
+    c->haproxy = fg__lab_spawn(argv, log, err, errlen);
+    if (c->haproxy < 0) {
+        c->haproxy = 0;
+        return -1;
+    }
+    return 0;
+}
+
+static int cluster_wait(fg__lab *lab, int s, cluster *c, char *err,
+                        size_t errlen)
+{
+    char log[PATH_MAX], name[64], tail[300];
+    for (int i = 0; i < c->servers; i++) {
+        if (fg__lab_wait_port(c->port[i], c->serve[i], START_TIMEOUT_MS) < 0) {
+            snprintf(name, sizeof name, "%s-api-%d.log", names[s], i + 1);
+            path_in(lab, log, sizeof log, name);
+            fg__lab_log_tail(log, tail, sizeof tail);
+            snprintf(err, errlen,
+                     "floodgate serve (%s, api-%d) did not "
+                     "start: %s",
+                     names[s], i + 1, fg__lab_stop ? "interrupted" : tail);
+            return -1;
+        }
+    }
+    if (fg__lab_wait_port(c->haproxy_port, c->haproxy, START_TIMEOUT_MS) < 0) {
+        snprintf(name, sizeof name, "%s-haproxy.log", names[s]);
+        path_in(lab, log, sizeof log, name);
+        fg__lab_log_tail(log, tail, sizeof tail);
+        snprintf(err, errlen, "haproxy did not start: %s",
+                 fg__lab_stop ? "interrupted" : tail);
+        return -1;
+    }
+    return 0;
+}
+
+static int matches(const cluster *c, const fg__lab_params *p)
+{
+    return c->running && c->servers == p->servers &&
+           c->balance_random == p->balance_random;
+}
+
+int fg__lab_warm(const fg__lab *lab, int s, const fg__lab_params *p)
+{
+    return s >= 0 && s < FG__LAB_NSTRATEGIES && matches(&lab->cl[s], p);
+}
+
+void fg__lab_retire(fg__lab *lab, const fg__lab_params *p)
+{
+    for (int s = 0; s < FG__LAB_NSTRATEGIES; s++)
+        if (lab->cl[s].running && !matches(&lab->cl[s], p))
+            cluster_stop(&lab->cl[s]);
+}
+
+int fg__lab_ensure_many(fg__lab *lab, unsigned mask, const fg__lab_params *p,
+                        char *err, size_t errlen)
+{
+    if (p->servers < 1 || p->servers > FG__LAB_MAX_SERVERS) {
+        snprintf(err, errlen, "servers must be 1..%d", FG__LAB_MAX_SERVERS);
+        return -1;
+    }
+    unsigned fresh = 0;
+    for (int s = 0; s < FG__LAB_NSTRATEGIES; s++) {
+        if (!(mask & (1u << s)))
+            continue;
+        cluster *c = &lab->cl[s];
+        if (matches(c, p))
+            continue;
+        if (c->running)
+            cluster_stop(c);
+        fresh |= 1u << s;
+        if (cluster_spawn(lab, s, c, p, err, errlen) < 0) {
+            cluster_stop(c);
+            return -1;
+        }
+    }
+    /* All spawned first, then all awaited: start-up runs in parallel. */
+    for (int s = 0; s < FG__LAB_NSTRATEGIES; s++) {
+        if ((fresh & (1u << s)) &&
+            cluster_wait(lab, s, &lab->cl[s], err, errlen) < 0) {
+            cluster_stop(&lab->cl[s]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int fg__lab_ensure(fg__lab *lab, int strategy, const fg__lab_params *p,
+                   char *err, size_t errlen)
+{
+    return fg__lab_ensure_many(lab, 1u << strategy, p, err, errlen);
+}
+
+/* The calls of every data command Redis has run, by name, summed into
+ * 'names'/'calls' (at most 'max'). INFO itself, PING and connection set-up
+ * are not the limiter's work and are left out. */
+typedef struct cmdstats {
+    int n;
+    char name[32][24];
+    long long calls[32];
+} cmdstats;
+
+static int read_cmdstats(fg__lab *lab, cmdstats *cs)
+{
+    memset(cs, 0, sizeof *cs);
+    if (!lab->info)
+        return -1;
+    redisReply *r = redisCommand(lab->info, "INFO commandstats");
+    if (!r)
+        return -1;
+    if (r->type != REDIS_REPLY_STRING) {
+        freeReplyObject(r);
+        return -1;
+    }
+    static const char *const skip[] = {"info",   "ping",    "client",
+                                       "hello",  "command", "select",
+                                       "config", "auth",    NULL};
+    const char *line = r->str;
+    while (line && *line) {
+        char name[24];
+        long long calls;
+        if (sscanf(line, "cmdstat_%23[^:]:calls=%lld", name, &calls) == 2) {
+            int skipped = 0;
+            for (int i = 0; skip[i]; i++)
+                if (strcmp(name, skip[i]) == 0)
+                    skipped = 1;
+            if (!skipped && cs->n < 32) {
+                snprintf(cs->name[cs->n], sizeof cs->name[0], "%s", name);
+                cs->calls[cs->n++] = calls;
+            }
+        }
+        line = strchr(line, '\n');
+        if (line)
+            line++;
+    }
+    freeReplyObject(r);
+    return 0;
+}
+
+static long long cmd_calls(const cmdstats *cs, const char *name)
+{
+    for (int i = 0; i < cs->n; i++)
+        if (strcmp(cs->name[i], name) == 0)
+            return cs->calls[i];
+    return 0;
+}
+
+static void count_answers(fg__lab *lab, const fg__lab_answer *a, int n,
+                          int *allowed, int *limited, int *failed, int *unknown,
+                          fg__lab_server_count *srv)
+{
+    (void)lab;
+    *allowed = *limited = *failed = 0;
+    if (unknown)
+        *unknown = 0;
+    for (int i = 0; i < n; i++) {
+        if (a[i].status >= 200 && a[i].status < 300)
+            (*allowed)++;
+        else if (a[i].status == 429 || a[i].status == 503)
+            (*limited)++;
+        else
+            (*failed)++;
+        if (!srv)
+            continue;
+        if (a[i].server < 0) {
+            if (unknown && a[i].status)
+                (*unknown)++;
+            continue;
+        }
+        if (a[i].status >= 200 && a[i].status < 300)
+            srv[a[i].server].ok++;
+        else if (a[i].status == 429 || a[i].status == 503)
+            srv[a[i].server].limited++;
+    }
+}
+
+int fg__lab_measure(fg__lab *lab, int s, const fg__lab_params *p,
+                    fg__lab_result *r, char *err, size_t errlen)
+{
+    int64_t t0 = fg__lab_now_us();
+    memset(r, 0, sizeof *r);
+    r->strategy = s;
+    r->p = *p;
+    if (fg__lab_ensure(lab, s, p, err, errlen) < 0)
+        return -1;
+    fg__lab_proxy_set_rtt(lab->proxy, p->rtt_us);
+    fg__lab_answer *a = calloc((size_t)p->burst, sizeof *a);
+    if (!a) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    cmdstats before, after;
+    read_cmdstats(lab, &before);
+    uint64_t rt0 = fg__lab_proxy_round_trips(lab->proxy);
+    char user[64];
+    snprintf(user, sizeof user, "scalper-%d-%u", (int)getpid(), ++lab->seq);
+    int rc = fg__lab_fire(lab->cl[s].haproxy_port, user, p->burst, p->spread_us,
+                          a, &r->burst_us, err, errlen);
+    if (rc == 0) {
+        uint64_t rt = fg__lab_proxy_round_trips(lab->proxy) - rt0;
+        read_cmdstats(lab, &after);
+        count_answers(lab, a, p->burst, &r->allowed, &r->limited, &r->failed,
+                      &r->unknown, r->srv);
+        /* The user was entitled to min(burst, limit) requests: what fell
+         * short of it was refused while the user was under the limit. */
+        long long due =
+            (uint64_t)p->burst < p->limit ? p->burst : (long long)p->limit;
+        if (r->allowed < due)
+            r->refused_under_limit = (int)(due - r->allowed);
+        long long total = 0;
+        size_t off = 0;
+        for (int i = 0; i < after.n; i++) {
+            long long d = after.calls[i] - cmd_calls(&before, after.name[i]);
+            if (d <= 0)
+                continue;
+            total += d;
+            int w = snprintf(r->commands + off, sizeof r->commands - off,
+                             "%s%s %lld", off ? ", " : "", after.name[i], d);
+            if (w > 0 && off + (size_t)w < sizeof r->commands)
+                off += (size_t)w;
+        }
+        for (char *c = r->commands; *c; c++)
+            if (*c >= 'a' && *c <= 'z')
+                *c = (char)(*c - 'a' + 'A');
+        r->calls_per_request = (double)total / p->burst;
+        r->round_trips_per_request = (double)rt / p->burst;
+    }
+    free(a);
+    r->run_us = fg__lab_now_us() - t0;
+    return rc;
+}
+
+int fg__lab_measure_down(fg__lab *lab, unsigned mask, fg__lab_result *rs,
+                         char *err, size_t errlen)
+{
+    int rc = 0;
+    redis_down(lab);
+    for (int s = 0; s < FG__LAB_NSTRATEGIES && rc == 0; s++) {
+        if (!(mask & (1u << s)) || !lab->cl[s].running)
+            continue;
+        fg__lab_result *r = &rs[s];
+        fg__lab_answer *a = calloc((size_t)r->p.burst, sizeof *a);
+        if (!a) {
+            snprintf(err, errlen, "out of memory");
+            rc = -1;
+            break;
+        }
+        char user[64];
+        int64_t us = 0;
+        snprintf(user, sizeof user, "scalper-%d-%u", (int)getpid(), ++lab->seq);
+        rc = fg__lab_fire(lab->cl[s].haproxy_port, user, r->p.burst,
+                          r->p.spread_us, a, &us, err, errlen);
+        if (rc == 0) {
+            count_answers(lab, a, r->p.burst, &r->down_allowed,
+                          &r->down_limited, &r->down_failed, NULL, NULL);
+            r->down_measured = 1;
+        }
+        free(a);
+    }
+    /* Redis comes back on the same port; the servers reconnect through the
+     * proxy on their next request. */
+    char up_err[256];
+    if (redis_up(lab, up_err, sizeof up_err) < 0) {
+        if (rc == 0)
+            snprintf(err, errlen, "%s", up_err);
+        rc = -1;
+    }
+    return rc;
+}
+
+void fg__lab_free(fg__lab *lab)
+{
+    if (!lab)
+        return;
+    /* Servers before Redis: they are Redis's clients. */
+    for (int s = 0; s < FG__LAB_NSTRATEGIES; s++)
+        if (lab->cl[s].running || lab->cl[s].haproxy)
+            cluster_stop(&lab->cl[s]);
+    if (lab->info)
+        redisFree(lab->info);
+    if (lab->redis > 0)
+        fg__lab_stop_procs(&lab->redis, 1, 1000);
+    fg__lab_proxy_stop(lab->proxy);
+    fg__lab_rmtree(lab->dir);
+    free(lab);
+}

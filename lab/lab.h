@@ -1,0 +1,195 @@
+/* lab.h -- the pieces of `floodgate lab`, shared between the files of lab/.
+ *
+ * The lab composes real processes (redis-server, N `floodgate serve`,
+ * HAProxy) with two parts of its own: a delay proxy between the servers and
+ * Redis (proxy.c) and a scalper that fires one user's burst through the
+ * balancer (scalper.c). It holds no limiter logic: every decision it counts
+ * was made by a `floodgate serve` process. */
+#ifndef FG_LAB_H
+#define FG_LAB_H
+
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#define FG__LAB_MAX_SERVERS 64
+#define FG__LAB_MAX_BURST   10000
+#define FG__LAB_MAX_SWEEP   32
+
+typedef enum fg__lab_strategy {
+    FG__LAB_LOCAL = 0,  /* each server its own memory counter */
+    FG__LAB_SPLIT = 1,  /* memory counters with limit / N */
+    FG__LAB_NAIVE = 2,  /* Redis GET then SET (naive_get_set) */
+    FG__LAB_ATOMIC = 3, /* Redis, atomic (token_bucket Lua) */
+    FG__LAB_NSTRATEGIES = 4
+} fg__lab_strategy;
+
+const char *fg__lab_strategy_name(int s);
+int fg__lab_strategy_parse(const char *s); /* index, or -1 */
+/* What a strategy does when Redis is down, for people ("fails open"). */
+const char *fg__lab_policy_text(int s);
+/* The on_failure value written into the strategy's config. */
+const char *fg__lab_on_failure(int s);
+int fg__lab_uses_redis(int s);
+
+/* One experiment's parameters. */
+typedef struct fg__lab_params {
+    int servers;
+    int burst;
+    int64_t spread_us;
+    int64_t rtt_us;     /* added to every Redis round trip */
+    uint64_t limit;     /* requests ... */
+    uint64_t period_ms; /* ... per period */
+    int balance_random; /* 0 roundrobin, 1 random */
+} fg__lab_params;
+
+typedef struct fg__lab_server_count {
+    int ok;
+    int limited;
+} fg__lab_server_count;
+
+/* What one run of one strategy measured. */
+typedef struct fg__lab_result {
+    int strategy;
+    fg__lab_params p;
+    fg__lab_server_count srv[FG__LAB_MAX_SERVERS];
+    int allowed;              /* 2xx answers */
+    int limited;              /* 429 (and 503) answers */
+    int failed;               /* no answer, or another status */
+    int unknown;              /* answers without a known X-Served-By */
+    int refused_under_limit;  /* refusals while the user was under the limit */
+    double calls_per_request; /* Redis commands / request */
+    double round_trips_per_request; /* Redis round trips / request */
+    char commands[160];             /* "GET 80, SET 23" */
+    int down_measured;
+    int down_allowed;
+    int down_limited;
+    int down_failed;
+    int64_t burst_us; /* first request sent to last answer */
+    int64_t run_us;   /* the whole run, start-up included */
+} fg__lab_result;
+
+/* ---- processes (proc.c) ------------------------------------------------ */
+
+/* Set by SIGINT/SIGTERM: every wait loop checks it and gives up. */
+extern volatile sig_atomic_t fg__lab_stop;
+void fg__lab_install_signals(void);
+
+int64_t fg__lab_now_us(void); /* CLOCK_MONOTONIC */
+
+/* Start 'argv' with stdin from /dev/null and stdout, stderr appended to
+ * 'log'. The child dies with the lab (PR_SET_PDEATHSIG). Returns its pid or
+ * -1 with the reason in 'err'. */
+pid_t fg__lab_spawn(char *const argv[], const char *log, char *err,
+                    size_t errlen);
+/* Stop 'n' processes: SIGTERM, then SIGKILL for those still alive after
+ * 'grace_ms'. Reaps them all; sets each pid to 0. */
+void fg__lab_stop_procs(pid_t *pids, int n, int grace_ms);
+/* A free loopback TCP port, or -1. */
+int fg__lab_free_port(void);
+/* Wait until 127.0.0.1:'port' accepts connections, 'pid' is alive and
+ * 'timeout_ms' is not over. 0 when ready, -1 otherwise. */
+int fg__lab_wait_port(int port, pid_t pid, int timeout_ms);
+/* The path of a program: 'name' found in PATH, /usr/sbin or /sbin, or
+ * NULL. */
+const char *fg__lab_find_program(const char *name, char *buf, size_t len);
+/* Remove a directory tree. */
+void fg__lab_rmtree(const char *dir);
+/* The last 'max' bytes of a log file, for error messages. */
+void fg__lab_log_tail(const char *path, char *buf, size_t len);
+
+/* ---- delay proxy (proxy.c) ---------------------------------------------- */
+
+typedef struct fg__lab_proxy fg__lab_proxy;
+
+/* A TCP proxy on a free loopback port, in its own thread, forwarding to
+ * 127.0.0.1:'upstream_port' and delaying each direction by half the round
+ * trip, in order. */
+fg__lab_proxy *fg__lab_proxy_start(int upstream_port, char *err, size_t errlen);
+int fg__lab_proxy_port(const fg__lab_proxy *px);
+void fg__lab_proxy_set_rtt(fg__lab_proxy *px, int64_t rtt_us);
+/* Client-to-Redis exchanges seen so far (a new one starts each time the
+ * client speaks after Redis answered). */
+uint64_t fg__lab_proxy_round_trips(const fg__lab_proxy *px);
+void fg__lab_proxy_stop(fg__lab_proxy *px);
+
+/* ---- scalper (scalper.c) ------------------------------------------------ */
+
+/* What came back for one request. */
+typedef struct fg__lab_answer {
+    int status;    /* HTTP status, 0 when none */
+    int server;    /* index from X-Served-By "api-N" (N-1), or -1 */
+    int64_t at_us; /* answer time from the first send */
+} fg__lab_answer;
+
+/* Fire 'burst' POST /bookings for 'user' at 127.0.0.1:'port', evenly within
+ * 'spread_us', all concurrent. Fills 'out[burst]'. Returns 0, or -1 with the
+ * reason in 'err' (a request without an answer is not an error: its status
+ * is 0). */
+int fg__lab_fire(int port, const char *user, int burst, int64_t spread_us,
+                 fg__lab_answer *out, int64_t *elapsed_us, char *err,
+                 size_t errlen);
+
+/* ---- the lab: redis, proxy, clusters (lab.c) ------------------------------
+ */
+
+typedef struct fg__lab fg__lab;
+
+/* Create the temporary folder and find the programs. NULL with the reason in
+ * 'err' (e.g. "redis-server is not installed ..."). */
+fg__lab *fg__lab_new(char *err, size_t errlen);
+/* Start redis-server and the delay proxy. */
+int fg__lab_start_redis(fg__lab *lab, char *err, size_t errlen);
+/* Make sure the servers and balancer of 'strategy' run with 'p'; reuses
+ * them when the server count and balance have not changed. */
+int fg__lab_ensure(fg__lab *lab, int strategy, const fg__lab_params *p,
+                   char *err, size_t errlen);
+/* 1 when the servers of 'strategy' already run with 'p's count and
+ * balance. */
+int fg__lab_warm(const fg__lab *lab, int strategy, const fg__lab_params *p);
+/* Stop the clusters whose server count or balance differ from 'p'. */
+void fg__lab_retire(fg__lab *lab, const fg__lab_params *p);
+/* Fire the burst through 'strategy' and fill 'r' (without redis_down). */
+int fg__lab_measure(fg__lab *lab, int strategy, const fg__lab_params *p,
+                    fg__lab_result *r, char *err, size_t errlen);
+/* Stop Redis, fire again through each strategy in 'mask' that has a result
+ * in 'rs' (indexed by strategy), start Redis again. */
+int fg__lab_measure_down(fg__lab *lab, unsigned mask, fg__lab_result *rs,
+                         char *err, size_t errlen);
+/* Start every cluster of 'mask' at once (start-up in parallel). */
+int fg__lab_ensure_many(fg__lab *lab, unsigned mask, const fg__lab_params *p,
+                        char *err, size_t errlen);
+/* Stop everything and remove the temporary folder. */
+void fg__lab_free(fg__lab *lab);
+const char *fg__lab_dir(const fg__lab *lab);
+
+/* ---- output (report.c) -------------------------------------------------- */
+
+void fg__lab_print_json(FILE *f, const fg__lab_result *r);
+/* 'rs' has 'n' results, printed side by side. */
+void fg__lab_print_cards(FILE *f, const fg__lab_result *rs, int n, int color);
+/* One row per value, one column per strategy in 'mask'. */
+void fg__lab_print_sweep(FILE *f, const char *param, const int *values,
+                         int nvalues, unsigned mask,
+                         const fg__lab_result *rs /* [nvalues][4] */);
+int fg__lab_write_svg(const char *path, const char *param, const int *values,
+                      int nvalues, unsigned mask, const fg__lab_result *rs,
+                      char *err, size_t errlen);
+
+/* ---- web page (web.c) --------------------------------------------------- */
+
+/* Serve the page and its JSON API on 'listen' until interrupted. */
+int fg__lab_web(fg__lab *lab, const char *listen, const fg__lab_params *p);
+
+/* The page's files, generated from lab/web/ by mk/lab.mk. */
+typedef struct fg__lab_asset {
+    const char *path; /* "/index.html" */
+    const char *type; /* "text/html; charset=utf-8" */
+    const unsigned char *data;
+    size_t len;
+} fg__lab_asset;
+extern const fg__lab_asset fg__lab_assets[];
+extern const size_t fg__lab_nassets;
+
+#endif

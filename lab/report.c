@@ -1,0 +1,302 @@
+/* report.c -- what the lab prints: cards side by side for people, one JSON
+ * object per strategy for scripts, a sweep table and its SVG chart. */
+#include <errno.h>
+#include <string.h>
+
+#include "lab.h"
+
+#define COL 22 /* visible width of one strategy's column */
+
+static const char *const subtitle[FG__LAB_NSTRATEGIES] = {
+    "memory, per server", "memory, limit/N", "Redis GET then SET",
+    "Redis atomic (Lua)"};
+
+/* SVG and terminal colours per strategy. */
+static const char *const svg_color[FG__LAB_NSTRATEGIES] = {
+    "#e07b39", "#8e6bbf", "#d64545", "#2e9e5b"};
+
+static int over_of(const fg__lab_result *r)
+{
+    long long o = (long long)r->allowed - (long long)r->p.limit;
+    return o > 0 ? (int)o : 0;
+}
+
+void fg__lab_print_json(FILE *f, const fg__lab_result *r)
+{
+    fprintf(f, "{\"strategy\":\"%s\",\"servers\":[",
+            fg__lab_strategy_name(r->strategy));
+    for (int i = 0; i < r->p.servers; i++)
+        fprintf(f, "%s{\"id\":\"api-%d\",\"ok\":%d,\"limited\":%d}",
+                i ? "," : "", i + 1, r->srv[i].ok, r->srv[i].limited);
+    fprintf(f,
+            "],\"allowed\":%d,\"limit\":%llu,\"over\":%d,"
+            "\"redis_calls_per_request\":%.2f,",
+            r->allowed, (unsigned long long)r->p.limit, over_of(r),
+            r->calls_per_request);
+    if (r->down_measured)
+        fprintf(f,
+                "\"redis_down\":{\"allowed\":%d,\"limited\":%d,"
+                "\"failed\":%d,\"on_failure\":\"%s\"},",
+                r->down_allowed, r->down_limited, r->down_failed,
+                fg__lab_uses_redis(r->strategy)
+                    ? fg__lab_on_failure(r->strategy)
+                    : "none");
+    else
+        fprintf(f, "\"redis_down\":null,");
+    fprintf(f,
+            "\"limited\":%d,\"failed\":%d,\"refused_under_limit\":%d,"
+            "\"redis_round_trips_per_request\":%.2f,"
+            "\"redis_commands\":\"%s\",\"policy\":\"%s\","
+            "\"params\":{\"servers\":%d,\"burst\":%d,\"spread_ms\":%.3g,"
+            "\"rtt_ms\":%.3g,\"limit\":%llu,\"period_ms\":%llu,"
+            "\"balance\":\"%s\"},\"burst_ms\":%.1f,\"run_ms\":%.1f}\n",
+            r->limited, r->failed, r->refused_under_limit,
+            r->round_trips_per_request, r->commands,
+            fg__lab_policy_text(r->strategy), r->p.servers, r->p.burst,
+            r->p.spread_us / 1000.0, r->p.rtt_us / 1000.0,
+            (unsigned long long)r->p.limit, (unsigned long long)r->p.period_ms,
+            r->p.balance_random ? "random" : "roundrobin", r->burst_us / 1000.0,
+            r->run_us / 1000.0);
+}
+
+/* ANSI colours, only on a terminal. */
+enum { PLAIN, RED, GREEN, YELLOW, DIM, BOLD };
+static const char *const ansi[] = {"",         "\033[31m", "\033[32m",
+                                   "\033[33m", "\033[2m",  "\033[1m"};
+
+/* One cell: 'text' padded to COL visible columns, coloured. */
+static void cell(FILE *f, int color, int tint, const char *text)
+{
+    if (color && tint != PLAIN)
+        fprintf(f, "%s%-*s\033[0m", ansi[tint], COL, text);
+    else
+        fprintf(f, "%-*s", COL, text);
+}
+
+static void label(FILE *f, const char *text)
+{
+    fprintf(f, "  %-16s", text);
+}
+
+/* The verdict against the limit, and its colour. */
+static int verdict(const fg__lab_result *r, char *a, char *b, size_t len)
+{
+    int over = over_of(r);
+    if (over > 0) {
+        snprintf(a, len, "+%d over", over);
+        snprintf(b, len, "limit not enforced");
+        return RED;
+    }
+    if (r->refused_under_limit > 0) {
+        snprintf(a, len, "%d under the limit", r->refused_under_limit);
+        snprintf(b, len, "refused a real user");
+        return YELLOW;
+    }
+    snprintf(a, len, "exact");
+    snprintf(b, len, "limit enforced");
+    return GREEN;
+}
+
+void fg__lab_print_cards(FILE *f, const fg__lab_result *rs, int n, int color)
+{
+    if (n <= 0)
+        return;
+    const fg__lab_params *p = &rs[0].p;
+    char t[96], u[96];
+    fprintf(f,
+            "%s%d servers (%s) · one user fires %d requests within %.3g ms · "
+            "Redis round trip +%.3g ms · limit %llu per %llu ms%s\n\n",
+            color ? ansi[BOLD] : "", p->servers,
+            p->balance_random ? "random" : "round robin", p->burst,
+            p->spread_us / 1000.0, p->rtt_us / 1000.0,
+            (unsigned long long)p->limit, (unsigned long long)p->period_ms,
+            color ? "\033[0m" : "");
+    label(f, "");
+    for (int i = 0; i < n; i++) {
+        snprintf(t, sizeof t, "%s", fg__lab_strategy_name(rs[i].strategy));
+        for (char *c = t; *c; c++)
+            *c = (char)(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
+        cell(f, color, BOLD, t);
+    }
+    fprintf(f, "\n");
+    label(f, "");
+    for (int i = 0; i < n; i++)
+        cell(f, color, DIM, subtitle[rs[i].strategy]);
+    fprintf(f, "\n");
+    for (int s = 0; s < p->servers; s++) {
+        snprintf(t, sizeof t, "api-%d", s + 1);
+        label(f, t);
+        for (int i = 0; i < n; i++) {
+            snprintf(t, sizeof t, "%3d ok · %3d 429", rs[i].srv[s].ok,
+                     rs[i].srv[s].limited);
+            /* "·" is two bytes and one column: pad by hand. */
+            fprintf(f, "%-*s", COL + 2, t);
+        }
+        fprintf(f, "\n");
+    }
+    fprintf(f, "\n");
+    label(f, "allowed");
+    for (int i = 0; i < n; i++) {
+        snprintf(t, sizeof t, "%d / limit %llu", rs[i].allowed,
+                 (unsigned long long)rs[i].p.limit);
+        cell(f, color, BOLD, t);
+    }
+    fprintf(f, "\n");
+    int tint[FG__LAB_NSTRATEGIES];
+    char second[FG__LAB_NSTRATEGIES][96];
+    label(f, "versus limit");
+    for (int i = 0; i < n; i++) {
+        tint[i] = verdict(&rs[i], t, second[i], sizeof t);
+        cell(f, color, tint[i], t);
+    }
+    fprintf(f, "\n");
+    label(f, "");
+    for (int i = 0; i < n; i++)
+        cell(f, color, tint[i], second[i]);
+    fprintf(f, "\n");
+    label(f, "Redis calls/req");
+    for (int i = 0; i < n; i++) {
+        if (rs[i].calls_per_request == 0)
+            snprintf(t, sizeof t, "0 (no network hop)");
+        else
+            snprintf(t, sizeof t, "%.2f in %.2f trips", rs[i].calls_per_request,
+                     rs[i].round_trips_per_request);
+        cell(f, color, PLAIN, t);
+    }
+    fprintf(f, "\n");
+    label(f, "");
+    for (int i = 0; i < n; i++)
+        cell(f, color, DIM, rs[i].commands[0] ? rs[i].commands : "-");
+    fprintf(f, "\n");
+    label(f, "if Redis is down");
+    for (int i = 0; i < n; i++) {
+        if (!rs[i].down_measured)
+            snprintf(t, sizeof t, "not measured");
+        else
+            snprintf(t, sizeof t, "%d ok · %d refused", rs[i].down_allowed,
+                     rs[i].down_limited + rs[i].down_failed);
+        fprintf(f, "%-*s", COL + (rs[i].down_measured ? 2 : 0), t);
+    }
+    fprintf(f, "\n");
+    label(f, "");
+    for (int i = 0; i < n; i++)
+        cell(f, color, DIM, fg__lab_policy_text(rs[i].strategy));
+    fprintf(f, "\n");
+    label(f, "burst took");
+    for (int i = 0; i < n; i++) {
+        snprintf(u, sizeof u, "%.1f ms", rs[i].burst_us / 1000.0);
+        cell(f, color, DIM, u);
+    }
+    fprintf(f, "\n");
+}
+
+void fg__lab_print_sweep(FILE *f, const char *param, const int *values,
+                         int nvalues, unsigned mask, const fg__lab_result *rs)
+{
+    fprintf(f, "allowed (limit %llu) by %s\n\n  %-10s",
+            (unsigned long long)rs[0].p.limit, param, param);
+    for (int s = 0; s < FG__LAB_NSTRATEGIES; s++)
+        if (mask & (1u << s))
+            fprintf(f, "%10s", fg__lab_strategy_name(s));
+    fprintf(f, "\n");
+    for (int v = 0; v < nvalues; v++) {
+        fprintf(f, "  %-10d", values[v]);
+        for (int s = 0; s < FG__LAB_NSTRATEGIES; s++)
+            if (mask & (1u << s))
+                fprintf(f, "%10d", rs[v * FG__LAB_NSTRATEGIES + s].allowed);
+        fprintf(f, "\n");
+    }
+}
+
+int fg__lab_write_svg(const char *path, const char *param, const int *values,
+                      int nvalues, unsigned mask, const fg__lab_result *rs,
+                      char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    const int W = 640, H = 380, L = 56, R = 150, T = 40, B = 48;
+    int lo = values[0], hi = values[0];
+    int ymax = (int)rs[0].p.limit;
+    for (int v = 0; v < nvalues; v++) {
+        lo = values[v] < lo ? values[v] : lo;
+        hi = values[v] > hi ? values[v] : hi;
+        for (int s = 0; s < FG__LAB_NSTRATEGIES; s++)
+            if ((mask & (1u << s)) &&
+                rs[v * FG__LAB_NSTRATEGIES + s].allowed > ymax)
+                ymax = rs[v * FG__LAB_NSTRATEGIES + s].allowed;
+    }
+    ymax = ymax + ymax / 10 + 1;
+    double xs = hi > lo ? (double)(W - L - R) / (hi - lo) : 0;
+    double ys = (double)(H - T - B) / ymax;
+#define X(v) (L + (hi > lo ? ((v)-lo) * xs : (W - L - R) / 2.0))
+#define Y(a) (H - B - (a)*ys)
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
+            "height=\"%d\" viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" "
+            "font-size=\"12\">\n"
+            "<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n"
+            "<text x=\"%d\" y=\"22\" font-size=\"15\" font-weight=\"bold\">"
+            "Allowed requests by %s (limit %llu)</text>\n",
+            W, H, W, H, L, param, (unsigned long long)rs[0].p.limit);
+    /* Axes and ticks. */
+    fprintf(f,
+            "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/>\n"
+            "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/>\n",
+            L, H - B, W - R, H - B, L, T, L, H - B);
+    for (int v = 0; v < nvalues; v++)
+        fprintf(f,
+                "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%d</text>\n",
+                X(values[v]), H - B + 18, values[v]);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%s%s</text>\n",
+            (L + W - R) / 2, H - 10, param,
+            strcmp(param, "rtt") == 0 ? " (ms added per Redis round trip)"
+                                      : "");
+    int step = ymax > 10 ? (ymax / 5 + 9) / 10 * 10 : 2;
+    for (int y = 0; y <= ymax; y += step)
+        fprintf(f,
+                "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%d</text>\n"
+                "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" "
+                "stroke=\"#eee\"/>\n",
+                L - 6, Y(y) + 4, y, L + 1, Y(y), W - R, Y(y));
+    fprintf(f,
+            "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#555\" "
+            "stroke-dasharray=\"5,4\"/>\n<text x=\"%d\" y=\"%.1f\" "
+            "fill=\"#555\">limit</text>\n",
+            L, Y(rs[0].p.limit), W - R, Y(rs[0].p.limit), W - R + 6,
+            Y(rs[0].p.limit) + 4);
+    int legend = 0;
+    for (int s = 0; s < FG__LAB_NSTRATEGIES; s++) {
+        if (!(mask & (1u << s)))
+            continue;
+        fprintf(f,
+                "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" "
+                "points=\"",
+                svg_color[s]);
+        for (int v = 0; v < nvalues; v++)
+            fprintf(f, "%.1f,%.1f ", X(values[v]),
+                    Y(rs[v * FG__LAB_NSTRATEGIES + s].allowed));
+        fprintf(f, "\"/>\n");
+        for (int v = 0; v < nvalues; v++)
+            fprintf(f,
+                    "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
+                    X(values[v]), Y(rs[v * FG__LAB_NSTRATEGIES + s].allowed),
+                    svg_color[s]);
+        fprintf(f,
+                "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"4\" "
+                "fill=\"%s\"/><text x=\"%d\" y=\"%d\">%s</text>\n",
+                W - R + 50, T + 20 * legend, svg_color[s], W - R + 70,
+                T + 20 * legend + 5, fg__lab_strategy_name(s));
+        legend++;
+    }
+#undef X
+#undef Y
+    fprintf(f, "</svg>\n");
+    if (fclose(f) != 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,382 @@
+/* web.c -- `floodgate lab --web`: the interactive page and its JSON API.
+ *
+ *   GET /                 the page (files embedded from lab/web/)
+ *   GET /api/defaults     the starting values and slider ranges
+ *   GET /api/run?strategy=S&servers=N&burst=B&rtt=MS[&spread=MS]
+ *                         one real run of S, Redis-down included
+ *   GET /api/sweep?servers=N&burst=B&rtt=0,1,2,5,10,20
+ *                         allowed by RTT for every strategy
+ *
+ * A run happens inside the request's callback: the server answers one run
+ * at a time, which is what the page wants (it debounces and waits). The
+ * processes stay up between runs and are replaced only when the server count
+ * or the balance changes. */
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "lab.h"
+
+typedef struct web {
+    fg__lab *lab;
+    fg__lab_params defaults;
+    struct event_base *base;
+    unsigned runs;
+} web;
+
+static void reply_json(struct evhttp_request *req, int code, const char *body,
+                       size_t len)
+{
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    evhttp_add_header(h, "Content-Type", "application/json");
+    evhttp_add_header(h, "Cache-Control", "no-store");
+    struct evbuffer *b = evbuffer_new();
+    if (!b) {
+        evhttp_send_error(req, 500, "out of memory");
+        return;
+    }
+    evbuffer_add(b, body, len);
+    evhttp_send_reply(req, code, code == 200 ? "OK" : "Error", b);
+    evbuffer_free(b);
+}
+
+static void reply_error(struct evhttp_request *req, int code, const char *msg)
+{
+    char body[640];
+    /* Messages are ours (no quotes or backslashes) but keep the JSON valid
+     * whatever a log tail holds. */
+    char clean[512];
+    size_t j = 0;
+    for (size_t i = 0; msg[i] && j < sizeof clean - 1; i++)
+        clean[j++] =
+            (msg[i] == '"' || msg[i] == '\\' || (unsigned char)msg[i] < 32)
+                ? ' '
+                : msg[i];
+    clean[j] = '\0';
+    int n = snprintf(body, sizeof body, "{\"error\":\"%s\"}", clean);
+    reply_json(req, code, body, (size_t)n);
+}
+
+static int qint(struct evkeyvalq *q, const char *name, int lo, int hi, int *out)
+{
+    const char *v = evhttp_find_header(q, name);
+    if (!v)
+        return 0;
+    char *end;
+    double d = strtod(v, &end);
+    if (end == v || *end != '\0' || d < lo || d > hi)
+        return -1;
+    *out = (int)(d + 0.5);
+    return 0;
+}
+
+/* Parameters from the query, on top of the defaults. */
+static int read_params(web *w, struct evkeyvalq *q, fg__lab_params *p,
+                       char *err, size_t errlen)
+{
+    *p = w->defaults;
+    int servers = p->servers, burst = p->burst;
+    int rtt_ms = (int)(p->rtt_us / 1000),
+        spread_ms = (int)(p->spread_us / 1000);
+    if (qint(q, "servers", 1, 16, &servers) < 0) {
+        snprintf(err, errlen, "servers must be 1..16");
+        return -1;
+    }
+    if (qint(q, "burst", 1, 500, &burst) < 0) {
+        snprintf(err, errlen, "burst must be 1..500");
+        return -1;
+    }
+    if (qint(q, "rtt", 0, 50, &rtt_ms) < 0) {
+        snprintf(err, errlen, "rtt must be 0..50 (ms)");
+        return -1;
+    }
+    if (qint(q, "spread", 0, 1000, &spread_ms) < 0) {
+        snprintf(err, errlen, "spread must be 0..1000 (ms)");
+        return -1;
+    }
+    const char *bal = evhttp_find_header(q, "balance");
+    if (bal && strcmp(bal, "random") != 0 && strcmp(bal, "roundrobin") != 0) {
+        snprintf(err, errlen, "balance must be roundrobin or random");
+        return -1;
+    }
+    if (bal)
+        p->balance_random = strcmp(bal, "random") == 0;
+    p->servers = servers;
+    p->burst = burst;
+    p->rtt_us = (int64_t)rtt_ms * 1000;
+    p->spread_us = (int64_t)spread_ms * 1000;
+    return 0;
+}
+
+static void api_run(web *w, struct evhttp_request *req, struct evkeyvalq *q)
+{
+    char err[512] = "";
+    fg__lab_params p;
+    const char *sname = evhttp_find_header(q, "strategy");
+    int s = sname ? fg__lab_strategy_parse(sname) : -1;
+    if (s < 0) {
+        reply_error(req, 400, "strategy must be local, split, naive or atomic");
+        return;
+    }
+    if (read_params(w, q, &p, err, sizeof err) < 0) {
+        reply_error(req, 400, err);
+        return;
+    }
+    int64_t t0 = fg__lab_now_us();
+    int warm = fg__lab_warm(w->lab, s, &p);
+    fg__lab_retire(w->lab, &p);
+    fg__lab_result r[FG__LAB_NSTRATEGIES];
+    memset(r, 0, sizeof r);
+    if (fg__lab_measure(w->lab, s, &p, &r[s], err, sizeof err) < 0 ||
+        fg__lab_measure_down(w->lab, 1u << s, r, err, sizeof err) < 0) {
+        reply_error(req, 500, err);
+        return;
+    }
+    int64_t took = fg__lab_now_us() - t0;
+    w->runs++;
+    char *body = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&body, &len);
+    if (!f) {
+        reply_error(req, 500, "out of memory");
+        return;
+    }
+    fprintf(f, "{\"run\":%u,\"warm\":%s,\"took_ms\":%.1f,\"result\":", w->runs,
+            warm ? "true" : "false", took / 1000.0);
+    fg__lab_print_json(f, &r[s]);
+    fprintf(f, "}");
+    if (fclose(f) != 0 || !body) {
+        free(body);
+        reply_error(req, 500, "out of memory");
+        return;
+    }
+    reply_json(req, 200, body, len);
+    free(body);
+}
+
+static void api_sweep(web *w, struct evhttp_request *req, struct evkeyvalq *q)
+{
+    char err[512] = "";
+    fg__lab_params p;
+    if (read_params(w, q, &p, err, sizeof err) < 0) {
+        reply_error(req, 400, err);
+        return;
+    }
+    int rtts[] = {0, 1, 2, 5, 10, 20};
+    int n = (int)(sizeof rtts / sizeof rtts[0]);
+    fg__lab_result *rs = calloc((size_t)n * FG__LAB_NSTRATEGIES, sizeof *rs);
+    if (!rs) {
+        reply_error(req, 500, "out of memory");
+        return;
+    }
+    int64_t t0 = fg__lab_now_us();
+    fg__lab_retire(w->lab, &p);
+    unsigned all = (1u << FG__LAB_NSTRATEGIES) - 1;
+    int rc = fg__lab_ensure_many(w->lab, all, &p, err, sizeof err);
+    for (int v = 0; v < n && rc == 0; v++) {
+        p.rtt_us = (int64_t)rtts[v] * 1000;
+        for (int s = 0; s < FG__LAB_NSTRATEGIES && rc == 0; s++)
+            rc =
+                fg__lab_measure(w->lab, s, &p, &rs[v * FG__LAB_NSTRATEGIES + s],
+                                err, sizeof err);
+    }
+    if (rc < 0) {
+        free(rs);
+        reply_error(req, 500, err);
+        return;
+    }
+    char *body = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&body, &len);
+    if (!f) {
+        free(rs);
+        reply_error(req, 500, "out of memory");
+        return;
+    }
+    fprintf(f,
+            "{\"param\":\"rtt\",\"limit\":%llu,\"took_ms\":%.1f,\"values\":[",
+            (unsigned long long)p.limit, (fg__lab_now_us() - t0) / 1000.0);
+    for (int v = 0; v < n; v++)
+        fprintf(f, "%s%d", v ? "," : "", rtts[v]);
+    fprintf(f, "],\"allowed\":{");
+    for (int s = 0; s < FG__LAB_NSTRATEGIES; s++) {
+        fprintf(f, "%s\"%s\":[", s ? "," : "", fg__lab_strategy_name(s));
+        for (int v = 0; v < n; v++)
+            fprintf(f, "%s%d", v ? "," : "",
+                    rs[v * FG__LAB_NSTRATEGIES + s].allowed);
+        fprintf(f, "]");
+    }
+    fprintf(f, "}}");
+    free(rs);
+    if (fclose(f) != 0 || !body) {
+        free(body);
+        reply_error(req, 500, "out of memory");
+        return;
+    }
+    reply_json(req, 200, body, len);
+    free(body);
+}
+
+static void api_defaults(web *w, struct evhttp_request *req)
+{
+    char body[512];
+    const fg__lab_params *p = &w->defaults;
+    int n = snprintf(
+        body, sizeof body,
+        "{\"servers\":%d,\"burst\":%d,\"rtt_ms\":%.3g,\"spread_ms\":%.3g,"
+        "\"limit\":%llu,\"period_ms\":%llu,\"balance\":\"%s\","
+        "\"ranges\":{\"servers\":[1,16],\"burst\":[10,200],\"rtt\":[0,20]},"
+        "\"policies\":{\"local\":\"%s\",\"split\":\"%s\",\"naive\":\"%s\","
+        "\"atomic\":\"%s\"}}",
+        p->servers, p->burst, p->rtt_us / 1000.0, p->spread_us / 1000.0,
+        (unsigned long long)p->limit, (unsigned long long)p->period_ms,
+        p->balance_random ? "random" : "roundrobin",
+        fg__lab_policy_text(FG__LAB_LOCAL), fg__lab_policy_text(FG__LAB_SPLIT),
+        fg__lab_policy_text(FG__LAB_NAIVE),
+        fg__lab_policy_text(FG__LAB_ATOMIC));
+    reply_json(req, 200, body, (size_t)n);
+}
+
+static void on_request(struct evhttp_request *req, void *arg)
+{
+    web *w = arg;
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    if (!path) {
+        evhttp_send_error(req, 400, "bad request");
+        return;
+    }
+    if (evhttp_request_get_command(req) != EVHTTP_REQ_GET &&
+        evhttp_request_get_command(req) != EVHTTP_REQ_POST) {
+        evhttp_send_error(req, 405, "method not allowed");
+        return;
+    }
+    if (strncmp(path, "/api/", 5) == 0) {
+        struct evkeyvalq q;
+        TAILQ_INIT(&q);
+        const char *qs = evhttp_uri_get_query(uri);
+        if (qs && evhttp_parse_query_str(qs, &q) < 0) {
+            reply_error(req, 400, "bad query string");
+            return;
+        }
+        if (strcmp(path, "/api/run") == 0)
+            api_run(w, req, &q);
+        else if (strcmp(path, "/api/sweep") == 0)
+            api_sweep(w, req, &q);
+        else if (strcmp(path, "/api/defaults") == 0)
+            api_defaults(w, req);
+        else
+            reply_error(req, 404, "no such API route");
+        evhttp_clear_headers(&q);
+        return;
+    }
+    if (strcmp(path, "/") == 0)
+        path = "/index.html";
+    for (size_t i = 0; i < fg__lab_nassets; i++) {
+        const fg__lab_asset *a = &fg__lab_assets[i];
+        if (strcmp(path, a->path) != 0)
+            continue;
+        struct evbuffer *b = evbuffer_new();
+        if (!b) {
+            evhttp_send_error(req, 500, "out of memory");
+            return;
+        }
+        /* The files live in the binary for as long as it runs. */
+        evbuffer_add_reference(b, a->data, a->len, NULL, NULL);
+        struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+        evhttp_add_header(h, "Content-Type", a->type);
+        evhttp_add_header(h, "Cache-Control", "no-cache");
+        evhttp_send_reply(req, 200, "OK", b);
+        evbuffer_free(b);
+        return;
+    }
+    evhttp_send_error(req, 404, "not found");
+}
+
+static void on_check(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    web *w = arg;
+    if (fg__lab_stop)
+        event_base_loopbreak(w->base);
+}
+
+int fg__lab_web(fg__lab *lab, const char *listen, const fg__lab_params *p)
+{
+    char host[128];
+    int port = 8090;
+    const char *colon = strrchr(listen, ':');
+    if (!colon || colon == listen || (size_t)(colon - listen) >= sizeof host) {
+        fprintf(stderr, "floodgate lab: --listen wants HOST:PORT, got '%s'\n",
+                listen);
+        return -1;
+    }
+    memcpy(host, listen, (size_t)(colon - listen));
+    host[colon - listen] = '\0';
+    char *end;
+    long lp = strtol(colon + 1, &end, 10);
+    if (*end != '\0' || lp < 0 || lp > 65535) {
+        fprintf(stderr, "floodgate lab: bad port in --listen '%s'\n", listen);
+        return -1;
+    }
+    port = (int)lp;
+    web w;
+    memset(&w, 0, sizeof w);
+    w.lab = lab;
+    w.defaults = *p;
+    if (w.defaults.servers > 16)
+        w.defaults.servers = 16;
+    int rc = -1;
+    struct evhttp *http = NULL;
+    struct event *check = NULL;
+    w.base = event_base_new();
+    if (w.base)
+        http = evhttp_new(w.base);
+    if (!http) {
+        fprintf(stderr, "floodgate lab: out of memory\n");
+        goto done;
+    }
+    struct evhttp_bound_socket *bs =
+        evhttp_bind_socket_with_handle(http, host, (unsigned short)port);
+    if (!bs) {
+        fprintf(stderr, "floodgate lab: cannot listen on %s\n", listen);
+        goto done;
+    }
+    evhttp_set_gencb(http, on_request, &w);
+    evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_POST);
+    check = event_new(w.base, -1, EV_PERSIST, on_check, &w);
+    struct timeval every = {0, 100000};
+    if (!check || event_add(check, &every) < 0) {
+        fprintf(stderr, "floodgate lab: out of memory\n");
+        goto done;
+    }
+    /* Print the port really bound (--listen 127.0.0.1:0 picks a free one). */
+    struct sockaddr_storage ss;
+    socklen_t sslen = sizeof ss;
+    if (getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&ss,
+                    &sslen) == 0 &&
+        ss.ss_family == AF_INET)
+        port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    printf("floodgate lab: open http://%s:%d/  (Ctrl-C stops it and "
+           "everything it started)\n",
+           host, port);
+    fflush(stdout);
+    event_base_dispatch(w.base);
+    rc = 0;
+done:
+    if (check)
+        event_free(check);
+    if (http)
+        evhttp_free(http);
+    if (w.base)
+        event_base_free(w.base);
+    return rc;
+}

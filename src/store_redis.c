@@ -1,11 +1,1250 @@
-/* store_redis.c -- the Redis store (placeholder until implemented). */
+/* store_redis.c -- the Redis store: counters shared by every server.
+ *
+ * Two clients share one URL, one set of scripts and one backoff:
+ *   - blocking (fg_check): a small pool of hiredis contexts, each used by one
+ *     thread at a time; every wait is a poll() bounded by the check's
+ *     deadline, so no check waits longer than its limit's timeout;
+ *   - asynchronous (fg_check_async): one hiredis async context on the
+ *     caller's libevent loop. Commands are appended as checks arrive and
+ *     written together when the loop next runs (one write per iteration);
+ *     deadlines are one libevent timer, since hiredis 0.14 has none.
+ * A context that met any error is freed, never reused; a new one is made
+ * after a jittered, growing backoff during which checks fail at once.
+ *
+ * Per algorithm (DESIGN.md 3), one round trip each:
+ *   fixed_window   INCRBY k cost; PEXPIRE k ttl NX   (pipelined, no Lua)
+ *   sliding_window EVALSHA sliding 1 base period limit cost now
+ *   token_bucket   EVALSHA token 1 k scale t burst cost now
+ *   naive_get_set  GET k, then SET k n PX ttl        (two round trips)
+ * Keys: prefix + name + ":{" + key + "}" + ":" window, binary-safe. */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <event2/event.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+
+#include "redis_proto.h"
+#include "redis_store.h"
+#include "redis_url.h"
 #include "store.h"
+
+#define POOL_MAX       16
+#define BACKOFF_MIN_US 5000u
+#define BACKOFF_MAX_US 500000u
+/* A connection whose oldest unanswered command is this far past its
+ * deadline is presumed dead and replaced. */
+#define STALL_US 1000000u
+
+typedef struct sconn {
+    redisContext *c;
+    int broken; /* an exchange failed: the context must not be reused */
+} sconn;
+
+struct aconn;
+
+typedef struct redis_store {
+    fg_store base;
+    fg__redis_url url;
+    char where[200]; /* host:port db N, for messages */
+    fg_clock_fn clock;
+    void *clock_ctx;
+
+    /* SHA1s of the scripts, learnt from SCRIPT LOAD; 'sha_known' is set
+     * once, after the buffer is written. */
+    char sha[FG__LUA_COUNT][41];
+    atomic_int sha_known;
+
+    pthread_mutex_t mu; /* guards what follows, up to the async part */
+    sconn idle[POOL_MAX];
+    int nidle;
+    unsigned fails;    /* consecutive connection failures */
+    uint64_t retry_at; /* no connection attempt before (monotonic us) */
+    uint64_t rng;
+    char errstr[512];
+
+    /* Asynchronous client (base != NULL); used by the loop's thread only. */
+    struct event_base *evb;
+    struct aconn *conn;
+    struct event *timer;
+    uint64_t timer_at;         /* 0: not armed */
+    struct aslot *head, *tail; /* awaiting replies, oldest first */
+    struct aslot *free_slots;
+    int closing;
+} redis_store;
+
+/* Per limiter: the key prefix and the limit's fixed script arguments. */
+typedef struct rlim {
+    int script; /* FG__LUA_* or -1 */
+    int nstatic;
+    char stat[3][21];
+    size_t statlen[3];
+    size_t kplen;
+    char kp[]; /* prefix + name + ":{" */
+} rlim;
+
+typedef struct aconn {
+    redis_store *st;
+    redisAsyncContext *ac;
+    struct event *rev, *wev;
+    int dead;    /* takes no more commands */
+    int fail_rc; /* what its unanswered checks fail with */
+    int hs_left; /* handshake replies still awaited */
+} aconn;
+
+typedef struct aslot {
+    struct aslot *prev, *next;
+    fg__req *req; /* NULL once completed early (deadline passed) */
+    aconn *conn;
+    uint64_t now_us;      /* the time sent; 0: Redis TIME */
+    uint64_t deadline_us; /* monotonic, kept after the check completes */
+    int eval;             /* NOSCRIPT seen: sent again with EVAL */
+    int stage;            /* naive_get_set: 0 GET, 1 SET */
+    fg_decision d;        /* naive_get_set: decided after GET */
+} aslot;
+
+static const fg__store_ops redis_ops, redis_async_ops;
+
+static uint64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static uint64_t wall_clock(void *ctx)
+{
+    (void)ctx;
+    return fg__wall_us();
+}
+
+static void set_error(redis_store *st, const char *fmt, const char *detail)
+{
+    pthread_mutex_lock(&st->mu);
+    char msg[512];
+    snprintf(msg, sizeof msg, fmt, st->where, detail);
+    memcpy(st->errstr, msg, sizeof msg);
+    pthread_mutex_unlock(&st->mu);
+}
+
+/* Note a failed connection: the next attempt waits a random time in
+ * [d/2, d], d doubling from BACKOFF_MIN_US to BACKOFF_MAX_US, so that many
+ * servers do not reconnect in step. Call with 'mu' held. */
+static void backoff_locked(redis_store *st)
+{
+    uint64_t d = BACKOFF_MIN_US;
+    for (unsigned i = 0; i < st->fails && d < BACKOFF_MAX_US; i++)
+        d *= 2;
+    if (d > BACKOFF_MAX_US)
+        d = BACKOFF_MAX_US;
+    st->rng = st->rng * 6364136223846793005u + 1442695040888963407u;
+    st->retry_at = mono_us() + d / 2 + (st->rng >> 33) % (d / 2 + 1);
+    if (st->fails < 64)
+        st->fails++;
+}
+
+static void backoff(redis_store *st)
+{
+    pthread_mutex_lock(&st->mu);
+    backoff_locked(st);
+    pthread_mutex_unlock(&st->mu);
+}
+
+static void connected(redis_store *st)
+{
+    pthread_mutex_lock(&st->mu);
+    st->fails = 0;
+    st->retry_at = 0;
+    pthread_mutex_unlock(&st->mu);
+}
+
+static void learn_sha(redis_store *st, int i, const redisReply *r)
+{
+    if (!r || r->type != REDIS_REPLY_STRING || r->len != 40)
+        return;
+    pthread_mutex_lock(&st->mu);
+    if (!(atomic_load(&st->sha_known) & (1 << i))) {
+        memcpy(st->sha[i], r->str, 40);
+        st->sha[i][40] = '\0';
+        atomic_fetch_or(&st->sha_known, 1 << i);
+    }
+    pthread_mutex_unlock(&st->mu);
+}
+
+static int sha_ready(redis_store *st, int i)
+{
+    return (atomic_load_explicit(&st->sha_known, memory_order_acquire) >> i) &
+           1;
+}
+
+/* ---- Commands ---------------------------------------------------------- */
+
+/* One command in argv form, with room for the values it formats. */
+typedef struct cmd {
+    int argc;
+    const char *argv[10];
+    size_t len[10];
+    char key[FG__REDIS_KEY_MAX];
+    size_t keylen;
+    char cost[21], now[21], ttl[21], n[21];
+} cmd;
+
+static void arg(cmd *c, const char *s, size_t n)
+{
+    c->argv[c->argc] = s;
+    c->len[c->argc++] = n;
+}
+
+#define ARG_LIT(c, lit) arg((c), (lit), sizeof(lit) - 1)
+
+/* Build the key of 'l' for 'key' into 'c->key'. FG_OK or FG_EKEY. */
+static int build_key(cmd *c, const fg_limiter *l, const char *key,
+                     size_t keylen, uint64_t now_us)
+{
+    const rlim *rl = l->store_data;
+    int64_t w = l->p.algorithm == FG_SLIDING_WINDOW ? -1
+                : l->p.algorithm == FG_TOKEN_BUCKET
+                    ? -2
+                    : (int64_t)(now_us / l->p.period_us);
+    c->keylen =
+        fg__redis_key(c->key, rl->kp, rl->kplen, key, keylen, w < 0 ? -1 : w);
+    if (!c->keylen)
+        return FG_EKEY;
+    if (w == -2)
+        c->keylen--; /* the token bucket's key ends at the hash tag */
+    return FG_OK;
+}
+
+/* The script call for 'l': EVALSHA, or EVAL when 'eval' or the SHA is not
+ * known yet. 'now_us' 0 lets the script read Redis TIME. */
+static void script_cmd(redis_store *st, const fg_limiter *l, cmd *c,
+                       uint64_t cost, uint64_t now_us, int eval)
+{
+    const rlim *rl = l->store_data;
+    c->argc = 0;
+    if (!eval && sha_ready(st, rl->script)) {
+        ARG_LIT(c, "EVALSHA");
+        arg(c, st->sha[rl->script], 40);
+    } else {
+        const char *s = fg__redis_lua[rl->script];
+        ARG_LIT(c, "EVAL");
+        arg(c, s, strlen(s));
+    }
+    ARG_LIT(c, "1");
+    arg(c, c->key, c->keylen);
+    for (int i = 0; i < rl->nstatic; i++)
+        arg(c, rl->stat[i], rl->statlen[i]);
+    arg(c, c->cost, fg__redis_u64(c->cost, cost));
+    if (now_us)
+        arg(c, c->now, fg__redis_u64(c->now, now_us));
+    else
+        arg(c, "", 0);
+}
+
+static void incrby_cmd(cmd *c, const char *verb, size_t vlen, uint64_t cost)
+{
+    c->argc = 0;
+    arg(c, verb, vlen);
+    arg(c, c->key, c->keylen);
+    arg(c, c->cost, fg__redis_u64(c->cost, cost));
+}
+
+static void pexpire_cmd(cmd *c, uint64_t ttl_ms)
+{
+    c->argc = 0;
+    ARG_LIT(c, "PEXPIRE");
+    arg(c, c->key, c->keylen);
+    arg(c, c->ttl, fg__redis_u64(c->ttl, ttl_ms));
+    ARG_LIT(c, "NX");
+}
+
+static void get_cmd(cmd *c)
+{
+    c->argc = 0;
+    ARG_LIT(c, "GET");
+    arg(c, c->key, c->keylen);
+}
+
+static void set_cmd(cmd *c, uint64_t count, uint64_t ttl_ms)
+{
+    c->argc = 0;
+    ARG_LIT(c, "SET");
+    arg(c, c->key, c->keylen);
+    arg(c, c->n, fg__redis_u64(c->n, count));
+    ARG_LIT(c, "PX");
+    arg(c, c->ttl, fg__redis_u64(c->ttl, ttl_ms));
+}
+
+/* The time a check sends: the caller's clock for windows and
+ * 'clock_client' limits, else 0 (the script reads Redis TIME). */
+static uint64_t check_now(redis_store *st, const fg_limiter *l)
+{
+    if (l->p.algorithm == FG_FIXED_WINDOW ||
+        l->p.algorithm == FG_NAIVE_GET_SET || l->lim.clock_client) {
+        uint64_t t = st->clock(st->clock_ctx);
+        return t ? t : 1;
+    }
+    return 0;
+}
+
+/* An integer reply (INCRBY), or a bulk string holding one (GET), or nil. */
+static int reply_count(const redisReply *r, uint64_t *out)
+{
+    if (r->type == REDIS_REPLY_ERROR)
+        return fg__redis_error_code(r->str, r->len);
+    if (r->type == REDIS_REPLY_NIL) {
+        *out = 0;
+        return FG_OK;
+    }
+    if (r->type == REDIS_REPLY_INTEGER) {
+        if (r->integer < 0)
+            return FG_EPROTO;
+        *out = (uint64_t)r->integer;
+        return FG_OK;
+    }
+    if (r->type == REDIS_REPLY_STRING && r->len > 0 && r->len <= 19) {
+        uint64_t v = 0;
+        for (size_t i = 0; i < r->len; i++) {
+            if (r->str[i] < '0' || r->str[i] > '9')
+                return FG_EPROTO;
+            v = v * 10 + (uint64_t)(r->str[i] - '0');
+        }
+        *out = v;
+        return FG_OK;
+    }
+    return FG_EPROTO;
+}
+
+/* ---- Blocking client --------------------------------------------------- */
+
+/* Send what is buffered in 'c'. MSG_NOSIGNAL: a peer that went away is an
+ * error, not a SIGPIPE for the whole process. */
+static int sync_flush(redisContext *c)
+{
+    while (sdslen(c->obuf) > 0) {
+        ssize_t n = send(c->fd, c->obuf, sdslen(c->obuf), MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno == EAGAIN || errno == EWOULDBLOCK ? FG_ETIMEOUT
+                                                           : FG_EBACKEND;
+        }
+        sdsrange(c->obuf, n, -1);
+    }
+    return FG_OK;
+}
+
+/* Send the commands appended to 'c' and read 'n' replies into 'r' before
+ * 'deadline' (monotonic us). Every wait is a poll() bounded by the deadline.
+ * On failure the replies read so far are freed and the context must not be
+ * used again. */
+static int sync_exchange(sconn *sc, int n, redisReply **r, uint64_t deadline)
+{
+    redisContext *c = sc->c;
+    int rc = sync_flush(c), i;
+    for (i = 0; i < n && rc == FG_OK; i++) {
+        void *rep = NULL;
+        for (;;) {
+            if (redisGetReplyFromReader(c, &rep) != REDIS_OK) {
+                rc = FG_EPROTO;
+                break;
+            }
+            if (rep)
+                break;
+            uint64_t now = mono_us();
+            if (now >= deadline) {
+                rc = FG_ETIMEOUT;
+                break;
+            }
+            struct pollfd pfd = {c->fd, POLLIN, 0};
+            int ms = (int)((deadline - now + 999) / 1000);
+            int pr = poll(&pfd, 1, ms);
+            if (pr < 0 && errno == EINTR)
+                continue;
+            if (pr == 0)
+                continue; /* the deadline check above decides */
+            if (pr < 0 || redisBufferRead(c) != REDIS_OK) {
+                rc = FG_EBACKEND;
+                break;
+            }
+        }
+        r[i] = rep;
+    }
+    if (rc != FG_OK) {
+        sc->broken = 1;
+        while (i-- > 0) {
+            freeReplyObject(r[i]);
+            r[i] = NULL;
+        }
+    }
+    return rc;
+}
+
+/* The handshake of a new connection: AUTH, SELECT and the scripts not yet
+ * loaded, sent together ahead of any check. 'kind' says what each is:
+ * 'a'uth, 's'elect, '0' + script. */
+typedef struct handshake {
+    int n;
+    struct {
+        char kind;
+        int argc;
+        const char *argv[3];
+        size_t len[3];
+    } c[2 + FG__LUA_COUNT];
+    char db[21];
+} handshake;
+
+static void handshake_build(redis_store *st, handshake *h)
+{
+    h->n = 0;
+    if (st->url.password) {
+        int k = 0;
+        h->c[h->n].argv[k] = "AUTH";
+        h->c[h->n].len[k++] = 4;
+        if (st->url.user) {
+            h->c[h->n].argv[k] = st->url.user;
+            h->c[h->n].len[k++] = strlen(st->url.user);
+        }
+        h->c[h->n].argv[k] = st->url.password;
+        h->c[h->n].len[k++] = strlen(st->url.password);
+        h->c[h->n].argc = k;
+        h->c[h->n++].kind = 'a';
+    }
+    if (st->url.db) {
+        h->c[h->n].argv[0] = "SELECT";
+        h->c[h->n].len[0] = 6;
+        h->c[h->n].argv[1] = h->db;
+        h->c[h->n].len[1] = fg__redis_u64(h->db, st->url.db);
+        h->c[h->n].argc = 2;
+        h->c[h->n++].kind = 's';
+    }
+    for (int i = 0; i < FG__LUA_COUNT; i++) {
+        if (sha_ready(st, i))
+            continue;
+        h->c[h->n].argv[0] = "SCRIPT";
+        h->c[h->n].len[0] = 6;
+        h->c[h->n].argv[1] = "LOAD";
+        h->c[h->n].len[1] = 4;
+        h->c[h->n].argv[2] = fg__redis_lua[i];
+        h->c[h->n].len[2] = strlen(fg__redis_lua[i]);
+        h->c[h->n].argc = 3;
+        h->c[h->n++].kind = (char)('0' + i);
+    }
+}
+
+/* Judge one handshake reply. FG_OK, or the code with the reason in 'err'
+ * (the password is never part of it: Redis does not echo it). */
+static int handshake_reply(redis_store *st, char kind, const redisReply *r,
+                           char *err, size_t errlen)
+{
+    if (kind >= '0' && kind < '0' + FG__LUA_COUNT) {
+        if (r->type == REDIS_REPLY_ERROR)
+            return fg__seterr(err, errlen, fg__redis_error_code(r->str, r->len),
+                              "redis %s: SCRIPT LOAD failed: %.100s", st->where,
+                              r->str);
+        learn_sha(st, kind - '0', r);
+        return FG_OK;
+    }
+    if (r->type != REDIS_REPLY_ERROR)
+        return FG_OK;
+    if (kind == 'a')
+        return fg__seterr(err, errlen, FG_EAUTH,
+                          "redis %s: authentication failed (%.100s)", st->where,
+                          r->str);
+    if (strncmp(r->str, "NOAUTH", 6) == 0)
+        return fg__seterr(err, errlen, FG_EAUTH,
+                          "redis %s: the server requires a password "
+                          "(redis://user:password@host:port)",
+                          st->where);
+    return fg__seterr(err, errlen, fg__redis_error_code(r->str, r->len),
+                      "redis %s: cannot select database %u (%.100s)", st->where,
+                      st->url.db, r->str);
+}
+
+/* Connect a new blocking context by 'deadline' and run the handshake. */
+static int sync_connect(redis_store *st, uint64_t deadline, sconn *out,
+                        char *err, size_t errlen)
+{
+    uint64_t now = mono_us();
+    uint64_t left = deadline > now ? deadline - now : 1;
+    struct timeval tv = {(time_t)(left / 1000000),
+                         (suseconds_t)(left % 1000000)};
+    redisContext *c =
+        st->url.path ? redisConnectUnixWithTimeout(st->url.path, tv)
+                     : redisConnectWithTimeout(st->url.host, st->url.port, tv);
+    redisReply *r[2 + FG__LUA_COUNT] = {0};
+    handshake h;
+    int rc = FG_OK;
+    if (!c)
+        return fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
+    if (c->err) {
+        int to = c->err == REDIS_ERR_IO &&
+                 (errno == ETIMEDOUT || errno == EINPROGRESS);
+        rc = fg__seterr(err, errlen, to ? FG_ETIMEOUT : FG_EBACKEND,
+                        "redis %.200s: cannot connect: %.200s", st->where,
+                        to ? "timed out" : c->errstr);
+        redisFree(c);
+        return rc;
+    }
+    /* Bounds a write into a full socket buffer; reads wait in poll(). */
+    redisSetTimeout(c, tv);
+    handshake_build(st, &h);
+    for (int i = 0; i < h.n; i++)
+        redisAppendCommandArgv(c, h.c[i].argc, h.c[i].argv, h.c[i].len);
+    if (h.n) {
+        sconn sc = {c, 0};
+        rc = sync_exchange(&sc, h.n, r, deadline);
+        if (rc != FG_OK)
+            fg__seterr(err, errlen, rc, "redis %s: %s during handshake",
+                       st->where,
+                       rc == FG_ETIMEOUT ? "timed out" : "connection lost");
+        for (int i = 0; i < h.n && rc == FG_OK; i++)
+            rc = handshake_reply(st, h.c[i].kind, r[i], err, errlen);
+        for (int i = 0; i < h.n; i++)
+            freeReplyObject(r[i]);
+    }
+    if (rc != FG_OK) {
+        redisFree(c);
+        return rc;
+    }
+    out->c = c;
+    out->broken = 0;
+    return FG_OK;
+}
+
+/* A connection for one blocking check: an idle one, or a new one unless the
+ * backoff says not yet. */
+static int pool_get(redis_store *st, uint64_t deadline, sconn *out)
+{
+    char err[256];
+    int rc;
+    pthread_mutex_lock(&st->mu);
+    if (st->nidle > 0) {
+        *out = st->idle[--st->nidle];
+        pthread_mutex_unlock(&st->mu);
+        return FG_OK;
+    }
+    if (st->retry_at && mono_us() < st->retry_at) {
+        pthread_mutex_unlock(&st->mu);
+        return FG_EBACKEND;
+    }
+    pthread_mutex_unlock(&st->mu);
+    rc = sync_connect(st, deadline, out, err, sizeof err);
+    pthread_mutex_lock(&st->mu);
+    if (rc == FG_OK) {
+        st->fails = 0;
+        st->retry_at = 0;
+    } else {
+        snprintf(st->errstr, sizeof st->errstr, "%s", err);
+        backoff_locked(st);
+    }
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
+/* Return a connection after a check: kept when every exchange completed
+ * (Redis may have answered with an error), freed otherwise: a timed-out
+ * command may still answer, and hiredis contexts are not reused after an
+ * error. */
+static void pool_put(redis_store *st, sconn *c)
+{
+    int keep = !c->broken;
+    pthread_mutex_lock(&st->mu);
+    if (keep && st->nidle < POOL_MAX) {
+        st->idle[st->nidle++] = *c;
+        c = NULL;
+    } else if (!keep) {
+        backoff_locked(st);
+    }
+    pthread_mutex_unlock(&st->mu);
+    if (c)
+        redisFree(c->c);
+}
+
+static int sync_window(sconn *c, fg_limiter *l, cmd *k, uint64_t cost,
+                       uint64_t now, uint64_t deadline, fg_decision *d)
+{
+    redisReply *r[2] = {0};
+    uint64_t count;
+    int rc;
+    incrby_cmd(k, "INCRBY", 6, cost);
+    redisAppendCommandArgv(c->c, k->argc, k->argv, k->len);
+    pexpire_cmd(k, fg__redis_window_ttl_ms(&l->p, now));
+    redisAppendCommandArgv(c->c, k->argc, k->argv, k->len);
+    rc = sync_exchange(c, 2, r, deadline);
+    if (rc != FG_OK)
+        return rc;
+    rc = reply_count(r[0], &count);
+    freeReplyObject(r[0]);
+    freeReplyObject(r[1]);
+    if (rc != FG_OK)
+        return rc;
+    uint64_t before = count >= cost ? count - cost : 0;
+    fg__redis_window_decision(&l->p, now, before, cost, d);
+    if (!d->allowed && before < l->p.limit) {
+        /* Give back what cannot be admitted, so the refusal consumes
+         * nothing (DESIGN.md 3). If this fails the refusal stands and the
+         * window only over-refuses until it ends. */
+        incrby_cmd(k, "DECRBY", 6, cost);
+        redisAppendCommandArgv(c->c, k->argc, k->argv, k->len);
+        if (sync_exchange(c, 1, r, deadline) == FG_OK)
+            freeReplyObject(r[0]);
+    }
+    return FG_OK;
+}
+
+static int sync_naive(sconn *c, fg_limiter *l, cmd *k, uint64_t cost,
+                      uint64_t now, uint64_t deadline, fg_decision *d)
+{
+    redisReply *r = NULL;
+    uint64_t count;
+    int rc;
+    get_cmd(k);
+    redisAppendCommandArgv(c->c, k->argc, k->argv, k->len);
+    rc = sync_exchange(c, 1, &r, deadline);
+    if (rc != FG_OK)
+        return rc;
+    rc = reply_count(r, &count);
+    freeReplyObject(r);
+    if (rc != FG_OK)
+        return rc;
+    fg__redis_window_decision(&l->p, now, count, cost, d);
+    if (!d->allowed)
+        return FG_OK;
+    /* The broken part, on purpose: another server may have written
+     * between our GET and this SET. */
+    set_cmd(k, count + cost, fg__redis_window_ttl_ms(&l->p, now));
+    redisAppendCommandArgv(c->c, k->argc, k->argv, k->len);
+    rc = sync_exchange(c, 1, &r, deadline);
+    if (rc != FG_OK)
+        return rc;
+    rc = r->type == REDIS_REPLY_ERROR ? fg__redis_error_code(r->str, r->len)
+                                      : FG_OK;
+    freeReplyObject(r);
+    return rc;
+}
+
+static int sync_script(redis_store *st, sconn *c, fg_limiter *l, cmd *k,
+                       uint64_t cost, uint64_t now, uint64_t deadline,
+                       fg_decision *d)
+{
+    for (int eval = 0; eval < 2; eval++) {
+        redisReply *r = NULL;
+        int rc;
+        script_cmd(st, l, k, cost, now, eval);
+        redisAppendCommandArgv(c->c, k->argc, k->argv, k->len);
+        rc = sync_exchange(c, 1, &r, deadline);
+        if (rc != FG_OK)
+            return rc;
+        rc = fg__redis_script_reply(
+            r, l->p.algorithm == FG_TOKEN_BUCKET ? l->p.burst : l->p.limit, d);
+        freeReplyObject(r);
+        /* The script cache was flushed or the server restarted: EVAL once,
+         * which also caches the script again. */
+        if (rc != FG__REDIS_NOSCRIPT)
+            return rc;
+    }
+    return FG_EPROTO;
+}
+
+static int redis_check(fg_store *s, fg_limiter *l, const char *key,
+                       size_t keylen, uint64_t cost, fg_decision *d)
+{
+    redis_store *st = (redis_store *)s;
+    uint64_t deadline = mono_us() + (uint64_t)l->lim.timeout_ms * 1000u;
+    uint64_t now = check_now(st, l);
+    sconn c;
+    cmd k;
+    int rc = build_key(&k, l, key, keylen, now);
+    if (rc != FG_OK)
+        return rc;
+    rc = pool_get(st, deadline, &c);
+    if (rc != FG_OK)
+        return rc;
+    switch (l->p.algorithm) {
+    case FG_FIXED_WINDOW:
+        rc = sync_window(&c, l, &k, cost, now, deadline, d);
+        break;
+    case FG_NAIVE_GET_SET:
+        rc = sync_naive(&c, l, &k, cost, now, deadline, d);
+        break;
+    default:
+        rc = sync_script(st, &c, l, &k, cost, now, deadline, d);
+        break;
+    }
+    pool_put(st, &c);
+    if (rc != FG_OK)
+        set_error(st, "redis %.200s: check failed: %.200s", fg_strerror(rc));
+    return rc;
+}
+
+/* ---- Asynchronous client ---------------------------------------------- */
+
+/* hiredis asks for read and write interest; libevent delivers it. A write
+ * event fires once per loop iteration and writes everything appended since,
+ * which is what pipelines concurrent checks. */
+static void ev_read(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    redisAsyncHandleRead(((aconn *)arg)->ac);
+}
+
+static void ev_write(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    redisAsyncHandleWrite(((aconn *)arg)->ac);
+}
+
+static void hook_add_read(void *p)
+{
+    event_add(((aconn *)p)->rev, NULL);
+}
+
+static void hook_del_read(void *p)
+{
+    event_del(((aconn *)p)->rev);
+}
+
+static void hook_add_write(void *p)
+{
+    event_add(((aconn *)p)->wev, NULL);
+}
+
+static void hook_del_write(void *p)
+{
+    event_del(((aconn *)p)->wev);
+}
+
+/* Mark 'cn' as finished: no new commands, its unanswered checks fail with
+ * 'rc', and the next connection waits for the backoff. */
+static void conn_kill(aconn *cn, int rc)
+{
+    redis_store *st = cn->st;
+    if (cn->dead)
+        return;
+    cn->dead = 1;
+    cn->fail_rc = rc;
+    if (st->conn == cn)
+        st->conn = NULL;
+    backoff(st);
+}
+
+/* hiredis frees the context: every callback has run (with NULL replies for
+ * the unanswered), so nothing refers to 'cn' any more. */
+static void hook_cleanup(void *p)
+{
+    aconn *cn = p;
+    if (!cn->dead)
+        conn_kill(cn, FG_EBACKEND);
+    event_free(cn->rev);
+    event_free(cn->wev);
+    cn->ac->ev.data = NULL;
+    cn->ac->data = NULL;
+    fg__free(cn);
+}
+
+static void slot_unlink(redis_store *st, aslot *s)
+{
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        st->head = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    else
+        st->tail = s->prev;
+    s->next = st->free_slots;
+    st->free_slots = s;
+}
+
+/* Complete the check of 's' (if still waiting) and release the slot. */
+static void slot_finish(redis_store *st, aslot *s, int rc, fg_decision *d)
+{
+    fg__req *req = s->req;
+    s->req = NULL;
+    slot_unlink(st, s);
+    if (req)
+        fg__req_done(req, rc, d);
+}
+
+static void timer_arm(redis_store *st, uint64_t at)
+{
+    if (st->timer_at && st->timer_at <= at)
+        return;
+    uint64_t now = mono_us(), d = at > now ? at - now : 0;
+    struct timeval tv = {(time_t)(d / 1000000), (suseconds_t)(d % 1000000)};
+    st->timer_at = at;
+    evtimer_add(st->timer, &tv);
+}
+
+/* Deadlines: fail every check whose deadline has passed (its late reply
+ * will be dropped), and replace a connection that stopped answering. */
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    redis_store *st = arg;
+    uint64_t now = mono_us(), next = 0;
+    (void)fd;
+    (void)what;
+    st->timer_at = 0;
+    for (aslot *s = st->head; s; s = s->next) {
+        if (!s->req)
+            continue;
+        if (s->req->deadline_us <= now) {
+            fg__req *req = s->req;
+            s->req = NULL;
+            fg__req_done(req, FG_ETIMEOUT, NULL);
+        } else if (!next || s->req->deadline_us < next) {
+            next = s->req->deadline_us;
+        }
+    }
+    /* The oldest unanswered command tells whether the server stalled
+     * (stopped, partitioned): then its connection is replaced. */
+    aslot *old = st->head;
+    if (old && old->conn == st->conn && !old->conn->dead) {
+        if (old->deadline_us + STALL_US <= now) {
+            aconn *cn = st->conn;
+            set_error(st, "redis %.200s: %.200s",
+                      "no reply for 1 s, reconnecting");
+            conn_kill(cn, FG_ETIMEOUT);
+            redisAsyncFree(cn->ac);
+            old = st->head;
+        }
+    }
+    if (old && !old->req && (!next || old->deadline_us + STALL_US < next))
+        next = old->deadline_us + STALL_US;
+    if (next)
+        timer_arm(st, next);
+}
+
+static int async_send_script(redis_store *st, aslot *s);
+static void on_reply(redisAsyncContext *ac, void *reply, void *priv);
+
+static int async_send(redis_store *st, aslot *s)
+{
+    fg__req *req = s->req;
+    fg_limiter *l = req->l;
+    redisAsyncContext *ac = s->conn->ac;
+    cmd k;
+    int rc = build_key(&k, l, req->key, req->keylen, s->now_us);
+    if (rc != FG_OK)
+        return rc;
+    switch (l->p.algorithm) {
+    case FG_FIXED_WINDOW:
+        incrby_cmd(&k, "INCRBY", 6, req->cost);
+        if (redisAsyncCommandArgv(ac, on_reply, s, k.argc, k.argv, k.len))
+            return FG_EBACKEND;
+        pexpire_cmd(&k, fg__redis_window_ttl_ms(&l->p, s->now_us));
+        redisAsyncCommandArgv(ac, NULL, NULL, k.argc, k.argv, k.len);
+        return FG_OK;
+    case FG_NAIVE_GET_SET:
+        get_cmd(&k);
+        if (redisAsyncCommandArgv(ac, on_reply, s, k.argc, k.argv, k.len))
+            return FG_EBACKEND;
+        return FG_OK;
+    default:
+        return async_send_script(st, s);
+    }
+}
+
+static int async_send_script(redis_store *st, aslot *s)
+{
+    fg__req *req = s->req;
+    cmd k;
+    int rc = build_key(&k, req->l, req->key, req->keylen, s->now_us);
+    if (rc != FG_OK)
+        return rc;
+    script_cmd(st, req->l, &k, req->cost, s->now_us, s->eval);
+    if (redisAsyncCommandArgv(s->conn->ac, on_reply, s, k.argc, k.argv, k.len))
+        return FG_EBACKEND;
+    return FG_OK;
+}
+
+static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
+{
+    aslot *s = priv;
+    aconn *cn = s->conn;
+    redis_store *st = cn->st;
+    redisReply *r = reply;
+    fg_decision d;
+    uint64_t count;
+    int rc;
+    (void)ac;
+    if (!r) {
+        /* The connection is going away: its error decides. */
+        conn_kill(cn, FG_EBACKEND);
+        slot_finish(st, s, cn->fail_rc, NULL);
+        return;
+    }
+    if (!s->req) {
+        slot_finish(st, s, FG_OK, NULL); /* answered after its deadline */
+        return;
+    }
+    fg_limiter *l = s->req->l;
+    switch (l->p.algorithm) {
+    case FG_FIXED_WINDOW:
+        rc = reply_count(r, &count);
+        if (rc != FG_OK)
+            break;
+        {
+            uint64_t cost = s->req->cost;
+            uint64_t before = count >= cost ? count - cost : 0;
+            fg__redis_window_decision(&l->p, s->now_us, before, cost, &d);
+            if (!d.allowed && before < l->p.limit) {
+                cmd k;
+                build_key(&k, l, s->req->key, s->req->keylen, s->now_us);
+                incrby_cmd(&k, "DECRBY", 6, cost);
+                redisAsyncCommandArgv(cn->ac, NULL, NULL, k.argc, k.argv,
+                                      k.len);
+            }
+        }
+        break;
+    case FG_NAIVE_GET_SET:
+        if (s->stage == 1) {
+            d = s->d;
+            rc = r->type == REDIS_REPLY_ERROR
+                     ? fg__redis_error_code(r->str, r->len)
+                     : FG_OK;
+            break;
+        }
+        rc = reply_count(r, &count);
+        if (rc != FG_OK)
+            break;
+        fg__redis_window_decision(&l->p, s->now_us, count, s->req->cost, &d);
+        if (d.allowed && !cn->dead) {
+            cmd k;
+            build_key(&k, l, s->req->key, s->req->keylen, s->now_us);
+            set_cmd(&k, count + s->req->cost,
+                    fg__redis_window_ttl_ms(&l->p, s->now_us));
+            s->stage = 1;
+            s->d = d;
+            if (redisAsyncCommandArgv(cn->ac, on_reply, s, k.argc, k.argv,
+                                      k.len) == REDIS_OK)
+                return;
+            rc = FG_EBACKEND;
+        }
+        break;
+    default:
+        rc = fg__redis_script_reply(
+            r, l->p.algorithm == FG_TOKEN_BUCKET ? l->p.burst : l->p.limit, &d);
+        if (rc == FG__REDIS_NOSCRIPT && !s->eval && !cn->dead) {
+            s->eval = 1;
+            if (async_send_script(st, s) == FG_OK)
+                return;
+            rc = FG_EBACKEND;
+        } else if (rc == FG__REDIS_NOSCRIPT) {
+            rc = FG_EPROTO;
+        }
+        break;
+    }
+    if (rc != FG_OK && rc != FG_EBUSY)
+        set_error(st, "redis %.200s: check failed: %.200s", fg_strerror(rc));
+    slot_finish(st, s, rc, rc == FG_OK ? &d : NULL);
+}
+
+static void on_connect(const redisAsyncContext *ac, int status)
+{
+    aconn *cn = ac->data;
+    if (!cn)
+        return;
+    if (status != REDIS_OK) {
+        set_error(cn->st, "redis %.200s: cannot connect: %.200s", ac->errstr);
+        conn_kill(cn, FG_EBACKEND);
+    } else if (cn->hs_left == 0) {
+        connected(cn->st);
+    }
+}
+
+static void on_handshake(redisAsyncContext *ac, void *reply, void *priv)
+{
+    aconn *cn = ac->data;
+    char err[256];
+    int rc;
+    if (!cn || !reply)
+        return;
+    rc = handshake_reply(cn->st, (char)(intptr_t)priv, reply, err, sizeof err);
+    if (rc != FG_OK) {
+        pthread_mutex_lock(&cn->st->mu);
+        snprintf(cn->st->errstr, sizeof cn->st->errstr, "%s", err);
+        pthread_mutex_unlock(&cn->st->mu);
+        conn_kill(cn, rc);
+        /* In a callback hiredis defers this until the callback returns;
+         * then every check queued behind fails with 'rc'. */
+        redisAsyncFree(ac);
+        return;
+    }
+    if (--cn->hs_left == 0 && (ac->c.flags & REDIS_CONNECTED))
+        connected(cn->st);
+}
+
+/* The live connection, or a new one; NULL with '*rc' set while the backoff
+ * runs or when a connection cannot even be started. */
+static aconn *conn_get(redis_store *st, int *rc)
+{
+    if (st->conn && !st->conn->dead)
+        return st->conn;
+    pthread_mutex_lock(&st->mu);
+    int wait = st->retry_at && mono_us() < st->retry_at;
+    pthread_mutex_unlock(&st->mu);
+    if (wait) {
+        *rc = FG_EBACKEND;
+        return NULL;
+    }
+    redisAsyncContext *ac = st->url.path
+                                ? redisAsyncConnectUnix(st->url.path)
+                                : redisAsyncConnect(st->url.host, st->url.port);
+    aconn *cn = NULL;
+    if (!ac) {
+        *rc = FG_ENOMEM;
+        return NULL;
+    }
+    if (ac->err) {
+        set_error(st, "redis %.200s: cannot connect: %.200s", ac->errstr);
+        goto fail;
+    }
+    cn = fg__calloc(1, sizeof *cn);
+    if (!cn)
+        goto fail;
+    cn->st = st;
+    cn->ac = ac;
+    cn->rev = event_new(st->evb, ac->c.fd, EV_READ, ev_read, cn);
+    cn->wev = event_new(st->evb, ac->c.fd, EV_WRITE, ev_write, cn);
+    if (!cn->rev || !cn->wev)
+        goto fail;
+    ac->data = cn;
+    ac->ev.data = cn;
+    ac->ev.addRead = hook_add_read;
+    ac->ev.delRead = hook_del_read;
+    ac->ev.addWrite = hook_add_write;
+    ac->ev.delWrite = hook_del_write;
+    ac->ev.cleanup = hook_cleanup;
+    /* The connect completes when the socket turns writable. */
+    event_add(cn->rev, NULL);
+    event_add(cn->wev, NULL);
+    redisAsyncSetConnectCallback(ac, on_connect);
+    {
+        /* The handshake goes first on the wire; checks queue behind it. */
+        handshake h;
+        handshake_build(st, &h);
+        for (int i = 0; i < h.n; i++)
+            if (redisAsyncCommandArgv(
+                    ac, on_handshake, (void *)(intptr_t)h.c[i].kind,
+                    h.c[i].argc, h.c[i].argv, h.c[i].len) != REDIS_OK)
+                goto fail_attached;
+        cn->hs_left = h.n;
+    }
+    st->conn = cn;
+    return cn;
+
+fail_attached:
+    /* The hooks own 'cn' now: freeing the context frees it. */
+    st->conn = cn;
+    conn_kill(cn, FG_ENOMEM);
+    redisAsyncFree(ac);
+    *rc = FG_ENOMEM;
+    return NULL;
+fail:
+    if (cn) {
+        if (cn->rev)
+            event_free(cn->rev);
+        if (cn->wev)
+            event_free(cn->wev);
+        fg__free(cn);
+    }
+    redisAsyncFree(ac);
+    backoff(st);
+    *rc = FG_EBACKEND;
+    return NULL;
+}
+
+static void redis_check_async(fg_store *s, fg__req *req)
+{
+    redis_store *st = (redis_store *)s;
+    int rc = FG_EBACKEND;
+    aconn *cn = st->closing ? NULL : conn_get(st, &rc);
+    aslot *sl;
+    if (!cn) {
+        fg__req_done(req, rc, NULL);
+        return;
+    }
+    sl = st->free_slots;
+    if (sl)
+        st->free_slots = sl->next;
+    else if (!(sl = fg__malloc(sizeof *sl))) {
+        fg__req_done(req, FG_ENOMEM, NULL);
+        return;
+    }
+    memset(sl, 0, sizeof *sl);
+    sl->req = req;
+    sl->conn = cn;
+    sl->now_us = check_now(st, req->l);
+    req->deadline_us = mono_us() + (uint64_t)req->l->lim.timeout_ms * 1000u;
+    sl->deadline_us = req->deadline_us;
+    sl->prev = st->tail;
+    if (st->tail)
+        st->tail->next = sl;
+    else
+        st->head = sl;
+    st->tail = sl;
+    rc = async_send(st, sl);
+    if (rc != FG_OK) {
+        slot_finish(st, sl, rc, NULL);
+        return;
+    }
+    timer_arm(st, req->deadline_us);
+}
+
+/* ---- Store ------------------------------------------------------------- */
+
+static int redis_limiter_init(fg_store *s, fg_limiter *l, void **out, char *err,
+                              size_t errlen)
+{
+    redis_store *st = (redis_store *)s;
+    size_t namelen = strnlen(l->lim.name, FG_NAME_MAX);
+    rlim *rl;
+    int rc = fg__redis_params_check(&l->p, err, errlen);
+    if (rc != FG_OK)
+        return rc;
+    rl = fg__calloc(1, sizeof *rl + st->url.prefixlen + namelen + 3);
+    if (!rl)
+        return fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
+    memcpy(rl->kp, st->url.prefix, st->url.prefixlen);
+    memcpy(rl->kp + st->url.prefixlen, l->lim.name, namelen);
+    memcpy(rl->kp + st->url.prefixlen + namelen, ":{", 2);
+    rl->kplen = st->url.prefixlen + namelen + 2;
+    rl->script = -1;
+    if (l->p.algorithm == FG_SLIDING_WINDOW) {
+        rl->script = FG__LUA_SLIDING;
+        rl->nstatic = 2;
+        rl->statlen[0] = fg__redis_u64(rl->stat[0], l->p.period_us);
+        rl->statlen[1] = fg__redis_u64(rl->stat[1], l->p.limit);
+    } else if (l->p.algorithm == FG_TOKEN_BUCKET) {
+        rl->script = FG__LUA_TOKEN;
+        rl->nstatic = 3;
+        rl->statlen[0] = fg__redis_u64(rl->stat[0], l->p.scale);
+        rl->statlen[1] = fg__redis_u64(rl->stat[1], l->p.t_scaled);
+        rl->statlen[2] = fg__redis_u64(rl->stat[2], l->p.burst);
+    }
+    *out = rl;
+    return FG_OK;
+}
+
+static void redis_limiter_free(fg_store *s, fg_limiter *l, void *data)
+{
+    (void)s;
+    (void)l;
+    fg__free(data);
+}
+
+static uint64_t redis_keys(fg_store *s)
+{
+    (void)s;
+    return 0;
+}
+
+static void redis_close(fg_store *s)
+{
+    redis_store *st = (redis_store *)s;
+    if (!st)
+        return;
+    st->closing = 1;
+    if (st->conn) {
+        aconn *cn = st->conn;
+        conn_kill(cn, FG_EBACKEND);
+        /* Runs every unanswered callback (each check completes once),
+         * then the cleanup hook. */
+        redisAsyncFree(cn->ac);
+    }
+    while (st->head) /* slots of connections already gone */
+        slot_finish(st, st->head, FG_EBACKEND, NULL);
+    while (st->free_slots) {
+        aslot *n = st->free_slots->next;
+        fg__free(st->free_slots);
+        st->free_slots = n;
+    }
+    if (st->timer)
+        event_free(st->timer);
+    for (int i = 0; i < st->nidle; i++)
+        redisFree(st->idle[i].c);
+    pthread_mutex_destroy(&st->mu);
+    fg__redis_url_free(&st->url);
+    fg__free(st);
+}
 
 fg_store *fg__store_redis_open(const char *url, struct event_base *base,
                                char *err, size_t errlen)
 {
-    (void)url;
-    (void)base;
-    fg__seterr(err, errlen, FG_ENOTSUP, "redis store: not built yet");
-    return NULL;
+    redis_store *st = fg__calloc(1, sizeof *st);
+    if (!st) {
+        fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
+        return NULL;
+    }
+    if (fg__redis_url_parse(url, &st->url, err, errlen) != FG_OK) {
+        fg__free(st);
+        return NULL;
+    }
+    pthread_mutex_init(&st->mu, NULL);
+    st->base.ops = base ? &redis_async_ops : &redis_ops;
+    st->clock = wall_clock;
+    st->evb = base;
+    st->rng = mono_us() ^ (uint64_t)(uintptr_t)st;
+    fg__redis_url_where(&st->url, st->where, sizeof st->where);
+    if (base) {
+        st->timer = evtimer_new(base, on_timer, st);
+        if (!st->timer) {
+            fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
+            redis_close(&st->base);
+            return NULL;
+        }
+    }
+    if (!st->url.lazy) {
+        /* Probe now: a wrong password, database or address is a clear
+         * error at start rather than a failure policy at every check. It
+         * also loads the scripts, so checks can use EVALSHA at once. */
+        sconn c;
+        uint64_t deadline =
+            mono_us() + (uint64_t)st->url.connect_timeout_ms * 1000u;
+        if (sync_connect(st, deadline, &c, err, errlen) != FG_OK) {
+            redis_close(&st->base);
+            return NULL;
+        }
+        if (base)
+            redisFree(c.c);
+        else
+            st->idle[st->nidle++] = c;
+    }
+    return &st->base;
 }
+
+int fg__store_redis_set_clock(fg_store *s, fg_clock_fn clock, void *ctx)
+{
+    redis_store *st = (redis_store *)s;
+    if (!s || (s->ops != &redis_ops && s->ops != &redis_async_ops))
+        return FG_EINVAL;
+    st->clock = clock ? clock : wall_clock;
+    st->clock_ctx = ctx;
+    return FG_OK;
+}
+
+const char *fg__store_redis_last_error(fg_store *s)
+{
+    if (!s || (s->ops != &redis_ops && s->ops != &redis_async_ops))
+        return "";
+    return ((redis_store *)s)->errstr;
+}
+
+static const fg__store_ops redis_ops = {
+    "redis", redis_limiter_init, redis_limiter_free, redis_check,
+    NULL,    redis_keys,         redis_close};
+
+static const fg__store_ops redis_async_ops = {
+    "redis",           redis_limiter_init, redis_limiter_free, redis_check,
+    redis_check_async, redis_keys,         redis_close};

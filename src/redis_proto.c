@@ -1,0 +1,257 @@
+/* redis_proto.c -- the Lua twins of the algorithms, key layout, reply
+ * parsing and error mapping for the Redis store (see redis_proto.h). */
+#include <string.h>
+
+#include "redis_proto.h"
+#include "store.h"
+
+#define STR_(x) #x
+#define STR(x)  STR_(x)
+
+/* Shared by both scripts. Lua 5.1 numbers are doubles: exact integers below
+ * 2^53, but a / b is rounded, so floor(a / b) may be one too high or too
+ * low; idiv corrects it with exact products. ms_up rounds microseconds up to
+ * whole milliseconds, as fg__us_to_ms_up does. */
+#define LUA_COMMON                                                             \
+    "local function idiv(a, b)\n"                                              \
+    "  local q = math.floor(a / b)\n"                                          \
+    "  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 "    \
+    "end\n"                                                                    \
+    "  return q\n"                                                             \
+    "end\n"                                                                    \
+    "local function cdiv(a, b)\n"                                              \
+    "  local q = idiv(a, b)\n"                                                 \
+    "  if q * b < a then q = q + 1 end\n"                                      \
+    "  return q\n"                                                             \
+    "end\n"                                                                    \
+    "local function now_us(arg)\n"                                             \
+    "  if arg ~= '' then return tonumber(arg) end\n"                           \
+    "  local t = redis.call('TIME')\n"                                         \
+    "  return tonumber(t[1]) * 1000000 + tonumber(t[2])\n"                     \
+    "end\n"
+
+/* The sliding window of algo.c. KEYS[1] is the key's base ending in ':';
+ * the window index is appended (both keys share the hash tag). ARGV:
+ * period_us, limit, cost, now_us ('' = Redis TIME). Counts are plain
+ * integers; the current window's key lives until the next window ends. */
+static const char lua_sliding[] = LUA_COMMON
+    "local period = tonumber(ARGV[1])\n"
+    "local limit = tonumber(ARGV[2])\n"
+    "local cost = tonumber(ARGV[3])\n"
+    "local now = now_us(ARGV[4])\n"
+    "local w = idiv(now, period)\n"
+    "local kc = KEYS[1] .. string.format('%d', w)\n"
+    "local r = redis.call('MGET', kc, KEYS[1] .. string.format('%d', w - 1))\n"
+    "local cur = tonumber(r[1] or 0)\n"
+    "local prev = tonumber(r[2] or 0)\n"
+    "local elapsed = now - w * period\n"
+    "local left = period - elapsed\n"
+    "local weighted = prev * left\n"
+    "local cap = limit * period\n"
+    "local allowed, retry = 0, 0\n"
+    "if weighted + (cur + cost) * period <= cap then\n"
+    "  allowed = 1\n"
+    "  cur = cur + cost\n"
+    "  redis.call('SET', kc, string.format('%d', cur), 'PX',\n"
+    "             cdiv(left + period, 1000) + 1)\n"
+    "elseif cur + cost <= limit then\n"
+    "  retry = cdiv(period - idiv((limit - cur - cost) * period, prev)\n"
+    "               - elapsed, 1000)\n"
+    "else\n"
+    "  retry = cdiv(left + period - idiv((limit - cost) * period, cur), 1000)\n"
+    "end\n"
+    "local used = weighted + cur * period\n"
+    "local remaining, reset = 0, 0\n"
+    "if used < cap then remaining = idiv(cap - used, period) end\n"
+    "if cur > 0 then reset = cdiv(left + period, 1000)\n"
+    "elseif prev > 0 then reset = cdiv(left, 1000) end\n"
+    "return {allowed, remaining, reset, retry}\n";
+
+/* GCRA of algo.c on one integer key: the theoretical arrival time in units
+ * of 1/scale us since FG__REDIS_EPOCH. ARGV: scale, t_scaled, burst, cost,
+ * now_us ('' = Redis TIME). The key expires when TAT has passed. */
+static const char lua_token[] = LUA_COMMON
+    "local scale = tonumber(ARGV[1])\n"
+    "local t = tonumber(ARGV[2])\n"
+    "local depth = tonumber(ARGV[3]) * t\n"
+    "local cost = tonumber(ARGV[4])\n"
+    "local rel = now_us(ARGV[5]) - " STR(
+        FG__REDIS_EPOCH_S) "000000\n"
+                           "local now = rel * scale\n"
+                           "if rel < 1 or now + 4 * depth >= 9007199254740992 "
+                           "then\n"
+                           "  return redis.error_reply('ERR floodgate: clock "
+                           "outside the exact range')\n"
+                           "end\n"
+                           "local real = now\n"
+                           "local tat = tonumber(redis.call('GET', KEYS[1]) or "
+                           "0)\n"
+                           "if tat > now and tat - now > depth then now = tat "
+                           "- depth end\n"
+                           "local base = now\n"
+                           "if tat > now then base = tat end\n"
+                           "local nxt = base + cost * t\n"
+                           "local allowed, retry = 0, 0\n"
+                           "if nxt - now <= depth then\n"
+                           "  allowed = 1\n"
+                           "  base = nxt\n"
+                           "  redis.call('SET', KEYS[1], string.format('%d', "
+                           "nxt), 'PX',\n"
+                           "             cdiv(cdiv(nxt - real, scale), 1000) + "
+                           "1)\n"
+                           "else\n"
+                           "  retry = cdiv(cdiv(nxt - now - depth, scale), "
+                           "1000)\n"
+                           "end\n"
+                           "local ahead = base - now\n"
+                           "return {allowed, idiv(depth - ahead, t), "
+                           "cdiv(cdiv(ahead, scale), 1000),\n"
+                           "        retry}\n";
+
+const char *const fg__redis_lua[FG__LUA_COUNT] = {lua_sliding, lua_token};
+
+int fg__redis_params_check(const fg__algo_params *p, char *err, size_t errlen)
+{
+    if (p->algorithm == FG_SLIDING_WINDOW) {
+        /* The script compares prev * left + (cur + cost) * period with
+         * limit * period: up to 3 x limit x period must stay exact. */
+        if (p->limit > (FG__REDIS_EXACT / 4) / p->period_us)
+            return fg__seterr(err, errlen, FG_ERANGE,
+                              "sliding_window on redis: limit x period "
+                              "(%llu x %llu us) must stay below 2^51 to be "
+                              "exact in Lua; use a smaller limit or period",
+                              (unsigned long long)p->limit,
+                              (unsigned long long)p->period_us);
+    } else if (p->algorithm == FG_TOKEN_BUCKET) {
+        uint64_t depth;
+        if (p->burst > (FG__REDIS_EXACT / 16) / p->t_scaled)
+            return fg__seterr(err, errlen, FG_ERANGE,
+                              "token_bucket on redis: burst %llu at this "
+                              "rate is too large to count exactly in Lua",
+                              (unsigned long long)p->burst);
+        depth = p->burst * p->t_scaled;
+        if (p->scale > (FG__REDIS_EXACT - 4 * depth) / FG__REDIS_HORIZON_US)
+            return fg__seterr(
+                err, errlen, FG_ERANGE,
+                "token_bucket on redis: %llu per %llu us counts time in "
+                "1/%llu us, which Lua (exact below 2^53) cannot hold "
+                "until 2050; use a limit that divides the period more "
+                "evenly (e.g. 10/s, 12/s, 1000/min)",
+                (unsigned long long)p->limit, (unsigned long long)p->period_us,
+                (unsigned long long)p->scale);
+    }
+    return FG_OK;
+}
+
+size_t fg__redis_u64(char *buf, uint64_t v)
+{
+    char tmp[21];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++)
+        buf[i] = tmp[n - 1 - i];
+    buf[n] = '\0';
+    return n;
+}
+
+size_t fg__redis_key(char *buf, const char *kp, size_t kplen, const char *key,
+                     size_t keylen, int64_t window)
+{
+    size_t n = kplen;
+    if (keylen > FG_MAX_KEY || kplen > FG__REDIS_PREFIX_MAX + FG_NAME_MAX + 2)
+        return 0;
+    memcpy(buf, kp, kplen);
+    memcpy(buf + n, key, keylen);
+    n += keylen;
+    buf[n++] = '}';
+    buf[n++] = ':';
+    if (window >= 0)
+        n += fg__redis_u64(buf + n, (uint64_t)window);
+    return n;
+}
+
+static int starts(const char *s, size_t len, const char *lit)
+{
+    size_t n = strlen(lit);
+    return len >= n && memcmp(s, lit, n) == 0;
+}
+
+int fg__redis_error_code(const char *s, size_t len)
+{
+    if (!s)
+        return FG_EPROTO;
+    if (starts(s, len, "NOSCRIPT"))
+        return FG__REDIS_NOSCRIPT;
+    if (starts(s, len, "BUSY ") || starts(s, len, "LOADING"))
+        return FG_EBUSY;
+    if (starts(s, len, "OOM"))
+        return FG_EOOM;
+    if (starts(s, len, "READONLY"))
+        return FG_EREADONLY;
+    if (starts(s, len, "NOAUTH") || starts(s, len, "WRONGPASS") ||
+        starts(s, len, "NOPERM") || starts(s, len, "ERR invalid password") ||
+        starts(s, len, "ERR AUTH") || starts(s, len, "ERR Client sent AUTH"))
+        return FG_EAUTH;
+    if (starts(s, len, "ERR floodgate"))
+        return FG_ERANGE;
+    if (starts(s, len, "ERR DB index"))
+        return FG_EINVAL;
+    if (starts(s, len, "MASTERDOWN") || starts(s, len, "CLUSTERDOWN") ||
+        starts(s, len, "TRYAGAIN") || starts(s, len, "MOVED") ||
+        starts(s, len, "ASK"))
+        return FG_EBACKEND;
+    return FG_EPROTO;
+}
+
+int fg__redis_script_reply(const redisReply *r, uint64_t limit, fg_decision *d)
+{
+    if (!r)
+        return FG_EBACKEND;
+    if (r->type == REDIS_REPLY_ERROR)
+        return fg__redis_error_code(r->str, r->len);
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4)
+        return FG_EPROTO;
+    for (size_t i = 0; i < 4; i++)
+        if (r->element[i]->type != REDIS_REPLY_INTEGER ||
+            r->element[i]->integer < 0)
+            return FG_EPROTO;
+    if (r->element[0]->integer > 1)
+        return FG_EPROTO;
+    d->allowed = (int)r->element[0]->integer;
+    d->limit = limit;
+    d->remaining = (uint64_t)r->element[1]->integer;
+    d->reset_ms = (uint64_t)r->element[2]->integer;
+    d->retry_after_ms = (uint64_t)r->element[3]->integer;
+    return FG_OK;
+}
+
+void fg__redis_window_decision(const fg__algo_params *p, uint64_t now_us,
+                               uint64_t count_before, uint64_t cost,
+                               fg_decision *d)
+{
+    /* Past the limit the counter's overshoot is kept (DESIGN.md 3); to the
+     * decision it means the same as a full window. */
+    fg__algo_state s = {now_us / p->period_us + 1,
+                        count_before > p->limit ? p->limit : count_before, 0};
+    fg__algo_params fp = *p;
+    uint64_t expires;
+    fp.algorithm = FG_FIXED_WINDOW;
+    if (fg__algo_check(&fp, &s, now_us, cost, d, &expires) != FG_OK) {
+        /* Unreachable: the limiter validated 'cost'. Refuse, consume
+         * nothing. */
+        d->allowed = 0;
+        d->limit = p->limit;
+        d->remaining = 0;
+        d->reset_ms = d->retry_after_ms = fg__us_to_ms_up(p->period_us);
+    }
+}
+
+uint64_t fg__redis_window_ttl_ms(const fg__algo_params *p, uint64_t now_us)
+{
+    uint64_t end = (now_us / p->period_us + 1) * p->period_us;
+    uint64_t margin = p->period_us < 1000000 ? p->period_us : 1000000;
+    return fg__us_to_ms_up(end - now_us + margin);
+}

@@ -1,0 +1,66 @@
+/* redis_proto.h -- what the Redis store says and understands, with no I/O:
+ * the Lua twins of the algorithms, key layout, reply parsing and the mapping
+ * of Redis errors to FG_E* codes. Testable without a socket. */
+#ifndef FG_REDIS_PROTO_H
+#define FG_REDIS_PROTO_H
+
+#include <hiredis/hiredis.h>
+
+#include "algo.h"
+#include "redis_url.h"
+
+/* The token bucket counts time from 2024-01-01T00:00:00Z so that time
+ * scaled by the rate stays below 2^53, where Lua's doubles are exact. A
+ * limit is accepted when it stays exact until FG__REDIS_HORIZON_US (2050). */
+#define FG__REDIS_EPOCH_S  1704067200
+#define FG__REDIS_EPOCH_US ((uint64_t)FG__REDIS_EPOCH_S * 1000000u)
+#define FG__REDIS_HORIZON_US                                                   \
+    ((uint64_t)(2524608000 - FG__REDIS_EPOCH_S) * 1000000u)
+#define FG__REDIS_EXACT ((uint64_t)1 << 53)
+
+/* Scripts, by algorithm. */
+enum { FG__LUA_SLIDING = 0, FG__LUA_TOKEN = 1, FG__LUA_COUNT = 2 };
+extern const char *const fg__redis_lua[FG__LUA_COUNT];
+
+/* An internal result: the script cache lacks the script (EVAL it). Never
+ * returned to a caller. */
+#define FG__REDIS_NOSCRIPT (-1000)
+
+/* The longest key the store builds: prefix, name, hash tag, window. */
+#define FG__REDIS_KEY_MAX (FG__REDIS_PREFIX_MAX + FG_NAME_MAX + FG_MAX_KEY + 32)
+
+/* Refuse a limit the Lua twins cannot decide exactly (doubles are exact
+ * below 2^53). FG_OK, or FG_ERANGE with the reason in 'err'. */
+int fg__redis_params_check(const fg__algo_params *p, char *err, size_t errlen);
+
+/* Write the key for 'key' into 'buf' (FG__REDIS_KEY_MAX bytes):
+ * 'kp' (prefix + name + ":{"), the key, "}", then ":" and 'window' when
+ * 'window' >= 0, or a bare ":" when 'window' == -1 (the sliding window's
+ * base, completed by the script). Returns the length, or 0 when the key is
+ * longer than FG_MAX_KEY. */
+size_t fg__redis_key(char *buf, const char *kp, size_t kplen, const char *key,
+                     size_t keylen, int64_t window);
+
+/* The FG_E* code for a Redis error reply 's' ('len' bytes): FG_EBUSY,
+ * FG_EOOM, FG_EREADONLY, FG_EAUTH, FG__REDIS_NOSCRIPT, ... or FG_EPROTO. */
+int fg__redis_error_code(const char *s, size_t len);
+
+/* Fill 'd' from a script's reply {allowed, remaining, reset_ms,
+ * retry_after_ms}. FG_OK, the error's code for an error reply, or
+ * FG_EPROTO. */
+int fg__redis_script_reply(const redisReply *r, uint64_t limit, fg_decision *d);
+
+/* A fixed window decision (fixed_window, naive_get_set) from the count the
+ * window held before this request, as the C algorithm makes it. */
+void fg__redis_window_decision(const fg__algo_params *p, uint64_t now_us,
+                               uint64_t count_before, uint64_t cost,
+                               fg_decision *d);
+
+/* The expiry of a fixed window key written at 'now_us': the rest of its
+ * window plus a margin for servers whose clocks lag (min(period, 1 s)). */
+uint64_t fg__redis_window_ttl_ms(const fg__algo_params *p, uint64_t now_us);
+
+/* Unsigned decimal of 'v' into 'buf' (at least 21 bytes); its length. */
+size_t fg__redis_u64(char *buf, uint64_t v);
+
+#endif

@@ -1,0 +1,17 @@
+/* redis_store.h -- hooks of the Redis store for tests and tools. */
+#ifndef FG_REDIS_STORE_H
+#define FG_REDIS_STORE_H
+
+#include "store.h"
+
+/* Replace the clock the Redis store passes to Redis for fixed windows,
+ * naive_get_set and 'clock_client' limits (default: fg__wall_us). Tests use
+ * it to replay the same vectors through the C algorithm and the Lua twin.
+ * Returns FG_EINVAL when 'st' is not a Redis store. */
+int fg__store_redis_set_clock(fg_store *st, fg_clock_fn clock, void *ctx);
+
+/* The last connection or protocol error the store met, for logs ("" when
+ * none). Never holds a password. */
+const char *fg__store_redis_last_error(fg_store *st);
+
+#endif

@@ -1,0 +1,307 @@
+/* redis_url.c -- parsing of Redis store URLs (see redis_url.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "redis_url.h"
+#include "store.h"
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decode 's' ('n' bytes) into 'out' (room for 'n' + 1 bytes).
+ * Returns the decoded length, or -1 for a malformed escape or a NUL. */
+static long pct_decode(const char *s, size_t n, char *out)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '%') {
+            int h, l;
+            if (i + 2 >= n)
+                return -1;
+            h = hexval(s[i + 1]);
+            l = hexval(s[i + 2]);
+            if (h < 0 || l < 0 || (h == 0 && l == 0))
+                return -1;
+            out[o++] = (char)(h * 16 + l);
+            i += 2;
+        } else {
+            out[o++] = s[i];
+        }
+    }
+    out[o] = '\0';
+    return (long)o;
+}
+
+/* A percent-decoded copy of 's' ('n' bytes) in '*out'. */
+static int dup_decoded(const char *s, size_t n, char **out)
+{
+    char *p = fg__malloc(n + 1);
+    if (!p)
+        return FG_ENOMEM;
+    if (pct_decode(s, n, p) < 0) {
+        fg__free(p);
+        return FG_EINVAL;
+    }
+    fg__free(*out);
+    *out = p;
+    return FG_OK;
+}
+
+/* A decimal in 's' ('n' bytes), at most 'max'. */
+static int parse_uint(const char *s, size_t n, unsigned long max,
+                      unsigned long *out)
+{
+    unsigned long v = 0;
+    if (n == 0 || n > 10)
+        return FG_EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return FG_EINVAL;
+        v = v * 10 + (unsigned long)(s[i] - '0');
+    }
+    if (v > max)
+        return FG_EINVAL;
+    *out = v;
+    return FG_OK;
+}
+
+/* One "name=value" of the query string. Values are never echoed for
+ * 'password', which may be given here too. */
+static int parse_param(fg__redis_url *u, const char *s, size_t n, char *err,
+                       size_t errlen)
+{
+    const char *eq = memchr(s, '=', n);
+    if (!eq)
+        return fg__seterr(err, errlen, FG_EINVAL,
+                          "redis url: parameter '%.*s' has no value",
+                          (int)(n > 40 ? 40 : n), s);
+    size_t kl = (size_t)(eq - s), vl = n - kl - 1;
+    const char *v = eq + 1;
+    unsigned long x;
+#define KEY_IS(lit) (kl == sizeof(lit) - 1 && memcmp(s, lit, kl) == 0)
+    if (KEY_IS("prefix")) {
+        char tmp[FG__REDIS_PREFIX_MAX + 1];
+        long dl;
+        if (vl > FG__REDIS_PREFIX_MAX)
+            return fg__seterr(err, errlen, FG_EINVAL,
+                              "redis url: prefix longer than %d bytes",
+                              FG__REDIS_PREFIX_MAX);
+        dl = pct_decode(v, vl, tmp);
+        if (dl < 0)
+            return fg__seterr(err, errlen, FG_EINVAL,
+                              "redis url: bad %%-escape in prefix");
+        memcpy(u->prefix, tmp, (size_t)dl + 1);
+        u->prefixlen = (size_t)dl;
+    } else if (KEY_IS("db")) {
+        if (parse_uint(v, vl, 1000000, &x) != FG_OK)
+            return fg__seterr(err, errlen, FG_EINVAL,
+                              "redis url: db must be a number");
+        u->db = (unsigned)x;
+    } else if (KEY_IS("connect_timeout_ms")) {
+        if (parse_uint(v, vl, 600000, &x) != FG_OK || x == 0)
+            return fg__seterr(err, errlen, FG_EINVAL,
+                              "redis url: connect_timeout_ms must be 1 .. "
+                              "600000");
+        u->connect_timeout_ms = (uint32_t)x;
+    } else if (KEY_IS("lazy")) {
+        if (parse_uint(v, vl, 1, &x) != FG_OK)
+            return fg__seterr(err, errlen, FG_EINVAL,
+                              "redis url: lazy must be 0 or 1");
+        u->lazy = (int)x;
+    } else if (KEY_IS("user") || KEY_IS("password")) {
+        int rc = dup_decoded(v, vl, KEY_IS("user") ? &u->user : &u->password);
+        if (rc == FG_ENOMEM)
+            return fg__seterr(err, errlen, rc, "out of memory");
+        if (rc != FG_OK)
+            return fg__seterr(err, errlen, rc, "redis url: bad %%-escape in %s",
+                              KEY_IS("user") ? "user" : "password");
+    } else {
+        return fg__seterr(err, errlen, FG_EINVAL,
+                          "redis url: unknown parameter '%.*s' (known: "
+                          "prefix, db, connect_timeout_ms, lazy)",
+                          (int)(kl > 40 ? 40 : kl), s);
+    }
+#undef KEY_IS
+    return FG_OK;
+}
+
+static int parse_query(fg__redis_url *u, const char *q, char *err,
+                       size_t errlen)
+{
+    while (*q) {
+        const char *amp = strchr(q, '&');
+        size_t n = amp ? (size_t)(amp - q) : strlen(q);
+        if (n) {
+            int rc = parse_param(u, q, n, err, errlen);
+            if (rc != FG_OK)
+                return rc;
+        }
+        q += n + (amp != NULL);
+    }
+    return FG_OK;
+}
+
+/* "user:password", ":password" or "user" ('n' bytes). */
+static int parse_userinfo(fg__redis_url *u, const char *s, size_t n, char *err,
+                          size_t errlen)
+{
+    const char *colon = memchr(s, ':', n);
+    size_t ul = colon ? (size_t)(colon - s) : n;
+    int rc = FG_OK;
+    if (ul)
+        rc = dup_decoded(s, ul, &u->user);
+    if (rc == FG_OK && colon)
+        rc = dup_decoded(colon + 1, n - ul - 1, &u->password);
+    if (rc == FG_ENOMEM)
+        return fg__seterr(err, errlen, rc, "out of memory");
+    if (rc != FG_OK)
+        return fg__seterr(err, errlen, rc,
+                          "redis url: bad %%-escape in user or password");
+    return FG_OK;
+}
+
+/* "host", "host:port", "[v6]" or "[v6]:port" ('n' bytes). */
+static int parse_hostport(fg__redis_url *u, const char *s, size_t n, char *err,
+                          size_t errlen)
+{
+    const char *h = s, *port = NULL;
+    size_t hl;
+    if (n && s[0] == '[') {
+        const char *rb = memchr(s, ']', n);
+        if (!rb)
+            return fg__seterr(err, errlen, FG_EINVAL,
+                              "redis url: unclosed '[' in host");
+        h = s + 1;
+        hl = (size_t)(rb - h);
+        if (rb + 1 < s + n) {
+            if (rb[1] != ':')
+                return fg__seterr(err, errlen, FG_EINVAL,
+                                  "redis url: expected ':' after ']'");
+            port = rb + 2;
+        }
+    } else {
+        const char *colon = memchr(s, ':', n);
+        hl = colon ? (size_t)(colon - s) : n;
+        if (colon)
+            port = colon + 1;
+    }
+    if (hl == 0)
+        return fg__seterr(err, errlen, FG_EINVAL, "redis url: no host");
+    if (port) {
+        unsigned long p;
+        if (parse_uint(port, (size_t)(s + n - port), 65535, &p) != FG_OK ||
+            p == 0)
+            return fg__seterr(err, errlen, FG_EINVAL,
+                              "redis url: port must be 1 .. 65535");
+        u->port = (int)p;
+    }
+    u->host = fg__strndup(h, hl);
+    if (!u->host)
+        return fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
+    return FG_OK;
+}
+
+static int parse_tcp(fg__redis_url *u, const char *rest, char *err,
+                     size_t errlen)
+{
+    const char *q = strchr(rest, '?');
+    size_t n = q ? (size_t)(q - rest) : strlen(rest);
+    int rc;
+    /* The password may hold '/' or ':'; the host never holds '@'. */
+    const char *at = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (rest[i] == '@')
+            at = rest + i;
+    if (at) {
+        rc = parse_userinfo(u, rest, (size_t)(at - rest), err, errlen);
+        if (rc != FG_OK)
+            return rc;
+        n -= (size_t)(at + 1 - rest);
+        rest = at + 1;
+    }
+    const char *slash = memchr(rest, '/', n);
+    size_t hn = slash ? (size_t)(slash - rest) : n;
+    rc = parse_hostport(u, rest, hn, err, errlen);
+    if (rc != FG_OK)
+        return rc;
+    if (slash && hn + 1 < n) {
+        unsigned long db;
+        if (parse_uint(slash + 1, n - hn - 1, 1000000, &db) != FG_OK)
+            return fg__seterr(err, errlen, FG_EINVAL,
+                              "redis url: db after '/' must be a number");
+        u->db = (unsigned)db;
+    }
+    return q ? parse_query(u, q + 1, err, errlen) : FG_OK;
+}
+
+static int parse_unix(fg__redis_url *u, const char *rest, char *err,
+                      size_t errlen)
+{
+    const char *q = strchr(rest, '?');
+    size_t n = q ? (size_t)(q - rest) : strlen(rest);
+    if (n < 2 || rest[0] != '/')
+        return fg__seterr(err, errlen, FG_EINVAL,
+                          "unix url: expected unix:///absolute/path.sock");
+    u->path = fg__strndup(rest, n);
+    if (!u->path)
+        return fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
+    return q ? parse_query(u, q + 1, err, errlen) : FG_OK;
+}
+
+int fg__redis_url_parse(const char *url, fg__redis_url *u, char *err,
+                        size_t errlen)
+{
+    int rc;
+    memset(u, 0, sizeof(*u));
+    u->port = 6379;
+    memcpy(u->prefix, "fg:", 4);
+    u->prefixlen = 3;
+    u->connect_timeout_ms = 1000;
+    if (!url)
+        return fg__seterr(err, errlen, FG_EINVAL, "redis url: missing");
+    if (strncmp(url, "redis://", 8) == 0)
+        rc = parse_tcp(u, url + 8, err, errlen);
+    else if (strncmp(url, "unix://", 7) == 0)
+        rc = parse_unix(u, url + 7, err, errlen);
+    else
+        rc = fg__seterr(err, errlen, FG_EINVAL,
+                        "redis url: expected redis:// or unix://");
+    if (rc != FG_OK)
+        fg__redis_url_free(u);
+    return rc;
+}
+
+void fg__redis_url_free(fg__redis_url *u)
+{
+    fg__free(u->host);
+    fg__free(u->path);
+    fg__free(u->user);
+    if (u->password) {
+        /* Do not leave the secret in freed memory. */
+        volatile char *p = u->password;
+        while (*p)
+            *p++ = 0;
+    }
+    fg__free(u->password);
+    u->host = u->path = u->user = u->password = NULL;
+}
+
+void fg__redis_url_where(const fg__redis_url *u, char *buf, size_t n)
+{
+    if (u->path)
+        snprintf(buf, n, "%s db %u", u->path, u->db);
+    else if (strchr(u->host ? u->host : "", ':'))
+        snprintf(buf, n, "[%s]:%d db %u", u->host, u->port, u->db);
+    else
+        snprintf(buf, n, "%s:%d db %u", u->host ? u->host : "?", u->port,
+                 u->db);
+}

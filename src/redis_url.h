@@ -1,0 +1,41 @@
+/* redis_url.h -- parsing of Redis store URLs, with no I/O.
+ *
+ *   redis://[user:password@]host[:port][/db][?param=value&...]
+ *   unix:///path/redis.sock[?db=N&param=value&...]
+ *
+ * Parameters: prefix (key prefix, default "fg:"), db (unix only; redis://
+ * takes it from the path), connect_timeout_ms (the probe at open, default
+ * 1000), lazy (1: do not probe the server at open). User, password and prefix
+ * may be percent-encoded. */
+#ifndef FG_REDIS_URL_H
+#define FG_REDIS_URL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FG__REDIS_PREFIX_MAX 128
+
+typedef struct fg__redis_url {
+    char *host;     /* NULL for a unix socket */
+    int port;       /* 6379 unless given */
+    char *path;     /* the unix socket path, NULL for TCP */
+    char *user;     /* NULL: no ACL user (AUTH password alone) */
+    char *password; /* NULL: no AUTH */
+    unsigned db;    /* 0 unless given */
+    char prefix[FG__REDIS_PREFIX_MAX + 1];
+    size_t prefixlen;
+    uint32_t connect_timeout_ms;
+    int lazy;
+} fg__redis_url;
+
+/* Parse 'url' into 'u' (owning its strings; release with
+ * fg__redis_url_free). FG_OK, or FG_EINVAL with the reason in 'err'; the
+ * password never appears in 'err'. */
+int fg__redis_url_parse(const char *url, fg__redis_url *u, char *err,
+                        size_t errlen);
+void fg__redis_url_free(fg__redis_url *u);
+
+/* Where 'u' points, for messages: "host:port/db" or "/path.sock/db". */
+void fg__redis_url_where(const fg__redis_url *u, char *buf, size_t n);
+
+#endif

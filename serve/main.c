@@ -1,11 +1,214 @@
+/* main.c -- `floodgate serve`: options, start-up, signals (reload, drain).
+ *
+ * The main thread loads the configuration, binds the sockets, starts the
+ * workers and then only handles signals: SIGHUP reloads (a bad file keeps
+ * the running configuration), SIGTERM and SIGINT drain and exit. */
+#include <event2/event.h>
+#include <event2/thread.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "../cli/commands.h"
+#include "log.h"
+#include "server.h"
+
+static const char usage[] =
+    "usage: floodgate serve [-c FILE] [--listen ADDR] [--store URL]\n"
+    "\n"
+    "Run the rate-limiting sidecar: an HTTP daemon answering\n"
+    "  POST /v1/check?limit=NAME&key=KEY[&cost=N]   200 allowed, 429 "
+    "refused\n"
+    "  GET  /v1/auth?limit=NAME                     for nginx auth_request\n"
+    "  POST /bookings                               demo API (demo_api = "
+    "on)\n"
+    "  GET  /metrics, GET /healthz\n"
+    "\n"
+    "  -c, --config FILE   INI configuration ([server], [store], [limit "
+    "NAME])\n"
+    "  --listen ADDR       HOST:PORT to listen on (overrides [server] "
+    "listen)\n"
+    "  --store URL         memory | redis://HOST:PORT[/DB] | unix:///PATH\n"
+    "                      (overrides [store] url)\n"
+    "  -h, --help          this text\n"
+    "\n"
+    "SIGHUP reloads the file; SIGTERM drains and exits.\n"
+    "Exit status: 0 after a drain, 2 on a usage or configuration error.\n";
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    (void)what;
+    fg__server *srv = arg;
+    if (sig == SIGHUP) {
+        char err[512];
+        fg__gen *g = fg__gen_load(srv, err, sizeof(err));
+        if (!g) {
+            FG_INC(srv->reload_errors);
+            char v[600];
+            fg__log("reload", "result=error reason=%s kept=running",
+                    fg__log_value(err, v, sizeof(v)));
+            return;
+        }
+        const fg__serve_config *old = &srv->gen->cfg;
+        if (strcmp(old->listen, g->cfg.listen) != 0 ||
+            old->workers != g->cfg.workers)
+            fg__log("reload", "warning=\"listen and workers change only on "
+                              "restart\"");
+        strcpy(g->cfg.listen, old->listen);
+        g->cfg.workers = old->workers;
+        fg__workers_adopt(srv, g);
+        fg__gen_unref(srv->gen);
+        srv->gen = g;
+        FG_INC(srv->reloads);
+        fg__log("reload", "result=ok limits=%u store=%s", g->cfg.nlimits,
+                g->is_memory ? "memory" : "redis");
+        return;
+    }
+    if (!FG_GET(srv->draining)) {
+        FG_SET(srv->draining, 1);
+        fg__log("draining", "signal=%s", sig == SIGTERM ? "TERM" : "INT");
+        fg__workers_drain(srv);
+        event_base_loopexit(srv->main_base, NULL);
+    }
+}
+
+/* Connections are capped through the descriptor limit: once it is
+ * reached, accept() fails and the workers pause accepting. */
+static void cap_connections(unsigned max_conn, unsigned workers)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    rlim_t want = (rlim_t)max_conn + 64 + 16 * (rlim_t)workers;
+    if (rl.rlim_max != RLIM_INFINITY && want > rl.rlim_max)
+        want = rl.rlim_max;
+    rl.rlim_cur = want;
+    setrlimit(RLIMIT_NOFILE, &rl);
+}
 
 int fg_cmd_serve(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "floodgate serve: not available in this build\n");
-    return 2;
+    fg__server srv;
+    memset(&srv, 0, sizeof(srv));
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(usage, stdout);
+            return 0;
+        }
+        const char **dst = NULL;
+        if (!strcmp(a, "-c") || !strcmp(a, "--config"))
+            dst = &srv.config_path;
+        else if (!strcmp(a, "--listen"))
+            dst = &srv.cli_listen;
+        else if (!strcmp(a, "--store"))
+            dst = &srv.cli_store;
+        if (dst && i + 1 < argc) {
+            *dst = argv[++i];
+            continue;
+        }
+        if (!strncmp(a, "--listen=", 9)) {
+            srv.cli_listen = a + 9;
+            continue;
+        }
+        if (!strncmp(a, "--store=", 8)) {
+            srv.cli_store = a + 8;
+            continue;
+        }
+        if (!strncmp(a, "--config=", 9)) {
+            srv.config_path = a + 9;
+            continue;
+        }
+        fprintf(stderr, "floodgate serve: %s '%s'\n%s",
+                dst ? "missing value after" : "unknown option", a, usage);
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    if (evthread_use_pthreads() != 0) {
+        fprintf(stderr, "floodgate serve: libevent without threads\n");
+        return 2;
+    }
+    srv.main_base = event_base_new();
+    if (!srv.main_base) {
+        fprintf(stderr, "floodgate serve: out of memory\n");
+        return 2;
+    }
+    if (getrandom(&srv.seed, sizeof(srv.seed), 0) != sizeof(srv.seed))
+        srv.seed = (uint64_t)getpid() * 0x9e3779b97f4a7c15ULL;
+    pthread_mutex_init(&srv.start_mu, NULL);
+    pthread_cond_init(&srv.start_cv, NULL);
+    int status = 2;
+    char err[512];
+    struct event *sig[3] = {NULL, NULL, NULL};
+    srv.gen = fg__gen_load(&srv, err, sizeof(err));
+    if (!srv.gen) {
+        fprintf(stderr, "floodgate serve: %s\n", err);
+        goto out;
+    }
+    const fg__serve_config *c = &srv.gen->cfg;
+    srv.nworkers = c->workers;
+    srv.w = calloc(srv.nworkers, sizeof(*srv.w));
+    if (!srv.w) {
+        fprintf(stderr, "floodgate serve: out of memory\n");
+        goto out;
+    }
+    for (unsigned i = 0; i < srv.nworkers; i++) {
+        srv.w[i].srv = &srv;
+        srv.w[i].index = i;
+        srv.w[i].fd = -1;
+    }
+    cap_connections(c->max_connections, c->workers);
+    char addr[300];
+    if (fg__workers_bind(&srv, c->listen, addr, sizeof(addr), err,
+                         sizeof(err))) {
+        fprintf(stderr, "floodgate serve: %s\n", err);
+        goto out;
+    }
+    int signo[3] = {SIGHUP, SIGTERM, SIGINT};
+    for (int i = 0; i < 3; i++) {
+        sig[i] = evsignal_new(srv.main_base, signo[i], on_signal, &srv);
+        if (!sig[i] || evsignal_add(sig[i], NULL) != 0) {
+            fprintf(stderr, "floodgate serve: cannot handle signals\n");
+            goto out;
+        }
+    }
+    if (fg__workers_start(&srv, err, sizeof(err))) {
+        fprintf(stderr, "floodgate serve: %s\n", err);
+        FG_SET(srv.draining, 1);
+        fg__workers_drain(&srv);
+        fg__workers_join(&srv);
+        goto out;
+    }
+    char v[600];
+    if (srv.gen->is_memory)
+        fg__log("store", "url=memory note=\"limits are per process: run "
+                         "one server or configure [store] url = "
+                         "redis://...\"");
+    else
+        fg__log("store", "url=%s",
+                fg__log_value(c->store_url[0] ? "redis" : "", v, sizeof(v)));
+    fg__log("listening", "addr=%s workers=%u id=%s limits=%u pid=%ld", addr,
+            srv.nworkers, fg__log_value(c->id, v, sizeof(v)), c->nlimits,
+            (long)getpid());
+    event_base_dispatch(srv.main_base);
+    fg__workers_join(&srv);
+    fg__log("exit", "status=0");
+    status = 0;
+out:
+    for (int i = 0; i < 3; i++)
+        if (sig[i])
+            event_free(sig[i]);
+    if (srv.gen)
+        fg__gen_unref(srv.gen);
+    if (srv.mem)
+        fg_store_close(srv.mem);
+    free(srv.w);
+    event_base_free(srv.main_base);
+    pthread_mutex_destroy(&srv.start_mu);
+    pthread_cond_destroy(&srv.start_cv);
+    return status;
 }

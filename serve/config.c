@@ -1,0 +1,503 @@
+/* config.c -- parse the INI configuration of `floodgate serve` (pure).
+ *
+ * inih does the lexing; this file gives each key its meaning and reports the
+ * first problem as "file:line: reason". Debian's inih does not pass line
+ * numbers to the handler, so the reader counts lines itself: the handler
+ * always runs for the line the reader returned last. */
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algo.h"
+#include "config.h"
+
+/* What a [limit] section said, before the rate (which resets every field
+ * when parsed) is combined with the other keys. */
+typedef struct raw_limit {
+    char rate[64];
+    int has_alg, has_burst, has_onf, has_fb, has_clock;
+    fg_algorithm alg;
+    uint64_t burst;
+    fg_on_failure onf;
+    uint32_t timeout_ms, fb;
+    int clock_client;
+} raw_limit;
+
+typedef struct parser {
+    FILE *f;
+    const char *name;
+    int line;
+    int too_long;
+    fg__serve_config *c;
+    raw_limit raw[FG_SERVE_MAX_LIMITS];
+    char section[128]; /* the section of the previous key */
+    int failed;
+    char *err;
+    size_t errlen;
+} parser;
+
+static int fail(parser *p, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(parser *p, int line, const char *fmt, ...)
+{
+    if (p->failed)
+        return 0;
+    p->failed = 1;
+    if (p->err && p->errlen) {
+        int n = snprintf(p->err, p->errlen, "%s:%d: ", p->name, line);
+        if (n >= 0 && (size_t)n < p->errlen) {
+            va_list ap;
+            va_start(ap, fmt);
+            vsnprintf(p->err + n, p->errlen - (size_t)n, fmt, ap);
+            va_end(ap);
+        }
+    }
+    return 0;
+}
+
+void fg__config_defaults(fg__serve_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    strcpy(c->listen, "127.0.0.1:8080");
+    c->workers = 1;
+    c->max_header_bytes = 8192;
+    c->max_key_bytes = 256;
+    c->max_connections = 10000;
+    c->request_timeout_ms = 10000;
+    c->drain_timeout_ms = 10000;
+    c->blocked_cache = 65536;
+    strcpy(c->store_url, "memory");
+    strcpy(c->prefix, "fg:");
+    c->store_timeout_ms = 5;
+}
+
+static int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+    if (!isdigit((unsigned char)s[0]))
+        return FG_EINVAL;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end != '\0' || v < min || v > max)
+        return FG_EINVAL;
+    *out = v;
+    return 0;
+}
+
+int fg__parse_duration_ms(const char *s, uint32_t *out_ms)
+{
+    if (!isdigit((unsigned char)s[0]))
+        return FG_EINVAL;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno)
+        return FG_EINVAL;
+    uint64_t mul;
+    if (*end == '\0' || strcmp(end, "ms") == 0)
+        mul = 1;
+    else if (strcmp(end, "s") == 0)
+        mul = 1000;
+    else if (strcmp(end, "min") == 0)
+        mul = 60000;
+    else if (strcmp(end, "h") == 0)
+        mul = 3600000;
+    else
+        return FG_EINVAL;
+    if (v == 0 || v > UINT32_MAX / mul)
+        return FG_EINVAL;
+    *out_ms = (uint32_t)(v * mul);
+    return 0;
+}
+
+static int parse_bool(const char *s, int *out)
+{
+    if (!strcmp(s, "on") || !strcmp(s, "yes") || !strcmp(s, "true") ||
+        !strcmp(s, "1"))
+        *out = 1;
+    else if (!strcmp(s, "off") || !strcmp(s, "no") || !strcmp(s, "false") ||
+             !strcmp(s, "0"))
+        *out = 0;
+    else
+        return FG_EINVAL;
+    return 0;
+}
+
+/* Limit names appear in store keys, JSON and quoted header strings. */
+static int valid_limit_name(const char *s, size_t n)
+{
+    if (n == 0 || n >= FG_NAME_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (!isalnum(ch) && ch != '_' && ch != '-' && ch != '.')
+            return 0;
+    }
+    return 1;
+}
+
+int fg__config_find(const fg__serve_config *c, const char *name, size_t len)
+{
+    for (unsigned i = 0; i < c->nlimits; i++)
+        if (strlen(c->limits[i].lim.name) == len &&
+            memcmp(c->limits[i].lim.name, name, len) == 0)
+            return (int)i;
+    return -1;
+}
+
+int fg__config_chain(const fg__serve_config *c, const char *list, unsigned *idx,
+                     unsigned *n, char *err, size_t errlen)
+{
+    *n = 0;
+    const char *p = list;
+    while (*p) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        if (!*p)
+            break;
+        const char *e = p;
+        while (*e && *e != ',' && *e != ' ')
+            e++;
+        int i = fg__config_find(c, p, (size_t)(e - p));
+        if (i < 0) {
+            snprintf(err, errlen, "unknown limit '%.*s'",
+                     (int)(e - p > 64 ? 64 : e - p), p);
+            return FG_EINVAL;
+        }
+        if (*n == FG_SERVE_MAX_CHAIN) {
+            snprintf(err, errlen, "at most %d limits per request",
+                     FG_SERVE_MAX_CHAIN);
+            return FG_EINVAL;
+        }
+        idx[(*n)++] = (unsigned)i;
+        p = e;
+    }
+    if (*n == 0) {
+        snprintf(err, errlen, "no limit named");
+        return FG_EINVAL;
+    }
+    return 0;
+}
+
+static int server_key(parser *p, const char *k, const char *v)
+{
+    fg__serve_config *c = p->c;
+    uint64_t u;
+    uint32_t ms;
+    if (!strcmp(k, "listen")) {
+        if (strlen(v) == 0 || strlen(v) >= sizeof(c->listen) ||
+            !strrchr(v, ':'))
+            return fail(p, p->line, "listen must be HOST:PORT");
+        strcpy(c->listen, v);
+    } else if (!strcmp(k, "workers")) {
+        if (parse_u64(v, 1, FG_SERVE_MAX_WORKERS, &u))
+            return fail(p, p->line, "workers must be 1..%d",
+                        FG_SERVE_MAX_WORKERS);
+        c->workers = (unsigned)u;
+    } else if (!strcmp(k, "id")) {
+        size_t n = strlen(v);
+        if (n == 0 || n >= sizeof(c->id))
+            return fail(p, p->line, "id must be 1..%zu characters",
+                        sizeof(c->id) - 1);
+        for (size_t i = 0; i < n; i++)
+            if ((unsigned char)v[i] <= 0x20 || (unsigned char)v[i] >= 0x7f)
+                return fail(p, p->line, "id must be printable, no spaces");
+        strcpy(c->id, v);
+    } else if (!strcmp(k, "demo_api")) {
+        if (parse_bool(v, &c->demo_api))
+            return fail(p, p->line, "demo_api must be on or off");
+        c->demo_line = p->line;
+    } else if (!strcmp(k, "demo_limits")) {
+        if (strlen(v) >= sizeof(c->demo_limits))
+            return fail(p, p->line, "demo_limits too long");
+        strcpy(c->demo_limits, v);
+        c->demo_line = p->line;
+    } else if (!strcmp(k, "trusted_proxies")) {
+        char buf[200];
+        const char *s = v;
+        c->nproxies = 0;
+        while (*s) {
+            while (*s == ' ' || *s == ',')
+                s++;
+            if (!*s)
+                break;
+            size_t n = strcspn(s, " ,");
+            if (n >= sizeof(buf) || c->nproxies == FG_SERVE_MAX_PROXIES)
+                return fail(p, p->line, "too many or too long proxies");
+            memcpy(buf, s, n);
+            buf[n] = '\0';
+            if (fg__cidr_parse(buf, &c->proxies[c->nproxies]))
+                return fail(p, p->line, "bad address or block '%s'", buf);
+            c->nproxies++;
+            s += n;
+        }
+    } else if (!strcmp(k, "max_header_bytes")) {
+        if (parse_u64(v, 256, 1 << 20, &u))
+            return fail(p, p->line, "max_header_bytes must be 256..1048576");
+        c->max_header_bytes = (uint32_t)u;
+    } else if (!strcmp(k, "max_key_bytes")) {
+        if (parse_u64(v, 1, FG_MAX_KEY, &u))
+            return fail(p, p->line, "max_key_bytes must be 1..%d", FG_MAX_KEY);
+        c->max_key_bytes = (uint32_t)u;
+    } else if (!strcmp(k, "max_connections")) {
+        if (parse_u64(v, 1, 1000000, &u))
+            return fail(p, p->line, "max_connections must be 1..1000000");
+        c->max_connections = (uint32_t)u;
+    } else if (!strcmp(k, "request_timeout")) {
+        if (fg__parse_duration_ms(v, &ms))
+            return fail(p, p->line, "request_timeout must be a duration");
+        c->request_timeout_ms = ms;
+    } else if (!strcmp(k, "drain_timeout")) {
+        if (fg__parse_duration_ms(v, &ms))
+            return fail(p, p->line, "drain_timeout must be a duration");
+        c->drain_timeout_ms = ms;
+    } else if (!strcmp(k, "blocked_cache")) {
+        if (parse_u64(v, 0, 1 << 24, &u))
+            return fail(p, p->line, "blocked_cache must be 0..16777216");
+        c->blocked_cache = (uint32_t)u;
+    } else {
+        return fail(p, p->line, "unknown key '%s' in [server]", k);
+    }
+    return 1;
+}
+
+static int store_key(parser *p, const char *k, const char *v)
+{
+    fg__serve_config *c = p->c;
+    if (!strcmp(k, "url")) {
+        if (strlen(v) == 0 || strlen(v) >= sizeof(c->store_url))
+            return fail(p, p->line, "url must be 1..%zu characters",
+                        sizeof(c->store_url) - 1);
+        strcpy(c->store_url, v);
+    } else if (!strcmp(k, "prefix")) {
+        if (strlen(v) >= sizeof(c->prefix))
+            return fail(p, p->line, "prefix too long");
+        strcpy(c->prefix, v);
+    } else if (!strcmp(k, "timeout")) {
+        if (fg__parse_duration_ms(v, &c->store_timeout_ms))
+            return fail(p, p->line, "timeout must be a duration like 5ms");
+    } else {
+        return fail(p, p->line, "unknown key '%s' in [store]", k);
+    }
+    return 1;
+}
+
+static int limit_key(parser *p, unsigned i, const char *k, const char *v)
+{
+    fg__serve_limit *sl = &p->c->limits[i];
+    raw_limit *r = &p->raw[i];
+    char why[160];
+    uint64_t u;
+    if (!strcmp(k, "key")) {
+        if (fg__keysrc_parse(v, &sl->key, why, sizeof(why)))
+            return fail(p, p->line, "%s", why);
+        sl->has_key = 1;
+    } else if (!strcmp(k, "algorithm")) {
+        if (fg_algorithm_parse(v, &r->alg))
+            return fail(p, p->line,
+                        "algorithm must be fixed_window, sliding_window or "
+                        "token_bucket");
+        r->has_alg = 1;
+    } else if (!strcmp(k, "rate")) {
+        fg_limit tmp;
+        if (strlen(v) >= sizeof(r->rate))
+            return fail(p, p->line, "rate too long");
+        if (fg_limit_parse_err(v, &tmp, why, sizeof(why)))
+            return fail(p, p->line, "rate: %s", why);
+        strcpy(r->rate, v);
+        sl->has_rate = 1;
+    } else if (!strcmp(k, "burst")) {
+        if (parse_u64(v, 1, FG_MAX_COUNT - 1, &u))
+            return fail(p, p->line, "burst must be a positive integer");
+        r->burst = u;
+        r->has_burst = 1;
+    } else if (!strcmp(k, "mode")) {
+        if (!strncmp(v, "sync:", 5) || !strcmp(v, "lease"))
+            return fail(p, p->line,
+                        "mode = %s is not supported yet (only exact)", v);
+        if (strcmp(v, "exact") != 0)
+            return fail(p, p->line, "mode must be exact");
+    } else if (!strcmp(k, "on_failure")) {
+        if (fg_on_failure_parse(v, &r->onf))
+            return fail(p, p->line, "on_failure must be open, closed or local");
+        r->has_onf = 1;
+    } else if (!strcmp(k, "timeout")) {
+        if (fg__parse_duration_ms(v, &r->timeout_ms))
+            return fail(p, p->line, "timeout must be a duration like 5ms");
+        sl->has_timeout = 1;
+    } else if (!strcmp(k, "fallback_servers")) {
+        if (parse_u64(v, 1, 100000, &u))
+            return fail(p, p->line, "fallback_servers must be 1..100000");
+        r->fb = (uint32_t)u;
+        r->has_fb = 1;
+    } else if (!strcmp(k, "clock")) {
+        if (!strcmp(v, "client"))
+            r->clock_client = 1;
+        else if (!strcmp(v, "redis"))
+            r->clock_client = 0;
+        else
+            return fail(p, p->line, "clock must be redis or client");
+        r->has_clock = 1;
+    } else {
+        return fail(p, p->line, "unknown key '%s' in [limit %s]", k,
+                    sl->lim.name);
+    }
+    return 1;
+}
+
+static int on_key(void *user, const char *section, const char *k, const char *v)
+{
+    parser *p = user;
+    if (p->failed)
+        return 0;
+    if (p->too_long)
+        return fail(p, p->line, "line too long");
+    int new_section = strcmp(section, p->section) != 0;
+    if (new_section) {
+        if (strlen(section) >= sizeof(p->section))
+            return fail(p, p->line, "section name too long");
+        strcpy(p->section, section);
+    }
+    if (!strcmp(section, "server"))
+        return server_key(p, k, v);
+    if (!strcmp(section, "store"))
+        return store_key(p, k, v);
+    if (!strncmp(section, "limit ", 6)) {
+        const char *name = section + 6;
+        while (*name == ' ')
+            name++;
+        size_t n = strlen(name);
+        if (!valid_limit_name(name, n))
+            return fail(p, p->line,
+                        "limit name must be 1..%d of A-Z a-z 0-9 _ - .",
+                        FG_NAME_MAX - 1);
+        int i = fg__config_find(p->c, name, n);
+        if (i >= 0 && new_section)
+            return fail(p, p->line, "[limit %s] defined twice", name);
+        if (i < 0) {
+            if (p->c->nlimits == FG_SERVE_MAX_LIMITS)
+                return fail(p, p->line, "at most %d limits",
+                            FG_SERVE_MAX_LIMITS);
+            i = (int)p->c->nlimits++;
+            fg__serve_limit *sl = &p->c->limits[i];
+            memset(sl, 0, sizeof(*sl));
+            memcpy(sl->lim.name, name, n + 1);
+            sl->line = p->line;
+        }
+        return limit_key(p, (unsigned)i, k, v);
+    }
+    if (section[0] == '\0')
+        return fail(p, p->line, "key '%s' outside any section", k);
+    return fail(p, p->line, "unknown section [%s]", section);
+}
+
+/* fgets that counts lines and notices lines longer than inih's buffer. */
+static char *reader(char *str, int num, void *stream)
+{
+    parser *p = stream;
+    char *s = fgets(str, num, p->f);
+    if (!s)
+        return NULL;
+    size_t n = strlen(s);
+    if (n > 0 && s[n - 1] == '\n') {
+        p->line++;
+    } else if (!feof(p->f)) {
+        /* The rest of the line would come back as a line of its own. */
+        p->line++;
+        p->too_long = 1;
+        int ch;
+        while ((ch = fgetc(p->f)) != EOF && ch != '\n')
+            ;
+    } else {
+        p->line++;
+    }
+    return s;
+}
+
+/* Combine each limit's rate with its other keys, then check the whole. */
+static int finish(parser *p)
+{
+    fg__serve_config *c = p->c;
+    char why[200];
+    for (unsigned i = 0; i < c->nlimits; i++) {
+        fg__serve_limit *sl = &c->limits[i];
+        raw_limit *r = &p->raw[i];
+        char name[FG_NAME_MAX];
+        memcpy(name, sl->lim.name, sizeof(name));
+        if (!sl->has_rate)
+            return fail(p, sl->line, "[limit %s]: rate is required", name);
+        if (!sl->has_key)
+            return fail(p, sl->line, "[limit %s]: key is required", name);
+        if (fg_limit_parse_err(r->rate, &sl->lim, why, sizeof(why)))
+            return fail(p, sl->line, "[limit %s]: rate: %s", name, why);
+        memcpy(sl->lim.name, name, sizeof(name));
+        if (r->has_alg)
+            sl->lim.algorithm = r->alg;
+        if (r->has_burst)
+            sl->lim.burst = r->burst;
+        if (r->has_onf)
+            sl->lim.on_failure = r->onf;
+        sl->lim.timeout_ms =
+            sl->has_timeout ? r->timeout_ms : c->store_timeout_ms;
+        if (r->has_fb)
+            sl->lim.fallback_servers = r->fb;
+        if (r->has_clock)
+            sl->lim.clock_client = r->clock_client;
+        fg__algo_params ap;
+        if (fg__algo_params_init(&sl->lim, &ap, why, sizeof(why)))
+            return fail(p, sl->line, "[limit %s]: %s", name, why);
+    }
+    if (c->demo_api) {
+        const char *list = c->demo_limits[0] ? c->demo_limits : "bookings";
+        if (fg__config_chain(c, list, c->demo_chain, &c->demo_nchain, why,
+                             sizeof(why)))
+            return fail(p, c->demo_line, "demo_api: %s (add [limit %s])", why,
+                        c->demo_limits[0] ? "..." : "bookings");
+    }
+    return 1;
+}
+
+int fg__config_parse(FILE *f, const char *name, fg__serve_config *c, char *err,
+                     size_t errlen)
+{
+    parser *p = calloc(1, sizeof(*p));
+    if (!p) {
+        snprintf(err, errlen, "%s: out of memory", name);
+        return FG_ENOMEM;
+    }
+    p->f = f;
+    p->name = name;
+    p->c = c;
+    p->err = err;
+    p->errlen = errlen;
+    int rc = ini_parse_stream(reader, p, on_key, p);
+    if (!p->failed && p->too_long)
+        fail(p, p->line, "line too long (at most %d characters)",
+             ini_max_line - 3);
+    if (!p->failed && rc > 0)
+        fail(p, rc, "syntax error (expected [section] or key = value)");
+    if (!p->failed && rc < 0)
+        fail(p, 0, "cannot read");
+    if (!p->failed)
+        finish(p);
+    int failed = p->failed;
+    free(p);
+    return failed ? FG_EINVAL : 0;
+}
+
+int fg__config_load(const char *path, fg__serve_config *c, char *err,
+                    size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return FG_EINVAL;
+    }
+    int rc = fg__config_parse(f, path, c, err, errlen);
+    fclose(f);
+    return rc;
+}

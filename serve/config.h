@@ -1,0 +1,86 @@
+/* config.h -- the configuration of `floodgate serve`, parsed from INI.
+ *
+ * Pure: parsing reads a FILE (a real file or fmemopen()) and fills a struct;
+ * it opens no store and binds no socket, so a reload can be validated in
+ * full before anything running is touched. */
+#ifndef FG_SERVE_CONFIG_H
+#define FG_SERVE_CONFIG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "floodgate.h"
+#include "keys.h"
+
+#define FG_SERVE_MAX_LIMITS  64
+#define FG_SERVE_MAX_CHAIN   8
+#define FG_SERVE_MAX_PROXIES 32
+#define FG_SERVE_MAX_WORKERS 64
+
+/* One [limit NAME] section. */
+typedef struct fg__serve_limit {
+    fg_limit lim;    /* name, rate, algorithm, policy */
+    fg__keysrc key;  /* where the key comes from */
+    int line;        /* first line of the section, for messages */
+    int has_rate;    /* rate given */
+    int has_timeout; /* timeout given (else [store] timeout) */
+    int has_key;     /* key given */
+} fg__serve_limit;
+
+typedef struct fg__serve_config {
+    /* [server] */
+    char listen[128];
+    unsigned workers;
+    char id[64];
+    int demo_api;
+    /* Limits checked by POST /bookings, in order; the default is the
+     * single limit "bookings". */
+    unsigned demo_chain[FG_SERVE_MAX_CHAIN];
+    unsigned demo_nchain;
+    int demo_line;
+    char demo_limits[256];
+    fg__cidr proxies[FG_SERVE_MAX_PROXIES];
+    unsigned nproxies;
+    /* Caps. */
+    uint32_t max_header_bytes;
+    uint32_t max_key_bytes;
+    uint32_t max_connections;
+    uint32_t request_timeout_ms;
+    uint32_t drain_timeout_ms;
+    uint32_t blocked_cache; /* entries per worker; 0 disables */
+    /* [store] */
+    char store_url[512];
+    char prefix[64];
+    uint32_t store_timeout_ms;
+    /* [limit NAME] */
+    fg__serve_limit limits[FG_SERVE_MAX_LIMITS];
+    unsigned nlimits;
+} fg__serve_config;
+
+/* Fill 'c' with the defaults (listen 127.0.0.1:8080, 1 worker, memory
+ * store, no limit). */
+void fg__config_defaults(fg__serve_config *c);
+
+/* Parse the INI text of 'f' (named 'name' in messages) into 'c', which must
+ * hold the defaults. FG_OK, or FG_EINVAL with "name:line: reason" in
+ * 'err'. */
+int fg__config_parse(FILE *f, const char *name, fg__serve_config *c, char *err,
+                     size_t errlen);
+
+/* fopen + fg__config_parse. */
+int fg__config_load(const char *path, fg__serve_config *c, char *err,
+                    size_t errlen);
+
+/* Index of the limit named 'name' ('len' bytes) or -1. */
+int fg__config_find(const fg__serve_config *c, const char *name, size_t len);
+
+/* Parse a duration "5ms", "2s", "1min", "250us" (a bare number is
+ * milliseconds) into milliseconds. FG_OK or FG_EINVAL. */
+int fg__parse_duration_ms(const char *s, uint32_t *out_ms);
+
+/* Parse "a,b,c" limit names into indexes of 'c'. FG_OK or FG_EINVAL with
+ * the reason in 'err'. */
+int fg__config_chain(const fg__serve_config *c, const char *list, unsigned *idx,
+                     unsigned *n, char *err, size_t errlen);
+
+#endif

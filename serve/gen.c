@@ -1,0 +1,162 @@
+/* gen.c -- a loaded configuration ("gen") and each worker's copy of it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "server.h"
+
+static int is_memory_url(const char *url)
+{
+    return !strcmp(url, "memory") || !strncmp(url, "memory?", 7);
+}
+
+void fg__gen_ref(fg__gen *g)
+{
+    __atomic_add_fetch(&g->refs, 1, __ATOMIC_ACQ_REL);
+}
+
+void fg__gen_unref(fg__gen *g)
+{
+    if (!g || __atomic_sub_fetch(&g->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    for (unsigned i = 0; i < g->cfg.nlimits; i++)
+        if (g->memlim[i])
+            fg_limiter_free(g->memlim[i]);
+    free(g);
+}
+
+fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
+{
+    fg__gen *g = calloc(1, sizeof(*g));
+    if (!g) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    g->refs = 1;
+    fg__serve_config *c = &g->cfg;
+    fg__config_defaults(c);
+    if (srv->config_path &&
+        fg__config_load(srv->config_path, c, err, errlen) != 0)
+        goto fail;
+    if (srv->cli_listen) {
+        if (strlen(srv->cli_listen) >= sizeof(c->listen)) {
+            snprintf(err, errlen, "--listen: address too long");
+            goto fail;
+        }
+        strcpy(c->listen, srv->cli_listen);
+    }
+    if (srv->cli_store) {
+        if (strlen(srv->cli_store) >= sizeof(c->store_url)) {
+            snprintf(err, errlen, "--store: URL too long");
+            goto fail;
+        }
+        strcpy(c->store_url, srv->cli_store);
+    }
+    if (c->id[0] == '\0') {
+        char host[48];
+        if (gethostname(host, sizeof(host)) != 0)
+            strcpy(host, "floodgate");
+        host[sizeof(host) - 1] = '\0';
+        snprintf(c->id, sizeof(c->id), "%s", host);
+    }
+    g->is_memory = is_memory_url(c->store_url);
+    for (unsigned i = 0; i < c->nlimits; i++)
+        g->slot[i] = fg__metric_slot(c->limits[i].lim.name);
+    const char *where = srv->config_path ? srv->config_path : "config";
+    if (g->is_memory) {
+        if (!srv->mem) {
+            char why[200];
+            srv->mem = fg_store_open(c->store_url, why, sizeof(why));
+            if (!srv->mem) {
+                snprintf(err, errlen, "%s: [store] url: %s", where, why);
+                goto fail;
+            }
+        }
+        for (unsigned i = 0; i < c->nlimits; i++) {
+            char why[200];
+            g->memlim[i] =
+                fg_limiter_new(srv->mem, &c->limits[i].lim, why, sizeof(why));
+            if (!g->memlim[i]) {
+                snprintf(err, errlen, "%s:%d: [limit %s]: %s", where,
+                         c->limits[i].line, c->limits[i].lim.name, why);
+                goto fail;
+            }
+        }
+    } else {
+        /* Open the store once on the main loop to refuse a bad URL or a
+         * limit the store cannot run now, not in every worker later. */
+        char why[200];
+        fg_store *st =
+            fg_store_open_async(c->store_url, srv->main_base, why, sizeof(why));
+        if (!st) {
+            snprintf(err, errlen, "%s: [store] url: %s", where, why);
+            goto fail;
+        }
+        for (unsigned i = 0; i < c->nlimits; i++) {
+            fg_limiter *l =
+                fg_limiter_new(st, &c->limits[i].lim, why, sizeof(why));
+            if (!l) {
+                snprintf(err, errlen, "%s:%d: [limit %s]: %s", where,
+                         c->limits[i].line, c->limits[i].lim.name, why);
+                fg_store_close(st);
+                goto fail;
+            }
+            fg_limiter_free(l);
+        }
+        fg_store_close(st);
+    }
+    g->number = ++srv->gen_number;
+    return g;
+fail:
+    fg__gen_unref(g);
+    return NULL;
+}
+
+fg__wgen *fg__wgen_new(fg__worker *w, fg__gen *g, char *err, size_t errlen)
+{
+    fg__wgen *wg = calloc(1, sizeof(*wg));
+    if (!wg) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    fg__gen_ref(g);
+    wg->g = g;
+    if (g->is_memory) {
+        memcpy(wg->lim, g->memlim, sizeof(wg->lim));
+        return wg;
+    }
+    wg->store = fg_store_open_async(g->cfg.store_url, w->base, err, errlen);
+    if (!wg->store)
+        goto fail;
+    for (unsigned i = 0; i < g->cfg.nlimits; i++) {
+        fg_limit lim = g->cfg.limits[i].lim;
+        /* The local fallback runs in each worker: share the process's part
+         * among them so the process as a whole stays within it. */
+        uint64_t fb = (uint64_t)lim.fallback_servers * w->srv->nworkers;
+        lim.fallback_servers = fb > UINT32_MAX ? UINT32_MAX : (uint32_t)fb;
+        wg->lim[i] = fg_limiter_new(wg->store, &lim, err, errlen);
+        if (!wg->lim[i])
+            goto fail;
+    }
+    return wg;
+fail:
+    fg__wgen_free(wg);
+    return NULL;
+}
+
+void fg__wgen_free(fg__wgen *wg)
+{
+    if (!wg)
+        return;
+    if (!wg->g->is_memory) {
+        for (unsigned i = 0; i < wg->g->cfg.nlimits; i++)
+            if (wg->lim[i])
+                fg_limiter_free(wg->lim[i]);
+        if (wg->store)
+            fg_store_close(wg->store);
+    }
+    fg__gen_unref(wg->g);
+    free(wg);
+}

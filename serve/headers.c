@@ -1,0 +1,123 @@
+/* headers.c -- RateLimit headers and JSON bodies (pure). */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "headers.h"
+
+void fg__sbuf_init(fg__sbuf *b, char *mem, size_t cap)
+{
+    b->p = mem;
+    b->len = 0;
+    b->cap = cap;
+    b->overflow = 0;
+    if (cap)
+        mem[0] = '\0';
+}
+
+static void put(fg__sbuf *b, const char *s, size_t n)
+{
+    if (b->overflow || b->len + n + 1 > b->cap) {
+        b->overflow = 1;
+        return;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+void fg__sbuf_puts(fg__sbuf *b, const char *s)
+{
+    put(b, s, strlen(s));
+}
+
+void fg__sbuf_printf(fg__sbuf *b, const char *fmt, ...)
+{
+    if (b->overflow)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= b->cap - b->len) {
+        b->overflow = 1;
+        b->p[b->len] = '\0';
+        return;
+    }
+    b->len += (size_t)n;
+}
+
+uint64_t fg__ms_to_s_up(uint64_t ms)
+{
+    return ms / 1000 + (ms % 1000 != 0);
+}
+
+uint64_t fg__window_s(uint64_t period_us)
+{
+    uint64_t s = period_us / 1000000 + (period_us % 1000000 != 0);
+    return s ? s : 1;
+}
+
+uint64_t fg__retry_after_s(const fg_decision *d)
+{
+    uint64_t s = fg__ms_to_s_up(d->retry_after_ms);
+    return s ? s : 1;
+}
+
+void fg__fmt_policy_item(fg__sbuf *b, const char *name, uint64_t quota,
+                         uint64_t window_s)
+{
+    fg__sbuf_printf(b, "%s\"%s\";q=%" PRIu64 ";w=%" PRIu64, b->len ? ", " : "",
+                    name, quota, window_s);
+}
+
+void fg__fmt_ratelimit_item(fg__sbuf *b, const char *name, const fg_decision *d)
+{
+    fg__sbuf_printf(b, "%s\"%s\";r=%" PRIu64 ";t=%" PRIu64, b->len ? ", " : "",
+                    name, d->remaining, fg__ms_to_s_up(d->reset_ms));
+}
+
+void fg__json_str(fg__sbuf *b, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    put(b, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\') {
+            char e[2] = {'\\', (char)ch};
+            put(b, e, 2);
+        } else if (ch < 0x20 || ch == 0x7f) {
+            char e[6] = {'\\', 'u', '0', '0', hex[ch >> 4], hex[ch & 15]};
+            put(b, e, 6);
+        } else {
+            put(b, (const char *)&s[i], 1);
+        }
+    }
+    put(b, "\"", 1);
+}
+
+void fg__fmt_decision_json(fg__sbuf *b, const char *name, const fg_decision *d,
+                           int booked)
+{
+    const char *src = fg_source_name(d->source);
+    fg__sbuf_puts(b, "{");
+    if (booked)
+        fg__sbuf_printf(b, "\"booked\":%s,", d->allowed ? "true" : "false");
+    fg__sbuf_printf(b,
+                    "\"allowed\":%s,\"limit\":%" PRIu64
+                    ",\"remaining\":%" PRIu64 ",\"reset_ms\":%" PRIu64
+                    ",\"retry_after_ms\":%" PRIu64 ",\"source\":\"%s\","
+                    "\"name\":",
+                    d->allowed ? "true" : "false", d->limit, d->remaining,
+                    d->reset_ms, d->retry_after_ms, src ? src : "store");
+    fg__json_str(b, name, strlen(name));
+    fg__sbuf_puts(b, "}\n");
+}
+
+void fg__fmt_error_json(fg__sbuf *b, const char *msg)
+{
+    fg__sbuf_puts(b, "{\"error\":");
+    fg__json_str(b, msg, strlen(msg));
+    fg__sbuf_puts(b, "}\n");
+}

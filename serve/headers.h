@@ -1,0 +1,54 @@
+/* headers.h -- the text of a decision: RateLimit headers and JSON (pure).
+ *
+ * Header syntax follows draft-ietf-httpapi-ratelimit-headers (-08 and
+ * later): both fields are Structured Field Lists, one item per limit,
+ *   RateLimit-Policy: "bookings";q=10;w=1
+ *   RateLimit: "bookings";r=3;t=1 */
+#ifndef FG_SERVE_HEADERS_H
+#define FG_SERVE_HEADERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "floodgate.h"
+
+/* A bounded string builder: writes past 'cap' set 'overflow' and are
+ * dropped, so a caller checks once at the end. */
+typedef struct fg__sbuf {
+    char *p;
+    size_t len, cap;
+    int overflow;
+} fg__sbuf;
+
+void fg__sbuf_init(fg__sbuf *b, char *mem, size_t cap);
+void fg__sbuf_puts(fg__sbuf *b, const char *s);
+void fg__sbuf_printf(fg__sbuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Whole seconds, rounded up: never tell a client to come back early. */
+uint64_t fg__ms_to_s_up(uint64_t ms);
+
+/* The window of a limit in whole seconds (at least 1). */
+uint64_t fg__window_s(uint64_t period_us);
+
+/* Retry-After of a refusal: whole seconds rounded up, at least 1. */
+uint64_t fg__retry_after_s(const fg_decision *d);
+
+/* Append one list item (a ", " first when 'b' is not empty). */
+void fg__fmt_policy_item(fg__sbuf *b, const char *name, uint64_t quota,
+                         uint64_t window_s);
+void fg__fmt_ratelimit_item(fg__sbuf *b, const char *name,
+                            const fg_decision *d);
+
+/* The JSON body of a decision of limit 'name'; 'booked' adds
+ * "booked":true/false first (the demo API). */
+void fg__fmt_decision_json(fg__sbuf *b, const char *name, const fg_decision *d,
+                           int booked);
+
+/* {"error":"..."} with 'msg' escaped. */
+void fg__fmt_error_json(fg__sbuf *b, const char *msg);
+
+/* Append 's' ('n' bytes) as a JSON string, quotes included. */
+void fg__json_str(fg__sbuf *b, const char *s, size_t n);
+
+#endif

@@ -1,0 +1,59 @@
+/* keys.h -- where a limit's key comes from, and checks on it (pure).
+ *
+ * A key is a header value, a query parameter, or the client's IP address;
+ * the IP is read from X-Forwarded-For only when the peer is a trusted
+ * proxy. Nothing here touches a socket: the HTTP layer passes strings. */
+#ifndef FG_SERVE_KEYS_H
+#define FG_SERVE_KEYS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum fg__keysrc_kind {
+    FG_KEYSRC_HEADER = 0,
+    FG_KEYSRC_IP = 1,
+    FG_KEYSRC_QUERY = 2
+} fg__keysrc_kind;
+
+typedef struct fg__keysrc {
+    fg__keysrc_kind kind;
+    char name[64]; /* header or parameter name; empty for ip */
+} fg__keysrc;
+
+/* An address block: "10.0.0.0/8", "::1", "127.0.0.1". */
+typedef struct fg__cidr {
+    int family; /* AF_INET or AF_INET6 */
+    uint8_t addr[16];
+    unsigned bits;
+} fg__cidr;
+
+/* Parse "header:NAME", "ip" or "query:NAME". FG_OK or FG_EINVAL with the
+ * reason in 'err'. */
+int fg__keysrc_parse(const char *s, fg__keysrc *out, char *err, size_t errlen);
+
+/* Parse one address or block. FG_OK or FG_EINVAL. */
+int fg__cidr_parse(const char *s, fg__cidr *out);
+
+/* 1 when the textual address 'ip' lies in one of the 'n' blocks. */
+int fg__cidr_match(const fg__cidr *set, unsigned n, const char *ip);
+
+/* The client address of a request that came from 'peer' with the
+ * X-Forwarded-For value 'xff' (NULL when absent): 'peer' itself unless it
+ * is trusted; then the rightmost address of 'xff' that is not trusted
+ * (or the leftmost when all are). A malformed entry stops the walk at the
+ * last good address. Writes at most 'outlen' bytes with the NUL. */
+void fg__client_ip(const char *peer, const char *xff, const fg__cidr *trusted,
+                   unsigned ntrusted, char *out, size_t outlen);
+
+/* NULL when 'key' ('len' bytes) is acceptable as a key of at most 'max'
+ * bytes, else a one-line reason. */
+const char *fg__key_check(const char *key, size_t len, size_t max);
+
+/* Find parameter 'name' in the raw query string 'query' (no '?') and
+ * percent-decode its value ('+' is a space) into 'out' (at most 'outlen'
+ * bytes, NUL added). Returns the decoded length, -1 when absent, -2 when the
+ * value does not fit, -3 when its encoding is malformed. */
+long fg__query_get(const char *query, const char *name, char *out,
+                   size_t outlen);
+
+#endif

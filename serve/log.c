@@ -1,0 +1,72 @@
+/* log.c -- key=value event lines on stderr. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+
+const char *fg__log_value(const char *v, char *out, unsigned long outlen)
+{
+    size_t n = strlen(v), o = 0;
+    int plain = n > 0;
+    for (size_t i = 0; i < n && plain; i++) {
+        unsigned char ch = (unsigned char)v[i];
+        if (ch <= ' ' || ch == '"' || ch == '\\' || ch == '=' || ch >= 0x7f)
+            plain = 0;
+    }
+    if (outlen < 3)
+        return "";
+    if (plain && n < outlen) {
+        memcpy(out, v, n + 1);
+        return out;
+    }
+    out[o++] = '"';
+    for (size_t i = 0; i < n && o + 5 < outlen; i++) {
+        unsigned char ch = (unsigned char)v[i];
+        if (ch == '"' || ch == '\\') {
+            out[o++] = '\\';
+            out[o++] = (char)ch;
+        } else if (ch < ' ' || ch == 0x7f) {
+            o += (size_t)snprintf(out + o, outlen - o, "\\x%02x", ch);
+        } else {
+            out[o++] = (char)ch;
+        }
+    }
+    out[o++] = '"';
+    out[o] = '\0';
+    return out;
+}
+
+void fg__log(const char *event, const char *fmt, ...)
+{
+    char line[1024];
+    struct timespec ts;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    int n = snprintf(line, sizeof(line),
+                     "ts=%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ event=%s",
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+                     tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, event);
+    if (n < 0)
+        return;
+    if ((size_t)n >= sizeof(line) - 2)
+        n = (int)sizeof(line) - 2;
+    if (fmt && *fmt) {
+        line[n++] = ' ';
+        va_list ap;
+        va_start(ap, fmt);
+        int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+        va_end(ap);
+        if (m > 0)
+            n += m < (int)(sizeof(line) - (size_t)n - 1)
+                     ? m
+                     : (int)(sizeof(line) - (size_t)n - 2);
+    }
+    line[n++] = '\n';
+    /* One write per line keeps lines from several threads whole. */
+    ssize_t w = write(STDERR_FILENO, line, (size_t)n);
+    (void)w;
+}

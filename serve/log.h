@@ -1,0 +1,15 @@
+/* log.h -- one line per event on stderr, in key=value form:
+ *   ts=2026-11-30T05:10:36.123Z event=listening addr=127.0.0.1:8080 */
+#ifndef FG_SERVE_LOG_H
+#define FG_SERVE_LOG_H
+
+/* 'fmt' continues the line after "event=NAME " with more key=value pairs;
+ * the whole line goes out in one write(). */
+void fg__log(const char *event, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Write 'v' into 'out' as a log value: bare when it is a simple token,
+ * else double-quoted with '"', '\' and control characters escaped. */
+const char *fg__log_value(const char *v, char *out, unsigned long outlen);
+
+#endif

@@ -1,0 +1,208 @@
+/* metrics.c -- per-worker counters and the Prometheus text format. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "metrics.h"
+
+static pthread_mutex_t slot_mu = PTHREAD_MUTEX_INITIALIZER;
+static char slot_name[FG_METRIC_SLOTS][FG_NAME_MAX];
+static int slot_used;
+
+int fg__metric_slot(const char *name)
+{
+    int found = -1;
+    pthread_mutex_lock(&slot_mu);
+    for (int i = 0; i < slot_used; i++)
+        if (strcmp(slot_name[i], name) == 0)
+            found = i;
+    if (found < 0 && slot_used < FG_METRIC_SLOTS) {
+        snprintf(slot_name[slot_used], FG_NAME_MAX, "%s", name);
+        found = slot_used++;
+    }
+    pthread_mutex_unlock(&slot_mu);
+    return found;
+}
+
+/* Upper bounds in microseconds; the last bucket is +Inf. */
+static const uint64_t lat_le_us[FG_LAT_BUCKETS - 1] = {
+    100, 250, 500, 1000, 2000, 5000, 10000, 25000, 50000, 100000, 1000000};
+
+void fg__metrics_latency(fg__metrics *m, uint64_t us)
+{
+    int b = 0;
+    while (b < FG_LAT_BUCKETS - 1 && us > lat_le_us[b])
+        b++;
+    FG_INC(m->lat_bucket[b]);
+    FG_INC(m->lat_count);
+    FG_ADD(m->lat_sum_us, us);
+}
+
+void fg__metrics_http(fg__metrics *m, int status)
+{
+    int i;
+    switch (status) {
+    case 200:
+        i = FG_HTTP_200;
+        break;
+    case 204:
+        i = FG_HTTP_204;
+        break;
+    case 400:
+        i = FG_HTTP_400;
+        break;
+    case 403:
+        i = FG_HTTP_403;
+        break;
+    case 404:
+        i = FG_HTTP_404;
+        break;
+    case 405:
+        i = FG_HTTP_405;
+        break;
+    case 413:
+        i = FG_HTTP_413;
+        break;
+    case 429:
+        i = FG_HTTP_429;
+        break;
+    case 500:
+        i = FG_HTTP_500;
+        break;
+    case 503:
+        i = FG_HTTP_503;
+        break;
+    default:
+        i = FG_HTTP_OTHER;
+        break;
+    }
+    FG_INC(m->http[i]);
+}
+
+static const char *http_code[FG_HTTP_N] = {"200", "204", "400",  "403",
+                                           "404", "405", "413",  "429",
+                                           "500", "503", "other"};
+
+void fg__metrics_render(FILE *out, fg__metrics *const *w, unsigned n,
+                        const fg__metrics_info *info)
+{
+    int used;
+    pthread_mutex_lock(&slot_mu);
+    used = slot_used;
+    pthread_mutex_unlock(&slot_mu);
+
+    fprintf(out, "# HELP floodgate_requests_total Decisions by limit, "
+                 "decision and source.\n"
+                 "# TYPE floodgate_requests_total counter\n");
+    for (int s = 0; s < used; s++)
+        for (int a = 1; a >= 0; a--)
+            for (int src = 0; src < 5; src++) {
+                uint64_t v = 0;
+                for (unsigned i = 0; i < n; i++)
+                    v += FG_GET(w[i]->lim[s].decisions[a][src]);
+                if (!v)
+                    continue;
+                fprintf(out,
+                        "floodgate_requests_total{limit=\"%s\",decision="
+                        "\"%s\",source=\"%s\"} %" PRIu64 "\n",
+                        slot_name[s], a ? "allowed" : "limited",
+                        fg_source_name((fg_source)src), v);
+            }
+
+    /* Derived series that dashboards ask for by name. */
+    const struct {
+        const char *metric, *help;
+        int field; /* 0 errors, 1 calls, 2 breaker, 3 fail-open, 4 cache */
+    } per_limit[] = {
+        {"floodgate_store_errors_total", "Store calls that failed.", 0},
+        {"floodgate_store_calls_total",
+         "Checks sent to the store (each one pipelined round trip).", 1},
+        {"floodgate_breaker_open",
+         "Workers whose circuit breaker was open at the last check.", 2},
+        {"floodgate_fail_open_total",
+         "Requests allowed because the store failed.", 3},
+        {"floodgate_cache_hits_total",
+         "Requests refused by the blocked-key cache.", 4},
+    };
+    for (size_t k = 0; k < sizeof(per_limit) / sizeof(per_limit[0]); k++) {
+        fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", per_limit[k].metric,
+                per_limit[k].help, per_limit[k].metric,
+                per_limit[k].field == 2 ? "gauge" : "counter");
+        for (int s = 0; s < used; s++) {
+            uint64_t v = 0;
+            for (unsigned i = 0; i < n; i++) {
+                fg__lim_metrics *l = &w[i]->lim[s];
+                switch (per_limit[k].field) {
+                case 0:
+                    v += FG_GET(l->store_errors);
+                    break;
+                case 1:
+                    v += FG_GET(l->store_calls);
+                    break;
+                case 2:
+                    v += FG_GET(l->breaker_open);
+                    break;
+                case 3:
+                    v += FG_GET(l->decisions[1][FG_SOURCE_FAIL_OPEN]);
+                    break;
+                default:
+                    v += FG_GET(l->decisions[0][FG_SOURCE_CACHE]);
+                    break;
+                }
+            }
+            fprintf(out, "%s{limit=\"%s\"} %" PRIu64 "\n", per_limit[k].metric,
+                    slot_name[s], v);
+        }
+    }
+
+    fprintf(out, "# HELP floodgate_store_latency_seconds Store round trip.\n"
+                 "# TYPE floodgate_store_latency_seconds histogram\n");
+    uint64_t cum = 0, count = 0, sum_us = 0;
+    for (int b = 0; b < FG_LAT_BUCKETS; b++) {
+        for (unsigned i = 0; i < n; i++)
+            cum += FG_GET(w[i]->lat_bucket[b]);
+        if (b < FG_LAT_BUCKETS - 1)
+            fprintf(out,
+                    "floodgate_store_latency_seconds_bucket{le=\"%" PRIu64
+                    ".%06" PRIu64 "\"} %" PRIu64 "\n",
+                    lat_le_us[b] / 1000000, lat_le_us[b] % 1000000, cum);
+        else
+            fprintf(out,
+                    "floodgate_store_latency_seconds_bucket{le=\"+Inf\"} "
+                    "%" PRIu64 "\n",
+                    cum);
+    }
+    for (unsigned i = 0; i < n; i++) {
+        count += FG_GET(w[i]->lat_count);
+        sum_us += FG_GET(w[i]->lat_sum_us);
+    }
+    fprintf(out,
+            "floodgate_store_latency_seconds_sum %" PRIu64 ".%06" PRIu64 "\n"
+            "floodgate_store_latency_seconds_count %" PRIu64 "\n",
+            sum_us / 1000000, sum_us % 1000000, count);
+
+    fprintf(out, "# HELP floodgate_http_responses_total Responses by status."
+                 "\n# TYPE floodgate_http_responses_total counter\n");
+    for (int c = 0; c < FG_HTTP_N; c++) {
+        uint64_t v = 0;
+        for (unsigned i = 0; i < n; i++)
+            v += FG_GET(w[i]->http[c]);
+        fprintf(out,
+                "floodgate_http_responses_total{code=\"%s\"} %" PRIu64 "\n",
+                http_code[c], v);
+    }
+    fprintf(out,
+            "# HELP floodgate_draining 1 once SIGTERM was received.\n"
+            "# TYPE floodgate_draining gauge\nfloodgate_draining %d\n"
+            "# HELP floodgate_workers Event loops serving requests.\n"
+            "# TYPE floodgate_workers gauge\nfloodgate_workers %u\n"
+            "# HELP floodgate_reloads_total Configuration reloads.\n"
+            "# TYPE floodgate_reloads_total counter\n"
+            "floodgate_reloads_total{result=\"ok\"} %" PRIu64 "\n"
+            "floodgate_reloads_total{result=\"error\"} %" PRIu64 "\n"
+            "# HELP floodgate_blocked_cache_entries Keys refused locally "
+            "now.\n# TYPE floodgate_blocked_cache_entries gauge\n"
+            "floodgate_blocked_cache_entries %" PRIu64 "\n",
+            info->draining, info->workers, info->reloads, info->reload_errors,
+            info->cache_entries);
+}

@@ -1,0 +1,78 @@
+/* metrics.h -- counters of one worker, and their Prometheus text (pure).
+ *
+ * Each worker writes only its own counters (no lock, no atomic
+ * read-modify-write: a relaxed load and store), and /metrics sums every
+ * worker's. Limits are counted by name: a name keeps its slot across
+ * reloads, so counters never go backwards. */
+#ifndef FG_SERVE_METRICS_H
+#define FG_SERVE_METRICS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "floodgate.h"
+
+#define FG_METRIC_SLOTS 256
+#define FG_LAT_BUCKETS  12
+
+/* HTTP responses are counted by status. */
+enum {
+    FG_HTTP_200,
+    FG_HTTP_204,
+    FG_HTTP_400,
+    FG_HTTP_403,
+    FG_HTTP_404,
+    FG_HTTP_405,
+    FG_HTTP_413,
+    FG_HTTP_429,
+    FG_HTTP_500,
+    FG_HTTP_503,
+    FG_HTTP_OTHER,
+    FG_HTTP_N
+};
+
+typedef struct fg__lim_metrics {
+    uint64_t decisions[2][5]; /* [allowed][source] */
+    uint64_t store_errors;
+    uint64_t store_calls;
+    uint64_t breaker_open; /* gauge: 1 while the last answer was EBREAKER */
+} fg__lim_metrics;
+
+typedef struct fg__metrics {
+    fg__lim_metrics lim[FG_METRIC_SLOTS];
+    uint64_t lat_bucket[FG_LAT_BUCKETS]; /* not cumulative */
+    uint64_t lat_count;
+    uint64_t lat_sum_us;
+    uint64_t http[FG_HTTP_N];
+} fg__metrics;
+
+#define FG_INC(x) FG_ADD(x, 1)
+#define FG_ADD(x, n)                                                           \
+    __atomic_store_n(&(x), __atomic_load_n(&(x), __ATOMIC_RELAXED) + (n),      \
+                     __ATOMIC_RELAXED)
+#define FG_SET(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+#define FG_GET(x)    __atomic_load_n(&(x), __ATOMIC_RELAXED)
+
+/* The slot of limit 'name', assigned on first use; -1 when every slot is
+ * taken. Thread-safe. */
+int fg__metric_slot(const char *name);
+
+/* Record a store round trip of 'us' microseconds. */
+void fg__metrics_latency(fg__metrics *m, uint64_t us);
+
+/* Record one HTTP response. */
+void fg__metrics_http(fg__metrics *m, int status);
+
+/* Process-wide figures that are not per worker. */
+typedef struct fg__metrics_info {
+    int draining;
+    unsigned workers;
+    uint64_t reloads, reload_errors;
+    uint64_t cache_entries;
+} fg__metrics_info;
+
+/* Write the sum of 'n' workers' counters as Prometheus text to 'out'. */
+void fg__metrics_render(FILE *out, fg__metrics *const *w, unsigned n,
+                        const fg__metrics_info *info);
+
+#endif

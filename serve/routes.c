@@ -1,0 +1,604 @@
+/* routes.c -- the HTTP routes of `floodgate serve` and the check chain.
+ *
+ * A request names one or more limits. They are checked in the order given
+ * (coarsest first, by convention) and the chain stops at the first refusal:
+ * a limit after a refusal is never consulted and consumes nothing; a limit
+ * before it has counted the request. Before any store call, every limit's
+ * blocked-key cache is asked: a key known to be refused answers at once and
+ * consumes nothing anywhere. The answer is the strictest: the refusal, or
+ * the allowed decision with the fewest units remaining. */
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "headers.h"
+#include "keys.h"
+#include "log.h"
+#include "server.h"
+
+enum { ROUTE_CHECK, ROUTE_AUTH, ROUTE_BOOKINGS };
+
+#define ARENA (FG_SERVE_MAX_CHAIN * (FG_MAX_KEY + 1) + 64)
+
+struct fg__ctx {
+    fg__ctx *next_free;
+    fg__worker *w;
+    fg__wgen *wg;
+    struct evhttp_request *req;
+    int route;
+    unsigned n, i;
+    unsigned idx[FG_SERVE_MAX_CHAIN];
+    const char *key[FG_SERVE_MAX_CHAIN];
+    size_t keylen[FG_SERVE_MAX_CHAIN];
+    fg_decision d[FG_SERVE_MAX_CHAIN];
+    int rc[FG_SERVE_MAX_CHAIN];
+    uint64_t cost;
+    uint64_t sent_us;
+    size_t used;
+    char arena[ARENA];
+};
+
+static const char *reason_of(int status)
+{
+    switch (status) {
+    case 200:
+        return "OK";
+    case 400:
+        return "Bad Request";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 429:
+        return "Too Many Requests";
+    case 503:
+        return "Service Unavailable";
+    default:
+        return "Error";
+    }
+}
+
+static void on_complete(struct evhttp_request *req, void *arg)
+{
+    (void)req;
+    fg__worker_request_done(arg, NULL);
+}
+
+/* Send 'body' with the headers every answer carries. The worker counts the
+ * answer in flight until libevent has written it, so a drain never cuts a
+ * response short. */
+static void reply(fg__worker *w, struct evhttp_request *req, int status,
+                  const char *ctype, const char *body, size_t len)
+{
+    struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
+    evhttp_add_header(oh, "Content-Type", ctype);
+    const char *id = w->cur->g->cfg.id;
+    evhttp_add_header(oh, "X-Served-By", id);
+    if (FG_GET(w->srv->draining))
+        evhttp_add_header(oh, "Connection", "close");
+    evbuffer_add(evhttp_request_get_output_buffer(req), body, len);
+    fg__metrics_http(w->m, status);
+    if (evhttp_request_get_connection(req)) {
+        w->inflight++;
+        evhttp_request_set_on_complete_cb(req, on_complete, w);
+    }
+    evhttp_send_reply(req, status, reason_of(status), NULL);
+}
+
+static void reply_error(fg__worker *w, struct evhttp_request *req, int status,
+                        const char *msg)
+{
+    char mem[512];
+    fg__sbuf b;
+    fg__sbuf_init(&b, mem, sizeof(mem));
+    fg__fmt_error_json(&b, msg);
+    if (b.overflow) {
+        fg__sbuf_init(&b, mem, sizeof(mem));
+        fg__fmt_error_json(&b, reason_of(status));
+    }
+    reply(w, req, status, "application/json", b.p, b.len);
+}
+
+static fg__ctx *ctx_get(fg__worker *w)
+{
+    fg__ctx *c = w->pool;
+    if (c) {
+        w->pool = c->next_free;
+    } else {
+        c = malloc(sizeof(*c));
+        if (!c)
+            return NULL;
+    }
+    c->w = w;
+    c->wg = w->cur;
+    c->wg->inflight++;
+    w->inflight++;
+    c->n = c->i = 0;
+    c->used = 0;
+    c->cost = 1;
+    return c;
+}
+
+static void ctx_put(fg__ctx *c)
+{
+    fg__worker *w = c->w;
+    fg__wgen *wg = c->wg;
+    c->next_free = w->pool;
+    w->pool = c;
+    wg->inflight--;
+    fg__worker_request_done(w, wg);
+}
+
+void fg__routes_free_pool(fg__worker *w)
+{
+    while (w->pool) {
+        fg__ctx *c = w->pool;
+        w->pool = c->next_free;
+        free(c);
+    }
+}
+
+/* Answer the chain: the refusal if there is one, else the allowed decision
+ * with the least remaining. */
+static void finish(fg__ctx *c)
+{
+    fg__worker *w = c->w;
+    const fg__gen *g = c->wg->g;
+    unsigned checked = c->i; /* decisions 0 .. checked-1 exist */
+    unsigned pick = 0;
+    int status = 200;
+    for (unsigned k = 0; k < checked; k++) {
+        if (c->rc[k] == FG_ECOST || c->rc[k] == FG_EKEY) {
+            char msg[160];
+            snprintf(msg, sizeof(msg), "limit %s: %s",
+                     g->cfg.limits[c->idx[k]].lim.name, fg_strerror(c->rc[k]));
+            reply_error(w, c->req, 400, msg);
+            ctx_put(c);
+            return;
+        }
+        if (!c->d[k].allowed) {
+            pick = k;
+            status = c->d[k].source == FG_SOURCE_FAIL_CLOSED ? 503
+                     : c->route == ROUTE_AUTH                ? 403
+                                                             : 429;
+            break;
+        }
+        if (c->d[k].remaining < c->d[pick].remaining)
+            pick = k;
+    }
+
+    char pol[FG_SERVE_MAX_CHAIN * 96], rl[FG_SERVE_MAX_CHAIN * 96];
+    fg__sbuf bp, br;
+    fg__sbuf_init(&bp, pol, sizeof(pol));
+    fg__sbuf_init(&br, rl, sizeof(rl));
+    for (unsigned k = 0; k < c->n; k++) {
+        const fg_limit *lim = &g->cfg.limits[c->idx[k]].lim;
+        fg__fmt_policy_item(&bp, lim->name, lim->limit,
+                            fg__window_s(lim->period_us));
+        if (k < checked)
+            fg__fmt_ratelimit_item(&br, lim->name, &c->d[k]);
+    }
+    struct evkeyvalq *oh = evhttp_request_get_output_headers(c->req);
+    evhttp_add_header(oh, "RateLimit-Policy", pol);
+    if (br.len)
+        evhttp_add_header(oh, "RateLimit", rl);
+    if (status != 200 && status != 503) {
+        char ra[24];
+        snprintf(ra, sizeof(ra), "%" PRIu64, fg__retry_after_s(&c->d[pick]));
+        evhttp_add_header(oh, "Retry-After", ra);
+    }
+    char mem[512];
+    fg__sbuf b;
+    fg__sbuf_init(&b, mem, sizeof(mem));
+    fg__fmt_decision_json(&b, g->cfg.limits[c->idx[pick]].lim.name, &c->d[pick],
+                          c->route == ROUTE_BOOKINGS);
+    reply(w, c->req, status, "application/json", b.p, b.len);
+    ctx_put(c);
+}
+
+static void count_decision(fg__ctx *c, unsigned k)
+{
+    int slot = c->wg->g->slot[c->idx[k]];
+    if (slot < 0)
+        return;
+    fg__lim_metrics *lm = &c->w->m->lim[slot];
+    const fg_decision *d = &c->d[k];
+    if (c->rc[k] == FG_ECOST || c->rc[k] == FG_EKEY)
+        return;
+    FG_INC(lm->decisions[d->allowed ? 1 : 0][d->source <= 4 ? d->source : 0]);
+    if (c->rc[k] < 0 && c->rc[k] != FG_EBREAKER)
+        FG_INC(lm->store_errors);
+    if (c->rc[k] == FG_EBREAKER)
+        FG_SET(lm->breaker_open, 1);
+    else if (d->source == FG_SOURCE_STORE)
+        FG_SET(lm->breaker_open, 0);
+}
+
+static void run(fg__ctx *c);
+
+/* The store answered limit c->i (on the loop, or at once). */
+static void on_checked(int rc, const fg_decision *d, void *data)
+{
+    fg__ctx *c = data;
+    unsigned k = c->i;
+    uint64_t now = fg__now_us();
+    c->rc[k] = rc;
+    c->d[k] = *d;
+    if (rc != FG_EBREAKER && rc != FG_ECOST && rc != FG_EKEY) {
+        int slot = c->wg->g->slot[c->idx[k]];
+        if (slot >= 0)
+            FG_INC(c->w->m->lim[slot].store_calls);
+        fg__metrics_latency(c->w->m, now - c->sent_us);
+    }
+    if (rc < 0 && rc != FG_EBREAKER && rc != FG_ECOST && rc != FG_EKEY &&
+        now >= c->w->next_err_log_us) {
+        /* At most one line a second per worker: a dead store must not
+         * turn into a flood of log lines. */
+        c->w->next_err_log_us = now + 1000000;
+        fg__log("store_error", "worker=%u limit=%s error=\"%s\" decided=%s",
+                c->w->index, c->wg->g->cfg.limits[c->idx[k]].lim.name,
+                fg_strerror(rc), fg_source_name(d->source));
+    }
+    if (!d->allowed && d->source == FG_SOURCE_STORE && rc == FG_OK &&
+        c->w->cache && d->retry_after_ms > 0) {
+        /* Measured from when the check was sent (no later than the
+         * store's decision) and minus the rounding of retry_after_ms, the
+         * block never outlasts the store's own. */
+        fg__blocked_hit h;
+        h.until_us = c->sent_us + (d->retry_after_ms - 1) * 1000 + 1;
+        h.retry_us = now + d->retry_after_ms * 1000;
+        h.reset_us = now + d->reset_ms * 1000;
+        h.limit = d->limit;
+        fg__blocked_put(c->w->cache,
+                        c->wg->g->number * FG_SERVE_MAX_LIMITS + c->idx[k],
+                        c->key[k], c->keylen[k], c->cost, now, &h);
+    }
+    count_decision(c, k);
+    c->i++;
+    if (rc == FG_ECOST || rc == FG_EKEY || !d->allowed) {
+        finish(c);
+        return;
+    }
+    run(c);
+}
+
+static uint64_t ms_up(uint64_t us)
+{
+    return us / 1000 + (us % 1000 != 0);
+}
+
+static void run(fg__ctx *c)
+{
+    fg__wgen *wg = c->wg;
+    if (c->i == 0 && c->w->cache && !wg->g->is_memory) {
+        uint64_t now = fg__now_us();
+        for (unsigned k = 0; k < c->n; k++) {
+            fg__blocked_hit h;
+            if (!fg__blocked_get(c->w->cache,
+                                 wg->g->number * FG_SERVE_MAX_LIMITS +
+                                     c->idx[k],
+                                 c->key[k], c->keylen[k], c->cost, now, &h))
+                continue;
+            /* Report this one limit alone: the others were not asked. */
+            c->idx[0] = c->idx[k];
+            c->key[0] = c->key[k];
+            c->keylen[0] = c->keylen[k];
+            c->n = 1;
+            c->rc[0] = FG_OK;
+            fg_decision *d = &c->d[0];
+            d->allowed = 0;
+            d->limit = h.limit;
+            d->remaining = 0;
+            d->retry_after_ms = h.retry_us > now ? ms_up(h.retry_us - now) : 1;
+            d->reset_ms = h.reset_us > now ? ms_up(h.reset_us - now) : 0;
+            if (d->reset_ms < d->retry_after_ms)
+                d->reset_ms = d->retry_after_ms;
+            d->source = FG_SOURCE_CACHE;
+            count_decision(c, 0);
+            c->i = 1;
+            finish(c);
+            return;
+        }
+    }
+    while (c->i < c->n) {
+        unsigned k = c->i;
+        fg_limiter *l = wg->lim[c->idx[k]];
+        if (wg->g->is_memory) {
+            /* The shared memory store answers at once: no I/O. */
+            c->rc[k] = fg_check(l, c->key[k], c->keylen[k], c->cost, &c->d[k]);
+            count_decision(c, k);
+            c->i++;
+            if (c->rc[k] == FG_ECOST || c->rc[k] == FG_EKEY || !c->d[k].allowed)
+                break;
+            continue;
+        }
+        c->sent_us = fg__now_us();
+        int rc =
+            fg_check_async(l, c->key[k], c->keylen[k], c->cost, on_checked, c);
+        if (rc == FG_OK)
+            return; /* 'c' may already be gone */
+        c->rc[k] = rc;
+        memset(&c->d[k], 0, sizeof(c->d[k]));
+        c->i++;
+        if (rc == FG_ECOST || rc == FG_EKEY)
+            break;
+        char msg[160];
+        snprintf(msg, sizeof(msg), "limit %s: check not submitted: %s",
+                 wg->g->cfg.limits[c->idx[k]].lim.name, fg_strerror(rc));
+        reply_error(c->w, c->req, 503, msg);
+        ctx_put(c);
+        return;
+    }
+    finish(c);
+}
+
+/* Copy the key of limit 'k' from its source into the context. NULL, or a
+ * one-line reason for a 400. */
+static const char *extract_key(fg__ctx *c, unsigned k, const char *query,
+                               char *why, size_t whylen)
+{
+    const fg__serve_config *cfg = &c->wg->g->cfg;
+    const fg__keysrc *src = &cfg->limits[c->idx[k]].key;
+    struct evkeyvalq *ih = evhttp_request_get_input_headers(c->req);
+    char *dst = c->arena + c->used;
+    size_t room = sizeof(c->arena) - c->used;
+    const char *key = NULL;
+    size_t len = 0;
+    switch (src->kind) {
+    case FG_KEYSRC_HEADER:
+        key = evhttp_find_header(ih, src->name);
+        if (!key) {
+            snprintf(why, whylen, "missing header %s", src->name);
+            return why;
+        }
+        len = strlen(key);
+        break;
+    case FG_KEYSRC_QUERY: {
+        long n = fg__query_get(
+            query, src->name, dst,
+            room < cfg->max_key_bytes + 2 ? room : cfg->max_key_bytes + 2);
+        if (n == -1) {
+            snprintf(why, whylen, "missing query parameter %s", src->name);
+            return why;
+        }
+        if (n == -2) {
+            snprintf(why, whylen, "query parameter %s: key too long",
+                     src->name);
+            return why;
+        }
+        if (n < 0) {
+            snprintf(why, whylen, "query parameter %s: bad %%-encoding",
+                     src->name);
+            return why;
+        }
+        key = dst;
+        len = (size_t)n;
+        c->used += len + 1;
+        break;
+    }
+    case FG_KEYSRC_IP: {
+        char *peer = NULL;
+        ev_uint16_t port = 0;
+        struct evhttp_connection *evcon = evhttp_request_get_connection(c->req);
+        if (evcon)
+            evhttp_connection_get_peer(evcon, &peer, &port);
+        if (!peer || room < 64) {
+            snprintf(why, whylen, "client address unknown");
+            return why;
+        }
+        fg__client_ip(peer, evhttp_find_header(ih, "X-Forwarded-For"),
+                      cfg->proxies, cfg->nproxies, dst, 64);
+        key = dst;
+        len = strlen(dst);
+        c->used += len + 1;
+        break;
+    }
+    }
+    const char *bad = fg__key_check(key, len, cfg->max_key_bytes);
+    if (bad) {
+        snprintf(why, whylen, "limit %s: %s", cfg->limits[c->idx[k]].lim.name,
+                 bad);
+        return why;
+    }
+    c->key[k] = key;
+    c->keylen[k] = len;
+    return NULL;
+}
+
+/* "a,b" from the 'limit' parameter into c->idx; 0, or an HTTP status with
+ * the reason in 'why'. */
+static int parse_limits(fg__ctx *c, const char *query, char *why, size_t whylen)
+{
+    char names[FG_SERVE_MAX_CHAIN * FG_NAME_MAX];
+    long n = fg__query_get(query, "limit", names, sizeof(names));
+    if (n == -1 || n == 0) {
+        snprintf(why, whylen, "missing limit parameter");
+        return 400;
+    }
+    if (n < 0) {
+        snprintf(why, whylen, "bad limit parameter");
+        return 400;
+    }
+    const fg__serve_config *cfg = &c->wg->g->cfg;
+    const char *p = names;
+    while (*p) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        int i = fg__config_find(cfg, p, len);
+        if (i < 0) {
+            snprintf(why, whylen, "unknown limit '%.*s'",
+                     (int)(len > 64 ? 64 : len), p);
+            for (char *q = why; *q; q++)
+                if ((unsigned char)*q < 0x20)
+                    *q = '?';
+            return 404;
+        }
+        if (c->n == FG_SERVE_MAX_CHAIN) {
+            snprintf(why, whylen, "at most %d limits", FG_SERVE_MAX_CHAIN);
+            return 400;
+        }
+        c->idx[c->n++] = (unsigned)i;
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    return 0;
+}
+
+static int parse_cost(const char *query, uint64_t *cost)
+{
+    char buf[32];
+    long n = fg__query_get(query, "cost", buf, sizeof(buf));
+    if (n == -1) {
+        *cost = 1;
+        return 0;
+    }
+    if (n <= 0)
+        return -1;
+    uint64_t v = 0;
+    for (long i = 0; i < n; i++) {
+        if (buf[i] < '0' || buf[i] > '9')
+            return -1;
+        if (v > (FG_MAX_COUNT - 1 - (uint64_t)(buf[i] - '0')) / 10)
+            return -1;
+        v = v * 10 + (uint64_t)(buf[i] - '0');
+    }
+    if (v == 0)
+        return -1;
+    *cost = v;
+    return 0;
+}
+
+static void handle_metrics(fg__worker *w, struct evhttp_request *req)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) {
+        reply_error(w, req, 503, "out of memory");
+        return;
+    }
+    fg__metrics *ms[FG_SERVE_MAX_WORKERS];
+    fg__server *srv = w->srv;
+    for (unsigned i = 0; i < srv->nworkers; i++)
+        ms[i] = srv->w[i].m;
+    fg__metrics_info info = {
+        .draining = FG_GET(srv->draining),
+        .workers = srv->nworkers,
+        .reloads = FG_GET(srv->reloads),
+        .reload_errors = FG_GET(srv->reload_errors),
+    };
+    fg__metrics_render(f, ms, srv->nworkers, &info);
+    if (fclose(f) != 0 || !text) {
+        free(text);
+        reply_error(w, req, 503, "out of memory");
+        return;
+    }
+    reply(w, req, 200, "text/plain; version=0.0.4", text, len);
+    free(text);
+}
+
+void fg__routes_handle(struct evhttp_request *req, void *arg)
+{
+    fg__worker *w = arg;
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
+    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    if (!path) {
+        reply_error(w, req, 400, "bad request target");
+        return;
+    }
+    if (!strcmp(path, "/healthz")) {
+        if (FG_GET(w->srv->draining))
+            reply(w, req, 503, "text/plain", "draining\n", 9);
+        else
+            reply(w, req, 200, "text/plain", "ok\n", 3);
+        return;
+    }
+    if (!strcmp(path, "/metrics")) {
+        handle_metrics(w, req);
+        return;
+    }
+    int route;
+    if (!strcmp(path, "/v1/check"))
+        route = ROUTE_CHECK;
+    else if (!strcmp(path, "/v1/auth"))
+        route = ROUTE_AUTH;
+    else if (!strcmp(path, "/bookings") && w->cur->g->cfg.demo_api)
+        route = ROUTE_BOOKINGS;
+    else {
+        reply_error(w, req, 404, "no such route");
+        return;
+    }
+    if ((route != ROUTE_AUTH && cmd != EVHTTP_REQ_POST) ||
+        (route == ROUTE_AUTH && cmd != EVHTTP_REQ_GET &&
+         cmd != EVHTTP_REQ_HEAD && cmd != EVHTTP_REQ_POST)) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
+                          route == ROUTE_AUTH ? "GET, HEAD, POST" : "POST");
+        reply_error(w, req, 405, "method not allowed");
+        return;
+    }
+    fg__ctx *c = ctx_get(w);
+    if (!c) {
+        reply_error(w, req, 503, "out of memory");
+        return;
+    }
+    c->req = req;
+    c->route = route;
+    char why[200];
+    int status = 0;
+    const fg__serve_config *cfg = &c->wg->g->cfg;
+    if (route == ROUTE_BOOKINGS) {
+        c->n = cfg->demo_nchain;
+        memcpy(c->idx, cfg->demo_chain, sizeof(c->idx));
+    } else {
+        status = parse_limits(c, query, why, sizeof(why));
+    }
+    if (!status && route == ROUTE_CHECK) {
+        if (parse_cost(query, &c->cost)) {
+            snprintf(why, sizeof(why),
+                     "cost must be an integer from 1 to %" PRIu64,
+                     (uint64_t)FG_MAX_COUNT - 1);
+            status = 400;
+        }
+    }
+    if (!status && route == ROUTE_CHECK) {
+        long n = fg__query_get(query, "key", c->arena, cfg->max_key_bytes + 2);
+        const char *bad = NULL;
+        if (n == -1)
+            bad = "missing key parameter";
+        else if (n == -2)
+            bad = "key too long";
+        else if (n < 0)
+            bad = "bad %-encoding in key";
+        else
+            bad = fg__key_check(c->arena, (size_t)n, cfg->max_key_bytes);
+        if (bad) {
+            snprintf(why, sizeof(why), "%s", bad);
+            status = 400;
+        } else {
+            for (unsigned k = 0; k < c->n; k++) {
+                c->key[k] = c->arena;
+                c->keylen[k] = (size_t)n;
+            }
+        }
+    } else if (!status) {
+        for (unsigned k = 0; k < c->n && !status; k++)
+            if (extract_key(c, k, query, why, sizeof(why)))
+                status = 400;
+    }
+    if (status) {
+        reply_error(w, req, status, why);
+        ctx_put(c);
+        return;
+    }
+    run(c);
+}

@@ -1,0 +1,123 @@
+/* server.h -- the running daemon: configurations, workers, requests.
+ *
+ * A configuration ("gen") is loaded and validated by the main thread, then
+ * adopted by each worker, which opens its own asynchronous store on its own
+ * event loop. The memory store is the exception: one per process, shared by
+ * every worker (it is thread-safe), so a limit is per process. Requests
+ * hold the worker's copy of the gen they started with; a reload retires a
+ * copy once its last request has answered. */
+#ifndef FG_SERVE_SERVER_H
+#define FG_SERVE_SERVER_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "blocked.h"
+#include "config.h"
+#include "metrics.h"
+
+struct event_base;
+struct event;
+struct evhttp;
+struct evhttp_bound_socket;
+struct evhttp_request;
+
+typedef struct fg__gen {
+    fg__serve_config cfg;
+    int is_memory;
+    fg_limiter *memlim[FG_SERVE_MAX_LIMITS]; /* shared, memory store only */
+    int slot[FG_SERVE_MAX_LIMITS];           /* metric slots */
+    uint32_t number;                         /* namespaces the cache */
+    int refs;                                /* atomic */
+} fg__gen;
+
+typedef struct fg__wgen {
+    fg__gen *g;
+    fg_store *store; /* this worker's asynchronous store; NULL for memory */
+    fg_limiter *lim[FG_SERVE_MAX_LIMITS];
+    unsigned inflight;
+    struct fg__wgen *next; /* retired list */
+} fg__wgen;
+
+typedef struct fg__ctx fg__ctx;
+typedef struct fg__server fg__server;
+
+typedef struct fg__worker {
+    fg__server *srv;
+    unsigned index;
+    pthread_t thread;
+    int started;
+    int fd; /* listening socket, SO_REUSEPORT */
+    struct event_base *base;
+    struct evhttp *http;
+    struct evhttp_bound_socket *bound;
+    struct event *cmd_ev;  /* main -> worker: adopt 'pending', drain */
+    struct event *tick_ev; /* drain progress, accept back-off */
+    pthread_mutex_t mu;
+    fg__gen *pending;
+    int drain_cmd;
+    fg__wgen *cur;
+    fg__wgen *retired;
+    fg__blocked *cache;
+    fg__metrics *m;
+    unsigned inflight;
+    int draining;
+    uint64_t drain_deadline_us;
+    int accept_paused;
+    fg__ctx *pool;
+    uint64_t next_err_log_us;
+} fg__worker;
+
+struct fg__server {
+    fg__worker *w;
+    unsigned nworkers;
+    fg_store *mem; /* the process's memory store, opened on first need */
+    fg__gen *gen;  /* the configuration in force */
+    uint32_t gen_number;
+    int draining; /* atomic */
+    uint64_t reloads, reload_errors;
+    const char *config_path;
+    const char *cli_listen, *cli_store;
+    struct event_base *main_base;
+    pthread_mutex_t start_mu;
+    pthread_cond_t start_cv;
+    unsigned started, start_failed;
+    uint64_t seed;
+};
+
+/* Monotonic microseconds. */
+uint64_t fg__now_us(void);
+
+/* ---- gen.c: load and share configurations ---- */
+
+/* Load the configuration for 'srv' (file, then command-line overrides) and
+ * build a gen. NULL with "file:line: reason" in 'err'. */
+fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen);
+void fg__gen_ref(fg__gen *g);
+void fg__gen_unref(fg__gen *g);
+
+/* Build a worker's copy of 'g' on its loop. NULL with the reason. */
+fg__wgen *fg__wgen_new(fg__worker *w, fg__gen *g, char *err, size_t errlen);
+void fg__wgen_free(fg__wgen *wg);
+
+/* ---- worker.c: one event loop ---- */
+
+/* Bind the listening sockets of every worker (errors before any thread
+ * starts, so a busy port is refused at once). Writes the bound address. */
+int fg__workers_bind(fg__server *srv, const char *listen, char *addr,
+                     size_t addrlen, char *err, size_t errlen);
+int fg__workers_start(fg__server *srv, char *err, size_t errlen);
+/* Hand 'g' to every worker (each takes a reference). */
+void fg__workers_adopt(fg__server *srv, fg__gen *g);
+void fg__workers_drain(fg__server *srv);
+void fg__workers_join(fg__server *srv);
+
+/* A request finished: account for it, retire what can be retired. */
+void fg__worker_request_done(fg__worker *w, fg__wgen *wg);
+
+/* ---- routes.c: HTTP ---- */
+
+void fg__routes_handle(struct evhttp_request *req, void *worker);
+void fg__routes_free_pool(fg__worker *w);
+
+#endif

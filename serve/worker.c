@@ -1,0 +1,359 @@
+/* worker.c -- the event loops: one thread, one listening socket
+ * (SO_REUSEPORT: the kernel spreads connections), one evhttp each. */
+#include <errno.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/listener.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "server.h"
+
+uint64_t fg__now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/* Split "host:port" or "[v6]:port". */
+static int split_addr(const char *listen, char *host, size_t hostlen,
+                      char *port, size_t portlen)
+{
+    const char *colon = strrchr(listen, ':');
+    if (!colon || colon == listen || !colon[1])
+        return -1;
+    const char *h = listen;
+    size_t hl = (size_t)(colon - listen);
+    if (h[0] == '[' && hl >= 2 && h[hl - 1] == ']') {
+        h++;
+        hl -= 2;
+    }
+    if (hl >= hostlen || strlen(colon + 1) >= portlen)
+        return -1;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    strcpy(port, colon + 1);
+    return 0;
+}
+
+int fg__workers_bind(fg__server *srv, const char *laddr, char *addr,
+                     size_t addrlen, char *err, size_t errlen)
+{
+    char host[256], port[16];
+    if (split_addr(laddr, host, sizeof(host), port, sizeof(port))) {
+        snprintf(err, errlen, "listen %s: expected HOST:PORT", laddr);
+        return -1;
+    }
+    struct addrinfo hints = {0}, *ai = NULL;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    int gai = getaddrinfo(host[0] ? host : NULL, port, &hints, &ai);
+    if (gai) {
+        snprintf(err, errlen, "listen %s: %s", laddr, gai_strerror(gai));
+        return -1;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sslen = (socklen_t)ai->ai_addrlen;
+    memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
+    freeaddrinfo(ai);
+    for (unsigned i = 0; i < srv->nworkers; i++) {
+        int fd =
+            socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        int one = 1;
+        if (fd < 0 ||
+            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+            setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) ||
+            bind(fd, (struct sockaddr *)&ss, sslen) || listen(fd, 1024)) {
+            snprintf(err, errlen, "listen %s: %s", laddr, strerror(errno));
+            if (fd >= 0)
+                close(fd);
+            return -1;
+        }
+        srv->w[i].fd = fd;
+        if (i == 0) {
+            /* Port 0: every worker must share the port the kernel chose. */
+            socklen_t l = sizeof(ss);
+            getsockname(fd, (struct sockaddr *)&ss, &l);
+            sslen = l;
+            char h[NI_MAXHOST], p[NI_MAXSERV];
+            getnameinfo((struct sockaddr *)&ss, l, h, sizeof(h), p, sizeof(p),
+                        NI_NUMERICHOST | NI_NUMERICSERV);
+            snprintf(addr, addrlen,
+                     ss.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", h, p);
+        }
+    }
+    return 0;
+}
+
+static void free_retired(fg__worker *w)
+{
+    fg__wgen **pp = &w->retired;
+    while (*pp) {
+        fg__wgen *wg = *pp;
+        if (wg->inflight == 0) {
+            *pp = wg->next;
+            fg__wgen_free(wg);
+        } else {
+            pp = &wg->next;
+        }
+    }
+}
+
+void fg__worker_request_done(fg__worker *w, fg__wgen *wg)
+{
+    w->inflight--;
+    if (wg && wg != w->cur && wg->inflight == 0)
+        free_retired(w);
+}
+
+static void tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    fg__worker *w = arg;
+    if (w->accept_paused && w->bound && !w->draining) {
+        w->accept_paused = 0;
+        evconnlistener_enable(evhttp_bound_socket_get_listener(w->bound));
+    }
+    if (w->draining) {
+        if (w->inflight == 0) {
+            event_base_loopexit(w->base, NULL);
+            return;
+        }
+        if (fg__now_us() >= w->drain_deadline_us) {
+            fg__log("drain_timeout", "worker=%u unfinished=%u", w->index,
+                    w->inflight);
+            event_base_loopexit(w->base, NULL);
+            return;
+        }
+        struct timeval tv = {0, 5000};
+        event_add(w->tick_ev, &tv);
+    }
+}
+
+/* accept() failed: out of descriptors means max_connections is reached.
+ * Stop accepting for a moment rather than spin on the listening socket;
+ * the pending connections wait in the kernel's backlog. */
+static void accept_error(struct evconnlistener *lev, void *arg)
+{
+    fg__worker *w = arg;
+    int e = errno;
+    evconnlistener_disable(lev);
+    w->accept_paused = 1;
+    uint64_t now = fg__now_us();
+    if (now >= w->next_err_log_us) {
+        w->next_err_log_us = now + 1000000;
+        fg__log("accept_paused", "worker=%u reason=\"%s\"", w->index,
+                strerror(e));
+    }
+    struct timeval tv = {0, 50000};
+    event_add(w->tick_ev, &tv);
+}
+
+static void adopt(fg__worker *w, fg__gen *g)
+{
+    char why[256];
+    fg__wgen *wg = fg__wgen_new(w, g, why, sizeof(why));
+    fg__gen_unref(g); /* the reference handed over by the main thread */
+    if (!wg) {
+        fg__log("reload", "worker=%u result=error reason=\"%s\"", w->index,
+                why);
+        return;
+    }
+    fg__wgen *old = w->cur;
+    w->cur = wg;
+    if (w->cache)
+        fg__blocked_clear(w->cache);
+    if (old) {
+        old->next = w->retired;
+        w->retired = old;
+        free_retired(w);
+    }
+}
+
+static void on_cmd(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    fg__worker *w = arg;
+    pthread_mutex_lock(&w->mu);
+    fg__gen *g = w->pending;
+    w->pending = NULL;
+    int drain = w->drain_cmd;
+    pthread_mutex_unlock(&w->mu);
+    if (g)
+        adopt(w, g);
+    if (drain && !w->draining) {
+        w->draining = 1;
+        w->drain_deadline_us =
+            fg__now_us() + (uint64_t)w->cur->g->cfg.drain_timeout_ms * 1000;
+        /* Stop accepting: new connections go to other processes on the
+         * port, or are refused; requests already here are answered. */
+        if (w->bound) {
+            evhttp_del_accept_socket(w->http, w->bound);
+            w->bound = NULL;
+        }
+        tick(-1, 0, w);
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    fg__worker *w = arg;
+    fg__server *srv = w->srv;
+    char why[256] = "";
+    fg__gen *g = srv->gen;
+    w->cur = fg__wgen_new(w, g, why, sizeof(why));
+    pthread_mutex_lock(&srv->start_mu);
+    if (!w->cur) {
+        srv->start_failed++;
+        fg__log("worker_failed", "worker=%u reason=\"%s\"", w->index, why);
+    }
+    srv->started++;
+    pthread_cond_broadcast(&srv->start_cv);
+    pthread_mutex_unlock(&srv->start_mu);
+    if (!w->cur)
+        return NULL;
+    event_base_dispatch(w->base);
+    /* Drained: close connections, then free what the loop used. */
+    evhttp_free(w->http);
+    w->http = NULL;
+    fg__wgen_free(w->cur);
+    w->cur = NULL;
+    while (w->retired) {
+        fg__wgen *wg = w->retired;
+        w->retired = wg->next;
+        fg__wgen_free(wg);
+    }
+    fg__routes_free_pool(w);
+    return NULL;
+}
+
+int fg__workers_start(fg__server *srv, char *err, size_t errlen)
+{
+    const fg__serve_config *c = &srv->gen->cfg;
+    sigset_t all, old;
+    sigfillset(&all);
+    /* Signals belong to the main thread's loop. */
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int rc = 0;
+    for (unsigned i = 0; i < srv->nworkers && rc == 0; i++) {
+        fg__worker *w = &srv->w[i];
+        w->base = event_base_new();
+        w->http = w->base ? evhttp_new(w->base) : NULL;
+        w->m = calloc(1, sizeof(*w->m));
+        w->cache = c->blocked_cache
+                       ? fg__blocked_new(c->blocked_cache, srv->seed + i)
+                       : NULL;
+        w->cmd_ev = w->base ? event_new(w->base, -1, 0, on_cmd, w) : NULL;
+        w->tick_ev = w->base ? evtimer_new(w->base, tick, w) : NULL;
+        if (!w->http || !w->m || !w->cmd_ev || !w->tick_ev ||
+            (c->blocked_cache && !w->cache)) {
+            snprintf(err, errlen, "out of memory");
+            rc = -1;
+            break;
+        }
+        evhttp_set_max_headers_size(w->http, c->max_header_bytes);
+        evhttp_set_max_body_size(w->http, 65536);
+        struct timeval tv = {c->request_timeout_ms / 1000,
+                             (c->request_timeout_ms % 1000) * 1000};
+        evhttp_set_timeout_tv(w->http, &tv);
+        evhttp_set_allowed_methods(w->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST |
+                                                EVHTTP_REQ_HEAD);
+        evhttp_set_gencb(w->http, fg__routes_handle, w);
+        w->bound = evhttp_accept_socket_with_handle(w->http, w->fd);
+        if (!w->bound) {
+            snprintf(err, errlen, "cannot accept on the listening socket");
+            rc = -1;
+            break;
+        }
+        w->fd = -1; /* owned by the listener now */
+        evconnlistener_set_error_cb(evhttp_bound_socket_get_listener(w->bound),
+                                    accept_error);
+        pthread_mutex_init(&w->mu, NULL);
+        if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+            snprintf(err, errlen, "cannot start a thread");
+            rc = -1;
+            break;
+        }
+        w->started = 1;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    unsigned want = 0;
+    for (unsigned i = 0; i < srv->nworkers; i++)
+        want += srv->w[i].started;
+    pthread_mutex_lock(&srv->start_mu);
+    while (srv->started < want)
+        pthread_cond_wait(&srv->start_cv, &srv->start_mu);
+    if (rc == 0 && srv->start_failed) {
+        snprintf(err, errlen, "a worker could not open the store");
+        rc = -1;
+    }
+    pthread_mutex_unlock(&srv->start_mu);
+    return rc;
+}
+
+void fg__workers_adopt(fg__server *srv, fg__gen *g)
+{
+    for (unsigned i = 0; i < srv->nworkers; i++) {
+        fg__worker *w = &srv->w[i];
+        if (!w->started)
+            continue;
+        fg__gen_ref(g);
+        pthread_mutex_lock(&w->mu);
+        fg__gen *old = w->pending;
+        w->pending = g;
+        pthread_mutex_unlock(&w->mu);
+        if (old)
+            fg__gen_unref(old);
+        event_active(w->cmd_ev, 0, 0);
+    }
+}
+
+void fg__workers_drain(fg__server *srv)
+{
+    for (unsigned i = 0; i < srv->nworkers; i++) {
+        fg__worker *w = &srv->w[i];
+        if (!w->started)
+            continue;
+        pthread_mutex_lock(&w->mu);
+        w->drain_cmd = 1;
+        pthread_mutex_unlock(&w->mu);
+        event_active(w->cmd_ev, 0, 0);
+    }
+}
+
+void fg__workers_join(fg__server *srv)
+{
+    for (unsigned i = 0; i < srv->nworkers; i++) {
+        fg__worker *w = &srv->w[i];
+        if (w->started)
+            pthread_join(w->thread, NULL);
+        if (w->http)
+            evhttp_free(w->http);
+        if (w->cmd_ev)
+            event_free(w->cmd_ev);
+        if (w->tick_ev)
+            event_free(w->tick_ev);
+        if (w->base)
+            event_base_free(w->base);
+        if (w->fd >= 0)
+            close(w->fd);
+        if (w->pending)
+            fg__gen_unref(w->pending);
+        fg__blocked_free(w->cache);
+        free(w->m);
+        if (w->started)
+            pthread_mutex_destroy(&w->mu);
+    }
+}

@@ -75,7 +75,7 @@ static void cell(FILE *f, int color, int tint, const char *text)
 
 static void label(FILE *f, const char *text)
 {
-    fprintf(f, "  %-16s", text);
+    fprintf(f, "  %-18s", text);
 }
 
 /* The verdict against the limit, and its colour. */
@@ -130,7 +130,7 @@ void fg__lab_print_cards(FILE *f, const fg__lab_result *rs, int n, int color)
             snprintf(t, sizeof t, "%3d ok · %3d 429", rs[i].srv[s].ok,
                      rs[i].srv[s].limited);
             /* "·" is two bytes and one column: pad by hand. */
-            fprintf(f, "%-*s", COL + 2, t);
+            fprintf(f, "%-*s", COL + 1, t);
         }
         fprintf(f, "\n");
     }
@@ -175,7 +175,7 @@ void fg__lab_print_cards(FILE *f, const fg__lab_result *rs, int n, int color)
         else
             snprintf(t, sizeof t, "%d ok · %d refused", rs[i].down_allowed,
                      rs[i].down_limited + rs[i].down_failed);
-        fprintf(f, "%-*s", COL + (rs[i].down_measured ? 2 : 0), t);
+        fprintf(f, "%-*s", COL + (rs[i].down_measured ? 1 : 0), t);
     }
     fprintf(f, "\n");
     label(f, "");

@@ -1,0 +1,254 @@
+// floodgate lab page: every change is a real run on the server, debounced,
+// one at a time. No framework: a little state and a render function.
+'use strict';
+
+const STRATEGIES = ['local', 'split', 'naive', 'atomic'];
+const COLORS = {local: '#e07b39', split: '#8e6bbf', naive: '#d64545', atomic: '#2e9e5b'};
+const NAMES = {local: 'Local counters', split: 'Local, limit ÷ N',
+               naive: 'Redis GET then SET', atomic: 'Redis atomic'};
+const EXPLAIN = {
+  local: 'Each server counts only what it sees. With N servers, the user really gets N × the limit.',
+  split: 'Each server gets limit ÷ N. The balancer does not spread one user evenly, so real requests are refused while the user is under the limit.',
+  naive: 'One shared counter in Redis, but read, decide and write are separate round trips: requests that read the same value all pass. Drag the round trip up.',
+  atomic: 'One shared counter, checked and updated in one atomic step inside Redis (a Lua token bucket): exactly the limit, one round trip.',
+};
+const $ = (id) => document.getElementById(id);
+
+const state = {strategy: 'local', servers: 4, burst: 40, rtt: 2, limit: 10, periodMs: 1000};
+let running = false;
+let pending = false;
+let timer = null;
+let runs = 0;
+// Chart points: strategy -> {rtt: allowed}, for the current servers and burst.
+let points = {};
+let pointsKey = '';
+
+function setStatus(kind, text) {
+  $('status').dataset.state = kind;
+  $('status-text').textContent = text;
+  document.body.classList.toggle('running', kind === 'running');
+}
+
+function query(extra) {
+  const q = new URLSearchParams({servers: state.servers, burst: state.burst,
+                                 rtt: state.rtt, ...extra});
+  return q.toString();
+}
+
+function schedule(delay) {
+  clearTimeout(timer);
+  timer = setTimeout(run, delay);
+}
+
+async function run() {
+  if (running) { pending = true; return; }
+  running = true;
+  pending = false;
+  const want = {...state};
+  setStatus('running', `running ${NAMES[want.strategy]} on ${want.servers} servers…`);
+  try {
+    const res = await fetch('/api/run?' + query({strategy: want.strategy}));
+    const body = await res.json();
+    if (!res.ok) throw new Error(body.error || res.statusText);
+    runs++;
+    document.body.dataset.runs = String(runs);
+    render(body.result);
+    addPoint(body.result);
+    setStatus('done', `run ${runs}: ${(body.took_ms / 1000).toFixed(2)} s` +
+              (body.warm ? ', processes reused' : ', processes started') +
+              ` · burst answered in ${body.result.burst_ms.toFixed(0)} ms`);
+  } catch (e) {
+    setStatus('error', 'run failed: ' + e.message);
+  } finally {
+    running = false;
+    if (pending) run();
+  }
+}
+
+function render(r) {
+  document.body.dataset.strategy = r.strategy;
+  const cards = $('cards');
+  cards.textContent = '';
+  r.servers.forEach((s, i) => {
+    const card = document.createElement('div');
+    card.className = 'card';
+    card.innerHTML = `<div class="name">server ${i + 1}</div>` +
+      `<div class="nums">${s.ok} ok · <span class="${s.limited ? 'r' : 'z'}">${s.limited} 429</span></div>` +
+      '<div class="dots"></div>';
+    const dots = card.querySelector('.dots');
+    for (let k = 0; k < Math.min(s.ok + s.limited, 60); k++) {
+      const d = document.createElement('i');
+      if (k >= s.ok) d.className = 'no';
+      dots.appendChild(d);
+    }
+    cards.appendChild(card);
+  });
+  $('allowed').textContent = r.allowed;
+  $('limit').textContent = r.limit;
+  const scale = Math.max(r.params.burst, r.limit, 1);
+  $('allowed-bar').style.width = (100 * r.allowed / scale) + '%';
+  $('limit-mark').style.left = (100 * r.limit / scale) + '%';
+
+  const tile = $('tile-versus');
+  tile.classList.remove('bad', 'good', 'warn');
+  if (r.over > 0) {
+    $('versus').textContent = `+${r.over} over`;
+    $('versus-note').textContent = 'limit not enforced';
+    tile.classList.add('bad');
+  } else if (r.refused_under_limit > 0) {
+    $('versus').textContent = `${r.refused_under_limit} refused`;
+    $('versus-note').textContent = 'while the user was under the limit';
+    tile.classList.add('warn');
+  } else {
+    $('versus').textContent = 'exact';
+    $('versus-note').textContent = 'limit enforced';
+    tile.classList.add('good');
+  }
+  $('tile-allowed').className = 'tile ' + (r.over > 0 ? 'bad' : 'good');
+
+  if (r.redis_calls_per_request > 0) {
+    $('calls').textContent = r.redis_calls_per_request.toFixed(2);
+    $('calls-note').textContent = `${r.redis_round_trips_per_request.toFixed(2)} round trips · ${r.redis_commands}`;
+  } else {
+    $('calls').textContent = '0';
+    $('calls-note').textContent = 'no network hop';
+  }
+  const down = r.redis_down;
+  const dt = $('tile-down');
+  dt.classList.remove('bad', 'good', 'warn');
+  if (!down) {
+    $('down').textContent = '–';
+    $('down-note').textContent = 'not measured';
+  } else if (r.strategy === 'local' || r.strategy === 'split') {
+    $('down').textContent = 'unaffected';
+    $('down-note').textContent = `${down.allowed} ok · no Redis involved` +
+      (r.strategy === 'local' ? ', but inaccurate' : '');
+  } else {
+    $('down').textContent = `${down.allowed} ok`;
+    $('down-note').textContent = `${down.limited + down.failed} refused · ` +
+      (down.on_failure === 'open' ? 'fails open: no protection'
+                                  : 'falls back to limit ÷ N per server');
+    dt.classList.add(down.allowed > r.limit ? 'bad' : 'good');
+  }
+}
+
+function resetPointsIfNeeded() {
+  const key = `${state.servers}/${state.burst}`;
+  if (key !== pointsKey) { points = {}; pointsKey = key; }
+}
+
+function addPoint(r) {
+  if (`${r.params.servers}/${r.params.burst}` !== pointsKey) return;
+  (points[r.strategy] = points[r.strategy] || {})[Math.round(r.params.rtt_ms)] = r.allowed;
+  drawChart();
+}
+
+function drawChart() {
+  const svg = $('chart');
+  const W = 720, H = 280, L = 44, R = 130, T = 14, B = 36;
+  const xs = (v) => L + (W - L - R) * v / 20;
+  let ymax = state.limit;
+  STRATEGIES.forEach((s) => Object.values(points[s] || {}).forEach((a) => { ymax = Math.max(ymax, a); }));
+  ymax = Math.ceil(ymax * 1.1) + 1;
+  const ys = (a) => H - B - (H - T - B) * a / ymax;
+  let out = '';
+  const step = ymax > 50 ? Math.ceil(ymax / 50) * 10 : ymax > 20 ? 10 : 5;
+  for (let y = 0; y <= ymax; y += step)
+    out += `<line x1="${L}" x2="${W - R}" y1="${ys(y)}" y2="${ys(y)}" stroke="#eef0f3"/>` +
+           `<text x="${L - 6}" y="${ys(y) + 4}" text-anchor="end">${y}</text>`;
+  [0, 1, 2, 5, 10, 20].forEach((v) => {
+    out += `<text x="${xs(v)}" y="${H - B + 16}" text-anchor="middle">${v}</text>`;
+  });
+  out += `<text x="${(L + W - R) / 2}" y="${H - 4}" text-anchor="middle">Redis round trip (ms)</text>`;
+  out += `<line x1="${L}" x2="${W - R}" y1="${ys(state.limit)}" y2="${ys(state.limit)}" stroke="#1d2330" stroke-dasharray="5 4"/>` +
+         `<text x="${W - R + 6}" y="${ys(state.limit) + 4}">limit ${state.limit}</text>`;
+  let legend = 0;
+  STRATEGIES.forEach((s) => {
+    const p = points[s];
+    if (!p) return;
+    const xsorted = Object.keys(p).map(Number).sort((a, b) => a - b);
+    const pts = xsorted.map((v) => `${xs(v)},${ys(p[v])}`).join(' ');
+    out += `<polyline fill="none" stroke="${COLORS[s]}" stroke-width="2.5" points="${pts}"/>`;
+    xsorted.forEach((v) => {
+      out += `<circle cx="${xs(v)}" cy="${ys(p[v])}" r="3.5" fill="${COLORS[s]}"><title>${s}: ${p[v]} at ${v} ms</title></circle>`;
+    });
+    out += `<rect x="${W - R + 50}" y="${T + 22 * legend + 24}" width="14" height="4" fill="${COLORS[s]}"/>` +
+           `<text x="${W - R + 70}" y="${T + 22 * legend + 30}">${s}</text>`;
+    legend++;
+  });
+  if (!legend)
+    out += `<text x="${(L + W - R) / 2}" y="${H / 2}" text-anchor="middle">no points yet</text>`;
+  svg.innerHTML = out;
+  svg.dataset.points = String(STRATEGIES.reduce((n, s) => n + Object.keys(points[s] || {}).length, 0));
+}
+
+async function sweep() {
+  if (running) return;
+  running = true;
+  $('sweep').disabled = true;
+  setStatus('running', `measuring every strategy at 0–20 ms on ${state.servers} servers…`);
+  try {
+    const res = await fetch('/api/sweep?' + query({}));
+    const body = await res.json();
+    if (!res.ok) throw new Error(body.error || res.statusText);
+    resetPointsIfNeeded();
+    STRATEGIES.forEach((s) => {
+      points[s] = points[s] || {};
+      body.values.forEach((v, i) => { points[s][v] = body.allowed[s][i]; });
+    });
+    drawChart();
+    setStatus('done', `curve measured in ${(body.took_ms / 1000).toFixed(2)} s`);
+  } catch (e) {
+    setStatus('error', 'sweep failed: ' + e.message);
+  } finally {
+    running = false;
+    $('sweep').disabled = false;
+    if (pending) run();
+  }
+}
+
+function selectTab(strategy) {
+  state.strategy = strategy;
+  document.querySelectorAll('.tabs button').forEach((b) => {
+    b.setAttribute('aria-selected', String(b.dataset.strategy === strategy));
+  });
+  $('explain').textContent = EXPLAIN[strategy];
+}
+
+function bindSlider(id, unit) {
+  const input = $(id);
+  const show = () => { $(id + '-out').textContent = input.value + (unit || ''); };
+  input.addEventListener('input', () => {
+    state[id] = Number(input.value);
+    show();
+    resetPointsIfNeeded();
+    drawChart();
+    schedule(300);
+  });
+  show();
+}
+
+async function init() {
+  try {
+    const d = await (await fetch('/api/defaults')).json();
+    state.servers = d.servers; state.burst = d.burst;
+    state.rtt = Math.round(d.rtt_ms); state.limit = d.limit; state.periodMs = d.period_ms;
+    $('servers').value = d.servers; $('burst').value = d.burst; $('rtt').value = state.rtt;
+    $('spread').textContent = d.spread_ms;
+    const per = d.period_ms === 1000 ? 'second' : `${d.period_ms} ms`;
+    $('limit-text').textContent = `${d.limit} requests per ${per} per user`;
+  } catch (e) { /* keep the page's defaults */ }
+  bindSlider('servers');
+  bindSlider('burst');
+  bindSlider('rtt', ' ms');
+  document.querySelectorAll('.tabs button').forEach((b) => {
+    b.addEventListener('click', () => { selectTab(b.dataset.strategy); schedule(0); });
+  });
+  $('sweep').addEventListener('click', sweep);
+  selectTab(state.strategy);
+  resetPointsIfNeeded();
+  drawChart();
+  schedule(0);
+}
+
+init();

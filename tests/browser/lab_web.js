@@ -1,0 +1,140 @@
+// Drives the `floodgate lab --web` page in Debian's headless Chromium, as a
+// person would: switch tabs, move sliders, wait for the run, read totals.
+// Usage: node lab_web.js URL SCREENSHOT_DIR
+// Prints one line per check and "N passed, N failed" last.
+'use strict';
+
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+const { chromium } = require('playwright-core');
+
+const url = process.argv[2];
+const shots = process.argv[3] || '.';
+let passed = 0;
+let failed = 0;
+
+function check(ok, what, detail) {
+  if (ok) passed++; else failed++;
+  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}${detail !== undefined ? ' (' + detail + ')' : ''}`);
+}
+
+// Wait for the run that follows the runs already counted, and its result.
+async function nextRun(page, before, timeoutMs) {
+  await page.waitForFunction(
+    (n) => Number(document.body.dataset.runs || 0) > n &&
+           document.getElementById('status').dataset.state !== 'running',
+    before, { timeout: timeoutMs });
+  return readTotals(page);
+}
+
+async function runs(page) {
+  return Number(await page.evaluate(() => document.body.dataset.runs || 0));
+}
+
+async function readTotals(page) {
+  return page.evaluate(() => ({
+    strategy: document.body.dataset.strategy,
+    allowed: Number(document.getElementById('allowed').textContent),
+    limit: Number(document.getElementById('limit').textContent),
+    versus: document.getElementById('versus').textContent,
+    calls: document.getElementById('calls').textContent,
+    down: document.getElementById('down').textContent,
+    cards: document.querySelectorAll('#cards .card').length,
+    status: document.getElementById('status-text').textContent,
+  }));
+}
+
+// Move a slider with the keyboard to 'value', as a person using arrows.
+async function slide(page, id, value) {
+  const input = page.locator('#' + id);
+  await input.focus();
+  const cur = Number(await input.inputValue());
+  const key = value > cur ? 'ArrowRight' : 'ArrowLeft';
+  for (let i = 0; i < Math.abs(value - cur); i++) await page.keyboard.press(key);
+}
+
+(async () => {
+  const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'fg-chromium-'));
+  let browser;
+  try {
+    // A fresh profile folder (--user-data-dir), given the playwright way.
+    browser = await chromium.launchPersistentContext(profile, {
+      executablePath: '/usr/bin/chromium',
+      headless: true,
+      viewport: { width: 1100, height: 1000 },
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic',
+             '--no-first-run', '--disable-background-networking',
+             '--disable-component-update', '--disable-sync'],
+    });
+    const page = browser.pages()[0] || await browser.newPage();
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(String(e)));
+    await page.goto(url);
+    check(await page.title() === 'floodgate lab — where should the counter live?', 'page loads');
+
+    // The page runs the selected tab (local, 4 servers) by itself.
+    let t = await nextRun(page, 0, 15000);
+    check(t.strategy === 'local', 'first run is local', t.strategy);
+    check(t.cards === 4, 'four server cards', t.cards);
+    check(t.allowed > t.limit, 'local lets more than the limit through', `${t.allowed} / ${t.limit}`);
+
+    // Eight servers: slide, wait for the debounced run.
+    let n = await runs(page);
+    await slide(page, 'servers', 8);
+    t = await nextRun(page, n, 15000);
+    check(t.cards === 8, 'eight server cards after the slider', t.cards);
+    n = await runs(page);
+    await slide(page, 'burst', 80);
+    t = await nextRun(page, n, 15000);
+    check(t.allowed >= 4 * t.limit, 'local with 8 servers and 80 requests: far over', t.allowed);
+    await page.screenshot({ path: path.join(shots, 'lab-web-local.png'), fullPage: true });
+
+    // Split: at most the limit, and refuses some.
+    n = await runs(page);
+    await page.getByRole('tab', { name: 'Local, limit ÷ N' }).click();
+    t = await nextRun(page, n, 15000);
+    check(t.strategy === 'split' && t.allowed <= t.limit, 'split allows at most the limit', t.allowed);
+    check(t.down === 'unaffected', 'split: unaffected when Redis is down', t.down);
+
+    // Naive at 10 ms: over the limit.
+    n = await runs(page);
+    await page.getByRole('tab', { name: 'Redis GET then SET' }).click();
+    await slide(page, 'rtt', 10);
+    t = await nextRun(page, n, 15000);
+    check(t.strategy === 'naive' && t.allowed > t.limit, 'naive GET then SET lets more than the limit through', t.allowed);
+    check(Number(t.calls) >= 1, 'naive makes Redis calls', t.calls);
+    await page.screenshot({ path: path.join(shots, 'lab-web-naive.png'), fullPage: true });
+
+    // Atomic: exactly the limit; a warm re-run is quick.
+    n = await runs(page);
+    await page.getByRole('tab', { name: 'Redis atomic' }).click();
+    t = await nextRun(page, n, 15000);
+    check(t.strategy === 'atomic' && t.allowed === t.limit, 'atomic allows exactly the limit', t.allowed);
+    n = await runs(page);
+    await slide(page, 'rtt', 2);
+    const t0 = Date.now();
+    t = await nextRun(page, n, 15000);
+    const took = await page.evaluate(() => document.getElementById('status-text').textContent);
+    check(/processes reused/.test(took), 'a re-run reuses the processes', took);
+    check(t.allowed === t.limit, 'atomic still exact at 2 ms', t.allowed);
+    console.log(`warm re-run seen by the page: ${Date.now() - t0} ms after the slider (300 ms debounce included)`);
+
+    // The RTT chart: measure the curve, then look.
+    await page.getByRole('button', { name: /Measure all strategies/ }).click();
+    await page.waitForFunction(() => Number(document.getElementById('chart').dataset.points || 0) >= 24 &&
+                                      document.getElementById('status').dataset.state === 'done',
+                               null, { timeout: 30000 });
+    const pts = await page.evaluate(() => Number(document.getElementById('chart').dataset.points));
+    check(pts >= 24, 'RTT chart has a point per strategy and round trip', pts);
+    await page.screenshot({ path: path.join(shots, 'lab-web.png'), fullPage: true });
+    check(errors.length === 0, 'no script errors', errors.join('; '));
+  } catch (e) {
+    check(false, 'browser session', e.message.split('\n')[0]);
+  } finally {
+    if (browser) await browser.close();
+    fs.rmSync(profile, { recursive: true, force: true });
+  }
+  console.log(`${passed} passed, ${failed} failed`);
+  process.exit(failed ? 1 : 0);
+})();

@@ -213,14 +213,12 @@ static int parse_hostport(fg__redis_url *u, const char *s, size_t n, char *err,
 static int parse_tcp(fg__redis_url *u, const char *rest, char *err,
                      size_t errlen)
 {
-    const char *q = strchr(rest, '?');
+    /* The password may hold '/', ':' or '?'; the host and the query never
+     * hold '@', so the last '@' ends the user info. */
+    const char *at = strrchr(rest, '@');
+    const char *q = strchr(at ? at : rest, '?');
     size_t n = q ? (size_t)(q - rest) : strlen(rest);
     int rc;
-    /* The password may hold '/' or ':'; the host never holds '@'. */
-    const char *at = NULL;
-    for (size_t i = 0; i < n; i++)
-        if (rest[i] == '@')
-            at = rest + i;
     if (at) {
         rc = parse_userinfo(u, rest, (size_t)(at - rest), err, errlen);
         if (rc != FG_OK)

@@ -1,0 +1,155 @@
+/* test_redis_url.c -- Redis store URLs: forms, defaults, bad input, and
+ * that a password never reaches an error message. */
+#include "../harness.h"
+#include "redis_url.h"
+#include "store.h"
+
+static void test_forms(void)
+{
+    fg__redis_url u;
+    char err[256];
+
+    CHECK_EQ(
+        fg__redis_url_parse("redis://127.0.0.1:6390/3", &u, err, sizeof err),
+        FG_OK);
+    CHECK_STR(u.host, "127.0.0.1");
+    CHECK_EQ(u.port, 6390);
+    CHECK_EQ(u.db, 3);
+    CHECK(u.password == NULL && u.user == NULL && u.path == NULL);
+    CHECK_STR(u.prefix, "fg:");
+    CHECK_EQ(u.connect_timeout_ms, 1000);
+    fg__redis_url_free(&u);
+
+    CHECK_EQ(fg__redis_url_parse("redis://localhost", &u, err, sizeof err),
+             FG_OK);
+    CHECK_STR(u.host, "localhost");
+    CHECK_EQ(u.port, 6379);
+    CHECK_EQ(u.db, 0);
+    fg__redis_url_free(&u);
+
+    CHECK_EQ(fg__redis_url_parse("redis://alice:s%40cr%2Ft@h:1/0?prefix=rl%3A"
+                                 "&lazy=1&connect_timeout_ms=250",
+                                 &u, err, sizeof err),
+             FG_OK);
+    CHECK_STR(u.user, "alice");
+    CHECK_STR(u.password, "s@cr/t");
+    CHECK_STR(u.host, "h");
+    CHECK_EQ(u.port, 1);
+    CHECK_STR(u.prefix, "rl:");
+    CHECK_EQ(u.prefixlen, 3);
+    CHECK_EQ(u.lazy, 1);
+    CHECK_EQ(u.connect_timeout_ms, 250);
+    fg__redis_url_free(&u);
+
+    /* A raw '@' or '/' in the password: the last '@' ends it. */
+    CHECK_EQ(fg__redis_url_parse("redis://:p@ss/w@h:2", &u, err, sizeof err),
+             FG_OK);
+    CHECK(u.user == NULL);
+    CHECK_STR(u.password, "p@ss/w");
+    CHECK_STR(u.host, "h");
+    CHECK_EQ(u.port, 2);
+    fg__redis_url_free(&u);
+
+    CHECK_EQ(
+        fg__redis_url_parse("redis://u:pa?ss=1@h:1?db=4", &u, err, sizeof err),
+        FG_OK);
+    CHECK_STR(u.password, "pa?ss=1");
+    CHECK_EQ(u.db, 4);
+    fg__redis_url_free(&u);
+
+    CHECK_EQ(fg__redis_url_parse("redis://[::1]:7000/2", &u, err, sizeof err),
+             FG_OK);
+    CHECK_STR(u.host, "::1");
+    CHECK_EQ(u.port, 7000);
+    CHECK_EQ(u.db, 2);
+    char where[128];
+    fg__redis_url_where(&u, where, sizeof where);
+    CHECK_STR(where, "[::1]:7000 db 2");
+    fg__redis_url_free(&u);
+
+    CHECK_EQ(fg__redis_url_parse("unix:///run/redis.sock?db=5&prefix=x", &u,
+                                 err, sizeof err),
+             FG_OK);
+    CHECK_STR(u.path, "/run/redis.sock");
+    CHECK(u.host == NULL);
+    CHECK_EQ(u.db, 5);
+    CHECK_STR(u.prefix, "x");
+    fg__redis_url_where(&u, where, sizeof where);
+    CHECK_STR(where, "/run/redis.sock db 5");
+    fg__redis_url_free(&u);
+
+    /* An empty prefix is allowed: keys are then the limit name alone. */
+    CHECK_EQ(fg__redis_url_parse("redis://h?prefix=", &u, err, sizeof err),
+             FG_OK);
+    CHECK_EQ(u.prefixlen, 0);
+    fg__redis_url_free(&u);
+}
+
+static void test_refusals(void)
+{
+    static const char *bad[] = {
+        "http://h",
+        "redis://",
+        "redis://:pw@",
+        "redis://h:0",
+        "redis://h:65536",
+        "redis://h:12x",
+        "redis://h/x",
+        "redis://h?nope=1",
+        "redis://h?prefix",
+        "redis://h?lazy=2",
+        "redis://h?connect_timeout_ms=0",
+        "redis://[::1",
+        "redis://[::1]x",
+        "redis://u:%zz@h",
+        "redis://u:%00@h",
+        "redis://u:%4@h",
+        "unix://relative.sock",
+        "unix://",
+        NULL,
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        fg__redis_url u;
+        char err[256] = "";
+        int rc = fg__redis_url_parse(bad[i], &u, err, sizeof err);
+        CHECK_EQ(rc, FG_EINVAL);
+        CHECK(err[0] != '\0');
+        if (rc == FG_OK)
+            fg__redis_url_free(&u);
+    }
+    /* A prefix longer than the store allows. */
+    char url[400] = "redis://h?prefix=";
+    memset(url + strlen(url), 'p', 200);
+    fg__redis_url u;
+    char err[256];
+    CHECK_EQ(fg__redis_url_parse(url, &u, err, sizeof err), FG_EINVAL);
+}
+
+/* No error message carries the password, whatever went wrong after it. */
+static void test_no_password_in_errors(void)
+{
+    static const char *bad[] = {
+        "redis://u:hunter2@h:0",
+        "redis://u:hunter2@h/x",
+        "redis://u:hunt?er2@h:0",
+        "redis://u:hunt?er2=1@h/x",
+        "redis://u:hunter2@[h",
+        "redis://u:hunter2%zz@h",
+        "redis://u:hunter2@h?password=hunter2%",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        fg__redis_url u;
+        char err[256] = "";
+        CHECK_EQ(fg__redis_url_parse(bad[i], &u, err, sizeof err), FG_EINVAL);
+        CHECK(strstr(err, "hunter2") == NULL);
+        CHECK(strstr(err, "hunt") == NULL);
+    }
+}
+
+int main(void)
+{
+    test_forms();
+    test_refusals();
+    test_no_password_in_errors();
+    return TEST_DONE();
+}

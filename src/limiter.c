@@ -139,8 +139,9 @@ const char *fg_limiter_breaker(fg_limiter *l)
 static int validate(fg_limiter *l, const char *key, size_t keylen,
                     uint64_t cost, fg_decision *out)
 {
-    memset(out, 0, sizeof(*out));
+    out->allowed = 0;
     out->limit = l->p.algorithm == FG_TOKEN_BUCKET ? l->p.burst : l->p.limit;
+    out->remaining = out->reset_ms = out->retry_after_ms = 0;
     out->source = FG_SOURCE_STORE;
     if (!key && keylen)
         return FG_EINVAL;
@@ -197,13 +198,22 @@ static int settle(fg_limiter *l, int rc, const char *key, size_t keylen,
     return decide_without_store(l, rc, key, keylen, cost, out);
 }
 
+/* The breaker is closed nearly always: read the clock only when it is not. */
+static inline int breaker_allow(fg_limiter *l)
+{
+    fg__breaker *b = &l->policy->breaker;
+    if (atomic_load_explicit(&b->open_until_us, memory_order_relaxed) == 0)
+        return 1;
+    return fg__breaker_allow(b, fg__mono_us(NULL));
+}
+
 int fg_check(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
              fg_decision *out)
 {
     int rc = validate(l, key, keylen, cost, out);
     if (rc != FG_OK)
         return rc;
-    if (!fg__breaker_allow(&l->policy->breaker, fg__mono_us(NULL)))
+    if (!breaker_allow(l))
         return decide_without_store(l, FG_EBREAKER, key, keylen, cost, out);
     rc = l->st->ops->check(l->st, l, key, keylen, cost, out);
     return settle(l, rc, key, keylen, cost, out);
@@ -218,7 +228,7 @@ int fg_check_async(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
         return rc;
     if (!cb)
         return FG_EINVAL;
-    if (!fg__breaker_allow(&l->policy->breaker, fg__mono_us(NULL))) {
+    if (!breaker_allow(l)) {
         rc = decide_without_store(l, FG_EBREAKER, key, keylen, cost, &d);
         cb(rc, &d, data);
         return FG_OK;

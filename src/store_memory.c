@@ -19,13 +19,15 @@
 #define EVICT_SAMPLE     16
 #define DEFAULT_MAX_KEYS 1000000u
 
+/* What a probe compares comes first, so that a short key is matched and
+ * counted within one cache line. */
 typedef struct mem_entry {
-    uint64_t hash;
     uint64_t owner; /* the limiter's id: limiters never share counters */
+    uint32_t keylen;
+    uint32_t pad;
+    fg__algo_state state;
     uint64_t expires_us;
     uint64_t touched_us;
-    fg__algo_state state;
-    uint32_t keylen;
     char key[];
 } mem_entry;
 
@@ -90,6 +92,29 @@ static void slot_remove(mem_stripe *s, size_t i)
     }
 }
 
+/* Double the slot array of 's' (it starts small and grows as keys arrive,
+ * so that a store sized for a million keys but holding a thousand stays
+ * compact in cache). */
+static int stripe_grow(mem_stripe *s)
+{
+    size_t size = (s->mask + 1) * 2;
+    mem_slot *slots = fg__calloc(size, sizeof(mem_slot));
+    if (!slots)
+        return FG_ENOMEM;
+    for (size_t j = 0; j <= s->mask; j++) {
+        if (!s->slots[j].e)
+            continue;
+        size_t i = s->slots[j].hash & (size - 1);
+        while (slots[i].e)
+            i = (i + 1) & (size - 1);
+        slots[i] = s->slots[j];
+    }
+    fg__free(s->slots);
+    s->slots = slots;
+    s->mask = size - 1;
+    return FG_OK;
+}
+
 /* Make room for one entry: reclaim an expired entry among the next few the
  * clock hand passes, or else the least recently touched of them. */
 static void stripe_evict(mem_stripe *s, uint64_t now_us)
@@ -124,6 +149,10 @@ static int mem_check(fg_store *st, fg_limiter *l, const char *key,
     uint64_t owner = l->id;
     uint64_t h = fg__hash(key, keylen, m->seed ^ owner);
     mem_stripe *s = &m->stripes[m->shift < 64 ? h >> m->shift : 0];
+    /* Start fetching the key's slot before the lock's fence: the slot array
+     * may be swapped meanwhile, but a prefetch of any address is harmless
+     * and this one is nearly always right. */
+    __builtin_prefetch(&s->slots[h & s->mask]);
     uint64_t now = m->clock(m->clock_ctx);
     int rc = FG_OK;
 
@@ -139,16 +168,20 @@ static int mem_check(fg_store *st, fg_limiter *l, const char *key,
     if (!e) {
         if (s->count >= s->cap) {
             stripe_evict(s, now);
-            for (i = h & s->mask; s->slots[i].e; i = (i + 1) & s->mask)
-                ;
+        } else if ((s->count + 1) * 2 > s->mask + 1) {
+            if (stripe_grow(s) != FG_OK) {
+                rc = FG_ENOMEM;
+                goto out;
+            }
         }
+        for (i = h & s->mask; s->slots[i].e; i = (i + 1) & s->mask)
+            ;
         e = fg__malloc(sizeof(*e) + keylen);
         if (!e) {
             rc = FG_ENOMEM;
             goto out;
         }
         memset(e, 0, sizeof(*e));
-        e->hash = h;
         e->owner = owner;
         e->keylen = (uint32_t)keylen;
         if (keylen)
@@ -258,11 +291,8 @@ fg_store *fg__store_memory_open(const fg_memory_options *opt, char *err,
     for (unsigned i = 0; i < n; i++) {
         mem_stripe *s = &m->stripes[i];
         s->cap = max_keys / n + (i < max_keys % n);
-        size_t size = 8;
-        while (size < s->cap * 2)
-            size *= 2;
-        s->mask = size - 1;
-        s->slots = fg__calloc(size, sizeof(mem_slot));
+        s->mask = 15;
+        s->slots = fg__calloc(s->mask + 1, sizeof(mem_slot));
         if (!s->slots)
             goto nomem;
     }

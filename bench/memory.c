@@ -1,0 +1,226 @@
+/* memory.c -- `make bench`: nanoseconds per fg_check on the memory store,
+ * beside a baseline loop measured in the same run.
+ *
+ * The baseline is the least any in-memory limiter must do per check: hash
+ * the key, probe an open-addressing table, read a coarse monotonic clock,
+ * compare and add. Both loops visit the same precomputed key sequence: one
+ * hot key, 100,000 keys and 1,000,000 keys at random, on one thread and on
+ * two (each thread its own keys). Each figure is the best of several
+ * rounds, and the rounds of the two loops alternate, so that a noisy
+ * neighbour slows both alike. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "floodgate.h"
+#include "hash.h"
+
+#define ROUNDS 3
+#define OPS    2000000u
+
+typedef struct keyset {
+    size_t n;
+    char (*keys)[32];
+    uint32_t *seq; /* OPS indexes into keys */
+} keyset;
+
+typedef struct base_slot {
+    uint64_t hash;
+    const char *key;
+    uint64_t window, count;
+} base_slot;
+
+typedef struct base_table {
+    size_t mask;
+    base_slot *slots;
+} base_table;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t coarse_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void keyset_init(keyset *ks, size_t n, char tag, uint64_t seed)
+{
+    ks->n = n;
+    ks->keys = malloc(n * sizeof(*ks->keys));
+    ks->seq = malloc(OPS * sizeof(*ks->seq));
+    if (!ks->keys || !ks->seq) {
+        fprintf(stderr, "bench: out of memory\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < n; i++)
+        snprintf(ks->keys[i], sizeof(ks->keys[i]), "%c:user%08zu", tag, i);
+    uint64_t x = seed | 1;
+    for (size_t i = 0; i < OPS; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        ks->seq[i] = (uint32_t)(x % n);
+    }
+}
+
+static void base_init(base_table *t, const keyset *ks)
+{
+    size_t size = 8;
+    while (size < ks->n * 2)
+        size *= 2;
+    t->mask = size - 1;
+    t->slots = calloc(size, sizeof(base_slot));
+    for (size_t i = 0; i < ks->n; i++) {
+        uint64_t h = fg__hash(ks->keys[i], strlen(ks->keys[i]), 42);
+        size_t j = h & t->mask;
+        while (t->slots[j].key)
+            j = (j + 1) & t->mask;
+        t->slots[j].hash = h;
+        t->slots[j].key = ks->keys[i];
+    }
+}
+
+/* The baseline: a fixed window of 1e9 per second, in a plain table. */
+static uint64_t base_run(base_table *t, const keyset *ks)
+{
+    uint64_t allowed = 0;
+    for (size_t i = 0; i < OPS; i++) {
+        const char *key = ks->keys[ks->seq[i]];
+        size_t len = strlen(key);
+        uint64_t h = fg__hash(key, len, 42);
+        size_t j = h & t->mask;
+        while (t->slots[j].hash != h || memcmp(t->slots[j].key, key, len))
+            j = (j + 1) & t->mask;
+        base_slot *s = &t->slots[j];
+        uint64_t w = coarse_us() / 1000000u;
+        if (s->window != w) {
+            s->window = w;
+            s->count = 0;
+        }
+        if (s->count + 1 <= 1000000000u) {
+            s->count++;
+            allowed++;
+        }
+    }
+    return allowed;
+}
+
+static uint64_t fg_run(fg_limiter *l, const keyset *ks)
+{
+    uint64_t allowed = 0;
+    fg_decision d;
+    for (size_t i = 0; i < OPS; i++) {
+        const char *key = ks->keys[ks->seq[i]];
+        if (fg_check(l, key, strlen(key), 1, &d) == FG_OK && d.allowed)
+            allowed++;
+    }
+    return allowed;
+}
+
+typedef struct job {
+    int baseline;
+    base_table *t;
+    fg_limiter *l;
+    keyset *ks;
+    uint64_t ns;
+} job;
+
+static void *job_run(void *arg)
+{
+    job *j = arg;
+    uint64_t t0 = now_ns();
+    volatile uint64_t sink =
+        j->baseline ? base_run(j->t, j->ks) : fg_run(j->l, j->ks);
+    (void)sink;
+    j->ns = now_ns() - t0;
+    return NULL;
+}
+
+/* Best nanoseconds per check over ROUNDS for 'threads' threads, each on
+ * its own key set; for two threads, the wall time of the pair. */
+static double measure(int baseline, int threads, base_table *t, fg_limiter *l,
+                      keyset *ks)
+{
+    double best = 1e18;
+    for (int r = 0; r < ROUNDS; r++) {
+        job jobs[2];
+        pthread_t th[2];
+        uint64_t t0 = now_ns();
+        for (int i = 0; i < threads; i++) {
+            jobs[i] = (job){baseline, &t[i], l, &ks[i], 0};
+            pthread_create(&th[i], NULL, job_run, &jobs[i]);
+        }
+        for (int i = 0; i < threads; i++)
+            pthread_join(th[i], NULL);
+        double ns = (double)(now_ns() - t0) / ((double)OPS * threads);
+        if (ns < best)
+            best = ns;
+    }
+    return best;
+}
+
+int main(void)
+{
+    static const size_t sizes[] = {1, 100000, 1000000};
+    const char *algos[] = {"fixed_window", "token_bucket"};
+    char err[256];
+
+    printf("memory store: ns per check (best of %d rounds of %u checks), "
+           "beside the baseline loop in the same run\n",
+           ROUNDS, OPS);
+    printf("%-14s %-8s %-8s %12s %12s %8s %s\n", "algorithm", "keys", "threads",
+           "baseline_ns", "fg_check_ns", "ratio", "target");
+    for (size_t si = 0; si < 3; si++) {
+        keyset ks[2];
+        base_table bt[2];
+        keyset_init(&ks[0], sizes[si], 'a', 88172645463325252ull);
+        keyset_init(&ks[1], sizes[si], 'b', 1181783497276652981ull);
+        base_init(&bt[0], &ks[0]);
+        base_init(&bt[1], &ks[1]);
+        for (int ai = 0; ai < 2; ai++) {
+            fg_memory_options mo = {.max_keys = 2 * 1000000};
+            fg_store *st = fg_store_open_memory(&mo, err, sizeof(err));
+            fg_limit lim;
+            fg_limit_parse("1000000000/s", &lim);
+            fg_algorithm_parse(algos[ai], &lim.algorithm);
+            fg_limiter *l =
+                st ? fg_limiter_new(st, &lim, err, sizeof(err)) : NULL;
+            if (!l) {
+                fprintf(stderr, "bench: %s\n", err);
+                return 1;
+            }
+            double tput[2][2];
+            for (int threads = 1; threads <= 2; threads++) {
+                /* Insert the keys the threads will use, and only those. */
+                fg_run(l, &ks[threads - 1]);
+                double b = measure(1, threads, bt, l, ks);
+                double f = measure(0, threads, bt, l, ks);
+                tput[threads - 1][0] = 1 / b;
+                tput[threads - 1][1] = 1 / f;
+                printf("%-14s %-8zu %-8d %12.1f %12.1f %7.2fx %s\n", algos[ai],
+                       sizes[si], threads, b, f, f / b,
+                       threads == 1 ? "<= 1.5x" : "");
+            }
+            printf("%-14s %-8zu two threads vs one: baseline %.2fx, "
+                   "fg_check %.2fx (target >= 1.6x)\n",
+                   algos[ai], sizes[si], tput[1][0] / tput[0][0],
+                   tput[1][1] / tput[0][1]);
+            fg_limiter_free(l);
+            fg_store_close(st);
+        }
+        for (int i = 0; i < 2; i++) {
+            free(ks[i].keys);
+            free(ks[i].seq);
+            free(bt[i].slots);
+        }
+    }
+    return 0;
+}

@@ -1,4 +1,5 @@
 /* gen.c -- a loaded configuration ("gen") and each worker's copy of it. */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,37 @@ void fg__gen_unref(fg__gen *g)
         if (g->memlim[i])
             fg_limiter_free(g->memlim[i]);
     free(g);
+}
+
+/* The URL the store opens: [store] prefix becomes the URL's prefix
+ * parameter unless the URL sets one itself. */
+static int store_urls(fg__gen *g, char *err, size_t errlen)
+{
+    const fg__serve_config *c = &g->cfg;
+    char enc[3 * sizeof(c->prefix)];
+    size_t o = 0;
+    for (const char *p = c->prefix; *p; p++) {
+        unsigned char ch = (unsigned char)*p;
+        if (isalnum(ch) || strchr("-_.~:", ch))
+            enc[o++] = (char)ch;
+        else
+            o += (size_t)sprintf(enc + o, "%%%02X", ch);
+    }
+    enc[o] = '\0';
+    const char *sep = strchr(c->store_url, '?') ? "&" : "?";
+    int n;
+    if (strstr(c->store_url, "prefix="))
+        n = snprintf(g->url, sizeof(g->url), "%s", c->store_url);
+    else
+        n = snprintf(g->url, sizeof(g->url), "%s%sprefix=%s", c->store_url, sep,
+                     enc);
+    if (n < 0 || (size_t)n >= sizeof(g->url)) {
+        snprintf(err, errlen, "[store] url too long");
+        return -1;
+    }
+    snprintf(g->url_lazy, sizeof(g->url_lazy), "%s%slazy=1", g->url,
+             strchr(g->url, '?') ? "&" : "?");
+    return 0;
 }
 
 fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
@@ -62,6 +94,8 @@ fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
         snprintf(c->id, sizeof(c->id), "%s", host);
     }
     g->is_memory = is_memory_url(c->store_url);
+    if (!g->is_memory && store_urls(g, err, errlen))
+        goto fail;
     for (unsigned i = 0; i < c->nlimits; i++)
         g->slot[i] = fg__metric_slot(c->limits[i].lim.name);
     const char *where = srv->config_path ? srv->config_path : "config";
@@ -89,10 +123,21 @@ fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
          * limit the store cannot run now, not in every worker later. */
         char why[200];
         fg_store *st =
-            fg_store_open_async(c->store_url, srv->main_base, why, sizeof(why));
+            fg_store_open_async(g->url, srv->main_base, why, sizeof(why));
         if (!st) {
-            snprintf(err, errlen, "%s: [store] url: %s", where, why);
-            goto fail;
+            /* Unreachable is not a configuration error: start (or reload)
+             * and let each limit's failure policy answer until it is back.
+             * A URL that does not parse is refused. */
+            char lazy_why[200];
+            st = fg_store_open_async(g->url_lazy, srv->main_base, lazy_why,
+                                     sizeof(lazy_why));
+            if (!st) {
+                snprintf(err, errlen, "%s: [store] url: %s", where, why);
+                goto fail;
+            }
+            char v[300];
+            fg__log("store_unreachable", "reason=%s",
+                    fg__log_value(why, v, sizeof(v)));
         }
         for (unsigned i = 0; i < c->nlimits; i++) {
             fg_limiter *l =
@@ -127,7 +172,8 @@ fg__wgen *fg__wgen_new(fg__worker *w, fg__gen *g, char *err, size_t errlen)
         memcpy(wg->lim, g->memlim, sizeof(wg->lim));
         return wg;
     }
-    wg->store = fg_store_open_async(g->cfg.store_url, w->base, err, errlen);
+    /* Lazy: the main thread probed already; a worker never blocks. */
+    wg->store = fg_store_open_async(g->url_lazy, w->base, err, errlen);
     if (!wg->store)
         goto fail;
     for (unsigned i = 0; i < g->cfg.nlimits; i++) {

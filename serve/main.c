@@ -90,6 +90,19 @@ static void cap_connections(unsigned max_conn, unsigned workers)
     setrlimit(RLIMIT_NOFILE, &rl);
 }
 
+/* 'url' without its password, for logs. */
+static const char *redact(const char *url, char *out, size_t outlen)
+{
+    const char *at = strchr(url, '@');
+    const char *scheme = strstr(url, "://");
+    if (!at || !scheme || at < scheme) {
+        snprintf(out, outlen, "%.200s", url);
+        return out;
+    }
+    snprintf(out, outlen, "%.*s://***%.200s", (int)(scheme - url), url, at);
+    return out;
+}
+
 int fg_cmd_serve(int argc, char **argv)
 {
     fg__server srv;
@@ -190,7 +203,7 @@ int fg_cmd_serve(int argc, char **argv)
                          "redis://...\"");
     else
         fg__log("store", "url=%s",
-                fg__log_value(c->store_url[0] ? "redis" : "", v, sizeof(v)));
+                fg__log_value(redact(c->store_url, v, 300), v + 300, 300));
     fg__log("listening", "addr=%s workers=%u id=%s limits=%u pid=%ld", addr,
             srv.nworkers, fg__log_value(c->id, v, sizeof(v)), c->nlimits,
             (long)getpid());

@@ -28,7 +28,9 @@ typedef struct fg__gen {
     fg_limiter *memlim[FG_SERVE_MAX_LIMITS]; /* shared, memory store only */
     int slot[FG_SERVE_MAX_LIMITS];           /* metric slots */
     uint32_t number;                         /* namespaces the cache */
-    int refs;                                /* atomic */
+    char url[800];      /* store URL with the [store] prefix applied */
+    char url_lazy[816]; /* the same, not probing at open (workers) */
+    int refs;           /* atomic */
 } fg__gen;
 
 typedef struct fg__wgen {

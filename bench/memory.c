@@ -167,8 +167,51 @@ static double measure(int baseline, int threads, base_table *t, fg_limiter *l,
     return best;
 }
 
+static long rss_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = 0;
+    while (f && fgets(line, sizeof(line), f))
+        if (strncmp(line, "VmRSS:", 6) == 0)
+            kb = atol(line + 6);
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+/* Resident memory per key once a store holds a million 15-byte keys. */
+static void memory_per_key(void)
+{
+    const unsigned long n = 1000000;
+    char err[256], key[32];
+    fg_memory_options mo = {.max_keys = n};
+    fg_store *st = fg_store_open_memory(&mo, err, sizeof(err));
+    fg_limit lim;
+    fg_limit_parse("10/s", &lim);
+    fg_limiter *l = st ? fg_limiter_new(st, &lim, err, sizeof(err)) : NULL;
+    if (!l) {
+        fprintf(stderr, "bench: %s\n", err);
+        exit(1);
+    }
+    long before = rss_kb();
+    fg_decision d;
+    for (unsigned long i = 0; i < n; i++) {
+        int k = snprintf(key, sizeof(key), "user:%010lu", i);
+        fg_check(l, key, (size_t)k, 1, &d);
+    }
+    double per_key =
+        (double)(rss_kb() - before) * 1024.0 / (double)fg_store_keys(st);
+    printf("memory per key: %.1f bytes + the key (%llu keys of 15 bytes, "
+           "RSS growth; target <= 128 + the key)\n\n",
+           per_key - 15, (unsigned long long)fg_store_keys(st));
+    fg_limiter_free(l);
+    fg_store_close(st);
+}
+
 int main(void)
 {
+    memory_per_key();
     static const size_t sizes[] = {1, 100000, 1000000};
     const char *algos[] = {"fixed_window", "token_bucket"};
     char err[256];

@@ -1,7 +1,7 @@
 /* store_memory.c -- counters in this process's memory.
  *
  * The table is split into stripes, each with its own spinlock, slot array
- * (open addressing, linear probing, at most half full) and share of
+ * (open addressing, linear probing, at most three quarters full) and share of
  * 'max_keys'. A check locks one stripe, probes for the key, runs the
  * algorithm on the entry in place and unlocks: O(1), no allocation unless
  * the key is new. When a stripe is full, a clock hand samples the next few
@@ -168,7 +168,7 @@ static int mem_check(fg_store *st, fg_limiter *l, const char *key,
     if (!e) {
         if (s->count >= s->cap) {
             stripe_evict(s, now);
-        } else if ((s->count + 1) * 2 > s->mask + 1) {
+        } else if ((s->count + 1) * 4 > (s->mask + 1) * 3) {
             if (stripe_grow(s) != FG_OK) {
                 rc = FG_ENOMEM;
                 goto out;

@@ -458,16 +458,57 @@ int fg__lab_ensure(fg__lab *lab, int strategy, const fg__lab_params *p,
     return fg__lab_ensure_many(lab, 1u << strategy, p, err, errlen);
 }
 
-/* The calls of every data command Redis has run, by name, summed into
- * 'names'/'calls' (at most 'max'). INFO itself, PING and connection set-up
- * are not the limiter's work and are left out. */
-typedef struct cmdstats {
-    int n;
-    char name[32][24];
-    long long calls[32];
-} cmdstats;
+void fg__lab_cmdstats_add(fg__lab_cmdstats *cs, const char *name,
+                          long long calls)
+{
+    for (int i = 0; i < cs->n; i++) {
+        if (strcmp(cs->name[i], name) == 0) {
+            cs->calls[i] += calls;
+            return;
+        }
+    }
+    if (cs->n == 32)
+        return;
+    snprintf(cs->name[cs->n], sizeof cs->name[0], "%s", name);
+    cs->calls[cs->n++] = calls;
+}
 
-static int read_cmdstats(fg__lab *lab, cmdstats *cs)
+long long fg__lab_cmdstats_get(const fg__lab_cmdstats *cs, const char *name)
+{
+    for (int i = 0; i < cs->n; i++)
+        if (strcmp(cs->name[i], name) == 0)
+            return cs->calls[i];
+    return 0;
+}
+
+long long fg__lab_cmdstats_diff(const fg__lab_cmdstats *before,
+                                const fg__lab_cmdstats *after, char *buf,
+                                size_t len)
+{
+    long long total = 0;
+    size_t off = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < after->n; i++) {
+        long long d =
+            after->calls[i] - fg__lab_cmdstats_get(before, after->name[i]);
+        if (d <= 0)
+            continue;
+        total += d;
+        int w = snprintf(buf + off, len - off, "%s%s %lld", off ? ", " : "",
+                         after->name[i], d);
+        if (w > 0 && off + (size_t)w < len)
+            off += (size_t)w;
+    }
+    for (char *c = buf; *c; c++)
+        if (*c >= 'a' && *c <= 'z')
+            *c = (char)(*c - 'a' + 'A');
+    return total;
+}
+
+/* The calls of every command Redis has run (inner calls of scripts
+ * included), from INFO commandstats. INFO itself, PING and connection
+ * set-up are not the limiter's work and are left out. */
+static int read_cmdstats(fg__lab *lab, fg__lab_cmdstats *cs)
 {
     memset(cs, 0, sizeof *cs);
     if (!lab->info)
@@ -479,9 +520,10 @@ static int read_cmdstats(fg__lab *lab, cmdstats *cs)
         freeReplyObject(r);
         return -1;
     }
-    static const char *const skip[] = {"info",   "ping",    "client",
-                                       "hello",  "command", "select",
-                                       "config", "auth",    NULL};
+    static const char *const skip[] = {
+        "info",       "ping",    "client|setname", "client|setinfo",
+        "hello",      "command", "command|docs",   "select",
+        "config|get", "auth",    "script|load",    NULL};
     const char *line = r->str;
     while (line && *line) {
         char name[24];
@@ -491,24 +533,14 @@ static int read_cmdstats(fg__lab *lab, cmdstats *cs)
             for (int i = 0; skip[i]; i++)
                 if (strcmp(name, skip[i]) == 0)
                     skipped = 1;
-            if (!skipped && cs->n < 32) {
-                snprintf(cs->name[cs->n], sizeof cs->name[0], "%s", name);
-                cs->calls[cs->n++] = calls;
-            }
+            if (!skipped)
+                fg__lab_cmdstats_add(cs, name, calls);
         }
         line = strchr(line, '\n');
         if (line)
             line++;
     }
     freeReplyObject(r);
-    return 0;
-}
-
-static long long cmd_calls(const cmdstats *cs, const char *name)
-{
-    for (int i = 0; i < cs->n; i++)
-        if (strcmp(cs->name[i], name) == 0)
-            return cs->calls[i];
     return 0;
 }
 
@@ -556,8 +588,9 @@ int fg__lab_measure(fg__lab *lab, int s, const fg__lab_params *p,
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    cmdstats before, after;
+    fg__lab_cmdstats before, after, sent0, sent1;
     read_cmdstats(lab, &before);
+    fg__lab_proxy_commands(lab->proxy, &sent0);
     uint64_t rt0 = fg__lab_proxy_round_trips(lab->proxy);
     char user[64];
     snprintf(user, sizeof user, "scalper-%d-%u", (int)getpid(), ++lab->seq);
@@ -574,22 +607,13 @@ int fg__lab_measure(fg__lab *lab, int s, const fg__lab_params *p,
             (uint64_t)p->burst < p->limit ? p->burst : (long long)p->limit;
         if (r->allowed < due)
             r->refused_under_limit = (int)(due - r->allowed);
-        long long total = 0;
-        size_t off = 0;
-        for (int i = 0; i < after.n; i++) {
-            long long d = after.calls[i] - cmd_calls(&before, after.name[i]);
-            if (d <= 0)
-                continue;
-            total += d;
-            int w = snprintf(r->commands + off, sizeof r->commands - off,
-                             "%s%s %lld", off ? ", " : "", after.name[i], d);
-            if (w > 0 && off + (size_t)w < sizeof r->commands)
-                off += (size_t)w;
-        }
-        for (char *c = r->commands; *c; c++)
-            if (*c >= 'a' && *c <= 'z')
-                *c = (char)(*c - 'a' + 'A');
-        r->calls_per_request = (double)total / p->burst;
+        fg__lab_proxy_commands(lab->proxy, &sent1);
+        long long ran = fg__lab_cmdstats_diff(&before, &after, r->executed,
+                                              sizeof r->executed);
+        long long sent = fg__lab_cmdstats_diff(&sent0, &sent1, r->commands,
+                                               sizeof r->commands);
+        r->executed_per_request = (double)ran / p->burst;
+        r->calls_per_request = (double)sent / p->burst;
         r->round_trips_per_request = (double)rt / p->burst;
     }
     free(a);

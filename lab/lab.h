@@ -59,9 +59,11 @@ typedef struct fg__lab_result {
     int failed;               /* no answer, or another status */
     int unknown;              /* answers without a known X-Served-By */
     int refused_under_limit;  /* refusals while the user was under the limit */
-    double calls_per_request; /* Redis commands / request */
+    double calls_per_request; /* commands sent to Redis / request */
+    double executed_per_request;    /* commands Redis ran (commandstats) */
     double round_trips_per_request; /* Redis round trips / request */
-    char commands[160];             /* "GET 80, SET 23" */
+    char commands[160];             /* sent: "GET 80, SET 23" */
+    char executed[200];             /* ran, scripts' inner calls too */
     int down_measured;
     int down_allowed;
     int down_limited;
@@ -101,6 +103,21 @@ void fg__lab_log_tail(const char *path, char *buf, size_t len);
 
 /* ---- delay proxy (proxy.c) ---------------------------------------------- */
 
+/* Calls per command name ("get" 74, "set" 64). */
+typedef struct fg__lab_cmdstats {
+    int n;
+    char name[32][24];
+    long long calls[32];
+} fg__lab_cmdstats;
+/* Add 'calls' to 'name' in 'cs' (names beyond 32 are dropped). */
+void fg__lab_cmdstats_add(fg__lab_cmdstats *cs, const char *name,
+                          long long calls);
+long long fg__lab_cmdstats_get(const fg__lab_cmdstats *cs, const char *name);
+/* "GET 74, SET 64" of 'after' minus 'before'; returns the total. */
+long long fg__lab_cmdstats_diff(const fg__lab_cmdstats *before,
+                                const fg__lab_cmdstats *after, char *buf,
+                                size_t len);
+
 typedef struct fg__lab_proxy fg__lab_proxy;
 
 /* A TCP proxy on a free loopback port, in its own thread, forwarding to
@@ -112,6 +129,9 @@ void fg__lab_proxy_set_rtt(fg__lab_proxy *px, int64_t rtt_us);
 /* Client-to-Redis exchanges seen so far (a new one starts each time the
  * client speaks after Redis answered). */
 uint64_t fg__lab_proxy_round_trips(const fg__lab_proxy *px);
+/* The commands the API servers sent through the proxy so far, by name (read
+ * with hiredis's RESP reader: commands run inside a script are not here). */
+void fg__lab_proxy_commands(fg__lab_proxy *px, fg__lab_cmdstats *out);
 void fg__lab_proxy_stop(fg__lab_proxy *px);
 
 /* ---- scalper (scalper.c) ------------------------------------------------ */

@@ -19,6 +19,7 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <event2/thread.h>
+#include <hiredis/hiredis.h>
 
 #include "lab.h"
 
@@ -48,6 +49,7 @@ struct pair {
     struct bufferevent *client, *upstream;
     pipe_dir up, down; /* client -> redis, redis -> client */
     int last_up;       /* the client spoke last */
+    redisReader *rd;   /* the client's commands, to count them */
     int closing;
 };
 
@@ -59,6 +61,8 @@ struct fg__lab_proxy {
     int upstream_port;
     _Atomic int64_t rtt_us;
     _Atomic uint64_t round_trips;
+    pthread_mutex_t lock; /* guards 'sent' */
+    fg__lab_cmdstats sent;
     pair *pairs;
 };
 
@@ -77,6 +81,8 @@ static void pair_free(pair *p)
         if (dirs[i]->timer)
             event_free(dirs[i]->timer);
     }
+    if (p->rd)
+        redisReaderFree(p->rd);
     if (p->client)
         bufferevent_free(p->client);
     if (p->upstream)
@@ -167,6 +173,56 @@ static void enqueue(pipe_dir *d, struct evbuffer *buf)
         deliver(d);
 }
 
+/* Feed what the API server sent to hiredis's reader (requests are RESP
+ * arrays, as replies are) and count each command by name. A stream the
+ * reader cannot follow is simply no longer counted. */
+static void count_commands(pair *p, struct evbuffer *buf)
+{
+    if (!p->rd)
+        return;
+    struct evbuffer_iovec vec[8];
+    int n = evbuffer_peek(buf, -1, NULL, vec, 8);
+    for (int i = 0; i < n && i < 8; i++)
+        if (redisReaderFeed(p->rd, vec[i].iov_base, vec[i].iov_len) != REDIS_OK)
+            goto broken;
+    for (;;) {
+        void *reply = NULL;
+        if (redisReaderGetReply(p->rd, &reply) != REDIS_OK)
+            goto broken;
+        if (!reply)
+            return;
+        redisReply *r = reply;
+        char name[24] = "?";
+        if (r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+            r->element[0]->type == REDIS_REPLY_STRING) {
+            size_t len = r->element[0]->len < sizeof name - 1
+                             ? r->element[0]->len
+                             : sizeof name - 1;
+            for (size_t k = 0; k < len; k++) {
+                char c = r->element[0]->str[k];
+                name[k] = (char)(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+            }
+            name[len] = '\0';
+        }
+        freeReplyObject(r);
+        /* Connection set-up (script loading, handshakes) is not the cost of
+         * a request. */
+        static const char *const setup[] = {"script", "ping",  "auth", "select",
+                                            "client", "hello", NULL};
+        int skip = 0;
+        for (int k = 0; setup[k]; k++)
+            skip |= strcmp(name, setup[k]) == 0;
+        if (skip)
+            continue;
+        pthread_mutex_lock(&p->px->lock);
+        fg__lab_cmdstats_add(&p->px->sent, name, 1);
+        pthread_mutex_unlock(&p->px->lock);
+    }
+broken:
+    redisReaderFree(p->rd);
+    p->rd = NULL;
+}
+
 static void on_read(struct bufferevent *bev, void *arg)
 {
     pipe_dir *d = arg;
@@ -186,6 +242,8 @@ static void on_read(struct bufferevent *bev, void *arg)
         return;
     }
     bufferevent_read_buffer(bev, buf);
+    if (d->client_side)
+        count_commands(p, buf);
     enqueue(d, buf);
 }
 
@@ -227,6 +285,7 @@ static void on_accept(struct evconnlistener *lis, evutil_socket_t fd,
     px->pairs = p;
     p->client = bufferevent_socket_new(px->base, fd, BEV_OPT_CLOSE_ON_FREE);
     p->upstream = bufferevent_socket_new(px->base, -1, BEV_OPT_CLOSE_ON_FREE);
+    p->rd = redisReaderCreate();
     p->up.timer = evtimer_new(px->base, on_timer, &p->up);
     p->down.timer = evtimer_new(px->base, on_timer, &p->down);
     if (!p->client || !p->upstream || !p->up.timer || !p->down.timer) {
@@ -278,6 +337,7 @@ fg__lab_proxy *fg__lab_proxy_start(int upstream_port, char *err, size_t errlen)
         return NULL;
     }
     px->upstream_port = upstream_port;
+    pthread_mutex_init(&px->lock, NULL);
     struct event_config *cfg = event_config_new();
     if (cfg) {
         event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
@@ -333,6 +393,13 @@ uint64_t fg__lab_proxy_round_trips(const fg__lab_proxy *px)
     return atomic_load(&((fg__lab_proxy *)px)->round_trips);
 }
 
+void fg__lab_proxy_commands(fg__lab_proxy *px, fg__lab_cmdstats *out)
+{
+    pthread_mutex_lock(&px->lock);
+    *out = px->sent;
+    pthread_mutex_unlock(&px->lock);
+}
+
 void fg__lab_proxy_stop(fg__lab_proxy *px)
 {
     if (!px)
@@ -343,5 +410,6 @@ void fg__lab_proxy_stop(fg__lab_proxy *px)
         pair_free(px->pairs);
     evconnlistener_free(px->lis);
     event_base_free(px->base);
+    pthread_mutex_destroy(&px->lock);
     free(px);
 }

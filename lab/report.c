@@ -5,7 +5,7 @@
 
 #include "lab.h"
 
-#define COL 22 /* visible width of one strategy's column */
+#define COL 24 /* visible width of one strategy's column */
 
 static const char *const subtitle[FG__LAB_NSTRATEGIES] = {
     "memory, per server", "memory, limit/N", "Redis GET then SET",
@@ -46,14 +46,16 @@ void fg__lab_print_json(FILE *f, const fg__lab_result *r)
     fprintf(f,
             "\"limited\":%d,\"failed\":%d,\"refused_under_limit\":%d,"
             "\"redis_round_trips_per_request\":%.2f,"
-            "\"redis_commands\":\"%s\",\"policy\":\"%s\","
+            "\"redis_commands\":\"%s\","
+            "\"redis_executed_per_request\":%.2f,"
+            "\"redis_executed\":\"%s\",\"policy\":\"%s\","
             "\"params\":{\"servers\":%d,\"burst\":%d,\"spread_ms\":%.3g,"
             "\"rtt_ms\":%.3g,\"limit\":%llu,\"period_ms\":%llu,"
             "\"balance\":\"%s\"},\"burst_ms\":%.1f,\"run_ms\":%.1f}\n",
             r->limited, r->failed, r->refused_under_limit,
-            r->round_trips_per_request, r->commands,
-            fg__lab_policy_text(r->strategy), r->p.servers, r->p.burst,
-            r->p.spread_us / 1000.0, r->p.rtt_us / 1000.0,
+            r->round_trips_per_request, r->commands, r->executed_per_request,
+            r->executed, fg__lab_policy_text(r->strategy), r->p.servers,
+            r->p.burst, r->p.spread_us / 1000.0, r->p.rtt_us / 1000.0,
             (unsigned long long)r->p.limit, (unsigned long long)r->p.period_ms,
             r->p.balance_random ? "random" : "roundrobin", r->burst_us / 1000.0,
             r->run_us / 1000.0);

@@ -43,7 +43,7 @@ int fg__algo_params_init(const fg_limit *lim, fg__algo_params *p, char *err,
         uint64_t g = gcd(p->period_us, p->limit);
         p->scale = p->limit / g;
         p->t_scaled = p->period_us / g;
-        /* The bucket's depth in scaled time, plus any cost, must fit. */
+        /* Two bucket depths in scaled time must fit. */
         if (p->t_scaled > UINT64_MAX / 4 / p->burst)
             return fg__seterr(err, errlen, FG_ERANGE,
                               "token_bucket: burst %llu at this rate is too "
@@ -51,12 +51,6 @@ int fg__algo_params_init(const fg_limit *lim, fg__algo_params *p, char *err,
                               (unsigned long long)p->burst);
         break;
     }
-    case FG_SLIDING_WINDOW:
-        /* prev * (period - elapsed) + (cur + cost) * period must fit. */
-        if (p->limit > UINT64_MAX / 4 / p->period_us)
-            return fg__seterr(err, errlen, FG_ERANGE,
-                              "sliding_window: limit x period is too large");
-        break;
     default:
         break;
     }
@@ -101,7 +95,10 @@ static void fixed_window(const fg__algo_params *p, fg__algo_state *s,
 /* Sliding window: the count of the current window plus the previous window's
  * count weighted by how much of it still overlaps the last period:
  *   prev * (period - elapsed) / period + cur + cost <= limit,
- * compared multiplied out by 'period' so that no division rounds. */
+ * compared multiplied out by 'period' so that no division rounds. The
+ * products need up to 53 + 45 bits: they are taken in 128. */
+typedef unsigned __int128 u128;
+
 static void sliding_window(const fg__algo_params *p, fg__algo_state *s,
                            uint64_t now, uint64_t cost, fg_decision *d,
                            uint64_t *expires)
@@ -121,10 +118,11 @@ static void sliding_window(const fg__algo_params *p, fg__algo_state *s,
     }
     uint64_t elapsed = now - (w - 1) * period;
     uint64_t left = period - elapsed; /* 1 .. period */
-    uint64_t weighted = prev * left;
+    u128 weighted = (u128)prev * left;
+    u128 capacity = (u128)limit * period;
 
     d->limit = limit;
-    d->allowed = weighted + (cur + cost) * period <= limit * period;
+    d->allowed = weighted + (u128)(cur + cost) * period <= capacity;
     d->retry_after_ms = 0;
     if (d->allowed) {
         cur += cost;
@@ -135,17 +133,18 @@ static void sliding_window(const fg__algo_params *p, fg__algo_state *s,
         /* Wait in this window until prev's weight has shrunk enough:
          * prev * (period - e) <= room * period. */
         uint64_t room = limit - cur - cost;
-        uint64_t need = period - room * period / prev;
+        uint64_t need = period - (uint64_t)((u128)room * period / prev);
         d->retry_after_ms = fg__us_to_ms_up(need - elapsed);
     } else {
         /* Wait for the next window, where this window's count becomes
          * the previous one: cur * (period - e) <= (limit - cost) * period. */
-        uint64_t need = period - (limit - cost) * period / cur;
+        uint64_t need =
+            period - (uint64_t)((u128)(limit - cost) * period / cur);
         d->retry_after_ms = fg__us_to_ms_up(left + need);
     }
-    uint64_t used = weighted + cur * period;
+    u128 used = weighted + (u128)cur * period;
     d->remaining =
-        used >= limit * period ? 0 : (limit * period - used) / period;
+        used >= capacity ? 0 : (uint64_t)((capacity - used) / period);
     if (cur)
         d->reset_ms = fg__us_to_ms_up(left + period);
     else if (prev)
@@ -157,41 +156,48 @@ static void sliding_window(const fg__algo_params *p, fg__algo_state *s,
 
 /* Token bucket as GCRA: each unit moves the theoretical arrival time TAT on
  * by T = period / limit; a request fits when the new TAT is at most
- * burst * T ahead of now. Time is scaled by 'scale' so T is an integer and
- * nothing drifts. Returns FG_ERANGE when 'now' cannot be scaled. */
+ * burst * T ahead of now. TAT is kept as whole microseconds ('a') and a
+ * fraction in units of 1/scale us ('b'), so T is exact and nothing drifts,
+ * while only differences from now (at most two bucket depths) are ever
+ * scaled: any clock origin works. */
 static int token_bucket(const fg__algo_params *p, fg__algo_state *s,
-                        uint64_t now_us, uint64_t cost, fg_decision *d,
+                        uint64_t now, uint64_t cost, fg_decision *d,
                         uint64_t *expires)
 {
-    if (now_us > UINT64_MAX / 4 / p->scale)
-        return FG_ERANGE;
-    const uint64_t depth = p->burst * p->t_scaled;
-    uint64_t now = now_us * p->scale;
-    uint64_t tat = s->a;
-    /* A clock that stepped back leaves TAT more than a full bucket ahead;
-     * clamp so that the wait is never longer than draining the bucket. */
-    if (tat > now && tat - now > depth)
-        now = tat - depth;
-    uint64_t base = tat > now ? tat : now;
-    uint64_t next = base + cost * p->t_scaled;
+    const uint64_t depth = p->burst * p->t_scaled, scale = p->scale;
+    /* How far TAT is ahead of now, in scaled units. A clock that stepped
+     * back leaves it more than a full bucket ahead: clamp, so that the wait
+     * is never longer than draining the bucket. */
+    uint64_t ahead = 0;
+    if (s->a > now || (s->a == now && s->b > 0)) {
+        uint64_t diff_us = s->a - now;
+        if (diff_us > depth / scale + 1)
+            ahead = depth;
+        else
+            ahead = diff_us * scale + s->b;
+        if (ahead > depth)
+            ahead = depth;
+    }
+    uint64_t next = ahead + cost * p->t_scaled; /* <= 2 * depth */
 
     d->limit = p->burst;
-    d->allowed = next - now <= depth;
+    d->allowed = next <= depth;
     if (d->allowed) {
-        s->a = next;
-        base = next;
+        if (now > UINT64_MAX - next / scale - 1)
+            return FG_ERANGE;
+        s->a = now + next / scale;
+        s->b = next % scale;
+        ahead = next;
     }
-    uint64_t ahead = base - now; /* <= depth */
     d->remaining = (depth - ahead) / p->t_scaled;
-    d->reset_ms = fg__us_to_ms_up(ahead / p->scale + (ahead % p->scale != 0));
+    d->reset_ms = fg__us_to_ms_up(ahead / scale + (ahead % scale != 0));
     if (d->allowed) {
         d->retry_after_ms = 0;
     } else {
-        uint64_t wait = next - now - depth;
-        d->retry_after_ms =
-            fg__us_to_ms_up(wait / p->scale + (wait % p->scale != 0));
+        uint64_t wait = next - depth;
+        d->retry_after_ms = fg__us_to_ms_up(wait / scale + (wait % scale != 0));
     }
-    *expires = base / p->scale + 1;
+    *expires = s->a + 1 > now ? s->a + 1 : now;
     return FG_OK;
 }
 

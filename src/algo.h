@@ -17,7 +17,8 @@ typedef struct fg__algo_params {
     /* token_bucket only: time is counted in units of 1/scale us so that the
      * emission interval T = period_us / limit is an integer:
      * scale = limit / gcd(period_us, limit), t_scaled = period_us * scale /
-     * limit. For 10/s, scale = 1 and t_scaled = 100000. */
+     * limit. For 10/s, scale = 1 and t_scaled = 100000. Only differences
+     * of time (at most two bucket depths) are ever scaled. */
     uint64_t scale;
     uint64_t t_scaled;
 } fg__algo_params;
@@ -26,8 +27,9 @@ typedef struct fg__algo_params {
  *   fixed_window, naive_get_set: a = window index + 1, b = count
  *   sliding_window:              a = window index + 1, b = current count,
  *                                c = previous window's count
- *   token_bucket:                a = theoretical arrival time (TAT) in
- *                                units of 1/scale us (0 = never seen) */
+ *   token_bucket:                a = theoretical arrival time (TAT),
+ *                                whole us; b = its fraction in units of
+ *                                1/scale us (both 0 = never seen) */
 typedef struct fg__algo_state {
     uint64_t a, b, c;
 } fg__algo_state;

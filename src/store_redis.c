@@ -38,7 +38,7 @@
 
 #define POOL_MAX       16
 #define BACKOFF_MIN_US 5000u
-#define BACKOFF_MAX_US 500000u
+#define BACKOFF_MAX_US 200000u
 /* A connection whose oldest unanswered command is this far past its
  * deadline is presumed dead and replaced. */
 #define STALL_US 1000000u
@@ -444,6 +444,12 @@ static void handshake_build(redis_store *st, handshake *h)
 static int handshake_reply(redis_store *st, char kind, const redisReply *r,
                            char *err, size_t errlen)
 {
+    if (r->type == REDIS_REPLY_ERROR && kind != 'a' &&
+        strncmp(r->str, "NOAUTH", 6) == 0)
+        return fg__seterr(err, errlen, FG_EAUTH,
+                          "redis %s: the server requires a password "
+                          "(redis://user:password@host:port)",
+                          st->where);
     if (kind >= '0' && kind < '0' + FG__LUA_COUNT) {
         if (r->type == REDIS_REPLY_ERROR)
             return fg__seterr(err, errlen, fg__redis_error_code(r->str, r->len),
@@ -458,11 +464,6 @@ static int handshake_reply(redis_store *st, char kind, const redisReply *r,
         return fg__seterr(err, errlen, FG_EAUTH,
                           "redis %s: authentication failed (%.100s)", st->where,
                           r->str);
-    if (strncmp(r->str, "NOAUTH", 6) == 0)
-        return fg__seterr(err, errlen, FG_EAUTH,
-                          "redis %s: the server requires a password "
-                          "(redis://user:password@host:port)",
-                          st->where);
     return fg__seterr(err, errlen, fg__redis_error_code(r->str, r->len),
                       "redis %s: cannot select database %u (%.100s)", st->where,
                       st->url.db, r->str);

@@ -154,6 +154,13 @@ static void sliding_window(const fg__algo_params *p, fg__algo_state *s,
     *expires = (w + 1) * period;
 }
 
+/* Scaled units to whole microseconds, rounded up. Most rates have
+ * scale 1 (T is a whole number of microseconds): skip the divisions. */
+static inline uint64_t scaled_to_us_up(uint64_t v, uint64_t scale)
+{
+    return scale == 1 ? v : v / scale + (v % scale != 0);
+}
+
 /* Token bucket as GCRA: each unit moves the theoretical arrival time TAT on
  * by T = period / limit; a request fits when the new TAT is at most
  * burst * T ahead of now. TAT is kept as whole microseconds ('a') and a
@@ -185,12 +192,12 @@ static int token_bucket(const fg__algo_params *p, fg__algo_state *s,
     if (d->allowed) {
         if (now > UINT64_MAX - next / scale - 1)
             return FG_ERANGE;
-        s->a = now + next / scale;
-        s->b = next % scale;
+        s->a = now + (scale == 1 ? next : next / scale);
+        s->b = scale == 1 ? 0 : next % scale;
         ahead = next;
     }
     d->remaining = (depth - ahead) / p->t_scaled;
-    d->reset_ms = fg__us_to_ms_up(ahead / scale + (ahead % scale != 0));
+    d->reset_ms = fg__us_to_ms_up(scaled_to_us_up(ahead, scale));
     if (d->allowed) {
         d->retry_after_ms = 0;
     } else {

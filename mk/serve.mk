@@ -1,0 +1,19 @@
+# mk/serve.mk -- build rules of `floodgate serve` beyond the defaults.
+#
+# The unit tests of the daemon's pure parts (tests/unit/test_serve_*.c) link
+# the serve objects they test; the integration scripts use a small load
+# generator, tests/serve/fgload.c (libevent's HTTP client), built here.
+
+SERVE_PURE     := config keys headers blocked metrics log
+SERVE_PURE_OBJ := $(SERVE_PURE:%=$(BUILD)/obj/serve/%.o)
+SERVE_TESTS    := $(filter $(BUILD)/tests/test_serve_%,$(TESTS))
+SERVE_FGLOAD   := $(BUILD)/tests/serve/fgload
+
+$(SERVE_TESTS): $(SERVE_PURE_OBJ)
+$(SERVE_TESTS): override LDFLAGS += $(SERVE_PURE_OBJ)
+
+all: $(SERVE_FGLOAD)
+
+$(SERVE_FGLOAD): $(BUILD)/obj/tests/serve/fgload.o
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LDFLAGS) $< $(LDLIBS) -o $@

@@ -1,0 +1,219 @@
+/* fgload -- a small HTTP load generator for the serve integration tests.
+ *
+ *   fgload [-m POST] [-H 'Name: value']... [-n TOTAL | -d MS] [-c CONC]
+ *          URL [URL...]
+ *
+ * Keeps CONC requests in flight, each on its own connection, the URLs taken
+ * in turn (to spread a burst over several servers). Prints one line:
+ *   sent=N s200=A s429=B s503=C s4xx=D other=E errors=F bad_headers=G
+ *   max_us=M p99_us=P served_by=id:n,...
+ * bad_headers counts answers to a decision (200/403/429) missing the
+ * RateLimit headers or X-Served-By, and 429s without a whole-second
+ * Retry-After of at least 1. */
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_URLS 16
+#define MAX_HDRS 8
+#define MAX_IDS  16
+
+static struct event_base *base;
+static struct evhttp_uri *uris[MAX_URLS];
+static int nurls;
+static const char *hdr_name[MAX_HDRS], *hdr_value[MAX_HDRS];
+static int nhdrs;
+static enum evhttp_cmd_type method = EVHTTP_REQ_POST;
+static long total = 100, conc = 10, duration_ms = 0;
+static long sent, done, inflight;
+static long s200, s429, s503, s4xx, other, errors, bad_headers;
+static uint64_t *lat;
+static size_t nlat, caplat;
+static uint64_t start_us;
+static char ids[MAX_IDS][64];
+static long idn[MAX_IDS];
+
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+typedef struct rq {
+    struct evhttp_connection *conn;
+    uint64_t t0;
+} rq;
+
+static void fire(void);
+
+static void count_id(const char *id)
+{
+    for (int i = 0; i < MAX_IDS; i++) {
+        if (ids[i][0] == '\0') {
+            snprintf(ids[i], sizeof(ids[i]), "%s", id);
+            idn[i] = 1;
+            return;
+        }
+        if (strcmp(ids[i], id) == 0) {
+            idn[i]++;
+            return;
+        }
+    }
+}
+
+static void on_done(struct evhttp_request *req, void *arg)
+{
+    rq *r = arg;
+    uint64_t us = now_us() - r->t0;
+    if (nlat == caplat) {
+        caplat = caplat ? caplat * 2 : 1024;
+        lat = realloc(lat, caplat * sizeof(*lat));
+        if (!lat)
+            abort();
+    }
+    lat[nlat++] = us;
+    int code = req ? evhttp_request_get_response_code(req) : 0;
+    if (code == 0) {
+        errors++;
+    } else {
+        struct evkeyvalq *h = evhttp_request_get_input_headers(req);
+        const char *id = evhttp_find_header(h, "X-Served-By");
+        if (id)
+            count_id(id);
+        if (code == 200)
+            s200++;
+        else if (code == 429)
+            s429++;
+        else if (code == 503)
+            s503++;
+        else if (code >= 400 && code < 500)
+            s4xx++;
+        else
+            other++;
+        if (code == 200 || code == 429 || code == 403) {
+            const char *ra = evhttp_find_header(h, "Retry-After");
+            int bad = !id || !evhttp_find_header(h, "RateLimit") ||
+                      !evhttp_find_header(h, "RateLimit-Policy");
+            if (code != 200) {
+                char *end = NULL;
+                long v = ra ? strtol(ra, &end, 10) : 0;
+                if (!ra || *end != '\0' || v < 1)
+                    bad = 1;
+            }
+            bad_headers += bad;
+        }
+    }
+    done++;
+    inflight--;
+    evhttp_connection_free_on_completion(r->conn);
+    free(r);
+    fire();
+}
+
+static void fire(void)
+{
+    for (;;) {
+        if (inflight >= conc)
+            return;
+        if (duration_ms ? now_us() - start_us >= (uint64_t)duration_ms * 1000
+                        : sent >= total) {
+            if (inflight == 0)
+                event_base_loopbreak(base);
+            return;
+        }
+        struct evhttp_uri *u = uris[sent % nurls];
+        rq *r = calloc(1, sizeof(*r));
+        if (!r)
+            abort();
+        int port = evhttp_uri_get_port(u);
+        r->conn = evhttp_connection_base_new(base, NULL, evhttp_uri_get_host(u),
+                                             port > 0 ? port : 80);
+        evhttp_connection_set_timeout(r->conn, 5);
+        struct evhttp_request *req = evhttp_request_new(on_done, r);
+        struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
+        evhttp_add_header(oh, "Host", evhttp_uri_get_host(u));
+        evhttp_add_header(oh, "Connection", "close");
+        for (int i = 0; i < nhdrs; i++)
+            evhttp_add_header(oh, hdr_name[i], hdr_value[i]);
+        char target[2048];
+        const char *q = evhttp_uri_get_query(u);
+        snprintf(target, sizeof(target), "%s%s%s",
+                 evhttp_uri_get_path(u) ? evhttp_uri_get_path(u) : "/",
+                 q ? "?" : "", q ? q : "");
+        r->t0 = now_us();
+        sent++;
+        inflight++;
+        if (evhttp_make_request(r->conn, req, method, target) != 0) {
+            errors++;
+            inflight--;
+            done++;
+        }
+    }
+}
+
+static int cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-m") && i + 1 < argc) {
+            i++;
+            method = !strcmp(argv[i], "GET") ? EVHTTP_REQ_GET : EVHTTP_REQ_POST;
+        } else if (!strcmp(argv[i], "-H") && i + 1 < argc && nhdrs < MAX_HDRS) {
+            char *h = strdup(argv[++i]);
+            char *colon = h ? strchr(h, ':') : NULL;
+            if (!colon) {
+                fprintf(stderr, "fgload: bad header %s\n", argv[i]);
+                return 2;
+            }
+            *colon = '\0';
+            hdr_name[nhdrs] = h;
+            hdr_value[nhdrs++] = colon + 1 + (colon[1] == ' ');
+        } else if (!strcmp(argv[i], "-n") && i + 1 < argc) {
+            total = atol(argv[++i]);
+        } else if (!strcmp(argv[i], "-c") && i + 1 < argc) {
+            conc = atol(argv[++i]);
+        } else if (!strcmp(argv[i], "-d") && i + 1 < argc) {
+            duration_ms = atol(argv[++i]);
+        } else if (nurls < MAX_URLS) {
+            uris[nurls] = evhttp_uri_parse(argv[i]);
+            if (!uris[nurls]) {
+                fprintf(stderr, "fgload: bad URL %s\n", argv[i]);
+                return 2;
+            }
+            nurls++;
+        }
+    }
+    if (nurls == 0 || conc < 1) {
+        fprintf(stderr, "usage: fgload [-m M] [-H H] [-n N|-d MS] [-c C] "
+                        "URL...\n");
+        return 2;
+    }
+    base = event_base_new();
+    start_us = now_us();
+    fire();
+    event_base_dispatch(base);
+    qsort(lat, nlat, sizeof(*lat), cmp);
+    uint64_t max = nlat ? lat[nlat - 1] : 0;
+    uint64_t p99 =
+        nlat ? lat[(nlat * 99) / 100 < nlat ? (nlat * 99) / 100 : nlat - 1] : 0;
+    printf("sent=%ld s200=%ld s429=%ld s503=%ld s4xx=%ld other=%ld "
+           "errors=%ld bad_headers=%ld max_us=%llu p99_us=%llu served_by=",
+           sent, s200, s429, s503, s4xx, other, errors, bad_headers,
+           (unsigned long long)max, (unsigned long long)p99);
+    for (int i = 0; i < MAX_IDS && ids[i][0]; i++)
+        printf("%s%s:%ld", i ? "," : "", ids[i], idn[i]);
+    printf("\n");
+    return 0;
+}

@@ -1,0 +1,179 @@
+/* test_serve_config.c -- the INI configuration of floodgate serve. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../serve/config.h"
+#include "../harness.h"
+
+static fg__serve_config cfg;
+static char err[512];
+
+static int parse(const char *text)
+{
+    fg__config_defaults(&cfg);
+    err[0] = '\0';
+    FILE *f = fmemopen((void *)text, strlen(text), "r");
+    if (!f)
+        return -100;
+    int rc = fg__config_parse(f, "t.ini", &cfg, err, sizeof(err));
+    fclose(f);
+    return rc;
+}
+
+/* 1 when 'err' starts with "t.ini:LINE: " and contains 'what'. */
+static int err_is(int line, const char *what)
+{
+    char head[32];
+    snprintf(head, sizeof(head), "t.ini:%d: ", line);
+    int ok = strncmp(err, head, strlen(head)) == 0 && strstr(err, what);
+    if (!ok)
+        fprintf(stderr, "  got: %s\n", err);
+    return ok;
+}
+
+static void test_example(void)
+{
+    fg__config_defaults(&cfg);
+    int rc = fg__config_load("examples/gatepass.ini", &cfg, err, sizeof(err));
+    if (rc)
+        fprintf(stderr, "  %s\n", err);
+    CHECK_EQ(rc, 0);
+    CHECK_EQ(cfg.nlimits, 3);
+    CHECK_EQ(cfg.workers, 2);
+    CHECK_STR(cfg.id, "gatepass-1");
+    CHECK_EQ(cfg.demo_api, 1);
+    CHECK_EQ(cfg.demo_nchain, 2);
+    int b = fg__config_find(&cfg, "bookings", 8);
+    int o = fg__config_find(&cfg, "otp", 3);
+    int ip = fg__config_find(&cfg, "per_ip", 6);
+    CHECK(b >= 0 && o >= 0 && ip >= 0);
+    if (b < 0 || o < 0 || ip < 0)
+        return;
+    CHECK_EQ(cfg.demo_chain[0], ip);
+    CHECK_EQ(cfg.demo_chain[1], b);
+    CHECK_EQ(cfg.limits[b].lim.limit, 10);
+    CHECK_EQ(cfg.limits[b].lim.period_us, 1000000);
+    CHECK_EQ(cfg.limits[b].lim.algorithm, FG_TOKEN_BUCKET);
+    CHECK_EQ(cfg.limits[b].lim.on_failure, FG_FAIL_OPEN);
+    CHECK_EQ(cfg.limits[b].key.kind, FG_KEYSRC_HEADER);
+    CHECK_STR(cfg.limits[b].key.name, "X-User-Id");
+    CHECK_EQ(cfg.limits[o].lim.limit, 5);
+    CHECK_EQ(cfg.limits[o].lim.period_us, 900000000ULL);
+    CHECK_EQ(cfg.limits[o].lim.algorithm, FG_FIXED_WINDOW);
+    CHECK_EQ(cfg.limits[o].lim.on_failure, FG_FAIL_CLOSED);
+    CHECK_EQ(cfg.limits[ip].key.kind, FG_KEYSRC_IP);
+    CHECK_EQ(cfg.limits[ip].lim.limit, 100);
+    CHECK_EQ(cfg.nproxies, 2);
+    CHECK_EQ(cfg.limits[b].lim.timeout_ms, 5);
+}
+
+static void test_defaults_and_order(void)
+{
+    /* [store] timeout applies to limits defined before it too; a limit's
+     * own timeout wins. Keys in any order: rate resets nothing after. */
+    CHECK_EQ(parse("[limit a]\nalgorithm = fixed_window\nrate = 3/min\n"
+                   "key = query:u\non_failure = local\nfallback_servers = 4\n"
+                   "[limit b]\nrate = 1/s\nkey = ip\ntimeout = 20ms\n"
+                   "[store]\ntimeout = 7ms\nurl = redis://h:1\n"),
+             0);
+    CHECK_EQ(cfg.nlimits, 2);
+    CHECK_EQ(cfg.limits[0].lim.algorithm, FG_FIXED_WINDOW);
+    CHECK_EQ(cfg.limits[0].lim.limit, 3);
+    CHECK_EQ(cfg.limits[0].lim.on_failure, FG_FAIL_LOCAL);
+    CHECK_EQ(cfg.limits[0].lim.fallback_servers, 4);
+    CHECK_EQ(cfg.limits[0].lim.timeout_ms, 7);
+    CHECK_EQ(cfg.limits[1].lim.timeout_ms, 20);
+    CHECK_EQ(cfg.limits[0].key.kind, FG_KEYSRC_QUERY);
+    CHECK_STR(cfg.store_url, "redis://h:1");
+    CHECK_STR(cfg.listen, "127.0.0.1:8080");
+    CHECK_EQ(cfg.demo_api, 0);
+}
+
+static void test_errors(void)
+{
+    CHECK_EQ(parse("[server]\nworkers = 0\n"), FG_EINVAL);
+    CHECK(err_is(2, "workers"));
+    CHECK_EQ(parse("[server]\nlisten = 1.2.3.4:80\nbogus = 1\n"), FG_EINVAL);
+    CHECK(err_is(3, "unknown key 'bogus'"));
+    CHECK_EQ(parse("; c\n\n[nope]\nx = 1\n"), FG_EINVAL);
+    CHECK(err_is(4, "unknown section"));
+    CHECK_EQ(parse("[limit a]\nrate = ten/s\n"), FG_EINVAL);
+    CHECK(err_is(2, "rate"));
+    CHECK_EQ(parse("[limit a]\nrate = 1/s\nkey = cookie:x\n"), FG_EINVAL);
+    CHECK(err_is(3, "key must be"));
+    CHECK_EQ(parse("[limit a]\nrate = 1/s\nkey = ip\nmode = sync:200ms\n"),
+             FG_EINVAL);
+    CHECK(err_is(4, "not supported yet"));
+    CHECK_EQ(parse("[limit a]\nrate = 1/s\nkey = ip\nmode = fast\n"),
+             FG_EINVAL);
+    CHECK(err_is(4, "mode"));
+    CHECK_EQ(parse("[limit a]\nkey = ip\n"), FG_EINVAL);
+    CHECK(err_is(2, "rate is required"));
+    CHECK_EQ(parse("[limit a]\nrate = 1/s\n"), FG_EINVAL);
+    CHECK(err_is(2, "key is required"));
+    CHECK_EQ(parse("[limit a]\nrate = 1/s\nkey = ip\n[server]\nid = x\n"
+                   "[limit a]\nburst = 2\n"),
+             FG_EINVAL);
+    CHECK(err_is(7, "defined twice"));
+    CHECK_EQ(parse("[limit a b]\nrate = 1/s\n"), FG_EINVAL);
+    CHECK(err_is(2, "limit name"));
+    CHECK_EQ(parse("[server]\ndemo_api = on\n"), FG_EINVAL);
+    CHECK(err_is(2, "bookings"));
+    CHECK_EQ(parse("[server]\ndemo_api = maybe\n"), FG_EINVAL);
+    CHECK(err_is(2, "demo_api"));
+    CHECK_EQ(parse("[server]\ntrusted_proxies = 10.0.0.0/33\n"), FG_EINVAL);
+    CHECK(err_is(2, "10.0.0.0/33"));
+    CHECK_EQ(parse("[store]\ntimeout = 5 parsecs\n"), FG_EINVAL);
+    CHECK(err_is(2, "timeout"));
+    CHECK_EQ(parse("[server]\nthis line has no equals sign\n"), FG_EINVAL);
+    CHECK(err_is(2, "syntax"));
+    CHECK_EQ(parse("x = 1\n"), FG_EINVAL);
+    CHECK(err_is(1, "outside any section"));
+    CHECK_EQ(parse("[server]\nmax_key_bytes = 5000\n"), FG_EINVAL);
+    CHECK(err_is(2, "max_key_bytes"));
+    /* burst 0 and a cost/limit the algorithm refuses. */
+    CHECK_EQ(parse("[limit a]\nrate = 1/s\nkey = ip\nburst = 0\n"), FG_EINVAL);
+    CHECK(err_is(4, "burst"));
+    /* A line longer than inih's buffer is refused, not split in two. */
+    char big[600];
+    snprintf(big, sizeof(big), "[server]\nid = %0400d\n", 7);
+    CHECK_EQ(parse(big), FG_EINVAL);
+    CHECK(err_is(2, "too long"));
+}
+
+static void test_chain_and_durations(void)
+{
+    CHECK_EQ(parse("[limit a]\nrate = 1/s\nkey = ip\n[limit b]\nrate = 2/s\n"
+                   "key = ip\n[server]\ndemo_api = on\ndemo_limits = b, a\n"),
+             0);
+    CHECK_EQ(cfg.demo_nchain, 2);
+    CHECK_EQ(cfg.demo_chain[0], 1);
+    CHECK_EQ(cfg.demo_chain[1], 0);
+    unsigned idx[FG_SERVE_MAX_CHAIN], n;
+    char why[100];
+    CHECK_EQ(fg__config_chain(&cfg, "a,c", idx, &n, why, sizeof(why)),
+             FG_EINVAL);
+    CHECK(strstr(why, "'c'") != NULL);
+    uint32_t ms = 0;
+    CHECK_EQ(fg__parse_duration_ms("5ms", &ms), 0);
+    CHECK_EQ(ms, 5);
+    CHECK_EQ(fg__parse_duration_ms("2s", &ms), 0);
+    CHECK_EQ(ms, 2000);
+    CHECK_EQ(fg__parse_duration_ms("1min", &ms), 0);
+    CHECK_EQ(ms, 60000);
+    CHECK_EQ(fg__parse_duration_ms("15", &ms), 0);
+    CHECK_EQ(ms, 15);
+    CHECK_EQ(fg__parse_duration_ms("0ms", &ms), FG_EINVAL);
+    CHECK_EQ(fg__parse_duration_ms("-1s", &ms), FG_EINVAL);
+    CHECK_EQ(fg__parse_duration_ms("99999999h", &ms), FG_EINVAL);
+}
+
+int main(void)
+{
+    test_example();
+    test_defaults_and_order();
+    test_errors();
+    test_chain_and_durations();
+    return TEST_DONE();
+}

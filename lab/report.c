@@ -192,11 +192,20 @@ void fg__lab_print_cards(FILE *f, const fg__lab_result *rs, int n, int color)
     fprintf(f, "\n");
 }
 
+/* The limit of a sweep: from the first strategy it measured. */
+static unsigned long long sweep_limit(unsigned mask, const fg__lab_result *rs)
+{
+    for (int s = 0; s < FG__LAB_NSTRATEGIES; s++)
+        if (mask & (1u << s))
+            return (unsigned long long)rs[s].p.limit;
+    return 0;
+}
+
 void fg__lab_print_sweep(FILE *f, const char *param, const int *values,
                          int nvalues, unsigned mask, const fg__lab_result *rs)
 {
-    fprintf(f, "allowed (limit %llu) by %s\n\n  %-10s",
-            (unsigned long long)rs[0].p.limit, param, param);
+    fprintf(f, "allowed (limit %llu) by %s\n\n  %-10s", sweep_limit(mask, rs),
+            param, param);
     for (int s = 0; s < FG__LAB_NSTRATEGIES; s++)
         if (mask & (1u << s))
             fprintf(f, "%10s", fg__lab_strategy_name(s));
@@ -221,7 +230,8 @@ int fg__lab_write_svg(const char *path, const char *param, const int *values,
     }
     const int W = 640, H = 380, L = 56, R = 150, T = 40, B = 48;
     int lo = values[0], hi = values[0];
-    int ymax = (int)rs[0].p.limit;
+    unsigned long long limit = sweep_limit(mask, rs);
+    int ymax = (int)limit;
     for (int v = 0; v < nvalues; v++) {
         lo = values[v] < lo ? values[v] : lo;
         hi = values[v] > hi ? values[v] : hi;
@@ -242,7 +252,7 @@ int fg__lab_write_svg(const char *path, const char *param, const int *values,
             "<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n"
             "<text x=\"%d\" y=\"22\" font-size=\"15\" font-weight=\"bold\">"
             "Allowed requests by %s (limit %llu)</text>\n",
-            W, H, W, H, L, param, (unsigned long long)rs[0].p.limit);
+            W, H, W, H, L, param, limit);
     /* Axes and ticks. */
     fprintf(f,
             "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/>\n"
@@ -267,8 +277,7 @@ int fg__lab_write_svg(const char *path, const char *param, const int *values,
             "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#555\" "
             "stroke-dasharray=\"5,4\"/>\n<text x=\"%d\" y=\"%.1f\" "
             "fill=\"#555\">limit</text>\n",
-            L, Y(rs[0].p.limit), W - R, Y(rs[0].p.limit), W - R + 6,
-            Y(rs[0].p.limit) + 4);
+            L, Y(limit), W - R, Y(limit), W - R + 6, Y(limit) + 4);
     int legend = 0;
     for (int s = 0; s < FG__LAB_NSTRATEGIES; s++) {
         if (!(mask & (1u << s)))

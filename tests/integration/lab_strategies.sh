@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# floodgate lab against real redis-server, HAProxy and `floodgate serve`:
+# the four strategies on eight servers, their Redis-down policies, a sweep
+# with its chart, Ctrl-C in the middle of a run, a missing program, and
+# after each: no process, no listening port and no temporary folder left.
+set -u
+cd "$(dirname "$0")/../.."
+FLOODGATE=$(realpath "${FLOODGATE:-build/floodgate}")
+BUILD=${BUILD:-build}
+pass=0 fail=0
+ok() { pass=$((pass+1)); echo "ok   $*"; }
+bad() { fail=$((fail+1)); echo "FAIL $*"; }
+check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+
+work=$(mktemp -d)
+bg=""
+# Whatever happens, nothing started from this test's folder outlives it.
+cleanup() {
+    [ -n "$bg" ] && kill -9 "$bg" 2>/dev/null
+    local left; left=$(pgrep -f "$work/tmp")
+    [ -n "$left" ] && kill -9 $left 2>/dev/null
+    rm -rf "$work"
+}
+trap cleanup EXIT
+mkdir -p "$work/tmp"
+export TMPDIR="$work/tmp"
+
+listeners() { ss -ltnpH 2>/dev/null | grep -E 'redis-server|haproxy|floodgate' | awk '{print $4}' | sort; }
+before=$(listeners)
+nothing_left() {
+    local what=$1
+    local procs; procs=$(pgrep -f "$work/tmp" || true)
+    [ -z "$procs" ] && ok "$what: no process left" || bad "$what: processes left: $(ps -o pid,args -p ${procs//$'\n'/,} | tail -n +2)"
+    [ -z "$(ls -A "$work/tmp")" ] && ok "$what: temporary folder removed" || bad "$what: left in TMPDIR: $(ls "$work/tmp")"
+    local extra; extra=$(comm -13 <(echo "$before") <(listeners) | tr '\n' ' ')
+    [ -z "${extra// }" ] && ok "$what: no listening port left" || bad "$what: ports left: $extra"
+}
+
+# Field 'path' (dotted) of the object for 'strategy' in the JSON lines.
+field() {
+    node -e '
+        const [file, s, path] = process.argv.slice(1);
+        const o = require("fs").readFileSync(file, "utf8").trim().split("\n")
+            .map(JSON.parse).find((x) => x.strategy === s);
+        let v = o; for (const k of path.split(".")) v = v == null ? v : v[k];
+        console.log(v === undefined ? "" : v);' "$work/all.json" "$1" "$2"
+}
+
+# 1. The article's experiment: eight servers, 80 requests in 40 ms, 2 ms.
+start=$(date +%s%N)
+timeout 30 "$FLOODGATE" lab --strategy all --servers 8 --burst 80 --spread 40ms \
+    --rtt 2ms --json >"$work/all.json" 2>"$work/all.err"
+rc=$?
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
+check "lab --json exits 0" [ "$rc" -eq 0 ]
+[ "$rc" -ne 0 ] && cat "$work/all.err"
+check "one JSON object per strategy" [ "$(grep -c '^{' "$work/all.json")" -eq 4 ]
+echo "     eight-server run of all four strategies, start-up included: ${ms} ms"
+budget=3000; case "$BUILD" in *asan*) budget=20000;; esac
+check "whole run within ${budget} ms (${ms} ms)" [ "$ms" -le "$budget" ]
+
+if [ "$rc" -eq 0 ]; then
+    limit=$(field local limit)
+    la=$(field local allowed); sa=$(field split allowed); sl=$(field split limited)
+    na=$(field naive allowed); aa=$(field atomic allowed)
+    check "local allows far more than the limit ($la, limit $limit)" [ "$la" -ge $((4 * limit)) ]
+    check "split allows at most the limit ($sa)" [ "$sa" -le "$limit" ]
+    check "split refuses some ($sl)" [ "$sl" -gt 0 ]
+    check "naive allows more than the limit ($na)" [ "$na" -gt "$limit" ]
+    check "atomic allows exactly the limit ($aa)" [ "$aa" -eq "$limit" ]
+    for s in local split naive atomic; do
+        sum=$(node -e '
+            const o = require("fs").readFileSync(process.argv[1], "utf8").trim()
+                .split("\n").map(JSON.parse).find((x) => x.strategy === process.argv[2]);
+            console.log(o.servers.length + " " + o.servers.reduce((n, v) => n + v.ok, 0) +
+                        " " + o.servers.reduce((n, v) => n + v.ok + v.limited, 0));' \
+            "$work/all.json" "$s")
+        check "$s: 8 server cards adding up to allowed and to the burst ($sum)" \
+            [ "$sum" = "8 $(field $s allowed) 80" ]
+    done
+    check "memory strategies make no Redis calls" \
+        [ "$(field local redis_calls_per_request)" = 0 ] && [ "$(field split redis_calls_per_request)" = 0 ]
+    nc=$(field naive redis_calls_per_request); ac=$(field atomic redis_calls_per_request)
+    check "naive: more than one Redis call per request reaching it ($nc)" \
+        node -e 'process.exit(Number(process.argv[1]) > 1 ? 0 : 1)' "$nc"
+    check "atomic: at most one Redis call per request ($ac)" \
+        node -e 'const v = Number(process.argv[1]); process.exit(v > 0 && v <= 1 ? 0 : 1)' "$ac"
+    # Redis down: each strategy's failure policy.
+    check "local: unaffected when Redis is down" [ "$(field local redis_down.allowed)" -eq "$la" ]
+    check "split: unaffected when Redis is down" [ "$(field split redis_down.allowed)" -eq "$sa" ]
+    check "naive fails open when Redis is down (all 80 allowed)" \
+        [ "$(field naive redis_down.on_failure)" = open ] && [ "$(field naive redis_down.allowed)" -eq 80 ]
+    ada=$(field atomic redis_down.allowed)
+    check "atomic falls back to limit / N when Redis is down ($ada, at most $limit)" \
+        [ "$(field atomic redis_down.on_failure)" = local ] && [ "$ada" -ge 1 ] && [ "$ada" -le "$limit" ]
+fi
+nothing_left "after --json"
+
+# 2. The cards for people.
+timeout 30 "$FLOODGATE" lab --strategy atomic --servers 2 --burst 20 >"$work/cards.txt" 2>&1
+check "cards name the servers and the totals" grep -q 'api-2' "$work/cards.txt"
+check "cards say exact for atomic" grep -q 'exact' "$work/cards.txt"
+nothing_left "after cards"
+
+# 3. A sweep writes a table and its chart.
+(cd "$work" && timeout 30 "$FLOODGATE" lab --strategy naive --servers 4 --burst 40 \
+    --sweep rtt=0,5 --svg "$work/sweep.svg" >"$work/sweep.txt" 2>&1)
+check "sweep prints one row per value" [ "$(grep -cE '^  (0|5) +[0-9]+$' "$work/sweep.txt")" -eq 2 ]
+check "sweep writes an SVG chart" grep -q '<polyline' "$work/sweep.svg"
+check "sweep says where the chart is" grep -q "chart: $work/sweep.svg" "$work/sweep.txt"
+rm -f "$work/sweep.svg" "$work/sweep.txt"
+nothing_left "after sweep"
+
+# 4. Ctrl-C in the middle of a run.
+"$FLOODGATE" lab --strategy all --servers 8 --burst 200 --spread 1s >/dev/null 2>"$work/int.err" &
+bg=$!
+sleep 0.4
+kill -INT "$bg"
+stopped=no
+for _ in $(seq 1 50); do kill -0 "$bg" 2>/dev/null || { stopped=yes; break; }; sleep 0.1; done
+wait "$bg"; irc=$?; bg=""
+check "Ctrl-C stops the lab within 5 s (exit $irc)" [ "$stopped" = yes ] && [ "$irc" -ne 0 ]
+nothing_left "after Ctrl-C"
+
+# 5. What is missing is named; bad flags are refused.
+FLOODGATE_REDIS_SERVER=/nonexistent/redis-server "$FLOODGATE" lab >"$work/miss.out" 2>&1
+mrc=$?
+check "a missing redis-server is named (exit $mrc)" [ "$mrc" -ne 0 ] && grep -q 'redis-server.*not installed' "$work/miss.out"
+FLOODGATE_HAPROXY=/nonexistent/haproxy "$FLOODGATE" lab >"$work/miss.out" 2>&1
+check "a missing haproxy is named" grep -q 'haproxy.*not installed.*apt-get install haproxy' "$work/miss.out"
+"$FLOODGATE" lab --strategy bogus >/dev/null 2>"$work/bad.err"
+check "a bad --strategy is refused with exit 2" [ "$?" -eq 2 ] && grep -q 'strategy' "$work/bad.err"
+"$FLOODGATE" lab --servers 0 >/dev/null 2>&1
+check "--servers 0 is refused with exit 2" [ "$?" -eq 2 ]
+"$FLOODGATE" lab --sweep foo=1 >/dev/null 2>&1
+check "a bad --sweep is refused with exit 2" [ "$?" -eq 2 ]
+nothing_left "after errors"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# redis_store.sh -- the Redis store against real redis-server processes
+# started here on free loopback ports in a temp folder, stopped by a trap:
+# C vs Lua vectors, eight racing processes per algorithm, SCRIPT FLUSH,
+# SIGSTOP/SIGKILL/restart, binary keys, bad passwords, databases and
+# addresses, and `floodgate check --store redis://`.
+set -u
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+FLOODGATE=${FLOODGATE:-$PWD/$BUILD/floodgate}
+TOOL=$PWD/$BUILD/redis/redis_check
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+if ! command -v redis-server >/dev/null || [ ! -x "$TOOL" ]; then
+    echo "redis-server or $TOOL missing"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+
+DIR=$(mktemp -d)
+cleanup() {
+    for f in "$DIR"/*.pid; do
+        [ -f "$f" ] || continue
+        pid=$(cat "$f" 2>/dev/null)
+        [ -n "$pid" ] && kill -CONT "$pid" 2>/dev/null
+        [ -n "$pid" ] && kill "$pid" 2>/dev/null
+        for _ in $(seq 50); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.05
+        done
+        kill -9 "$pid" 2>/dev/null
+    done
+    rm -rf "$DIR"
+}
+trap cleanup EXIT INT TERM
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
+        echo $((20000 + RANDOM % 20000))
+}
+
+# start NAME PORT [extra redis-server args]: daemonized, pid in $DIR/NAME.pid
+start() {
+    local name=$1 port=$2
+    shift 2
+    redis-server --port "$port" --bind 127.0.0.1 --dir "$DIR" \
+        --daemonize yes --pidfile "$DIR/$name.pid" --save '' \
+        --appendonly no --logfile "$DIR/$name.log" \
+        --unixsocket "$DIR/$name.sock" --unixsocketperm 700 "$@" >/dev/null ||
+        return 1
+    for _ in $(seq 100); do
+        [ -S "$DIR/$name.sock" ] && [ -s "$DIR/$name.pid" ] && return 0
+        sleep 0.02
+    done
+    return 1
+}
+
+# run a redis_check mode; add its "N passed, N failed" to ours.
+run() {
+    local out last p f
+    out=$(timeout 40 "$TOOL" "$@" 2>&1)
+    local rc=$?
+    echo "$out" | grep -v -E '^[0-9]+ passed, [0-9]+ failed$'
+    last=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -n 1)
+    if [ -z "$last" ]; then
+        bad "redis_check $1 (exit $rc, no summary)"
+        return
+    fi
+    p=${last%% passed*}
+    f=${last#*, }
+    f=${f%% failed}
+    pass=$((pass + p))
+    fail=$((fail + f))
+    [ "$rc" -eq 0 ] || [ "$f" -ne 0 ] || bad "redis_check $1 exit $rc"
+}
+
+PORT=$(free_port)
+start main "$PORT" || { bad "redis-server did not start"; echo "$pass passed, $fail failed"; exit 1; }
+URL="redis://127.0.0.1:$PORT"
+
+# 1. The same vectors through the C algorithm and the Lua twin.
+run vectors "$URL"
+
+# 2. Eight processes, 30 checks each, limit 10, blocking and async.
+for algo in fixed_window sliding_window token_bucket naive_get_set; do
+    for mode in sync async; do
+        run race "$URL" "$algo" "$mode" 8 30 10
+    done
+done
+
+# 3. SCRIPT FLUSH between checks; binary keys and the length limit.
+run flush "$URL"
+run keys "$URL"
+run keys "unix://$DIR/main.sock?db=2&prefix=u:"
+
+# 4. Clear errors at open: wrong password, no password, wrong database,
+#    nothing listening. The password never appears.
+APORT=$(free_port)
+start auth "$APORT" --requirepass 's3cret-pw' || bad "auth redis did not start"
+expect_open() { # URL WORDS...
+    local url=$1 msg
+    shift
+    msg=$(timeout 10 "$TOOL" open "$url" 2>&1 | head -n 1)
+    for w in "$@"; do
+        case "$msg" in *"$w"*) ok ;; *) bad "open: '$msg' lacks '$w'" ;; esac
+    done
+    case "$msg" in *s3cret*|*wrong-pw*) bad "password in: $msg" ;; *) ok ;; esac
+    echo "open: $msg"
+}
+expect_open "redis://:wrong-pw@127.0.0.1:$APORT" "authentication failed"
+expect_open "redis://default:wrong-pw@127.0.0.1:$APORT" "authentication failed"
+expect_open "redis://127.0.0.1:$APORT" "requires a password"
+expect_open "redis://:s3cret-pw@127.0.0.1:$APORT/3" "opened"
+expect_open "redis://127.0.0.1:$PORT/99" "cannot select database 99"
+DEAD=$(free_port)
+expect_open "redis://127.0.0.1:$DEAD" "cannot connect" "refused"
+expect_open "unix://$DIR/none.sock" "cannot connect"
+expect_open "redis://127.0.0.1:$PORT?prefix=x&color=red" "unknown parameter"
+
+# 5. floodgate check --store redis:// (DESIGN.md 7).
+if [ -x "$FLOODGATE" ]; then
+    for algo in fixed_window sliding_window token_bucket; do
+        key="cli-$algo-$$-$RANDOM"
+        out=$("$FLOODGATE" check --store "$URL" --limit 3/h --algorithm "$algo" \
+            --key "$key" --count 5 2>&1)
+        rc=$?
+        last=$(echo "$out" | tail -n 1)
+        [ "$last" = "allowed=3 limited=2" ] && [ "$rc" -eq 1 ] && ok ||
+            bad "floodgate check $algo: '$last' exit $rc"
+    done
+    out=$("$FLOODGATE" check --store "redis://:wrong-pw@127.0.0.1:$APORT" \
+        --limit 3/h --key k 2>&1)
+    rc=$?
+    [ "$rc" -eq 2 ] && ok || bad "check with a wrong password exit $rc"
+    case "$out" in *wrong-pw*) bad "password printed: $out" ;; *) ok ;; esac
+else
+    echo "skip: $FLOODGATE not built"
+fi
+
+# 6. Stop, kill and restart the server under checks (last: it kills it).
+RESTART="redis-server --port $PORT --bind 127.0.0.1 --dir $DIR --daemonize yes --pidfile $DIR/main.pid --save '' --appendonly no --logfile $DIR/main.log; for i in \$(seq 100); do redis-cli -p $PORT ping 2>/dev/null | grep -q PONG && break; sleep 0.01; done"
+run outage "$URL" "$(cat "$DIR/main.pid")" "$RESTART"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -124,7 +124,7 @@ if [ -x "$FLOODGATE" ]; then
     for algo in fixed_window sliding_window token_bucket; do
         key="cli-$algo-$$-$RANDOM"
         out=$("$FLOODGATE" check --store "$URL" --limit 3/h --algorithm "$algo" \
-            --key "$key" --count 5 2>&1)
+            --key "$key" --count 5 --timeout 500 2>&1)
         rc=$?
         last=$(echo "$out" | tail -n 1)
         [ "$last" = "allowed=3 limited=2" ] && [ "$rc" -eq 1 ] && ok ||

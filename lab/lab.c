@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lab.h"
@@ -64,6 +65,7 @@ const char *fg__lab_policy_text(int s)
 
 typedef struct cluster {
     int running;
+    int shaken; /* Redis went down under it since it last spoke to Redis */
     int servers;
     int balance_random;
     pid_t serve[FG__LAB_MAX_SERVERS];
@@ -573,6 +575,39 @@ static void count_answers(fg__lab *lab, const fg__lab_answer *a, int n,
     }
 }
 
+/* After Redis was stopped under them, the servers' circuit breakers are
+ * open for a cool-down and their connections are broken: a burst now would
+ * measure the failure policy again, not the strategy. Ask each server once
+ * (a throwaway key, through /v1/check) until its answer comes from the
+ * store again. The servers decide; the lab only waits for them. */
+static int heal(fg__lab *lab, int s, char *err, size_t errlen)
+{
+    cluster *c = &lab->cl[s];
+    char path[128], body[512];
+    for (int i = 0; i < c->servers; i++) {
+        int64_t deadline = fg__lab_now_us() + 3000000;
+        for (;;) {
+            snprintf(path, sizeof path,
+                     "/v1/check?limit=bookings&key=lab-heal-%d-%u",
+                     (int)getpid(), ++lab->seq);
+            int status = fg__lab_post(c->port[i], path, body, sizeof body);
+            if (status == 200 && strstr(body, "\"source\":\"store\""))
+                break;
+            if (fg__lab_stop || fg__lab_now_us() > deadline) {
+                snprintf(err, errlen,
+                         "%s api-%d does not reach Redis again after the "
+                         "Redis-down test (last answer %d: %.80s)",
+                         names[s], i + 1, status, body);
+                return -1;
+            }
+            struct timespec ts = {0, 20 * 1000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    c->shaken = 0;
+    return 0;
+}
+
 int fg__lab_measure(fg__lab *lab, int s, const fg__lab_params *p,
                     fg__lab_result *r, char *err, size_t errlen)
 {
@@ -583,6 +618,8 @@ int fg__lab_measure(fg__lab *lab, int s, const fg__lab_params *p,
     if (fg__lab_ensure(lab, s, p, err, errlen) < 0)
         return -1;
     fg__lab_proxy_set_rtt(lab->proxy, p->rtt_us);
+    if (lab->cl[s].shaken && heal(lab, s, err, errlen) < 0)
+        return -1;
     fg__lab_answer *a = calloc((size_t)p->burst, sizeof *a);
     if (!a) {
         snprintf(err, errlen, "out of memory");
@@ -626,6 +663,9 @@ int fg__lab_measure_down(fg__lab *lab, unsigned mask, fg__lab_result *rs,
 {
     int rc = 0;
     redis_down(lab);
+    for (int s = 0; s < FG__LAB_NSTRATEGIES; s++)
+        if (lab->cl[s].running && fg__lab_uses_redis(s))
+            lab->cl[s].shaken = 1;
     for (int s = 0; s < FG__LAB_NSTRATEGIES && rc == 0; s++) {
         if (!(mask & (1u << s)) || !lab->cl[s].running)
             continue;

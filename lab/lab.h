@@ -151,6 +151,10 @@ int fg__lab_fire(int port, const char *user, int burst, int64_t spread_us,
                  fg__lab_answer *out, int64_t *elapsed_us, char *err,
                  size_t errlen);
 
+/* POST 'path' to 127.0.0.1:'port' and wait (2 s at most). Returns the HTTP
+ * status (0: no answer) with the start of the body in 'body'. */
+int fg__lab_post(int port, const char *path, char *body, size_t len);
+
 /* ---- the lab: redis, proxy, clusters (lab.c) ------------------------------
  */
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/http.h>
 
@@ -168,4 +169,49 @@ done:
     if (v.base)
         event_base_free(v.base);
     return rc;
+}
+
+typedef struct probe {
+    struct event_base *base;
+    int status;
+    char *body;
+    size_t len;
+} probe;
+
+static void on_probe(struct evhttp_request *req, void *arg)
+{
+    probe *pr = arg;
+    if (req) {
+        pr->status = evhttp_request_get_response_code(req);
+        struct evbuffer *in = evhttp_request_get_input_buffer(req);
+        ev_ssize_t n = evbuffer_copyout(in, pr->body, pr->len - 1);
+        pr->body[n > 0 ? n : 0] = '\0';
+    }
+    event_base_loopbreak(pr->base);
+}
+
+int fg__lab_post(int port, const char *path, char *body, size_t len)
+{
+    probe pr = {NULL, 0, body, len};
+    body[0] = '\0';
+    struct evhttp_connection *conn = NULL;
+    pr.base = event_base_new();
+    if (pr.base)
+        conn = evhttp_connection_base_new(pr.base, NULL, "127.0.0.1",
+                                          (unsigned short)port);
+    struct evhttp_request *req =
+        conn ? evhttp_request_new(on_probe, &pr) : NULL;
+    if (req) {
+        evhttp_connection_set_timeout(conn, 2);
+        struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+        evhttp_add_header(h, "Host", "lab");
+        evhttp_add_header(h, "Content-Length", "0");
+        if (evhttp_make_request(conn, req, EVHTTP_REQ_POST, path) == 0)
+            event_base_dispatch(pr.base);
+    }
+    if (conn)
+        evhttp_connection_free(conn);
+    if (pr.base)
+        event_base_free(pr.base);
+    return pr.status;
 }

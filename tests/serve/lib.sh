@@ -1,0 +1,116 @@
+# tests/serve/lib.sh -- helpers for the floodgate serve integration tests.
+# Sourced by tests/integration/serve_*.sh. Everything started is recorded
+# and stopped by the EXIT trap, with the temp folder.
+set -u
+# A hard bound on the whole script, whatever happens: re-run under timeout.
+if [ -z "${FG_UNDER_TIMEOUT:-}" ]; then
+    FG_UNDER_TIMEOUT=1 exec timeout -k 3 "${FG_TEST_BOUND:-55}" bash "$0" "$@"
+fi
+: "${FLOODGATE:?FLOODGATE must point at the floodgate binary}"
+BUILD=${BUILD:-build}
+FGLOAD="$BUILD/tests/serve/fgload"
+T=$(mktemp -d "${TMPDIR:-/tmp}/fgserve.XXXXXX")
+PIDS=""
+PASS=0
+FAIL=0
+
+cleanup() {
+    for p in $PIDS; do kill -CONT "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; done
+    for p in $PIDS; do wait "$p" 2>/dev/null; done
+    rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'echo "interrupted" >&2; exit 1' TERM INT
+
+ok() { PASS=$((PASS + 1)); echo "ok   $*"; }
+bad() { FAIL=$((FAIL + 1)); echo "FAIL $*"; }
+check() { # check NAME COND-COMMAND...
+    local name=$1; shift
+    if "$@"; then ok "$name"; else bad "$name"; fi
+}
+expect_eq() { # expect_eq NAME GOT WANT
+    if [ "$2" = "$3" ]; then ok "$1"; else bad "$1: got '$2', want '$3'"; fi
+}
+finish() {
+    echo "$PASS passed, $FAIL failed"
+    [ "$FAIL" -eq 0 ]
+    exit $?
+}
+
+# A loopback TCP port nobody listens on now.
+free_port() {
+    local p
+    for _ in $(seq 1 50); do
+        p=$((20000 + RANDOM % 40000))
+        if ! ss -Hltn "sport = :$p" 2>/dev/null | grep -q .; then
+            echo "$p"; return 0
+        fi
+    done
+    return 1
+}
+
+# start_redis: sets RPORT and RPID.
+start_redis() {
+    local i
+    for i in 1 2 3 4 5; do
+        RPORT=$(free_port)
+        mkdir -p "$T/redis"
+        redis-server --port "$RPORT" --bind 127.0.0.1 --save '' \
+            --appendonly no --dir "$T/redis" --logfile "$T/redis/log" &
+        RPID=$!
+        PIDS="$PIDS $RPID"
+        for _ in $(seq 1 100); do
+            redis-cli -p "$RPORT" ping 2>/dev/null | grep -q PONG && return 0
+            kill -0 "$RPID" 2>/dev/null || break
+            sleep 0.02
+        done
+    done
+    echo "cannot start redis-server" >&2
+    return 1
+}
+
+# restart_redis on the same port (after a kill): sets RPID.
+restart_redis() {
+    redis-server --port "$RPORT" --bind 127.0.0.1 --save '' \
+        --appendonly no --dir "$T/redis" --logfile "$T/redis/log" &
+    RPID=$!
+    PIDS="$PIDS $RPID"
+    for _ in $(seq 1 100); do
+        redis-cli -p "$RPORT" ping 2>/dev/null | grep -q PONG && return 0
+        sleep 0.02
+    done
+    return 1
+}
+
+# start_fg NAME ARGS...: starts floodgate serve; sets FGPID_NAME and
+# FGPORT_NAME once it printed event=listening (at most 3 s).
+start_fg() {
+    local name=$1; shift
+    "$FLOODGATE" serve "$@" 2>"$T/$name.log" &
+    local pid=$!
+    PIDS="$PIDS $pid"
+    eval "FGPID_$name=$pid"
+    for _ in $(seq 1 300); do
+        if grep -q 'event=listening' "$T/$name.log" 2>/dev/null; then
+            local port
+            port=$(grep -o 'event=listening addr=[^ ]*' "$T/$name.log" | head -1 | sed 's/.*://')
+            eval "FGPORT_$name=$port"
+            return 0
+        fi
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.01
+    done
+    echo "floodgate serve $name did not start:" >&2
+    cat "$T/$name.log" >&2
+    return 1
+}
+
+# http METHOD URL [curl args...]: prints "STATUS" and saves headers/body
+# to $T/h and $T/b.
+http() {
+    local m=$1 u=$2; shift 2
+    curl -s -m 5 -X "$m" -D "$T/h" -o "$T/b" -w '%{http_code}' "$@" "$u"
+}
+header() { # header NAME: value of NAME in $T/h
+    grep -i "^$1:" "$T/h" | head -1 | sed 's/^[^:]*: *//' | tr -d '\r'
+}

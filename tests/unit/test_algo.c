@@ -7,37 +7,40 @@
 #include "algo.h"
 
 #define SEC 1000000ull
-#define MS 1000ull
+#define MS  1000ull
 
 /* Parameters for 'rate' with 'algo' and 'burst' (0: the limit). */
 static fg__algo_params params(fg_algorithm algo, const char *rate,
-                              uint64_t burst) {
-  fg_limit l;
-  fg__algo_params p;
-  char err[256] = "";
-  memset(&p, 0, sizeof(p));
-  CHECK_EQ(fg_limit_parse(rate, &l), FG_OK);
-  l.algorithm = algo;
-  l.burst = burst;
-  int rc = fg__algo_params_init(&l, &p, err, sizeof(err));
-  CHECK_EQ(rc, FG_OK);
-  if (rc != FG_OK)
-    fprintf(stderr, "  params %s: %s\n", rate, err);
-  return p;
+                              uint64_t burst)
+{
+    fg_limit l;
+    fg__algo_params p;
+    char err[256] = "";
+    memset(&p, 0, sizeof(p));
+    CHECK_EQ(fg_limit_parse(rate, &l), FG_OK);
+    l.algorithm = algo;
+    l.burst = burst;
+    int rc = fg__algo_params_init(&l, &p, err, sizeof(err));
+    CHECK_EQ(rc, FG_OK);
+    if (rc != FG_OK)
+        fprintf(stderr, "  params %s: %s\n", rate, err);
+    return p;
 }
 
 static int check(const fg__algo_params *p, fg__algo_state *s, uint64_t now,
-                 uint64_t cost, fg_decision *d) {
-  uint64_t expires = 0;
-  memset(d, 0xee, sizeof(*d));
-  return fg__algo_check(p, s, now, cost, d, &expires);
+                 uint64_t cost, fg_decision *d)
+{
+    uint64_t expires = 0;
+    memset(d, 0xee, sizeof(*d));
+    return fg__algo_check(p, s, now, cost, d, &expires);
 }
 
 /* The decision on a copy of 's', leaving 's' as it is. */
 static int peek(const fg__algo_params *p, const fg__algo_state *s, uint64_t now,
-                uint64_t cost, fg_decision *d) {
-  fg__algo_state c = *s;
-  return check(p, &c, now, cost, d);
+                uint64_t cost, fg_decision *d)
+{
+    fg__algo_state c = *s;
+    return check(p, &c, now, cost, d);
 }
 
 static const fg_algorithm all_algos[] = {FG_FIXED_WINDOW, FG_SLIDING_WINDOW,
@@ -45,344 +48,355 @@ static const fg_algorithm all_algos[] = {FG_FIXED_WINDOW, FG_SLIDING_WINDOW,
 
 /* ---- 10/s: the 10th and 11th request ------------------------------- */
 
-static void test_tenth_and_eleventh(void) {
-  for (int i = 0; i < 3; i++) {
-    fg__algo_params p = params(all_algos[i], "10/s", 0);
-    fg__algo_state s = {0}, before;
-    fg_decision d;
-    /* 5.25 s: window 5 of the window algorithms, 250 ms into it. */
-    uint64_t now = 5 * SEC + 250 * MS;
-    for (uint64_t n = 1; n <= 10; n++) {
-      CHECK_EQ(check(&p, &s, now, 1, &d), FG_OK);
-      CHECK_EQ(d.allowed, 1);
-      CHECK_EQ(d.limit, 10);
-      CHECK_EQ(d.remaining, 10 - n);
-      CHECK_EQ(d.retry_after_ms, 0);
-      switch (all_algos[i]) {
-      case FG_FIXED_WINDOW: /* the window ends at 6 s: 750 ms */
-        CHECK_EQ(d.reset_ms, 750);
-        break;
-      case FG_SLIDING_WINDOW: /* this window's count weighs until 7 s */
-        CHECK_EQ(d.reset_ms, 1750);
-        break;
-      default: /* n tokens of T = 100 ms each to refill */
-        CHECK_EQ(d.reset_ms, n * 100);
-      }
+static void test_tenth_and_eleventh(void)
+{
+    for (int i = 0; i < 3; i++) {
+        fg__algo_params p = params(all_algos[i], "10/s", 0);
+        fg__algo_state s = {0}, before;
+        fg_decision d;
+        /* 5.25 s: window 5 of the window algorithms, 250 ms into it. */
+        uint64_t now = 5 * SEC + 250 * MS;
+        for (uint64_t n = 1; n <= 10; n++) {
+            CHECK_EQ(check(&p, &s, now, 1, &d), FG_OK);
+            CHECK_EQ(d.allowed, 1);
+            CHECK_EQ(d.limit, 10);
+            CHECK_EQ(d.remaining, 10 - n);
+            CHECK_EQ(d.retry_after_ms, 0);
+            switch (all_algos[i]) {
+            case FG_FIXED_WINDOW: /* the window ends at 6 s: 750 ms */
+                CHECK_EQ(d.reset_ms, 750);
+                break;
+            case FG_SLIDING_WINDOW: /* this window's count weighs until 7 s */
+                CHECK_EQ(d.reset_ms, 1750);
+                break;
+            default: /* n tokens of T = 100 ms each to refill */
+                CHECK_EQ(d.reset_ms, n * 100);
+            }
+        }
+        before = s;
+        CHECK_EQ(check(&p, &s, now, 1, &d), FG_OK);
+        CHECK_EQ(d.allowed, 0);
+        CHECK_EQ(d.limit, 10);
+        CHECK_EQ(d.remaining, 0);
+        CHECK(memcmp(&s, &before, sizeof(s)) == 0);
+        switch (all_algos[i]) {
+        case FG_FIXED_WINDOW:
+            CHECK_EQ(d.retry_after_ms, 750);
+            CHECK_EQ(d.reset_ms, 750);
+            break;
+        case FG_SLIDING_WINDOW:
+            /* cur 10 + 1 > 10: wait for the next window, where the 10 weigh
+             * 10 * (1 s - e) / 1 s; 10 (1 s - e) + 1 s <= 10 s at e = 100 ms:
+             * 750 + 100 ms. */
+            CHECK_EQ(d.retry_after_ms, 850);
+            CHECK_EQ(d.reset_ms, 1750);
+            break;
+        default: /* one token of T = 100 ms */
+            CHECK_EQ(d.retry_after_ms, 100);
+            CHECK_EQ(d.reset_ms, 1000);
+        }
     }
-    before = s;
-    CHECK_EQ(check(&p, &s, now, 1, &d), FG_OK);
-    CHECK_EQ(d.allowed, 0);
-    CHECK_EQ(d.limit, 10);
-    CHECK_EQ(d.remaining, 0);
-    CHECK(memcmp(&s, &before, sizeof(s)) == 0);
-    switch (all_algos[i]) {
-    case FG_FIXED_WINDOW:
-      CHECK_EQ(d.retry_after_ms, 750);
-      CHECK_EQ(d.reset_ms, 750);
-      break;
-    case FG_SLIDING_WINDOW:
-      /* cur 10 + 1 > 10: wait for the next window, where the 10 weigh
-       * 10 * (1 s - e) / 1 s; 10 (1 s - e) + 1 s <= 10 s at e = 100 ms:
-       * 750 + 100 ms. */
-      CHECK_EQ(d.retry_after_ms, 850);
-      CHECK_EQ(d.reset_ms, 1750);
-      break;
-    default: /* one token of T = 100 ms */
-      CHECK_EQ(d.retry_after_ms, 100);
-      CHECK_EQ(d.reset_ms, 1000);
-    }
-  }
 }
 
 /* ---- window edges -------------------------------------------------- */
 
-static void test_fixed_window_edge(void) {
-  fg__algo_params p = params(FG_FIXED_WINDOW, "10/s", 0);
-  fg__algo_state s = {0};
-  fg_decision d;
-  for (int n = 0; n < 10; n++)
-    check(&p, &s, 7 * SEC + 1, 1, &d);
-  /* The last microsecond of window 7: refused, 1 us left -> 1 ms. */
-  CHECK_EQ(check(&p, &s, 8 * SEC - 1, 1, &d), FG_OK);
-  CHECK_EQ(d.allowed, 0);
-  CHECK_EQ(d.retry_after_ms, 1);
-  CHECK_EQ(d.reset_ms, 1);
-  /* The first microsecond of window 8: a fresh window, all 10 again. */
-  CHECK_EQ(check(&p, &s, 8 * SEC, 1, &d), FG_OK);
-  CHECK_EQ(d.allowed, 1);
-  CHECK_EQ(d.remaining, 9);
-  CHECK_EQ(d.reset_ms, 1000);
-  /* Filling at the last microsecond then the first of the next window
-   * allows 2 x limit in 2 us: the known cost of fixed windows. */
-  fg__algo_state t = {0};
-  CHECK_EQ(check(&p, &t, 9 * SEC - 1, 10, &d), FG_OK);
-  CHECK_EQ(d.allowed, 1);
-  CHECK_EQ(d.reset_ms, 1);
-  CHECK_EQ(check(&p, &t, 9 * SEC, 10, &d), FG_OK);
-  CHECK_EQ(d.allowed, 1);
-  CHECK_EQ(d.remaining, 0);
+static void test_fixed_window_edge(void)
+{
+    fg__algo_params p = params(FG_FIXED_WINDOW, "10/s", 0);
+    fg__algo_state s = {0};
+    fg_decision d;
+    for (int n = 0; n < 10; n++)
+        check(&p, &s, 7 * SEC + 1, 1, &d);
+    /* The last microsecond of window 7: refused, 1 us left -> 1 ms. */
+    CHECK_EQ(check(&p, &s, 8 * SEC - 1, 1, &d), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(d.retry_after_ms, 1);
+    CHECK_EQ(d.reset_ms, 1);
+    /* The first microsecond of window 8: a fresh window, all 10 again. */
+    CHECK_EQ(check(&p, &s, 8 * SEC, 1, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.remaining, 9);
+    CHECK_EQ(d.reset_ms, 1000);
+    /* Filling at the last microsecond then the first of the next window
+     * allows 2 x limit in 2 us: the known cost of fixed windows. */
+    fg__algo_state t = {0};
+    CHECK_EQ(check(&p, &t, 9 * SEC - 1, 10, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.reset_ms, 1);
+    CHECK_EQ(check(&p, &t, 9 * SEC, 10, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.remaining, 0);
 }
 
-static void test_sliding_window_edge(void) {
-  fg__algo_params p = params(FG_SLIDING_WINDOW, "10/s", 0);
-  fg__algo_state s = {0};
-  fg_decision d;
-  CHECK_EQ(check(&p, &s, 9 * SEC - 1, 10, &d), FG_OK);
-  CHECK_EQ(d.allowed, 1);
-  /* Unlike the fixed window, the next window's first microsecond still
-   * sees the 10 with weight (1 s - 0) / 1 s = 1. */
-  CHECK_EQ(check(&p, &s, 9 * SEC, 1, &d), FG_OK);
-  CHECK_EQ(d.allowed, 0);
-  CHECK_EQ(d.remaining, 0);
-  /* 10 (1 s - e) + 1 s <= 10 s at e = 100 ms. */
-  CHECK_EQ(d.retry_after_ms, 100);
-  /* Two windows on, everything has expired. */
-  CHECK_EQ(check(&p, &s, 11 * SEC, 10, &d), FG_OK);
-  CHECK_EQ(d.allowed, 1);
+static void test_sliding_window_edge(void)
+{
+    fg__algo_params p = params(FG_SLIDING_WINDOW, "10/s", 0);
+    fg__algo_state s = {0};
+    fg_decision d;
+    CHECK_EQ(check(&p, &s, 9 * SEC - 1, 10, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    /* Unlike the fixed window, the next window's first microsecond still
+     * sees the 10 with weight (1 s - 0) / 1 s = 1. */
+    CHECK_EQ(check(&p, &s, 9 * SEC, 1, &d), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(d.remaining, 0);
+    /* 10 (1 s - e) + 1 s <= 10 s at e = 100 ms. */
+    CHECK_EQ(d.retry_after_ms, 100);
+    /* Two windows on, everything has expired. */
+    CHECK_EQ(check(&p, &s, 11 * SEC, 10, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
 }
 
 /* The weighted estimate prev * (period - elapsed) / period + cur, by hand. */
-static void test_sliding_window_estimate(void) {
-  fg__algo_params p = params(FG_SLIDING_WINDOW, "10/s", 0);
-  fg__algo_state s = {0};
-  fg_decision d;
-  /* Window 5: 6 requests at 5.2 s. */
-  for (int n = 0; n < 6; n++)
-    CHECK_EQ(check(&p, &s, 5 * SEC + 200 * MS, 1, &d), FG_OK);
-  CHECK_EQ(d.remaining, 4);
-  /* 6.25 s: prev 6 weighs 6 * 0.75 = 4.5, so 10 - 4.5 = 5.5: 5 fit. */
-  CHECK_EQ(peek(&p, &s, 6 * SEC + 250 * MS, 6, &d), FG_OK);
-  CHECK_EQ(d.allowed, 0);
-  CHECK_EQ(d.remaining, 5);
-  CHECK_EQ(check(&p, &s, 6 * SEC + 250 * MS, 5, &d), FG_OK);
-  CHECK_EQ(d.allowed, 1);
-  CHECK_EQ(d.remaining, 0); /* 10 - 4.5 - 5 = 0.5 */
-  CHECK_EQ(d.reset_ms, 750 + 1000);
-  /* One more: 4.5 + 5 + 1 = 10.5 > 10. It fits in this window when
-   * 6 (1 s - e) <= (10 - 5 - 1) s, i.e. e >= 333333.3 us -> 333334 us,
-   * 83334 us from now -> 84 ms. */
-  fg__algo_state before = s;
-  CHECK_EQ(check(&p, &s, 6 * SEC + 250 * MS, 1, &d), FG_OK);
-  CHECK_EQ(d.allowed, 0);
-  CHECK_EQ(d.retry_after_ms, 84);
-  CHECK(memcmp(&s, &before, sizeof(s)) == 0);
-  CHECK_EQ(peek(&p, &s, 6 * SEC + 333333, 1, &d), FG_OK);
-  CHECK_EQ(d.allowed, 0); /* 6 * 666667 + 6e6 > 10e6 */
-  CHECK_EQ(peek(&p, &s, 6 * SEC + 333334, 1, &d), FG_OK);
-  CHECK_EQ(d.allowed, 1); /* 6 * 666666 + 6e6 <= 10e6 */
-  /* 6.9 s: 6 * 0.1 = 0.6, + 5 = 5.6: remaining 4. */
-  CHECK_EQ(peek(&p, &s, 6 * SEC + 900 * MS, 4, &d), FG_OK);
-  CHECK_EQ(d.allowed, 1);
-  CHECK_EQ(d.remaining, 0);
-  CHECK_EQ(peek(&p, &s, 6 * SEC + 900 * MS, 5, &d), FG_OK);
-  CHECK_EQ(d.allowed, 0);
-  CHECK_EQ(d.remaining, 4);
-  /* 7.5 s: window 6's 5 weigh 2.5, window 5 is gone: remaining 7. */
-  CHECK_EQ(peek(&p, &s, 7 * SEC + 500 * MS, 7, &d), FG_OK);
-  CHECK_EQ(d.allowed, 1);
-  CHECK_EQ(d.remaining, 0);
-  CHECK_EQ(peek(&p, &s, 7 * SEC + 500 * MS, 8, &d), FG_OK);
-  CHECK_EQ(d.allowed, 0);
-  CHECK_EQ(d.remaining, 7);
-  /* With nothing in this window, only prev's weight is left to drain:
-   * reset at the end of window 7, 500 ms. */
-  CHECK_EQ(d.reset_ms, 500);
+static void test_sliding_window_estimate(void)
+{
+    fg__algo_params p = params(FG_SLIDING_WINDOW, "10/s", 0);
+    fg__algo_state s = {0};
+    fg_decision d;
+    /* Window 5: 6 requests at 5.2 s. */
+    for (int n = 0; n < 6; n++)
+        CHECK_EQ(check(&p, &s, 5 * SEC + 200 * MS, 1, &d), FG_OK);
+    CHECK_EQ(d.remaining, 4);
+    /* 6.25 s: prev 6 weighs 6 * 0.75 = 4.5, so 10 - 4.5 = 5.5: 5 fit. */
+    CHECK_EQ(peek(&p, &s, 6 * SEC + 250 * MS, 6, &d), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(d.remaining, 5);
+    CHECK_EQ(check(&p, &s, 6 * SEC + 250 * MS, 5, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.remaining, 0); /* 10 - 4.5 - 5 = 0.5 */
+    CHECK_EQ(d.reset_ms, 750 + 1000);
+    /* One more: 4.5 + 5 + 1 = 10.5 > 10. It fits in this window when
+     * 6 (1 s - e) <= (10 - 5 - 1) s, i.e. e >= 333333.3 us -> 333334 us,
+     * 83334 us from now -> 84 ms. */
+    fg__algo_state before = s;
+    CHECK_EQ(check(&p, &s, 6 * SEC + 250 * MS, 1, &d), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(d.retry_after_ms, 84);
+    CHECK(memcmp(&s, &before, sizeof(s)) == 0);
+    CHECK_EQ(peek(&p, &s, 6 * SEC + 333333, 1, &d), FG_OK);
+    CHECK_EQ(d.allowed, 0); /* 6 * 666667 + 6e6 > 10e6 */
+    CHECK_EQ(peek(&p, &s, 6 * SEC + 333334, 1, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1); /* 6 * 666666 + 6e6 <= 10e6 */
+    /* 6.9 s: 6 * 0.1 = 0.6, + 5 = 5.6: remaining 4. */
+    CHECK_EQ(peek(&p, &s, 6 * SEC + 900 * MS, 4, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.remaining, 0);
+    CHECK_EQ(peek(&p, &s, 6 * SEC + 900 * MS, 5, &d), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(d.remaining, 4);
+    /* 7.5 s: window 6's 5 weigh 2.5, window 5 is gone: remaining 7. */
+    CHECK_EQ(peek(&p, &s, 7 * SEC + 500 * MS, 7, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.remaining, 0);
+    CHECK_EQ(peek(&p, &s, 7 * SEC + 500 * MS, 8, &d), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(d.remaining, 7);
+    /* With nothing in this window, only prev's weight is left to drain:
+     * reset at the end of window 7, 500 ms. */
+    CHECK_EQ(d.reset_ms, 500);
 }
 
 /* ---- token bucket: refill after exactly T ----------------------------- */
 
-static void test_token_bucket_refill(void) {
-  /* 10/s: T = 100 ms. */
-  fg__algo_params p = params(FG_TOKEN_BUCKET, "10/s", 0);
-  fg__algo_state s = {0};
-  fg_decision d;
-  uint64_t t = 1 * SEC;
-  CHECK_EQ(check(&p, &s, t, 10, &d), FG_OK);
-  CHECK_EQ(d.allowed, 1);
-  CHECK_EQ(d.reset_ms, 1000);
-  CHECK_EQ(check(&p, &s, t + 100 * MS - 1, 1, &d), FG_OK);
-  CHECK_EQ(d.allowed, 0);
-  CHECK_EQ(d.retry_after_ms, 1); /* 1 us, rounded up */
-  CHECK_EQ(check(&p, &s, t + 100 * MS, 1, &d), FG_OK);
-  CHECK_EQ(d.allowed, 1);
-  CHECK_EQ(d.remaining, 0);
-  CHECK_EQ(d.reset_ms, 1000);
-  /* After 5 T, 5 tokens and no more. */
-  CHECK_EQ(peek(&p, &s, t + 600 * MS, 6, &d), FG_OK);
-  CHECK_EQ(d.allowed, 0);
-  CHECK_EQ(d.remaining, 5);
-  CHECK_EQ(d.retry_after_ms, 100);
-  CHECK_EQ(peek(&p, &s, t + 600 * MS, 5, &d), FG_OK);
-  CHECK_EQ(d.allowed, 1);
+static void test_token_bucket_refill(void)
+{
+    /* 10/s: T = 100 ms. */
+    fg__algo_params p = params(FG_TOKEN_BUCKET, "10/s", 0);
+    fg__algo_state s = {0};
+    fg_decision d;
+    uint64_t t = 1 * SEC;
+    CHECK_EQ(check(&p, &s, t, 10, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.reset_ms, 1000);
+    CHECK_EQ(check(&p, &s, t + 100 * MS - 1, 1, &d), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(d.retry_after_ms, 1); /* 1 us, rounded up */
+    CHECK_EQ(check(&p, &s, t + 100 * MS, 1, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.remaining, 0);
+    CHECK_EQ(d.reset_ms, 1000);
+    /* After 5 T, 5 tokens and no more. */
+    CHECK_EQ(peek(&p, &s, t + 600 * MS, 6, &d), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(d.remaining, 5);
+    CHECK_EQ(d.retry_after_ms, 100);
+    CHECK_EQ(peek(&p, &s, t + 600 * MS, 5, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
 
-  /* 3/s: T = 333333.3 us, not an integer. A token is due at
-   * 10 s + 333333.3 us: refused at ...333 us, allowed at ...334 us. */
-  fg__algo_params q = params(FG_TOKEN_BUCKET, "3/s", 0);
-  fg__algo_state u = {0};
-  CHECK_EQ(check(&q, &u, 10 * SEC, 3, &d), FG_OK);
-  CHECK_EQ(d.allowed, 1);
-  CHECK_EQ(d.reset_ms, 1000);
-  CHECK_EQ(check(&q, &u, 10 * SEC, 1, &d), FG_OK);
-  CHECK_EQ(d.allowed, 0);
-  CHECK_EQ(d.retry_after_ms, 334);
-  CHECK_EQ(check(&q, &u, 10 * SEC + 333333, 1, &d), FG_OK);
-  CHECK_EQ(d.allowed, 0);
-  CHECK_EQ(d.retry_after_ms, 1);
-  CHECK_EQ(check(&q, &u, 10 * SEC + 333334, 1, &d), FG_OK);
-  CHECK_EQ(d.allowed, 1);
-  /* The second token is due at 10 s + 666666.7 us. */
-  CHECK_EQ(check(&q, &u, 10 * SEC + 666666, 1, &d), FG_OK);
-  CHECK_EQ(d.allowed, 0);
-  CHECK_EQ(check(&q, &u, 10 * SEC + 666667, 1, &d), FG_OK);
-  CHECK_EQ(d.allowed, 1);
+    /* 3/s: T = 333333.3 us, not an integer. A token is due at
+     * 10 s + 333333.3 us: refused at ...333 us, allowed at ...334 us. */
+    fg__algo_params q = params(FG_TOKEN_BUCKET, "3/s", 0);
+    fg__algo_state u = {0};
+    CHECK_EQ(check(&q, &u, 10 * SEC, 3, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.reset_ms, 1000);
+    CHECK_EQ(check(&q, &u, 10 * SEC, 1, &d), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(d.retry_after_ms, 334);
+    CHECK_EQ(check(&q, &u, 10 * SEC + 333333, 1, &d), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(d.retry_after_ms, 1);
+    CHECK_EQ(check(&q, &u, 10 * SEC + 333334, 1, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    /* The second token is due at 10 s + 666666.7 us. */
+    CHECK_EQ(check(&q, &u, 10 * SEC + 666666, 1, &d), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(check(&q, &u, 10 * SEC + 666667, 1, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
 
-  /* Burst 20 at 10/s: 20 at once, then one per 100 ms. */
-  fg__algo_params b = params(FG_TOKEN_BUCKET, "10/s", 20);
-  fg__algo_state v = {0};
-  CHECK_EQ(check(&b, &v, 50 * SEC, 20, &d), FG_OK);
-  CHECK_EQ(d.allowed, 1);
-  CHECK_EQ(d.limit, 20);
-  CHECK_EQ(d.reset_ms, 2000);
-  CHECK_EQ(check(&b, &v, 50 * SEC, 1, &d), FG_OK);
-  CHECK_EQ(d.allowed, 0);
-  CHECK_EQ(d.retry_after_ms, 100);
+    /* Burst 20 at 10/s: 20 at once, then one per 100 ms. */
+    fg__algo_params b = params(FG_TOKEN_BUCKET, "10/s", 20);
+    fg__algo_state v = {0};
+    CHECK_EQ(check(&b, &v, 50 * SEC, 20, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.limit, 20);
+    CHECK_EQ(d.reset_ms, 2000);
+    CHECK_EQ(check(&b, &v, 50 * SEC, 1, &d), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(d.retry_after_ms, 100);
 }
 
 /* ---- a cost that spans the remaining units ------------------------- */
 
-static void test_cost_spans_remaining(void) {
-  for (int i = 0; i < 3; i++) {
-    fg__algo_params p = params(all_algos[i], "10/s", 0);
-    fg__algo_state s = {0}, before;
-    fg_decision d;
-    uint64_t now = 20 * SEC + 100 * MS;
-    CHECK_EQ(check(&p, &s, now, 7, &d), FG_OK);
-    CHECK_EQ(d.allowed, 1);
-    CHECK_EQ(d.remaining, 3);
-    /* 4 does not fit, and takes nothing. */
-    before = s;
-    CHECK_EQ(check(&p, &s, now, 4, &d), FG_OK);
-    CHECK_EQ(d.allowed, 0);
-    CHECK_EQ(d.remaining, 3);
-    CHECK(memcmp(&s, &before, sizeof(s)) == 0);
-    if (all_algos[i] == FG_TOKEN_BUCKET)
-      CHECK_EQ(d.retry_after_ms, 100); /* one token short: T */
-    /* 3 fits exactly. */
-    CHECK_EQ(check(&p, &s, now, 3, &d), FG_OK);
-    CHECK_EQ(d.allowed, 1);
-    CHECK_EQ(d.remaining, 0);
-    before = s;
-    CHECK_EQ(check(&p, &s, now, 1, &d), FG_OK);
-    CHECK_EQ(d.allowed, 0);
-    CHECK(memcmp(&s, &before, sizeof(s)) == 0);
-  }
+static void test_cost_spans_remaining(void)
+{
+    for (int i = 0; i < 3; i++) {
+        fg__algo_params p = params(all_algos[i], "10/s", 0);
+        fg__algo_state s = {0}, before;
+        fg_decision d;
+        uint64_t now = 20 * SEC + 100 * MS;
+        CHECK_EQ(check(&p, &s, now, 7, &d), FG_OK);
+        CHECK_EQ(d.allowed, 1);
+        CHECK_EQ(d.remaining, 3);
+        /* 4 does not fit, and takes nothing. */
+        before = s;
+        CHECK_EQ(check(&p, &s, now, 4, &d), FG_OK);
+        CHECK_EQ(d.allowed, 0);
+        CHECK_EQ(d.remaining, 3);
+        CHECK(memcmp(&s, &before, sizeof(s)) == 0);
+        if (all_algos[i] == FG_TOKEN_BUCKET)
+            CHECK_EQ(d.retry_after_ms, 100); /* one token short: T */
+        /* 3 fits exactly. */
+        CHECK_EQ(check(&p, &s, now, 3, &d), FG_OK);
+        CHECK_EQ(d.allowed, 1);
+        CHECK_EQ(d.remaining, 0);
+        before = s;
+        CHECK_EQ(check(&p, &s, now, 1, &d), FG_OK);
+        CHECK_EQ(d.allowed, 0);
+        CHECK(memcmp(&s, &before, sizeof(s)) == 0);
+    }
 }
 
 /* ---- cost errors ------------------------------------------------------ */
 
-static void test_cost_errors(void) {
-  for (int i = 0; i < 3; i++) {
-    fg__algo_params p = params(all_algos[i], "10/s", 0);
-    fg__algo_state s = {0}, zero = {0};
-    fg_decision d;
-    uint64_t bad[] = {0, 11, 1000, FG_MAX_COUNT, FG_MAX_COUNT + 1, UINT64_MAX};
-    for (size_t j = 0; j < sizeof(bad) / sizeof(bad[0]); j++) {
-      CHECK_EQ(fg__algo_check_cost(&p, bad[j]), FG_ECOST);
-      CHECK_EQ(check(&p, &s, 3 * SEC, bad[j], &d), FG_ECOST);
-      CHECK(memcmp(&s, &zero, sizeof(s)) == 0);
+static void test_cost_errors(void)
+{
+    for (int i = 0; i < 3; i++) {
+        fg__algo_params p = params(all_algos[i], "10/s", 0);
+        fg__algo_state s = {0}, zero = {0};
+        fg_decision d;
+        uint64_t bad[] = {0,         11, 1000, FG_MAX_COUNT, FG_MAX_COUNT + 1,
+                          UINT64_MAX};
+        for (size_t j = 0; j < sizeof(bad) / sizeof(bad[0]); j++) {
+            CHECK_EQ(fg__algo_check_cost(&p, bad[j]), FG_ECOST);
+            CHECK_EQ(check(&p, &s, 3 * SEC, bad[j], &d), FG_ECOST);
+            CHECK(memcmp(&s, &zero, sizeof(s)) == 0);
+        }
+        CHECK_EQ(fg__algo_check_cost(&p, 1), FG_OK);
+        CHECK_EQ(fg__algo_check_cost(&p, 10), FG_OK);
     }
-    CHECK_EQ(fg__algo_check_cost(&p, 1), FG_OK);
-    CHECK_EQ(fg__algo_check_cost(&p, 10), FG_OK);
-  }
-  /* Burst raises the token bucket's largest cost. */
-  fg__algo_params b = params(FG_TOKEN_BUCKET, "10/s", 25);
-  CHECK_EQ(fg__algo_check_cost(&b, 25), FG_OK);
-  CHECK_EQ(fg__algo_check_cost(&b, 26), FG_ECOST);
-  /* At the largest limit, 2^53 itself is refused, 2^53 - 1 is not. */
-  fg_limit l;
-  fg__algo_params p;
-  fg_decision d;
-  CHECK_EQ(fg_limit_parse("9007199254740992/s", &l), FG_OK);
-  l.algorithm = FG_FIXED_WINDOW;
-  CHECK_EQ(fg__algo_params_init(&l, &p, NULL, 0), FG_OK);
-  fg__algo_state s = {0};
-  CHECK_EQ(check(&p, &s, SEC, FG_MAX_COUNT, &d), FG_ECOST);
-  CHECK_EQ(check(&p, &s, SEC, FG_MAX_COUNT - 1, &d), FG_OK);
-  CHECK_EQ(d.allowed, 1);
-  CHECK_EQ(d.remaining, 1);
-  /* Counting past 2^53 must not wrap anything. */
-  CHECK_EQ(check(&p, &s, SEC, FG_MAX_COUNT - 1, &d), FG_OK);
-  CHECK_EQ(d.allowed, 0);
-  CHECK_EQ(d.remaining, 1);
-  CHECK_EQ(check(&p, &s, SEC, 1, &d), FG_OK);
-  CHECK_EQ(d.allowed, 1);
-  CHECK_EQ(d.remaining, 0);
+    /* Burst raises the token bucket's largest cost. */
+    fg__algo_params b = params(FG_TOKEN_BUCKET, "10/s", 25);
+    CHECK_EQ(fg__algo_check_cost(&b, 25), FG_OK);
+    CHECK_EQ(fg__algo_check_cost(&b, 26), FG_ECOST);
+    /* At the largest limit, 2^53 itself is refused, 2^53 - 1 is not. */
+    fg_limit l;
+    fg__algo_params p;
+    fg_decision d;
+    CHECK_EQ(fg_limit_parse("9007199254740992/s", &l), FG_OK);
+    l.algorithm = FG_FIXED_WINDOW;
+    CHECK_EQ(fg__algo_params_init(&l, &p, NULL, 0), FG_OK);
+    fg__algo_state s = {0};
+    CHECK_EQ(check(&p, &s, SEC, FG_MAX_COUNT, &d), FG_ECOST);
+    CHECK_EQ(check(&p, &s, SEC, FG_MAX_COUNT - 1, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.remaining, 1);
+    /* Counting past 2^53 must not wrap anything. */
+    CHECK_EQ(check(&p, &s, SEC, FG_MAX_COUNT - 1, &d), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(d.remaining, 1);
+    CHECK_EQ(check(&p, &s, SEC, 1, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.remaining, 0);
 }
 
 /* ---- invalid limits --------------------------------------------------- */
 
-static void test_params_errors(void) {
-  fg_limit l;
-  fg__algo_params p;
-  char err[256];
-  CHECK_EQ(fg_limit_parse("10/s", &l), FG_OK);
-  l.limit = 0;
-  err[0] = '\0';
-  CHECK(fg__algo_params_init(&l, &p, err, sizeof(err)) < 0);
-  CHECK(err[0] != '\0');
-  l.limit = FG_MAX_COUNT + 1;
-  CHECK(fg__algo_params_init(&l, &p, NULL, 0) < 0);
-  l.limit = 10;
-  l.period_us = 999;
-  CHECK(fg__algo_params_init(&l, &p, NULL, 0) < 0);
-  l.period_us = SEC;
-  l.algorithm = (fg_algorithm)17;
-  CHECK(fg__algo_params_init(&l, &p, NULL, 0) < 0);
+static void test_params_errors(void)
+{
+    fg_limit l;
+    fg__algo_params p;
+    char err[256];
+    CHECK_EQ(fg_limit_parse("10/s", &l), FG_OK);
+    l.limit = 0;
+    err[0] = '\0';
+    CHECK(fg__algo_params_init(&l, &p, err, sizeof(err)) < 0);
+    CHECK(err[0] != '\0');
+    l.limit = FG_MAX_COUNT + 1;
+    CHECK(fg__algo_params_init(&l, &p, NULL, 0) < 0);
+    l.limit = 10;
+    l.period_us = 999;
+    CHECK(fg__algo_params_init(&l, &p, NULL, 0) < 0);
+    l.period_us = SEC;
+    l.algorithm = (fg_algorithm)17;
+    CHECK(fg__algo_params_init(&l, &p, NULL, 0) < 0);
 }
 
 /* ---- the clock stepping back ---------------------------------------- */
 
-static void test_clock_back(void) {
-  for (int i = 0; i < 3; i++) {
-    fg__algo_params p = params(all_algos[i], "10/s", 0);
-    fg__algo_state s = {0}, before;
-    fg_decision d;
-    uint64_t t = 100 * SEC + 500 * MS;
-    CHECK_EQ(check(&p, &s, t, 10, &d), FG_OK);
-    CHECK_EQ(d.allowed, 1);
-    /* The clock steps back by 1 us, 1 s, 90 s, to 0: nothing is
-     * refilled, and the wait stays within what a full drain takes. */
-    uint64_t back[] = {t - 1, t - SEC, t - 90 * SEC, 0};
-    for (size_t j = 0; j < sizeof(back) / sizeof(back[0]); j++) {
-      before = s;
-      CHECK_EQ(check(&p, &s, back[j], 1, &d), FG_OK);
-      CHECK_EQ(d.allowed, 0);
-      CHECK(memcmp(&s, &before, sizeof(s)) == 0);
-      CHECK(d.retry_after_ms >= 1);
-      /* Never more than two periods (sliding: this window's count
-       * weighs until the end of the next one). */
-      CHECK(d.retry_after_ms <= 2000);
-      CHECK(d.reset_ms <= 2000);
-      CHECK(d.remaining <= 10);
+static void test_clock_back(void)
+{
+    for (int i = 0; i < 3; i++) {
+        fg__algo_params p = params(all_algos[i], "10/s", 0);
+        fg__algo_state s = {0}, before;
+        fg_decision d;
+        uint64_t t = 100 * SEC + 500 * MS;
+        CHECK_EQ(check(&p, &s, t, 10, &d), FG_OK);
+        CHECK_EQ(d.allowed, 1);
+        /* The clock steps back by 1 us, 1 s, 90 s, to 0: nothing is
+         * refilled, and the wait stays within what a full drain takes. */
+        uint64_t back[] = {t - 1, t - SEC, t - 90 * SEC, 0};
+        for (size_t j = 0; j < sizeof(back) / sizeof(back[0]); j++) {
+            before = s;
+            CHECK_EQ(check(&p, &s, back[j], 1, &d), FG_OK);
+            CHECK_EQ(d.allowed, 0);
+            CHECK(memcmp(&s, &before, sizeof(s)) == 0);
+            CHECK(d.retry_after_ms >= 1);
+            /* Never more than two periods (sliding: this window's count
+             * weighs until the end of the next one). */
+            CHECK(d.retry_after_ms <= 2000);
+            CHECK(d.reset_ms <= 2000);
+            CHECK(d.remaining <= 10);
+        }
+        /* Time comes back: normal service, no penalty, no gift. */
+        uint64_t later =
+            all_algos[i] == FG_SLIDING_WINDOW ? t + 2 * SEC : t + SEC;
+        CHECK_EQ(check(&p, &s, later, 10, &d), FG_OK);
+        CHECK_EQ(d.allowed, 1);
+        CHECK_EQ(check(&p, &s, later, 1, &d), FG_OK);
+        CHECK_EQ(d.allowed, 0);
     }
-    /* Time comes back: normal service, no penalty, no gift. */
-    uint64_t later = all_algos[i] == FG_SLIDING_WINDOW ? t + 2 * SEC : t + SEC;
-    CHECK_EQ(check(&p, &s, later, 10, &d), FG_OK);
-    CHECK_EQ(d.allowed, 1);
-    CHECK_EQ(check(&p, &s, later, 1, &d), FG_OK);
+    /* Token bucket: a step back within the bucket's depth shows the tokens
+     * of the earlier time, never more. */
+    fg__algo_params p = params(FG_TOKEN_BUCKET, "10/s", 0);
+    fg__algo_state s = {0};
+    fg_decision d;
+    CHECK_EQ(check(&p, &s, 100 * SEC, 4, &d), FG_OK);
+    CHECK_EQ(d.remaining, 6);
+    CHECK_EQ(peek(&p, &s, 100 * SEC - 300 * MS, 7, &d), FG_OK);
     CHECK_EQ(d.allowed, 0);
-  }
-  /* Token bucket: a step back within the bucket's depth shows the tokens
-   * of the earlier time, never more. */
-  fg__algo_params p = params(FG_TOKEN_BUCKET, "10/s", 0);
-  fg__algo_state s = {0};
-  fg_decision d;
-  CHECK_EQ(check(&p, &s, 100 * SEC, 4, &d), FG_OK);
-  CHECK_EQ(d.remaining, 6);
-  CHECK_EQ(peek(&p, &s, 100 * SEC - 300 * MS, 7, &d), FG_OK);
-  CHECK_EQ(d.allowed, 0);
-  CHECK(d.remaining <= 6);
-  CHECK(d.retry_after_ms <= 1000);
+    CHECK(d.remaining <= 6);
+    CHECK(d.retry_after_ms <= 1000);
 }
 
 /* ---- no drift --------------------------------------------------------- */
@@ -391,44 +405,47 @@ static void test_clock_back(void) {
  * count them per 'window' us; every window but the first must get exactly
  * 'per_window', the first 'first'. */
 static void no_drift(fg_algorithm algo, const char *rate, uint64_t t0,
-                     uint64_t window, uint64_t per_window, uint64_t first) {
-  fg__algo_params p = params(algo, rate, 0);
-  fg__algo_state s = {0};
-  fg_decision d;
-  uint64_t counted = 0, wrong = 0, windows = 0;
-  for (uint64_t ms = 0; ms < 3600 * 1000; ms++) {
-    uint64_t now = t0 + ms * MS;
-    if (ms && (ms * MS) % window == 0) {
-      uint64_t want = windows == 0 ? first : per_window;
-      if (counted != want) {
-        if (!wrong)
-          fprintf(stderr, "  %s window %llu: %llu != %llu\n", rate,
-                  (unsigned long long)windows, (unsigned long long)counted,
-                  (unsigned long long)want);
-        wrong++;
-      }
-      windows++;
-      counted = 0;
+                     uint64_t window, uint64_t per_window, uint64_t first)
+{
+    fg__algo_params p = params(algo, rate, 0);
+    fg__algo_state s = {0};
+    fg_decision d;
+    uint64_t counted = 0, wrong = 0, windows = 0;
+    for (uint64_t ms = 0; ms < 3600 * 1000; ms++) {
+        uint64_t now = t0 + ms * MS;
+        if (ms && (ms * MS) % window == 0) {
+            uint64_t want = windows == 0 ? first : per_window;
+            if (counted != want) {
+                if (!wrong)
+                    fprintf(stderr, "  %s window %llu: %llu != %llu\n", rate,
+                            (unsigned long long)windows,
+                            (unsigned long long)counted,
+                            (unsigned long long)want);
+                wrong++;
+            }
+            windows++;
+            counted = 0;
+        }
+        while (check(&p, &s, now, 1, &d) == FG_OK && d.allowed)
+            counted++;
     }
-    while (check(&p, &s, now, 1, &d) == FG_OK && d.allowed)
-      counted++;
-  }
-  CHECK_EQ(wrong, 0);
-  CHECK_EQ(windows + 1, 3600 * SEC / window);
-  CHECK_EQ(counted, per_window); /* the last window */
+    CHECK_EQ(wrong, 0);
+    CHECK_EQ(windows + 1, 3600 * SEC / window);
+    CHECK_EQ(counted, per_window); /* the last window */
 }
 
-static void test_no_drift(void) {
-  /* 10/3s, T = 300 ms: the first 3 s get the burst of 10 and the 9
-   * tokens due at 0.3 .. 2.7 s; every later 3 s exactly 10. */
-  no_drift(FG_TOKEN_BUCKET, "10/3s", 0, 3 * SEC, 10, 19);
-  no_drift(FG_TOKEN_BUCKET, "10/3s", 1234 * SEC, 3 * SEC, 10, 19);
-  /* 7/s, T = 142857.14 us: exactly 7 a second, no rounding creep. */
-  no_drift(FG_TOKEN_BUCKET, "7/s", 77 * SEC, SEC, 7, 13);
-  /* 3/s: 3 a second. */
-  no_drift(FG_TOKEN_BUCKET, "3/s", 0, SEC, 3, 5);
-  /* Fixed windows aligned on multiples of the period. */
-  no_drift(FG_FIXED_WINDOW, "10/3s", 3000 * SEC, 3 * SEC, 10, 10);
+static void test_no_drift(void)
+{
+    /* 10/3s, T = 300 ms: the first 3 s get the burst of 10 and the 9
+     * tokens due at 0.3 .. 2.7 s; every later 3 s exactly 10. */
+    no_drift(FG_TOKEN_BUCKET, "10/3s", 0, 3 * SEC, 10, 19);
+    no_drift(FG_TOKEN_BUCKET, "10/3s", 1234 * SEC, 3 * SEC, 10, 19);
+    /* 7/s, T = 142857.14 us: exactly 7 a second, no rounding creep. */
+    no_drift(FG_TOKEN_BUCKET, "7/s", 77 * SEC, SEC, 7, 13);
+    /* 3/s: 3 a second. */
+    no_drift(FG_TOKEN_BUCKET, "3/s", 0, SEC, 3, 5);
+    /* Fixed windows aligned on multiples of the period. */
+    no_drift(FG_FIXED_WINDOW, "10/3s", 3000 * SEC, 3 * SEC, 10, 10);
 }
 
 /* ---- properties over pseudo-random sequences ------------------------ */
@@ -437,175 +454,185 @@ static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
 static uint64_t rng(void) /* xorshift64* */
 {
-  rng_state ^= rng_state >> 12;
-  rng_state ^= rng_state << 25;
-  rng_state ^= rng_state >> 27;
-  return rng_state * 0x2545f4914f6cdd1dull;
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 0x2545f4914f6cdd1dull;
 }
 
 static uint64_t failures_reported;
 
 #define PROP(cond, ...)                                                        \
-  do {                                                                         \
-    if (cond) {                                                                \
-      th_passed++;                                                             \
-    } else {                                                                   \
-      th_failed++;                                                             \
-      if (failures_reported++ < 20) {                                          \
-        fprintf(stderr, "%s:%d: %s failed: ", __FILE__, __LINE__, #cond);      \
-        fprintf(stderr, __VA_ARGS__);                                          \
-        fputc('\n', stderr);                                                   \
-      }                                                                        \
-    }                                                                          \
-  } while (0)
+    do {                                                                       \
+        if (cond) {                                                            \
+            th_passed++;                                                       \
+        } else {                                                               \
+            th_failed++;                                                       \
+            if (failures_reported++ < 20) {                                    \
+                fprintf(stderr, "%s:%d: %s failed: ", __FILE__, __LINE__,      \
+                        #cond);                                                \
+                fprintf(stderr, __VA_ARGS__);                                  \
+                fputc('\n', stderr);                                           \
+            }                                                                  \
+        }                                                                      \
+    } while (0)
 
 static void property_run(fg_algorithm algo, const char *rate, uint64_t burst,
-                         uint64_t t0, int steps) {
-  fg__algo_params p = params(algo, rate, burst);
-  uint64_t max = algo == FG_TOKEN_BUCKET ? p.burst : p.limit;
-  uint64_t interval = p.period_us / p.limit + 1;
-  fg__algo_state s = {0};
-  uint64_t now = t0;
-  for (int i = 0; i < steps; i++) {
-    /* Mostly short steps (about one emission interval), sometimes
-     * none, sometimes whole periods. */
-    uint64_t r = rng() % 16;
-    if (r < 3)
-      now += 0;
-    else if (r < 14)
-      now += rng() % (2 * interval);
-    else
-      now += rng() % (3 * p.period_us);
-    uint64_t cost = rng() % 4 ? 1 : 1 + rng() % max;
+                         uint64_t t0, int steps)
+{
+    fg__algo_params p = params(algo, rate, burst);
+    uint64_t max = algo == FG_TOKEN_BUCKET ? p.burst : p.limit;
+    uint64_t interval = p.period_us / p.limit + 1;
+    fg__algo_state s = {0};
+    uint64_t now = t0;
+    for (int i = 0; i < steps; i++) {
+        /* Mostly short steps (about one emission interval), sometimes
+         * none, sometimes whole periods. */
+        uint64_t r = rng() % 16;
+        if (r < 3)
+            now += 0;
+        else if (r < 14)
+            now += rng() % (2 * interval);
+        else
+            now += rng() % (3 * p.period_us);
+        uint64_t cost = rng() % 4 ? 1 : 1 + rng() % max;
 
-    fg__algo_state before = s;
-    fg_decision d, e;
-    uint64_t expires = 0;
-    int rc = fg__algo_check(&p, &s, now, cost, &d, &expires);
-    PROP(rc == FG_OK, "%s %s rc %d", fg_algorithm_name(algo), rate, rc);
-    if (rc != FG_OK)
-      return;
-    PROP(d.limit == max, "limit %llu", (unsigned long long)d.limit);
-    PROP(d.remaining <= max, "remaining %llu", (unsigned long long)d.remaining);
-    /* At most two periods (sliding window) or a whole bucket. */
-    uint64_t reset_max = algo == FG_TOKEN_BUCKET
-                             ? p.burst * p.period_us / p.limit / MS + 1
-                             : 2 * p.period_us / MS;
-    PROP(d.reset_ms <= reset_max, "reset %llu > %llu",
-         (unsigned long long)d.reset_ms, (unsigned long long)reset_max);
-    if (d.allowed) {
-      PROP(d.retry_after_ms == 0, "retry %llu",
-           (unsigned long long)d.retry_after_ms);
-    } else {
-      PROP(memcmp(&s, &before, sizeof(s)) == 0,
-           "%s %s: refused "
-           "request changed state",
-           fg_algorithm_name(algo), rate);
-      /* Retrying exactly retry_after_ms later is allowed; 1 ms
-       * sooner is still refused (the wait is exact, rounded up). */
-      uint64_t ra = d.retry_after_ms;
-      PROP(ra >= 1, "refused with retry_after 0");
-      peek(&p, &s, now + ra * MS, cost, &e);
-      PROP(e.allowed, "%s %s step %d: retry after %llu ms refused",
-           fg_algorithm_name(algo), rate, i, (unsigned long long)ra);
-      if (ra >= 1) {
-        peek(&p, &s, now + (ra - 1) * MS, cost, &e);
-        PROP(!e.allowed, "%s %s step %d: allowed at retry_after-1 = %llu ms",
-             fg_algorithm_name(algo), rate, i, (unsigned long long)ra - 1);
-      }
-    }
-    /* 'remaining' is exact: that many fit now, one more does not. */
-    if (d.remaining >= 1) {
-      peek(&p, &s, now, d.remaining, &e);
-      PROP(e.allowed, "%s %s: remaining %llu refused", fg_algorithm_name(algo),
-           rate, (unsigned long long)d.remaining);
-    }
-    if (d.remaining + 1 <= max) {
-      peek(&p, &s, now, d.remaining + 1, &e);
-      PROP(!e.allowed, "%s %s: remaining+1 = %llu allowed",
-           fg_algorithm_name(algo), rate, (unsigned long long)d.remaining + 1);
-    }
-    /* 'reset_ms': the whole limit is available then, not 1 ms before. */
-    if (d.remaining == max) {
-      PROP(d.reset_ms == 0, "full but reset %llu",
-           (unsigned long long)d.reset_ms);
-    } else {
-      peek(&p, &s, now + d.reset_ms * MS, max, &e);
-      PROP(e.allowed, "%s %s: full cost refused at reset %llu ms",
-           fg_algorithm_name(algo), rate, (unsigned long long)d.reset_ms);
-      PROP(d.reset_ms >= 1, "used but reset 0");
-      if (d.reset_ms >= 1) {
-        peek(&p, &s, now + (d.reset_ms - 1) * MS, max, &e);
-        PROP(!e.allowed, "%s %s: full cost allowed at reset-1",
+        fg__algo_state before = s;
+        fg_decision d, e;
+        uint64_t expires = 0;
+        int rc = fg__algo_check(&p, &s, now, cost, &d, &expires);
+        PROP(rc == FG_OK, "%s %s rc %d", fg_algorithm_name(algo), rate, rc);
+        if (rc != FG_OK)
+            return;
+        PROP(d.limit == max, "limit %llu", (unsigned long long)d.limit);
+        PROP(d.remaining <= max, "remaining %llu",
+             (unsigned long long)d.remaining);
+        /* At most two periods (sliding window) or a whole bucket. */
+        uint64_t reset_max = algo == FG_TOKEN_BUCKET
+                                 ? p.burst * p.period_us / p.limit / MS + 1
+                                 : 2 * p.period_us / MS;
+        PROP(d.reset_ms <= reset_max, "reset %llu > %llu",
+             (unsigned long long)d.reset_ms, (unsigned long long)reset_max);
+        if (d.allowed) {
+            PROP(d.retry_after_ms == 0, "retry %llu",
+                 (unsigned long long)d.retry_after_ms);
+        } else {
+            PROP(memcmp(&s, &before, sizeof(s)) == 0,
+                 "%s %s: refused "
+                 "request changed state",
+                 fg_algorithm_name(algo), rate);
+            /* Retrying exactly retry_after_ms later is allowed; 1 ms
+             * sooner is still refused (the wait is exact, rounded up). */
+            uint64_t ra = d.retry_after_ms;
+            PROP(ra >= 1, "refused with retry_after 0");
+            peek(&p, &s, now + ra * MS, cost, &e);
+            PROP(e.allowed, "%s %s step %d: retry after %llu ms refused",
+                 fg_algorithm_name(algo), rate, i, (unsigned long long)ra);
+            if (ra >= 1) {
+                peek(&p, &s, now + (ra - 1) * MS, cost, &e);
+                PROP(!e.allowed,
+                     "%s %s step %d: allowed at retry_after-1 = %llu ms",
+                     fg_algorithm_name(algo), rate, i,
+                     (unsigned long long)ra - 1);
+            }
+        }
+        /* 'remaining' is exact: that many fit now, one more does not. */
+        if (d.remaining >= 1) {
+            peek(&p, &s, now, d.remaining, &e);
+            PROP(e.allowed, "%s %s: remaining %llu refused",
+                 fg_algorithm_name(algo), rate,
+                 (unsigned long long)d.remaining);
+        }
+        if (d.remaining + 1 <= max) {
+            peek(&p, &s, now, d.remaining + 1, &e);
+            PROP(!e.allowed, "%s %s: remaining+1 = %llu allowed",
+                 fg_algorithm_name(algo), rate,
+                 (unsigned long long)d.remaining + 1);
+        }
+        /* 'reset_ms': the whole limit is available then, not 1 ms before. */
+        if (d.remaining == max) {
+            PROP(d.reset_ms == 0, "full but reset %llu",
+                 (unsigned long long)d.reset_ms);
+        } else {
+            peek(&p, &s, now + d.reset_ms * MS, max, &e);
+            PROP(e.allowed, "%s %s: full cost refused at reset %llu ms",
+                 fg_algorithm_name(algo), rate, (unsigned long long)d.reset_ms);
+            PROP(d.reset_ms >= 1, "used but reset 0");
+            if (d.reset_ms >= 1) {
+                peek(&p, &s, now + (d.reset_ms - 1) * MS, max, &e);
+                PROP(!e.allowed, "%s %s: full cost allowed at reset-1",
+                     fg_algorithm_name(algo), rate);
+            }
+        }
+        /* From 'expires' on, the state decides like a new key. */
+        fg__algo_state zero = {0};
+        fg_decision z;
+        peek(&p, &s, expires, cost, &e);
+        peek(&p, &zero, expires, cost, &z);
+        PROP(expires >= now && memcmp(&e, &z, sizeof(e)) == 0,
+             "%s %s: state at expires differs from a new key",
              fg_algorithm_name(algo), rate);
-      }
     }
-    /* From 'expires' on, the state decides like a new key. */
-    fg__algo_state zero = {0};
-    fg_decision z;
-    peek(&p, &s, expires, cost, &e);
-    peek(&p, &zero, expires, cost, &z);
-    PROP(expires >= now && memcmp(&e, &z, sizeof(e)) == 0,
-         "%s %s: state at expires differs from a new key",
-         fg_algorithm_name(algo), rate);
-  }
 }
 
-static void test_properties(void) {
-  static const char *rates[] = {"10/s",    "3/s",       "7/2s", "100/min",
-                                "5/15min", "250/500ms", "1/ms", "1000/h"};
-  for (int i = 0; i < 3; i++)
-    for (size_t j = 0; j < sizeof(rates) / sizeof(rates[0]); j++)
-      property_run(all_algos[i], rates[j], 0, 1000 * SEC + j, 5000);
-  property_run(FG_TOKEN_BUCKET, "10/s", 25, 5 * SEC, 5000);
-  property_run(FG_TOKEN_BUCKET, "7/s", 1, 5 * SEC, 5000);
-  property_run(FG_TOKEN_BUCKET, "100/min", 3, 5 * SEC, 5000);
-  /* Realistic clock values: a monotonic clock after 40 days and a
-   * wall clock (microseconds since 1970). */
-  for (int i = 0; i < 3; i++) {
-    property_run(all_algos[i], "10/s", 0, 40ull * 86400 * SEC, 2000);
-    property_run(all_algos[i], "100/min", 0, 1800000000ull * SEC, 2000);
-  }
+static void test_properties(void)
+{
+    static const char *rates[] = {"10/s",    "3/s",       "7/2s", "100/min",
+                                  "5/15min", "250/500ms", "1/ms", "1000/h"};
+    for (int i = 0; i < 3; i++)
+        for (size_t j = 0; j < sizeof(rates) / sizeof(rates[0]); j++)
+            property_run(all_algos[i], rates[j], 0, 1000 * SEC + j, 5000);
+    property_run(FG_TOKEN_BUCKET, "10/s", 25, 5 * SEC, 5000);
+    property_run(FG_TOKEN_BUCKET, "7/s", 1, 5 * SEC, 5000);
+    property_run(FG_TOKEN_BUCKET, "100/min", 3, 5 * SEC, 5000);
+    /* Realistic clock values: a monotonic clock after 40 days and a
+     * wall clock (microseconds since 1970). */
+    for (int i = 0; i < 3; i++) {
+        property_run(all_algos[i], "10/s", 0, 40ull * 86400 * SEC, 2000);
+        property_run(all_algos[i], "100/min", 0, 1800000000ull * SEC, 2000);
+    }
 }
 
 /* Large rates and clock values that are still in range must work; the
  * header promises a limit of 1 .. 2^53 and a clock from any origin. */
-static void test_large_values(void) {
-  fg_decision d;
-  /* 4099/s (prime: T = 1e6/4099 us is not an integer) at a wall-clock
-   * time, as a store using the caller's clock would pass. */
-  fg__algo_params p = params(FG_TOKEN_BUCKET, "4099/s", 0);
-  fg__algo_state s = {0};
-  CHECK_EQ(check(&p, &s, 1800000000ull * SEC, 1, &d), FG_OK);
-  CHECK_EQ(d.allowed, 1);
-  CHECK_EQ(d.remaining, 4098);
-  /* 999983/s after 60 days of monotonic uptime. */
-  p = params(FG_TOKEN_BUCKET, "999983/s", 0);
-  memset(&s, 0, sizeof(s));
-  CHECK_EQ(check(&p, &s, 60ull * 86400 * SEC, 1, &d), FG_OK);
-  CHECK_EQ(d.allowed, 1);
-  /* A sliding window of 100 million a day. */
-  p = params(FG_SLIDING_WINDOW, "100000000/day", 0);
-  memset(&s, 0, sizeof(s));
-  if (p.limit == 100000000) {
-    CHECK_EQ(check(&p, &s, 5 * SEC, 1, &d), FG_OK);
+static void test_large_values(void)
+{
+    fg_decision d;
+    /* 4099/s (prime: T = 1e6/4099 us is not an integer) at a wall-clock
+     * time, as a store using the caller's clock would pass. */
+    fg__algo_params p = params(FG_TOKEN_BUCKET, "4099/s", 0);
+    fg__algo_state s = {0};
+    CHECK_EQ(check(&p, &s, 1800000000ull * SEC, 1, &d), FG_OK);
     CHECK_EQ(d.allowed, 1);
-    CHECK_EQ(d.remaining, 99999999);
-  }
+    CHECK_EQ(d.remaining, 4098);
+    /* 999983/s after 60 days of monotonic uptime. */
+    p = params(FG_TOKEN_BUCKET, "999983/s", 0);
+    memset(&s, 0, sizeof(s));
+    CHECK_EQ(check(&p, &s, 60ull * 86400 * SEC, 1, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    /* A sliding window of 100 million a day. */
+    p = params(FG_SLIDING_WINDOW, "100000000/day", 0);
+    memset(&s, 0, sizeof(s));
+    if (p.limit == 100000000) {
+        CHECK_EQ(check(&p, &s, 5 * SEC, 1, &d), FG_OK);
+        CHECK_EQ(d.allowed, 1);
+        CHECK_EQ(d.remaining, 99999999);
+    }
 }
 
-int main(void) {
-  test_tenth_and_eleventh();
-  test_fixed_window_edge();
-  test_sliding_window_edge();
-  test_sliding_window_estimate();
-  test_token_bucket_refill();
-  test_cost_spans_remaining();
-  test_cost_errors();
-  test_params_errors();
-  test_clock_back();
-  test_no_drift();
-  test_properties();
-  test_large_values();
-  return TEST_DONE();
+int main(void)
+{
+    test_tenth_and_eleventh();
+    test_fixed_window_edge();
+    test_sliding_window_edge();
+    test_sliding_window_estimate();
+    test_token_bucket_refill();
+    test_cost_spans_remaining();
+    test_cost_errors();
+    test_params_errors();
+    test_clock_back();
+    test_no_drift();
+    test_properties();
+    test_large_values();
+    return TEST_DONE();
 }

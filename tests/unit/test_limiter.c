@@ -9,280 +9,294 @@
 #include "floodgate.h"
 
 #define SEC 1000000ull
-#define MS 1000ull
+#define MS  1000ull
 
 static uint64_t fake_now = 100 * SEC;
 
-static uint64_t fake_clock(void *ctx) {
-  (void)ctx;
-  return fake_now;
+static uint64_t fake_clock(void *ctx)
+{
+    (void)ctx;
+    return fake_now;
 }
 
-static fg_store *open_store(void) {
-  fg_memory_options o = {.clock = fake_clock};
-  fg_store *st = fg_store_open_memory(&o, NULL, 0);
-  CHECK(st != NULL);
-  return st;
+static fg_store *open_store(void)
+{
+    fg_memory_options o = {.clock = fake_clock};
+    fg_store *st = fg_store_open_memory(&o, NULL, 0);
+    CHECK(st != NULL);
+    return st;
 }
 
 static fg_limit limit_of(const char *rate, fg_algorithm algo,
-                         fg_on_failure policy) {
-  fg_limit l;
-  CHECK_EQ(fg_limit_parse(rate, &l), FG_OK);
-  l.algorithm = algo;
-  l.on_failure = policy;
-  return l;
+                         fg_on_failure policy)
+{
+    fg_limit l;
+    CHECK_EQ(fg_limit_parse(rate, &l), FG_OK);
+    l.algorithm = algo;
+    l.on_failure = policy;
+    return l;
 }
 
 /* fg_limiter_new refuses 'l' with a reason. */
-static void refused(fg_store *st, const fg_limit *l, const char *what) {
-  char err[256] = "";
-  fg_limiter *lim = fg_limiter_new(st, l, err, sizeof(err));
-  CHECK(lim == NULL);
-  CHECK(err[0] != '\0');
-  if (lim || !err[0])
-    fprintf(stderr, "  %s: accepted or no reason\n", what);
-  fg_limiter_free(lim);
+static void refused(fg_store *st, const fg_limit *l, const char *what)
+{
+    char err[256] = "";
+    fg_limiter *lim = fg_limiter_new(st, l, err, sizeof(err));
+    CHECK(lim == NULL);
+    CHECK(err[0] != '\0');
+    if (lim || !err[0])
+        fprintf(stderr, "  %s: accepted or no reason\n", what);
+    fg_limiter_free(lim);
 }
 
-static void test_invalid_limits(void) {
-  fg_store *st = open_store();
-  fg_limit l = limit_of("10/s", FG_TOKEN_BUCKET, FG_FAIL_OPEN);
-  refused(NULL, &l, "no store");
-  refused(st, NULL, "no limit");
-  l.name[0] = '\0';
-  refused(st, &l, "empty name");
-  l = limit_of("10/s", FG_TOKEN_BUCKET, FG_FAIL_OPEN);
-  memset(l.name, 'n', sizeof(l.name)); /* not terminated */
-  refused(st, &l, "unterminated name");
-  l = limit_of("10/s", FG_TOKEN_BUCKET, FG_FAIL_OPEN);
-  l.limit = 0;
-  refused(st, &l, "limit 0");
-  l.limit = FG_MAX_COUNT + 1;
-  refused(st, &l, "limit 2^53 + 1");
-  l = limit_of("10/s", FG_TOKEN_BUCKET, FG_FAIL_OPEN);
-  l.period_us = 999;
-  refused(st, &l, "period under 1 ms");
-  l = limit_of("10/s", FG_FIXED_WINDOW, FG_FAIL_OPEN);
-  l.burst = 20;
-  refused(st, &l, "burst on a fixed window");
-  l = limit_of("10/s", FG_TOKEN_BUCKET, (fg_on_failure)9);
-  refused(st, &l, "unknown on_failure");
-  l = limit_of("10/s", (fg_algorithm)9, FG_FAIL_OPEN);
-  refused(st, &l, "unknown algorithm");
+static void test_invalid_limits(void)
+{
+    fg_store *st = open_store();
+    fg_limit l = limit_of("10/s", FG_TOKEN_BUCKET, FG_FAIL_OPEN);
+    refused(NULL, &l, "no store");
+    refused(st, NULL, "no limit");
+    l.name[0] = '\0';
+    refused(st, &l, "empty name");
+    l = limit_of("10/s", FG_TOKEN_BUCKET, FG_FAIL_OPEN);
+    memset(l.name, 'n', sizeof(l.name)); /* not terminated */
+    refused(st, &l, "unterminated name");
+    l = limit_of("10/s", FG_TOKEN_BUCKET, FG_FAIL_OPEN);
+    l.limit = 0;
+    refused(st, &l, "limit 0");
+    l.limit = FG_MAX_COUNT + 1;
+    refused(st, &l, "limit 2^53 + 1");
+    l = limit_of("10/s", FG_TOKEN_BUCKET, FG_FAIL_OPEN);
+    l.period_us = 999;
+    refused(st, &l, "period under 1 ms");
+    l = limit_of("10/s", FG_FIXED_WINDOW, FG_FAIL_OPEN);
+    l.burst = 20;
+    refused(st, &l, "burst on a fixed window");
+    l = limit_of("10/s", FG_TOKEN_BUCKET, (fg_on_failure)9);
+    refused(st, &l, "unknown on_failure");
+    l = limit_of("10/s", (fg_algorithm)9, FG_FAIL_OPEN);
+    refused(st, &l, "unknown algorithm");
 
-  /* The limit is copied: changing the caller's copy changes nothing. */
-  l = limit_of("10/s", FG_TOKEN_BUCKET, FG_FAIL_OPEN);
-  strcpy(l.name, "api");
-  fg_limiter *lim = fg_limiter_new(st, &l, NULL, 0);
-  CHECK(lim != NULL);
-  l.limit = 1;
-  CHECK_EQ(fg_limiter_limit(lim)->limit, 10);
-  CHECK_STR(fg_limiter_limit(lim)->name, "api");
-  CHECK_STR(fg_limiter_breaker(lim), "closed");
-  fg_limiter_free(lim);
-  fg_limiter_free(NULL);
-  fg_store_close(st);
+    /* The limit is copied: changing the caller's copy changes nothing. */
+    l = limit_of("10/s", FG_TOKEN_BUCKET, FG_FAIL_OPEN);
+    strcpy(l.name, "api");
+    fg_limiter *lim = fg_limiter_new(st, &l, NULL, 0);
+    CHECK(lim != NULL);
+    l.limit = 1;
+    CHECK_EQ(fg_limiter_limit(lim)->limit, 10);
+    CHECK_STR(fg_limiter_limit(lim)->name, "api");
+    CHECK_STR(fg_limiter_breaker(lim), "closed");
+    fg_limiter_free(lim);
+    fg_limiter_free(NULL);
+    fg_store_close(st);
 }
 
 /* Bad input is refused the same under every policy: never allowed by a
  * fail-open, never counted. */
-static void test_bad_input_never_fails_open(void) {
-  static const fg_on_failure policies[] = {FG_FAIL_OPEN, FG_FAIL_CLOSED,
-                                           FG_FAIL_LOCAL};
-  static char key[FG_MAX_KEY + 1];
-  memset(key, 'x', sizeof(key));
-  for (int i = 0; i < 3; i++) {
-    fg_store *st = open_store();
-    fg_limit l = limit_of("10/s", FG_FIXED_WINDOW, policies[i]);
-    fg_limiter *lim = fg_limiter_new(st, &l, NULL, 0);
-    CHECK(lim != NULL);
-    fg_decision d;
-    uint64_t costs[] = {0, 11, FG_MAX_COUNT, UINT64_MAX};
-    for (size_t j = 0; j < sizeof(costs) / sizeof(costs[0]); j++) {
-      memset(&d, 0xff, sizeof(d));
-      CHECK_EQ(fg_check(lim, "k", 1, costs[j], &d), FG_ECOST);
-      CHECK_EQ(d.allowed, 0);
+static void test_bad_input_never_fails_open(void)
+{
+    static const fg_on_failure policies[] = {FG_FAIL_OPEN, FG_FAIL_CLOSED,
+                                             FG_FAIL_LOCAL};
+    static char key[FG_MAX_KEY + 1];
+    memset(key, 'x', sizeof(key));
+    for (int i = 0; i < 3; i++) {
+        fg_store *st = open_store();
+        fg_limit l = limit_of("10/s", FG_FIXED_WINDOW, policies[i]);
+        fg_limiter *lim = fg_limiter_new(st, &l, NULL, 0);
+        CHECK(lim != NULL);
+        fg_decision d;
+        uint64_t costs[] = {0, 11, FG_MAX_COUNT, UINT64_MAX};
+        for (size_t j = 0; j < sizeof(costs) / sizeof(costs[0]); j++) {
+            memset(&d, 0xff, sizeof(d));
+            CHECK_EQ(fg_check(lim, "k", 1, costs[j], &d), FG_ECOST);
+            CHECK_EQ(d.allowed, 0);
+        }
+        memset(&d, 0xff, sizeof(d));
+        CHECK_EQ(fg_check(lim, key, sizeof(key), 1, &d), FG_EKEY);
+        CHECK_EQ(d.allowed, 0);
+        CHECK_EQ(fg_store_keys(st), 0);
+        CHECK_EQ(fg_check(lim, "k", 1, 10, &d), FG_OK);
+        CHECK_EQ(d.allowed, 1);
+        CHECK_EQ(d.source, FG_SOURCE_STORE);
+        CHECK_STR(fg_limiter_breaker(lim), "closed");
+        fg_limiter_free(lim);
+        fg_store_close(st);
     }
-    memset(&d, 0xff, sizeof(d));
-    CHECK_EQ(fg_check(lim, key, sizeof(key), 1, &d), FG_EKEY);
-    CHECK_EQ(d.allowed, 0);
-    CHECK_EQ(fg_store_keys(st), 0);
-    CHECK_EQ(fg_check(lim, "k", 1, 10, &d), FG_OK);
-    CHECK_EQ(d.allowed, 1);
-    CHECK_EQ(d.source, FG_SOURCE_STORE);
-    CHECK_STR(fg_limiter_breaker(lim), "closed");
-    fg_limiter_free(lim);
-    fg_store_close(st);
-  }
 }
 
 /* ---- a store that really fails: its next allocation is refused -------- */
 
 static long fail_next;
 
-static void *failing_malloc(size_t n) {
-  if (fail_next) {
-    fail_next = 0;
-    return NULL;
-  }
-  return malloc(n);
+static void *failing_malloc(size_t n)
+{
+    if (fail_next) {
+        fail_next = 0;
+        return NULL;
+    }
+    return malloc(n);
 }
 
-static void test_failure_policy(void) {
-  fg_set_allocator(failing_malloc, free);
-  /* open: allowed, and the decision says so. */
-  fg_store *st = open_store();
-  fg_limit l = limit_of("100/s", FG_FIXED_WINDOW, FG_FAIL_OPEN);
-  fg_limiter *lim = fg_limiter_new(st, &l, NULL, 0);
-  fg_decision d;
-  fail_next = 1;
-  CHECK_EQ(fg_check(lim, "new", 3, 1, &d), FG_ENOMEM);
-  CHECK_EQ(d.allowed, 1);
-  CHECK_EQ(d.source, FG_SOURCE_FAIL_OPEN);
-  CHECK_EQ(d.retry_after_ms, 0);
-  /* ... and nothing was counted: the key is new next time. */
-  CHECK_EQ(fg_check(lim, "new", 3, 100, &d), FG_OK);
-  CHECK_EQ(d.allowed, 1);
-  CHECK_EQ(d.source, FG_SOURCE_STORE);
-  fg_limiter_free(lim);
+static void test_failure_policy(void)
+{
+    fg_set_allocator(failing_malloc, free);
+    /* open: allowed, and the decision says so. */
+    fg_store *st = open_store();
+    fg_limit l = limit_of("100/s", FG_FIXED_WINDOW, FG_FAIL_OPEN);
+    fg_limiter *lim = fg_limiter_new(st, &l, NULL, 0);
+    fg_decision d;
+    fail_next = 1;
+    CHECK_EQ(fg_check(lim, "new", 3, 1, &d), FG_ENOMEM);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.source, FG_SOURCE_FAIL_OPEN);
+    CHECK_EQ(d.retry_after_ms, 0);
+    /* ... and nothing was counted: the key is new next time. */
+    CHECK_EQ(fg_check(lim, "new", 3, 100, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.source, FG_SOURCE_STORE);
+    fg_limiter_free(lim);
 
-  /* closed: refused with a wait to retry. */
-  l = limit_of("100/s", FG_FIXED_WINDOW, FG_FAIL_CLOSED);
-  lim = fg_limiter_new(st, &l, NULL, 0);
-  fail_next = 1;
-  CHECK_EQ(fg_check(lim, "new", 3, 1, &d), FG_ENOMEM);
-  CHECK_EQ(d.allowed, 0);
-  CHECK_EQ(d.source, FG_SOURCE_FAIL_CLOSED);
-  CHECK(d.retry_after_ms > 0);
-  fg_limiter_free(lim);
+    /* closed: refused with a wait to retry. */
+    l = limit_of("100/s", FG_FIXED_WINDOW, FG_FAIL_CLOSED);
+    lim = fg_limiter_new(st, &l, NULL, 0);
+    fail_next = 1;
+    CHECK_EQ(fg_check(lim, "new", 3, 1, &d), FG_ENOMEM);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(d.source, FG_SOURCE_FAIL_CLOSED);
+    CHECK(d.retry_after_ms > 0);
+    fg_limiter_free(lim);
 
-  /* local: this process's share, limit / fallback_servers = 25. */
-  l = limit_of("100/s", FG_FIXED_WINDOW, FG_FAIL_LOCAL);
-  l.fallback_servers = 4;
-  lim = fg_limiter_new(st, &l, NULL, 0);
-  CHECK(lim != NULL);
-  fail_next = 1;
-  CHECK_EQ(fg_check(lim, "new", 3, 1, &d), FG_ENOMEM);
-  CHECK_EQ(d.allowed, 1);
-  CHECK_EQ(d.source, FG_SOURCE_LOCAL);
-  CHECK_EQ(d.limit, 25);
-  CHECK_EQ(d.remaining, 24);
-  fail_next = 1;
-  CHECK_EQ(fg_check(lim, "other", 5, 25, &d), FG_ENOMEM);
-  CHECK_EQ(d.source, FG_SOURCE_LOCAL);
-  CHECK_EQ(d.allowed, 1);
-  fg_limiter_free(lim);
-  fg_store_close(st);
-  fail_next = 0;
-  fg_set_allocator(NULL, NULL);
+    /* local: this process's share, limit / fallback_servers = 25. */
+    l = limit_of("100/s", FG_FIXED_WINDOW, FG_FAIL_LOCAL);
+    l.fallback_servers = 4;
+    lim = fg_limiter_new(st, &l, NULL, 0);
+    CHECK(lim != NULL);
+    fail_next = 1;
+    CHECK_EQ(fg_check(lim, "new", 3, 1, &d), FG_ENOMEM);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.source, FG_SOURCE_LOCAL);
+    CHECK_EQ(d.limit, 25);
+    CHECK_EQ(d.remaining, 24);
+    fail_next = 1;
+    CHECK_EQ(fg_check(lim, "other", 5, 25, &d), FG_ENOMEM);
+    CHECK_EQ(d.source, FG_SOURCE_LOCAL);
+    CHECK_EQ(d.allowed, 1);
+    fg_limiter_free(lim);
+    fg_store_close(st);
+    fail_next = 0;
+    fg_set_allocator(NULL, NULL);
 }
 
 /* ---- fg_check_async ------------------------------------------------------ */
 
 struct result {
-  int calls, rc;
-  fg_decision d;
+    int calls, rc;
+    fg_decision d;
 };
 
-static void on_result(int rc, const fg_decision *d, void *data) {
-  struct result *r = data;
-  r->calls++;
-  r->rc = rc;
-  r->d = *d;
+static void on_result(int rc, const fg_decision *d, void *data)
+{
+    struct result *r = data;
+    r->calls++;
+    r->rc = rc;
+    r->d = *d;
 }
 
 /* The same sequence through fg_check on one store and fg_check_async on
  * another, with the same clock: the same answers, one callback each. */
-static void test_async_matches_sync(void) {
-  static const fg_algorithm algos[] = {FG_FIXED_WINDOW, FG_SLIDING_WINDOW,
-                                       FG_TOKEN_BUCKET};
-  uint64_t seed = 12345;
-  for (int a = 0; a < 3; a++) {
-    fg_store *s1 = open_store(), *s2 = open_store();
-    fg_limit l = limit_of("10/s", algos[a], FG_FAIL_OPEN);
-    fg_limiter *sync = fg_limiter_new(s1, &l, NULL, 0);
-    fg_limiter *async = fg_limiter_new(s2, &l, NULL, 0);
-    int mismatches = 0, wrong_calls = 0;
-    for (int i = 0; i < 500; i++) {
-      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-      fake_now += (seed >> 33) % (150 * MS);
-      uint64_t cost = 1 + (seed >> 20) % 4;
-      char key[2] = {(char)('a' + (seed >> 40) % 3), 0};
-      fg_decision d;
-      int rc = fg_check(sync, key, 1, cost, &d);
-      struct result r = {0};
-      CHECK_EQ(fg_check_async(async, key, 1, cost, on_result, &r), FG_OK);
-      wrong_calls += r.calls != 1;
-      mismatches +=
-          r.rc != rc || r.d.allowed != d.allowed || r.d.limit != d.limit ||
-          r.d.remaining != d.remaining || r.d.reset_ms != d.reset_ms ||
-          r.d.retry_after_ms != d.retry_after_ms || r.d.source != d.source;
+static void test_async_matches_sync(void)
+{
+    static const fg_algorithm algos[] = {FG_FIXED_WINDOW, FG_SLIDING_WINDOW,
+                                         FG_TOKEN_BUCKET};
+    uint64_t seed = 12345;
+    for (int a = 0; a < 3; a++) {
+        fg_store *s1 = open_store(), *s2 = open_store();
+        fg_limit l = limit_of("10/s", algos[a], FG_FAIL_OPEN);
+        fg_limiter *sync = fg_limiter_new(s1, &l, NULL, 0);
+        fg_limiter *async = fg_limiter_new(s2, &l, NULL, 0);
+        int mismatches = 0, wrong_calls = 0;
+        for (int i = 0; i < 500; i++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            fake_now += (seed >> 33) % (150 * MS);
+            uint64_t cost = 1 + (seed >> 20) % 4;
+            char key[2] = {(char)('a' + (seed >> 40) % 3), 0};
+            fg_decision d;
+            int rc = fg_check(sync, key, 1, cost, &d);
+            struct result r = {0};
+            CHECK_EQ(fg_check_async(async, key, 1, cost, on_result, &r), FG_OK);
+            wrong_calls += r.calls != 1;
+            mismatches += r.rc != rc || r.d.allowed != d.allowed ||
+                          r.d.limit != d.limit ||
+                          r.d.remaining != d.remaining ||
+                          r.d.reset_ms != d.reset_ms ||
+                          r.d.retry_after_ms != d.retry_after_ms ||
+                          r.d.source != d.source;
+        }
+        CHECK_EQ(wrong_calls, 0);
+        CHECK_EQ(mismatches, 0);
+        /* Bad input: an error code now, and never a callback. */
+        struct result r = {0};
+        CHECK_EQ(fg_check_async(async, "a", 1, 0, on_result, &r), FG_ECOST);
+        CHECK_EQ(fg_check_async(async, "a", 1, 11, on_result, &r), FG_ECOST);
+        static char big[FG_MAX_KEY + 1];
+        CHECK_EQ(fg_check_async(async, big, sizeof(big), 1, on_result, &r),
+                 FG_EKEY);
+        CHECK_EQ(r.calls, 0);
+        CHECK(fg_check_async(async, "a", 1, 1, NULL, NULL) < 0);
+        fg_limiter_free(sync);
+        fg_limiter_free(async);
+        fg_store_close(s1);
+        fg_store_close(s2);
     }
-    CHECK_EQ(wrong_calls, 0);
-    CHECK_EQ(mismatches, 0);
-    /* Bad input: an error code now, and never a callback. */
-    struct result r = {0};
-    CHECK_EQ(fg_check_async(async, "a", 1, 0, on_result, &r), FG_ECOST);
-    CHECK_EQ(fg_check_async(async, "a", 1, 11, on_result, &r), FG_ECOST);
-    static char big[FG_MAX_KEY + 1];
-    CHECK_EQ(fg_check_async(async, big, sizeof(big), 1, on_result, &r),
-             FG_EKEY);
-    CHECK_EQ(r.calls, 0);
-    CHECK(fg_check_async(async, "a", 1, 1, NULL, NULL) < 0);
-    fg_limiter_free(sync);
-    fg_limiter_free(async);
-    fg_store_close(s1);
-    fg_store_close(s2);
-  }
 }
 
 /* "memory" opened on an event loop: immediate decisions, one callback each,
  * nothing more when the loop runs. */
-static void test_async_on_event_base(void) {
-  struct event_base *base = event_base_new();
-  CHECK(base != NULL);
-  if (!base)
-    return;
-  char err[256] = "";
-  fg_store *st = fg_store_open_async("memory", base, err, sizeof(err));
-  CHECK(st != NULL);
-  if (!st) {
-    fprintf(stderr, "  open async memory: %s\n", err);
+static void test_async_on_event_base(void)
+{
+    struct event_base *base = event_base_new();
+    CHECK(base != NULL);
+    if (!base)
+        return;
+    char err[256] = "";
+    fg_store *st = fg_store_open_async("memory", base, err, sizeof(err));
+    CHECK(st != NULL);
+    if (!st) {
+        fprintf(stderr, "  open async memory: %s\n", err);
+        event_base_free(base);
+        return;
+    }
+    fg_limit l = limit_of("5/h", FG_FIXED_WINDOW, FG_FAIL_OPEN);
+    fg_limiter *lim = fg_limiter_new(st, &l, NULL, 0);
+    struct result r[6];
+    memset(r, 0, sizeof(r));
+    for (int i = 0; i < 6; i++)
+        CHECK_EQ(fg_check_async(lim, "user", 4, 1, on_result, &r[i]), FG_OK);
+    event_base_loop(base, EVLOOP_NONBLOCK);
+    int allowed = 0;
+    for (int i = 0; i < 6; i++) {
+        CHECK_EQ(r[i].calls, 1);
+        CHECK_EQ(r[i].rc, FG_OK);
+        allowed += r[i].d.allowed;
+    }
+    CHECK_EQ(allowed, 5);
+    CHECK_EQ(r[5].d.allowed, 0);
+    CHECK(r[5].d.retry_after_ms > 0);
+    /* The synchronous call sees the same counter. */
+    fg_decision d;
+    CHECK_EQ(fg_check(lim, "user", 4, 1, &d), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    fg_limiter_free(lim);
+    fg_store_close(st);
+    CHECK(fg_store_open_async("memory", NULL, err, sizeof(err)) == NULL);
     event_base_free(base);
-    return;
-  }
-  fg_limit l = limit_of("5/h", FG_FIXED_WINDOW, FG_FAIL_OPEN);
-  fg_limiter *lim = fg_limiter_new(st, &l, NULL, 0);
-  struct result r[6];
-  memset(r, 0, sizeof(r));
-  for (int i = 0; i < 6; i++)
-    CHECK_EQ(fg_check_async(lim, "user", 4, 1, on_result, &r[i]), FG_OK);
-  event_base_loop(base, EVLOOP_NONBLOCK);
-  int allowed = 0;
-  for (int i = 0; i < 6; i++) {
-    CHECK_EQ(r[i].calls, 1);
-    CHECK_EQ(r[i].rc, FG_OK);
-    allowed += r[i].d.allowed;
-  }
-  CHECK_EQ(allowed, 5);
-  CHECK_EQ(r[5].d.allowed, 0);
-  CHECK(r[5].d.retry_after_ms > 0);
-  /* The synchronous call sees the same counter. */
-  fg_decision d;
-  CHECK_EQ(fg_check(lim, "user", 4, 1, &d), FG_OK);
-  CHECK_EQ(d.allowed, 0);
-  fg_limiter_free(lim);
-  fg_store_close(st);
-  CHECK(fg_store_open_async("memory", NULL, err, sizeof(err)) == NULL);
-  event_base_free(base);
 }
 
-int main(void) {
-  test_invalid_limits();
-  test_bad_input_never_fails_open();
-  test_failure_policy();
-  test_async_matches_sync();
-  test_async_on_event_base();
-  return TEST_DONE();
+int main(void)
+{
+    test_invalid_limits();
+    test_bad_input_never_fails_open();
+    test_failure_policy();
+    test_async_matches_sync();
+    test_async_on_event_base();
+    return TEST_DONE();
 }

@@ -5,6 +5,7 @@
  * exact counts under two threads, bad input, and allocation failure at
  * every allocation of a whole scenario. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -14,163 +15,171 @@
 #include "floodgate.h"
 
 #define SEC 1000000ull
-#define MS 1000ull
+#define MS  1000ull
 
 static uint64_t fake_now = 5 * SEC + 250 * MS;
 
-static uint64_t fake_clock(void *ctx) {
-  return ctx ? *(const uint64_t *)ctx : fake_now;
+static uint64_t fake_clock(void *ctx)
+{
+    return ctx ? *(const uint64_t *)ctx : fake_now;
 }
 
-static fg_store *open_store(uint64_t max_keys) {
-  fg_memory_options o = {.max_keys = max_keys, .clock = fake_clock};
-  char err[256] = "";
-  fg_store *st = fg_store_open_memory(&o, err, sizeof(err));
-  CHECK(st != NULL);
-  if (!st)
-    fprintf(stderr, "  open memory store: %s\n", err);
-  return st;
+static fg_store *open_store(uint64_t max_keys)
+{
+    fg_memory_options o = {.max_keys = max_keys, .clock = fake_clock};
+    char err[256] = "";
+    fg_store *st = fg_store_open_memory(&o, err, sizeof(err));
+    CHECK(st != NULL);
+    if (!st)
+        fprintf(stderr, "  open memory store: %s\n", err);
+    return st;
 }
 
 static fg_limiter *new_limiter(fg_store *st, const char *rate,
-                               fg_algorithm algo) {
-  fg_limit l;
-  char err[256] = "";
-  CHECK_EQ(fg_limit_parse(rate, &l), FG_OK);
-  l.algorithm = algo;
-  fg_limiter *lim = fg_limiter_new(st, &l, err, sizeof(err));
-  CHECK(lim != NULL);
-  if (!lim)
-    fprintf(stderr, "  limiter %s: %s\n", rate, err);
-  return lim;
+                               fg_algorithm algo)
+{
+    fg_limit l;
+    char err[256] = "";
+    CHECK_EQ(fg_limit_parse(rate, &l), FG_OK);
+    l.algorithm = algo;
+    fg_limiter *lim = fg_limiter_new(st, &l, err, sizeof(err));
+    CHECK(lim != NULL);
+    if (!lim)
+        fprintf(stderr, "  limiter %s: %s\n", rate, err);
+    return lim;
 }
 
 /* Allowed (1), refused (0), or the negative code of a failed check. */
-static int try_key(fg_limiter *l, const char *key, size_t len, uint64_t cost) {
-  fg_decision d;
-  int rc = fg_check(l, key, len, cost, &d);
-  return rc == FG_OK ? d.allowed : rc;
+static int try_key(fg_limiter *l, const char *key, size_t len, uint64_t cost)
+{
+    fg_decision d;
+    int rc = fg_check(l, key, len, cost, &d);
+    return rc == FG_OK ? d.allowed : rc;
 }
 
 static const fg_algorithm all_algos[] = {FG_FIXED_WINDOW, FG_SLIDING_WINDOW,
                                          FG_TOKEN_BUCKET};
 
-static void test_tenth_and_eleventh(void) {
-  for (int i = 0; i < 3; i++) {
-    fake_now = 5 * SEC + 250 * MS;
-    fg_store *st = open_store(0);
-    fg_limiter *l = new_limiter(st, "10/s", all_algos[i]);
-    fg_decision d;
-    for (uint64_t n = 1; n <= 10; n++) {
-      CHECK_EQ(fg_check(l, "user:1", 6, 1, &d), FG_OK);
-      CHECK_EQ(d.allowed, 1);
-      CHECK_EQ(d.remaining, 10 - n);
-      CHECK_EQ(d.limit, 10);
-      CHECK_EQ(d.source, FG_SOURCE_STORE);
+static void test_tenth_and_eleventh(void)
+{
+    for (int i = 0; i < 3; i++) {
+        fake_now = 5 * SEC + 250 * MS;
+        fg_store *st = open_store(0);
+        fg_limiter *l = new_limiter(st, "10/s", all_algos[i]);
+        fg_decision d;
+        for (uint64_t n = 1; n <= 10; n++) {
+            CHECK_EQ(fg_check(l, "user:1", 6, 1, &d), FG_OK);
+            CHECK_EQ(d.allowed, 1);
+            CHECK_EQ(d.remaining, 10 - n);
+            CHECK_EQ(d.limit, 10);
+            CHECK_EQ(d.source, FG_SOURCE_STORE);
+        }
+        CHECK_EQ(fg_check(l, "user:1", 6, 1, &d), FG_OK);
+        CHECK_EQ(d.allowed, 0);
+        CHECK_EQ(d.remaining, 0);
+        CHECK_EQ(d.source, FG_SOURCE_STORE);
+        /* fixed: the window ends in 750 ms; sliding: the 10 weigh until
+         * 10 (1 s - e) + 1 s <= 10 s, e = 100 ms into the next window;
+         * token bucket: one T = 100 ms. */
+        static const uint64_t retry[] = {750, 850, 100};
+        CHECK_EQ(d.retry_after_ms, retry[i]);
+        fake_now += retry[i] * MS - 1;
+        CHECK_EQ(try_key(l, "user:1", 6, 1), 0);
+        fake_now += 1;
+        CHECK_EQ(try_key(l, "user:1", 6, 1), 1);
+        CHECK_EQ(fg_store_keys(st), 1);
+        fg_limiter_free(l);
+        fg_store_close(st);
     }
-    CHECK_EQ(fg_check(l, "user:1", 6, 1, &d), FG_OK);
-    CHECK_EQ(d.allowed, 0);
-    CHECK_EQ(d.remaining, 0);
-    CHECK_EQ(d.source, FG_SOURCE_STORE);
-    /* fixed: the window ends in 750 ms; sliding: the 10 weigh until
-     * 10 (1 s - e) + 1 s <= 10 s, e = 100 ms into the next window;
-     * token bucket: one T = 100 ms. */
-    static const uint64_t retry[] = {750, 850, 100};
-    CHECK_EQ(d.retry_after_ms, retry[i]);
-    fake_now += retry[i] * MS - 1;
-    CHECK_EQ(try_key(l, "user:1", 6, 1), 0);
-    fake_now += 1;
-    CHECK_EQ(try_key(l, "user:1", 6, 1), 1);
-    CHECK_EQ(fg_store_keys(st), 1);
+}
+
+static void test_binary_keys(void)
+{
+    fg_store *st = open_store(0);
+    fg_limiter *l = new_limiter(st, "1/h", FG_FIXED_WINDOW);
+    /* Keys that differ only after a NUL byte are different keys. */
+    CHECK_EQ(try_key(l, "a\0b", 3, 1), 1);
+    CHECK_EQ(try_key(l, "a\0b", 3, 1), 0);
+    CHECK_EQ(try_key(l, "a\0c", 3, 1), 1);
+    CHECK_EQ(try_key(l, "a", 1, 1), 1);
+    CHECK_EQ(try_key(l, "a\0", 2, 1), 1);
+    CHECK_EQ(try_key(l, "a\0c", 3, 1), 0);
+    /* Every byte value, and the empty key (NULL or not) as one key. */
+    char all[256];
+    for (int i = 0; i < 256; i++)
+        all[i] = (char)i;
+    CHECK_EQ(try_key(l, all, sizeof(all), 1), 1);
+    CHECK_EQ(try_key(l, all, sizeof(all), 1), 0);
+    CHECK_EQ(try_key(l, "", 0, 1), 1);
+    CHECK_EQ(try_key(l, "", 0, 1), 0);
+    CHECK_EQ(try_key(l, "x", 0, 1), 0);
+    /* A NULL key of length 0 is the empty key or FG_EINVAL, never
+     * undefined behaviour: run it in a child so that a sanitizer abort is
+     * reported as one failure rather than ending this program. */
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int r = try_key(l, NULL, 0, 1);
+        _exit(r == 0 || r == FG_EINVAL ? 0 : 1);
+    }
+    int status = -1;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK_EQ(fg_store_keys(st), 6);
     fg_limiter_free(l);
     fg_store_close(st);
-  }
 }
 
-static void test_binary_keys(void) {
-  fg_store *st = open_store(0);
-  fg_limiter *l = new_limiter(st, "1/h", FG_FIXED_WINDOW);
-  /* Keys that differ only after a NUL byte are different keys. */
-  CHECK_EQ(try_key(l, "a\0b", 3, 1), 1);
-  CHECK_EQ(try_key(l, "a\0b", 3, 1), 0);
-  CHECK_EQ(try_key(l, "a\0c", 3, 1), 1);
-  CHECK_EQ(try_key(l, "a", 1, 1), 1);
-  CHECK_EQ(try_key(l, "a\0", 2, 1), 1);
-  CHECK_EQ(try_key(l, "a\0c", 3, 1), 0);
-  /* Every byte value, and the empty key (NULL or not) as one key. */
-  char all[256];
-  for (int i = 0; i < 256; i++)
-    all[i] = (char)i;
-  CHECK_EQ(try_key(l, all, sizeof(all), 1), 1);
-  CHECK_EQ(try_key(l, all, sizeof(all), 1), 0);
-  CHECK_EQ(try_key(l, "", 0, 1), 1);
-  CHECK_EQ(try_key(l, "", 0, 1), 0);
-  CHECK_EQ(try_key(l, "x", 0, 1), 0);
-  /* A NULL key of length 0 is the empty key or FG_EINVAL, never
-   * undefined behaviour: run it in a child so that a sanitizer abort is
-   * reported as one failure rather than ending this program. */
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid == 0) {
-    int r = try_key(l, NULL, 0, 1);
-    _exit(r == 0 || r == FG_EINVAL ? 0 : 1);
-  }
-  int status = -1;
-  CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
-  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  CHECK_EQ(fg_store_keys(st), 6);
-  fg_limiter_free(l);
-  fg_store_close(st);
+static void test_limiters_separate(void)
+{
+    fg_store *st = open_store(0);
+    /* Same limit, same name, same key: still separate counters. */
+    fg_limiter *a = new_limiter(st, "2/h", FG_FIXED_WINDOW);
+    fg_limiter *b = new_limiter(st, "2/h", FG_FIXED_WINDOW);
+    fg_limiter *c = new_limiter(st, "2/h", FG_TOKEN_BUCKET);
+    CHECK_EQ(try_key(a, "k", 1, 2), 1);
+    CHECK_EQ(try_key(a, "k", 1, 1), 0);
+    CHECK_EQ(try_key(b, "k", 1, 2), 1);
+    CHECK_EQ(try_key(b, "k", 1, 1), 0);
+    CHECK_EQ(try_key(c, "k", 1, 2), 1);
+    CHECK_EQ(try_key(c, "k", 1, 1), 0);
+    CHECK_EQ(fg_store_keys(st), 3);
+    /* Freeing one leaves the others' counts as they were. */
+    fg_limiter_free(b);
+    CHECK_EQ(try_key(a, "k", 1, 1), 0);
+    fg_limiter *d = new_limiter(st, "2/h", FG_FIXED_WINDOW);
+    CHECK_EQ(try_key(d, "k", 1, 2), 1);
+    fg_limiter_free(a);
+    fg_limiter_free(c);
+    fg_limiter_free(d);
+    fg_store_close(st);
 }
 
-static void test_limiters_separate(void) {
-  fg_store *st = open_store(0);
-  /* Same limit, same name, same key: still separate counters. */
-  fg_limiter *a = new_limiter(st, "2/h", FG_FIXED_WINDOW);
-  fg_limiter *b = new_limiter(st, "2/h", FG_FIXED_WINDOW);
-  fg_limiter *c = new_limiter(st, "2/h", FG_TOKEN_BUCKET);
-  CHECK_EQ(try_key(a, "k", 1, 2), 1);
-  CHECK_EQ(try_key(a, "k", 1, 1), 0);
-  CHECK_EQ(try_key(b, "k", 1, 2), 1);
-  CHECK_EQ(try_key(b, "k", 1, 1), 0);
-  CHECK_EQ(try_key(c, "k", 1, 2), 1);
-  CHECK_EQ(try_key(c, "k", 1, 1), 0);
-  CHECK_EQ(fg_store_keys(st), 3);
-  /* Freeing one leaves the others' counts as they were. */
-  fg_limiter_free(b);
-  CHECK_EQ(try_key(a, "k", 1, 1), 0);
-  fg_limiter *d = new_limiter(st, "2/h", FG_FIXED_WINDOW);
-  CHECK_EQ(try_key(d, "k", 1, 2), 1);
-  fg_limiter_free(a);
-  fg_limiter_free(c);
-  fg_limiter_free(d);
-  fg_store_close(st);
-}
-
-static void test_bad_input(void) {
-  fg_store *st = open_store(0);
-  fg_limiter *l = new_limiter(st, "10/s", FG_FIXED_WINDOW);
-  static char key[FG_MAX_KEY + 1];
-  memset(key, 'k', sizeof(key));
-  fg_decision d;
-  CHECK_EQ(try_key(l, key, FG_MAX_KEY, 3), 1);
-  CHECK_EQ(fg_check(l, key, FG_MAX_KEY + 1, 1, &d), FG_EKEY);
-  CHECK_EQ(d.allowed, 0);
-  CHECK_EQ(fg_check(l, key, SIZE_MAX, 1, &d), FG_EKEY);
-  CHECK_EQ(fg_check(l, NULL, 5, 1, &d), FG_EINVAL);
-  CHECK_EQ(d.allowed, 0);
-  uint64_t bad[] = {0, 11, FG_MAX_COUNT, UINT64_MAX};
-  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-    memset(&d, 0xff, sizeof(d));
-    CHECK_EQ(fg_check(l, key, FG_MAX_KEY, bad[i], &d), FG_ECOST);
+static void test_bad_input(void)
+{
+    fg_store *st = open_store(0);
+    fg_limiter *l = new_limiter(st, "10/s", FG_FIXED_WINDOW);
+    static char key[FG_MAX_KEY + 1];
+    memset(key, 'k', sizeof(key));
+    fg_decision d;
+    CHECK_EQ(try_key(l, key, FG_MAX_KEY, 3), 1);
+    CHECK_EQ(fg_check(l, key, FG_MAX_KEY + 1, 1, &d), FG_EKEY);
     CHECK_EQ(d.allowed, 0);
-  }
-  /* Nothing consumed, no key created. */
-  CHECK_EQ(fg_store_keys(st), 1);
-  CHECK_EQ(fg_check(l, key, FG_MAX_KEY, 1, &d), FG_OK);
-  CHECK_EQ(d.remaining, 6);
-  fg_limiter_free(l);
-  fg_store_close(st);
+    CHECK_EQ(fg_check(l, key, SIZE_MAX, 1, &d), FG_EKEY);
+    CHECK_EQ(fg_check(l, NULL, 5, 1, &d), FG_EINVAL);
+    CHECK_EQ(d.allowed, 0);
+    uint64_t bad[] = {0, 11, FG_MAX_COUNT, UINT64_MAX};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        memset(&d, 0xff, sizeof(d));
+        CHECK_EQ(fg_check(l, key, FG_MAX_KEY, bad[i], &d), FG_ECOST);
+        CHECK_EQ(d.allowed, 0);
+    }
+    /* Nothing consumed, no key created. */
+    CHECK_EQ(fg_store_keys(st), 1);
+    CHECK_EQ(fg_check(l, key, FG_MAX_KEY, 1, &d), FG_OK);
+    CHECK_EQ(d.remaining, 6);
+    fg_limiter_free(l);
+    fg_store_close(st);
 }
 
 /* Sanitizers make each check about four times slower: keep their run to
@@ -189,244 +198,368 @@ static void test_bad_input(void) {
 /* 10 million distinct keys through a store of 100,000: never more than
  * max_keys, and a hot key used all along keeps its count (it is never the
  * least recently used). */
-static void test_churn(void) {
-  uint64_t n = CHURN_DEFAULT, max_keys = 100000;
-  const char *env = getenv("FG_TEST_CHURN_KEYS");
-  if (env && *env)
-    n = strtoull(env, NULL, 10);
-  fake_now = 1000 * SEC;
-  fg_store *st = open_store(max_keys);
-  /* A day-long window: nothing expires, so only LRU makes room. */
-  fg_limiter *l = new_limiter(st, "1000000/day", FG_FIXED_WINDOW);
-  uint64_t over = 0, hot = 0, failed = 0;
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  for (uint64_t i = 0; i < n; i++) {
-    fake_now++;
-    char key[8];
-    memcpy(key, &i, sizeof(key));
-    if (try_key(l, key, sizeof(key), 1) != 1)
-      failed++;
-    if (i % 100 == 0) {
-      fake_now++;
-      if (try_key(l, "hot", 3, 1) != 1)
-        failed++;
-      hot++;
+static void test_churn(void)
+{
+    uint64_t n = CHURN_DEFAULT, max_keys = 100000;
+    const char *env = getenv("FG_TEST_CHURN_KEYS");
+    if (env && *env)
+        n = strtoull(env, NULL, 10);
+    fake_now = 1000 * SEC;
+    fg_store *st = open_store(max_keys);
+    /* A day-long window: nothing expires, so only LRU makes room. */
+    fg_limiter *l = new_limiter(st, "1000000/day", FG_FIXED_WINDOW);
+    uint64_t over = 0, hot = 0, failed = 0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (uint64_t i = 0; i < n; i++) {
+        fake_now++;
+        char key[8];
+        memcpy(key, &i, sizeof(key));
+        if (try_key(l, key, sizeof(key), 1) != 1)
+            failed++;
+        if (i % 100 == 0) {
+            fake_now++;
+            if (try_key(l, "hot", 3, 1) != 1)
+                failed++;
+            hot++;
+        }
+        if (i % 65536 == 0 && fg_store_keys(st) > max_keys)
+            over++;
     }
-    if (i % 65536 == 0 && fg_store_keys(st) > max_keys)
-      over++;
-  }
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  double ns =
-      (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
-  CHECK_EQ(failed, 0);
-  CHECK_EQ(over, 0);
-  CHECK(fg_store_keys(st) <= max_keys);
-  if (n >= max_keys)
-    CHECK(fg_store_keys(st) >= max_keys * 9 / 10);
-  fg_decision d;
-  CHECK_EQ(fg_check(l, "hot", 3, 1, &d), FG_OK);
-  CHECK_EQ(d.remaining, 1000000 - hot - 1);
-  /* A measurement for the report, not a pass/fail criterion. */
-  printf("churn: %llu keys through a store of %llu, %llu kept, %.0f ns "
-         "per new key\n",
-         (unsigned long long)n, (unsigned long long)max_keys,
-         (unsigned long long)fg_store_keys(st), n ? ns / (double)n : 0.0);
-  fg_limiter_free(l);
-  fg_store_close(st);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double ns = (double)(t1.tv_sec - t0.tv_sec) * 1e9 +
+                (double)(t1.tv_nsec - t0.tv_nsec);
+    CHECK_EQ(failed, 0);
+    CHECK_EQ(over, 0);
+    CHECK(fg_store_keys(st) <= max_keys);
+    if (n >= max_keys)
+        CHECK(fg_store_keys(st) >= max_keys * 9 / 10);
+    fg_decision d;
+    CHECK_EQ(fg_check(l, "hot", 3, 1, &d), FG_OK);
+    CHECK_EQ(d.remaining, 1000000 - hot - 1);
+    /* A measurement for the report, not a pass/fail criterion. */
+    printf("churn: %llu keys through a store of %llu, %llu kept, %.0f ns "
+           "per new key\n",
+           (unsigned long long)n, (unsigned long long)max_keys,
+           (unsigned long long)fg_store_keys(st), n ? ns / (double)n : 0.0);
+    fg_limiter_free(l);
+    fg_store_close(st);
 }
 
 /* When the store is full, expired entries go before live ones, even live
  * ones that were touched long before. */
-static void test_expired_first(void) {
-  fg_store *st = open_store(1000);
-  fg_limiter *live = new_limiter(st, "1/h", FG_FIXED_WINDOW);
-  fg_limiter *brief = new_limiter(st, "1/s", FG_FIXED_WINDOW);
-  char key[32];
-  fake_now = 3600 * SEC; /* the start of an hour window */
-  for (int i = 0; i < 100; i++) {
-    snprintf(key, sizeof(key), "old%d", i);
-    CHECK_EQ(try_key(live, key, strlen(key), 1), 1);
-  }
-  fake_now += 10 * SEC;
-  int ok = 0;
-  for (int i = 0; i < 900; i++) {
-    snprintf(key, sizeof(key), "brief%d", i);
-    ok += try_key(brief, key, strlen(key), 1) == 1;
-  }
-  CHECK_EQ(ok, 900);
-  CHECK_EQ(fg_store_keys(st), 1000);
-  /* 20 s on, the 900 one-second windows have expired; the hour windows
-   * of the old keys have not. 100 new keys must take expired places. */
-  fake_now += 20 * SEC;
-  ok = 0;
-  for (int i = 0; i < 100; i++) {
-    snprintf(key, sizeof(key), "new%d", i);
-    ok += try_key(live, key, strlen(key), 1) == 1;
-  }
-  CHECK_EQ(ok, 100);
-  CHECK(fg_store_keys(st) <= 1000);
-  /* The old keys are still there: their one unit is still spent. */
-  int forgotten = 0;
-  for (int i = 0; i < 100; i++) {
-    snprintf(key, sizeof(key), "old%d", i);
-    forgotten += try_key(live, key, strlen(key), 1) != 0;
-  }
-  CHECK_EQ(forgotten, 0);
-  fg_limiter_free(live);
-  fg_limiter_free(brief);
-  fg_store_close(st);
+static void test_expired_first(void)
+{
+    fg_store *st = open_store(1000);
+    fg_limiter *live = new_limiter(st, "1/h", FG_FIXED_WINDOW);
+    fg_limiter *brief = new_limiter(st, "1/s", FG_FIXED_WINDOW);
+    char key[32];
+    fake_now = 3600 * SEC; /* the start of an hour window */
+    for (int i = 0; i < 100; i++) {
+        snprintf(key, sizeof(key), "old%d", i);
+        CHECK_EQ(try_key(live, key, strlen(key), 1), 1);
+    }
+    fake_now += 10 * SEC;
+    int ok = 0;
+    for (int i = 0; i < 900; i++) {
+        snprintf(key, sizeof(key), "brief%d", i);
+        ok += try_key(brief, key, strlen(key), 1) == 1;
+    }
+    CHECK_EQ(ok, 900);
+    CHECK_EQ(fg_store_keys(st), 1000);
+    /* 20 s on, the 900 one-second windows have expired; the hour windows
+     * of the old keys have not. 100 new keys must take expired places. */
+    fake_now += 20 * SEC;
+    ok = 0;
+    for (int i = 0; i < 100; i++) {
+        snprintf(key, sizeof(key), "new%d", i);
+        ok += try_key(live, key, strlen(key), 1) == 1;
+    }
+    CHECK_EQ(ok, 100);
+    CHECK(fg_store_keys(st) <= 1000);
+    /* The old keys are still there: their one unit is still spent. */
+    int forgotten = 0;
+    for (int i = 0; i < 100; i++) {
+        snprintf(key, sizeof(key), "old%d", i);
+        forgotten += try_key(live, key, strlen(key), 1) != 0;
+    }
+    CHECK_EQ(forgotten, 0);
+    fg_limiter_free(live);
+    fg_limiter_free(brief);
+    fg_store_close(st);
 }
 
 /* ---- two threads, one key ----------------------------------------------
  * The clock stands still (read-only), so the count decides alone. */
 
 struct hammer {
-  fg_limiter *l;
-  uint64_t allowed, errors;
+    fg_limiter *l;
+    uint64_t allowed, errors;
 };
 
-static void *hammer_thread(void *arg) {
-  struct hammer *h = arg;
-  for (int i = 0; i < 100000; i++) {
-    int r = try_key(h->l, "shared", 6, 1);
-    if (r == 1)
-      h->allowed++;
-    else if (r != 0)
-      h->errors++;
-  }
-  return NULL;
+static void *hammer_thread(void *arg)
+{
+    struct hammer *h = arg;
+    for (int i = 0; i < 100000; i++) {
+        int r = try_key(h->l, "shared", 6, 1);
+        if (r == 1)
+            h->allowed++;
+        else if (r != 0)
+            h->errors++;
+    }
+    return NULL;
 }
 
-static void test_threads(void) {
-  fake_now = 7 * SEC;
-  for (int i = 0; i < 3; i++) {
-    fg_store *st = open_store(0);
-    fg_limiter *l = new_limiter(st, "100000/h", all_algos[i]);
-    struct hammer h[2] = {{.l = l}, {.l = l}};
+static void test_threads(void)
+{
+    fake_now = 7 * SEC;
+    for (int i = 0; i < 3; i++) {
+        fg_store *st = open_store(0);
+        fg_limiter *l = new_limiter(st, "100000/h", all_algos[i]);
+        struct hammer h[2] = {{.l = l}, {.l = l}};
+        pthread_t t[2];
+        for (int j = 0; j < 2; j++)
+            CHECK_EQ(pthread_create(&t[j], NULL, hammer_thread, &h[j]), 0);
+        for (int j = 0; j < 2; j++)
+            pthread_join(t[j], NULL);
+        CHECK_EQ(h[0].allowed + h[1].allowed, 100000);
+        CHECK_EQ(h[0].errors + h[1].errors, 0);
+        /* Both threads got a share: they really ran at the same time or
+         * one after the other, and either way the sum is exact. */
+        fg_decision d;
+        CHECK_EQ(fg_check(l, "shared", 6, 1, &d), FG_OK);
+        CHECK_EQ(d.allowed, 0);
+        CHECK_EQ(d.remaining, 0);
+        fg_limiter_free(l);
+        fg_store_close(st);
+    }
+}
+
+/* ---- two threads, many keys: the tables grow while both check ---------- */
+
+static atomic_ullong ticking_now = 50 * SEC;
+
+static uint64_t ticking_clock(void *ctx)
+{
+    (void)ctx;
+    return atomic_fetch_add(&ticking_now, 1);
+}
+
+struct spread {
+    fg_limiter *l;
+    int id;
+    uint64_t shared_allowed, errors;
+};
+
+static void *spread_thread(void *arg)
+{
+    struct spread *sp = arg;
+    for (uint32_t i = 0; i < 200000; i++) {
+        char key[8];
+        memcpy(key, &sp->id, 4);
+        memcpy(key + 4, &i, 4);
+        if (try_key(sp->l, key, sizeof(key), 1) != 1)
+            sp->errors++;
+        int r = try_key(sp->l, "shared", 6, 1);
+        if (r == 1)
+            sp->shared_allowed++;
+        else if (r != 0)
+            sp->errors++;
+    }
+    return NULL;
+}
+
+static void test_threads_many_keys(void)
+{
+    fg_memory_options o = {.max_keys = 1000000, .clock = ticking_clock};
+    fg_store *st = fg_store_open_memory(&o, NULL, 0);
+    CHECK(st != NULL);
+    if (!st)
+        return;
+    fg_limiter *l = new_limiter(st, "150000/h", FG_FIXED_WINDOW);
+    struct spread sp[2] = {{.l = l, .id = 1}, {.l = l, .id = 2}};
     pthread_t t[2];
     for (int j = 0; j < 2; j++)
-      CHECK_EQ(pthread_create(&t[j], NULL, hammer_thread, &h[j]), 0);
+        CHECK_EQ(pthread_create(&t[j], NULL, spread_thread, &sp[j]), 0);
     for (int j = 0; j < 2; j++)
-      pthread_join(t[j], NULL);
-    CHECK_EQ(h[0].allowed + h[1].allowed, 100000);
-    CHECK_EQ(h[0].errors + h[1].errors, 0);
-    /* Both threads got a share: they really ran at the same time or
-     * one after the other, and either way the sum is exact. */
-    fg_decision d;
-    CHECK_EQ(fg_check(l, "shared", 6, 1, &d), FG_OK);
-    CHECK_EQ(d.allowed, 0);
-    CHECK_EQ(d.remaining, 0);
+        pthread_join(t[j], NULL);
+    CHECK_EQ(sp[0].errors + sp[1].errors, 0);
+    CHECK_EQ(sp[0].shared_allowed + sp[1].shared_allowed, 150000);
+    CHECK_EQ(fg_store_keys(st), 400001);
     fg_limiter_free(l);
     fg_store_close(st);
-  }
+}
+
+/* ---- memory per key: at most 128 bytes plus the key (issue 2) ---------- */
+
+static long long sized_live_bytes;
+
+static void *sized_malloc(size_t n)
+{
+    /* A 16-byte header keeps the caller's block aligned like malloc's. */
+    size_t *p = malloc(n + 16);
+    if (!p)
+        return NULL;
+    p[0] = n;
+    sized_live_bytes += (long long)n;
+    return (char *)p + 16;
+}
+
+static void sized_free(void *q)
+{
+    if (!q)
+        return;
+    size_t *p = (size_t *)((char *)q - 16);
+    sized_live_bytes -= (long long)p[0];
+    free(p);
+}
+
+static void test_bytes_per_key(void)
+{
+    const uint64_t n = 100000;
+    fg_set_allocator(sized_malloc, sized_free);
+    sized_live_bytes = 0;
+    /* Room to spare: the stripes share max_keys evenly, so a store exactly
+     * n keys large starts evicting slightly before it holds n keys. */
+    fg_memory_options o = {.max_keys = 2 * n, .clock = fake_clock};
+    fg_store *st = fg_store_open_memory(&o, NULL, 0);
+    CHECK(st != NULL);
+    fg_limiter *l = st ? new_limiter(st, "10/h", FG_TOKEN_BUCKET) : NULL;
+    if (l) {
+        long long base = sized_live_bytes;
+        char key[16];
+        for (uint64_t i = 0; i < n; i++) {
+            memset(key, 'k', sizeof(key));
+            memcpy(key, &i, sizeof(i));
+            CHECK_EQ(try_key(l, key, sizeof(key), 1), 1);
+        }
+        CHECK_EQ(fg_store_keys(st), n);
+        double per_key = (double)(sized_live_bytes - base) / (double)n;
+        printf("memory store: %.1f bytes per key of %zu bytes (requested "
+               "from the allocator, %llu keys)\n",
+               per_key, sizeof(key), (unsigned long long)n);
+        CHECK(per_key <= 128.0 + (double)sizeof(key));
+    }
+    fg_limiter_free(l);
+    fg_store_close(st);
+    CHECK_EQ(sized_live_bytes, 0);
+    fg_set_allocator(NULL, NULL);
 }
 
 /* ---- allocation failure at every allocation ---------------------------- */
 
 static long alloc_calls, alloc_fail_at, alloc_live, alloc_injected;
 
-static void *counting_malloc(size_t n) {
-  alloc_calls++;
-  if (alloc_calls == alloc_fail_at) {
-    alloc_injected++;
-    return NULL;
-  }
-  void *p = malloc(n);
-  if (p)
-    alloc_live++;
-  return p;
+static void *counting_malloc(size_t n)
+{
+    alloc_calls++;
+    if (alloc_calls == alloc_fail_at) {
+        alloc_injected++;
+        return NULL;
+    }
+    void *p = malloc(n);
+    if (p)
+        alloc_live++;
+    return p;
 }
 
-static void counting_free(void *p) {
-  if (p)
-    alloc_live--;
-  free(p);
+static void counting_free(void *p)
+{
+    if (p)
+        alloc_live--;
+    free(p);
 }
 
 static int async_calls;
 
-static void async_cb(int rc, const fg_decision *d, void *data) {
-  (void)rc;
-  (void)d;
-  (void)data;
-  async_calls++;
+static void async_cb(int rc, const fg_decision *d, void *data)
+{
+    (void)rc;
+    (void)d;
+    (void)data;
+    async_calls++;
 }
 
 /* One whole life: open, limiter (local fallback), checks of new keys,
  * free, close. Returns 1 when every step succeeded. */
-static int scenario(void) {
-  fg_memory_options o = {.max_keys = 1000, .clock = fake_clock};
-  char err[256] = "";
-  fg_store *st = fg_store_open_memory(&o, err, sizeof(err));
-  if (!st) {
-    CHECK(err[0] != '\0');
-    return 0;
-  }
-  fg_limit lim;
-  CHECK_EQ(fg_limit_parse("10/s", &lim), FG_OK);
-  lim.on_failure = FG_FAIL_LOCAL;
-  err[0] = '\0';
-  fg_limiter *l = fg_limiter_new(st, &lim, err, sizeof(err));
-  if (!l) {
-    CHECK(err[0] != '\0');
-    fg_store_close(st);
-    return 0;
-  }
-  int all_ok = 1;
-  for (int i = 0; i < 6; i++) {
-    char key[32];
-    snprintf(key, sizeof(key), "key%d", i % 4);
-    fg_decision d;
-    int rc = fg_check(l, key, strlen(key), 1, &d);
-    CHECK(rc == FG_OK || rc == FG_ENOMEM);
-    if (rc != FG_OK)
-      all_ok = 0;
-    else
-      CHECK_EQ(d.allowed, 1);
-  }
-  async_calls = 0;
-  int rc = fg_check_async(l, "akey", 4, 1, async_cb, NULL);
-  CHECK(rc == FG_OK || rc == FG_ENOMEM);
-  CHECK_EQ(async_calls, rc == FG_OK ? 1 : 0);
-  if (rc != FG_OK)
-    all_ok = 0;
-  fg_limiter_free(l);
-  fg_store_close(st);
-  return all_ok;
-}
-
-static void test_alloc_failure(void) {
-  fake_now = 9 * SEC;
-  long n;
-  int complete = 0;
-  for (n = 1; n < 10000; n++) {
-    alloc_calls = alloc_live = alloc_injected = 0;
-    alloc_fail_at = n;
-    fg_set_allocator(counting_malloc, counting_free);
-    int ok = scenario();
-    fg_set_allocator(NULL, NULL);
-    if (alloc_live != 0)
-      fprintf(stderr, "  fail at %ld: %ld blocks leaked\n", n, alloc_live);
-    CHECK_EQ(alloc_live, 0);
-    if (!alloc_injected) {
-      complete = ok;
-      break;
+static int scenario(void)
+{
+    fg_memory_options o = {.max_keys = 1000, .clock = fake_clock};
+    char err[256] = "";
+    fg_store *st = fg_store_open_memory(&o, err, sizeof(err));
+    if (!st) {
+        CHECK(err[0] != '\0');
+        return 0;
     }
-  }
-  CHECK(n > 5); /* the scenario does allocate */
-  CHECK_EQ(complete, 1);
-  printf("allocation failure injected at each of %ld allocations\n", n - 1);
+    fg_limit lim;
+    CHECK_EQ(fg_limit_parse("10/s", &lim), FG_OK);
+    lim.on_failure = FG_FAIL_LOCAL;
+    err[0] = '\0';
+    fg_limiter *l = fg_limiter_new(st, &lim, err, sizeof(err));
+    if (!l) {
+        CHECK(err[0] != '\0');
+        fg_store_close(st);
+        return 0;
+    }
+    int all_ok = 1;
+    for (int i = 0; i < 6; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "key%d", i % 4);
+        fg_decision d;
+        int rc = fg_check(l, key, strlen(key), 1, &d);
+        CHECK(rc == FG_OK || rc == FG_ENOMEM);
+        if (rc != FG_OK)
+            all_ok = 0;
+        else
+            CHECK_EQ(d.allowed, 1);
+    }
+    async_calls = 0;
+    int rc = fg_check_async(l, "akey", 4, 1, async_cb, NULL);
+    CHECK(rc == FG_OK || rc == FG_ENOMEM);
+    CHECK_EQ(async_calls, rc == FG_OK ? 1 : 0);
+    if (rc != FG_OK)
+        all_ok = 0;
+    fg_limiter_free(l);
+    fg_store_close(st);
+    return all_ok;
 }
 
-int main(void) {
-  test_tenth_and_eleventh();
-  test_binary_keys();
-  test_limiters_separate();
-  test_bad_input();
-  test_expired_first();
-  test_threads();
-  test_alloc_failure();
-  test_churn();
-  return TEST_DONE();
+static void test_alloc_failure(void)
+{
+    fake_now = 9 * SEC;
+    long n;
+    int complete = 0;
+    for (n = 1; n < 10000; n++) {
+        alloc_calls = alloc_live = alloc_injected = 0;
+        alloc_fail_at = n;
+        fg_set_allocator(counting_malloc, counting_free);
+        int ok = scenario();
+        fg_set_allocator(NULL, NULL);
+        if (alloc_live != 0)
+            fprintf(stderr, "  fail at %ld: %ld blocks leaked\n", n,
+                    alloc_live);
+        CHECK_EQ(alloc_live, 0);
+        if (!alloc_injected) {
+            complete = ok;
+            break;
+        }
+    }
+    CHECK(n > 5); /* the scenario does allocate */
+    CHECK_EQ(complete, 1);
+    printf("allocation failure injected at each of %ld allocations\n", n - 1);
+}
+
+int main(void)
+{
+    test_tenth_and_eleventh();
+    test_binary_keys();
+    test_limiters_separate();
+    test_bad_input();
+    test_expired_first();
+    test_threads();
+    test_threads_many_keys();
+    test_bytes_per_key();
+    test_alloc_failure();
+    test_churn();
+    return TEST_DONE();
 }

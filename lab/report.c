@@ -90,7 +90,7 @@ static int verdict(const fg__lab_result *r, char *a, char *b, size_t len)
         return RED;
     }
     if (r->refused_under_limit > 0) {
-        snprintf(a, len, "%d under the limit", r->refused_under_limit);
+        snprintf(a, len, "%d short of the limit", r->refused_under_limit);
         snprintf(b, len, "refused a real user");
         return YELLOW;
     }
@@ -161,8 +161,8 @@ void fg__lab_print_cards(FILE *f, const fg__lab_result *rs, int n, int color)
         if (rs[i].calls_per_request == 0)
             snprintf(t, sizeof t, "0 (no network hop)");
         else
-            snprintf(t, sizeof t, "%.2f in %.2f trips", rs[i].calls_per_request,
-                     rs[i].round_trips_per_request);
+            snprintf(t, sizeof t, "%.2f (%.2f round trips)",
+                     rs[i].calls_per_request, rs[i].round_trips_per_request);
         cell(f, color, PLAIN, t);
     }
     fprintf(f, "\n");

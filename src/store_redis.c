@@ -42,6 +42,10 @@
 /* A connection whose oldest unanswered command is this far past its
  * deadline is presumed dead and replaced. */
 #define STALL_US 1000000u
+/* libevent waits in whole milliseconds, rounded up: a timer armed for the
+ * deadline fires up to 1 ms late. Arm it this much early and expire what is
+ * due within it, so a check ends near its deadline, never well past it. */
+#define TIMER_SLACK_US 500u
 
 typedef struct sconn {
     redisContext *c;
@@ -781,7 +785,8 @@ static void timer_arm(redis_store *st, uint64_t at)
 {
     if (st->timer_at && st->timer_at <= at)
         return;
-    uint64_t now = mono_us(), d = at > now ? at - now : 0;
+    uint64_t now = mono_us() + TIMER_SLACK_US;
+    uint64_t d = at > now ? at - now : 0;
     struct timeval tv = {(time_t)(d / 1000000), (suseconds_t)(d % 1000000)};
     st->timer_at = at;
     evtimer_add(st->timer, &tv);
@@ -792,14 +797,14 @@ static void timer_arm(redis_store *st, uint64_t at)
 static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
     redis_store *st = arg;
-    uint64_t now = mono_us(), next = 0;
+    uint64_t now = mono_us(), next = 0, due = now + TIMER_SLACK_US;
     (void)fd;
     (void)what;
     st->timer_at = 0;
     for (aslot *s = st->head; s; s = s->next) {
         if (!s->req)
             continue;
-        if (s->req->deadline_us <= now) {
+        if (s->req->deadline_us <= due) {
             fg__req *req = s->req;
             s->req = NULL;
             fg__req_done(req, FG_ETIMEOUT, NULL);

@@ -239,6 +239,20 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* A loop whose timers are precise: store deadlines are a few
+ * milliseconds, and libevent's default coarse clock (and millisecond epoll
+ * timeouts) would let a 5 ms deadline fire at 8. */
+static struct event_base *new_base(void)
+{
+    struct event_config *cfg = event_config_new();
+    if (!cfg)
+        return NULL;
+    event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
+    struct event_base *b = event_base_new_with_config(cfg);
+    event_config_free(cfg);
+    return b;
+}
+
 int fg__workers_start(fg__server *srv, char *err, size_t errlen)
 {
     const fg__serve_config *c = &srv->gen->cfg;
@@ -249,7 +263,7 @@ int fg__workers_start(fg__server *srv, char *err, size_t errlen)
     int rc = 0;
     for (unsigned i = 0; i < srv->nworkers && rc == 0; i++) {
         fg__worker *w = &srv->w[i];
-        w->base = event_base_new();
+        w->base = new_base();
         w->http = w->base ? evhttp_new(w->base) : NULL;
         w->m = calloc(1, sizeof(*w->m));
         w->cache = c->blocked_cache

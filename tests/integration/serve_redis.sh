@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# Four floodgate serve processes sharing one real redis-server: a burst for
+# one user is exact across them; the blocked-key cache spares Redis; Redis
+# hung or killed under load follows each limit's failure policy within its
+# timeout; Redis back is exact again within 1 s; SIGTERM loses no request.
+. "$(dirname "$0")/../serve/lib.sh"
+
+start_redis || { bad "redis starts"; finish; }
+for n in 1 2 3 4; do
+    cat >"$T/s$n.ini" <<INI
+[server]
+workers = 2
+id = api-$n
+demo_api = on
+[store]
+url = redis://127.0.0.1:$RPORT
+prefix = t$$:
+timeout = 5ms
+[limit bookings]
+key = header:X-User-Id
+algorithm = token_bucket
+rate = 10/min
+burst = 10
+on_failure = open
+[limit open_l]
+key = query:k
+rate = 5/min
+on_failure = open
+[limit closed_l]
+key = query:k
+rate = 5/min
+on_failure = closed
+[limit local_l]
+key = query:k
+algorithm = fixed_window
+rate = 80/min
+on_failure = local
+fallback_servers = 4
+[limit exact_l]
+key = query:k
+algorithm = fixed_window
+rate = 10/h
+[limit slow_l]
+key = query:k
+rate = 1000/min
+timeout = 400ms
+on_failure = open
+INI
+    start_fg "s$n" -c "$T/s$n.ini" --listen 127.0.0.1:0 || { bad "server $n starts"; finish; }
+done
+URLS=""
+for n in 1 2 3 4; do eval "URLS=\"\$URLS http://127.0.0.1:\$FGPORT_s$n\""; done
+urls() { local u out=""; for u in $URLS; do out="$out $u$1"; done; echo "$out"; }
+field() { echo "$1" | tr ' ' '\n' | grep "^$2=" | cut -d= -f2; }
+cmdcalls() { redis-cli -p "$RPORT" info commandstats | tr -d '\r' |
+    awk -F'[:=,]' '/^cmdstat_/ && $1 != "cmdstat_info" { s += $3 } END { print s + 0 }'; }
+
+# 1. 100 concurrent bookings for one user over four servers: exactly 10.
+out=$("$FGLOAD" -n 100 -c 100 -H 'X-User-Id: scalper' $(urls /bookings))
+echo "burst: $out"
+expect_eq "burst: exactly the limit allowed" "$(field "$out" s200)" 10
+expect_eq "burst: the rest refused" "$(field "$out" s429)" 90
+expect_eq "burst: every decision has correct headers" "$(field "$out" bad_headers)" 0
+expect_eq "burst: no errors" "$(field "$out" errors)" 0
+nids=$(field "$out" served_by | tr ',' '\n' | grep -c .)
+expect_eq "burst: spread over the 4 servers" "$nids" 4
+
+# 2. The scalper keeps flooding: the blocked-key cache answers, Redis rests.
+before=$(cmdcalls)
+out=$("$FGLOAD" -n 1000 -c 20 -H 'X-User-Id: scalper' $(urls /bookings))
+after=$(cmdcalls)
+echo "flood: $out redis_commands=$((after - before))"
+expect_eq "flood: all refused" "$(field "$out" s429)" 1000
+check "flood: at most one Redis command per worker ($((after - before)) for 1000 requests)" \
+    [ $((after - before)) -le 8 ]
+curl -s "http://127.0.0.1:$FGPORT_s1/metrics" >"$T/m"
+check "metrics: cache hits counted" grep -q '^floodgate_cache_hits_total{limit="bookings"} [1-9]' "$T/m"
+check "metrics: store calls counted" grep -q '^floodgate_store_calls_total{limit="bookings"} [1-9]' "$T/m"
+
+# 3. Redis hangs (SIGSTOP): no request waits longer than timeout + 2 ms.
+kill -STOP "$RPID"
+out=$("$FGLOAD" -n 200 -c 4 $(urls "/v1/check?limit=open_l&key=hang"))
+echo "hung, open: $out"
+expect_eq "hung: open limit allows" "$(field "$out" s200)" 200
+max=$(field "$out" max_us)
+check "hung: slowest request ${max} us <= timeout + 2 ms" [ "$max" -le 7000 ]
+out=$("$FGLOAD" -n 100 -c 4 $(urls "/v1/check?limit=closed_l&key=hang"))
+echo "hung, closed: $out"
+expect_eq "hung: closed limit answers 503" "$(field "$out" s503)" 100
+max=$(field "$out" max_us)
+check "hung: slowest request ${max} us <= timeout + 2 ms" [ "$max" -le 7000 ]
+kill -CONT "$RPID"
+
+# 4. Redis killed under load.
+"$FGLOAD" -d 1500 -c 8 $(urls "/v1/check?limit=open_l&key=load") >"$T/load" &
+LOADPID=$!
+sleep 0.3
+kill -KILL "$RPID"
+wait "$RPID" 2>/dev/null
+wait "$LOADPID"
+out=$(cat "$T/load")
+echo "killed under load, open: $out"
+expect_eq "killed under load: no failed request" "$(field "$out" errors)" 0
+expect_eq "killed under load: nothing but 200 and 429" \
+    "$(( $(field "$out" s200) + $(field "$out" s429) ))" "$(field "$out" sent)"
+out=$("$FGLOAD" -n 200 -c 8 $(urls "/v1/check?limit=open_l&key=down"))
+echo "down, open: $out"
+expect_eq "down: open limit allows" "$(field "$out" s200)" 200
+curl -s -X POST "http://127.0.0.1:$FGPORT_s2/v1/check?limit=open_l&key=down" >"$T/b"
+check "down: source fail_open" grep -q '"source":"fail_open"' "$T/b"
+out=$("$FGLOAD" -n 200 -c 8 $(urls "/v1/check?limit=closed_l&key=down"))
+echo "down, closed: $out"
+expect_eq "down: closed limit answers 503" "$(field "$out" s503)" 200
+out=$("$FGLOAD" -n 400 -c 8 $(urls "/v1/check?limit=local_l&key=down"))
+echo "down, local: $out"
+a=$(field "$out" s200)
+check "down: local fallback allows some ($a)" [ "$a" -gt 0 ]
+check "down: local fallback stays within limit: $a <= 80" [ "$a" -le 80 ]
+expect_eq "down: local fallback refuses the rest" "$(( a + $(field "$out" s429) ))" 400
+curl -s "http://127.0.0.1:$FGPORT_s1/metrics" >"$T/m"
+check "metrics: fail-open counted" grep -q '^floodgate_fail_open_total{limit="open_l"} [1-9]' "$T/m"
+check "metrics: store errors counted" grep -q '^floodgate_store_errors_total{limit="open_l"} [1-9]' "$T/m"
+check "store errors logged" grep -q 'event=store_error' "$T/s1.log"
+
+# 5. Redis back: exact again within 1 s.
+restart_redis || bad "redis restarts"
+t0=$(date +%s%N)
+back=0
+for _ in $(seq 1 40); do
+    all=1
+    for u in $URLS; do
+        curl -s -X POST "$u/v1/check?limit=exact_l&key=probe$RANDOM" | grep -q '"source":"store"' || all=0
+    done
+    if [ $all = 1 ]; then back=1; break; fi
+    sleep 0.025
+done
+t1=$(date +%s%N)
+ms=$(( (t1 - t0) / 1000000 ))
+check "back: every server decides in the store again after ${ms} ms (<= 1000)" \
+    [ "$back" = 1 ] && [ "$ms" -le 1000 ]
+out=$("$FGLOAD" -n 40 -c 10 $(urls "/v1/check?limit=exact_l&key=after"))
+echo "back: $out"
+expect_eq "back: exact (10 of 40 allowed)" "$(field "$out" s200)" 10
+
+# 6. SIGTERM with requests in flight (Redis hung, 400 ms timeout): every
+# request is answered, then the server exits 0.
+kill -STOP "$RPID"
+"$FGLOAD" -n 20 -c 20 "http://127.0.0.1:$FGPORT_s1/v1/check?limit=slow_l&key=drain" >"$T/drain" &
+LOADPID=$!
+sleep 0.15
+hz=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$FGPORT_s1/healthz")
+kill -TERM "$FGPID_s1"
+sleep 0.05
+hz2=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$FGPORT_s1/healthz")
+wait "$LOADPID"
+kill -CONT "$RPID"
+out=$(cat "$T/drain")
+echo "drain: $out healthz before=$hz after=$hz2"
+expect_eq "drain: every in-flight request answered" "$(field "$out" s200)" 20
+expect_eq "drain: no request lost" "$(field "$out" errors)" 0
+for _ in $(seq 1 200); do kill -0 "$FGPID_s1" 2>/dev/null || break; sleep 0.01; done
+wait "$FGPID_s1"
+expect_eq "drain: exit status 0" "$?" 0
+check "drain: new connections refused once draining" [ "$hz2" != 200 ]
+
+finish

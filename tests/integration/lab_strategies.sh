@@ -17,7 +17,7 @@ bg=""
 # Whatever happens, nothing started from this test's folder outlives it.
 cleanup() {
     [ -n "$bg" ] && kill -9 "$bg" 2>/dev/null
-    local left; left=$(pgrep -f "$work/tmp")
+    local left; left=$(ours)
     [ -n "$left" ] && kill -9 $left 2>/dev/null
     rm -rf "$work"
 }
@@ -25,15 +25,30 @@ trap cleanup EXIT
 mkdir -p "$work/tmp"
 export TMPDIR="$work/tmp"
 
-listeners() { ss -ltnpH 2>/dev/null | grep -E 'redis-server|haproxy|floodgate' | awk '{print $4}' | sort; }
-before=$(listeners)
+# Processes of this test: a command line naming its folder, or a working
+# directory inside it (redis-server rewrites its command line but runs in
+# the lab's folder). Other tests on the machine are not ours to count.
+ours() {
+    local pid
+    for pid in $(pgrep -x 'redis-server|haproxy|floodgate' 2>/dev/null); do
+        if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "$work" ||
+           readlink "/proc/$pid/cwd" 2>/dev/null | grep -qF "$work"; then
+            echo "$pid"
+        fi
+    done
+}
+listeners() {
+    local pids; pids=$(ours | tr '\n' '|'); pids=${pids%|}
+    [ -z "$pids" ] && return 0
+    ss -ltnpH 2>/dev/null | grep -E "pid=($pids)," | awk '{print $4}' | sort -u
+}
 nothing_left() {
     local what=$1
-    local procs; procs=$(pgrep -f "$work/tmp" || true)
+    local procs; procs=$(ours)
     [ -z "$procs" ] && ok "$what: no process left" || bad "$what: processes left: $(ps -o pid,args -p ${procs//$'\n'/,} | tail -n +2)"
     [ -z "$(ls -A "$work/tmp")" ] && ok "$what: temporary folder removed" || bad "$what: left in TMPDIR: $(ls "$work/tmp")"
-    local extra; extra=$(comm -13 <(echo "$before") <(listeners) | tr '\n' ' ')
-    [ -z "${extra// }" ] && ok "$what: no listening port left" || bad "$what: ports left: $extra"
+    local ports; ports=$(listeners | tr '\n' ' ')
+    [ -z "${ports// }" ] && ok "$what: no listening port left" || bad "$what: ports left: $ports"
 }
 
 # Field 'path' (dotted) of the object for 'strategy' in the JSON lines.

@@ -12,8 +12,21 @@ bad() { fail=$((fail+1)); echo "FAIL $*"; }
 
 work=$(mktemp -d)
 lab_pid=""
+# Processes of this test: a command line naming its folder, or a working
+# directory inside it (redis-server rewrites its command line).
+ours() {
+    local pid
+    for pid in $(pgrep -x 'redis-server|haproxy|floodgate' 2>/dev/null); do
+        if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "$work" ||
+           readlink "/proc/$pid/cwd" 2>/dev/null | grep -qF "$work"; then
+            echo "$pid"
+        fi
+    done
+}
 cleanup() {
     [ -n "$lab_pid" ] && kill "$lab_pid" 2>/dev/null && wait "$lab_pid" 2>/dev/null
+    local left; left=$(ours)
+    [ -n "$left" ] && kill -9 $left 2>/dev/null
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -66,7 +79,7 @@ done
 wait "$lab_pid" 2>/dev/null
 lab_pid=""
 [ "$stopped" = yes ] && ok "lab stops on Ctrl-C" || bad "lab still running 5 s after Ctrl-C"
-left=$(pgrep -f "$work/tmp" || true)
+left=$(ours)
 [ -z "$left" ] && ok "no process left behind" || bad "processes left: $left"
 [ -z "$(ls -A "$work/tmp")" ] && ok "temporary folder removed" || bad "left in TMPDIR: $(ls "$work/tmp")"
 echo "$pass passed, $fail failed"

@@ -14,8 +14,17 @@ PIDS=""
 PASS=0
 FAIL=0
 
+# TERM first (nginx's master stops its workers), KILL what is left.
 cleanup() {
-    for p in $PIDS; do kill -CONT "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; done
+    local p
+    for p in $PIDS; do kill -CONT "$p" 2>/dev/null; kill -TERM "$p" 2>/dev/null; done
+    for _ in $(seq 1 100); do
+        local alive=0
+        for p in $PIDS; do kill -0 "$p" 2>/dev/null && alive=1; done
+        [ $alive = 0 ] && break
+        sleep 0.01
+    done
+    for p in $PIDS; do kill -KILL "$p" 2>/dev/null; done
     for p in $PIDS; do wait "$p" 2>/dev/null; done
     rm -rf "$T"
 }

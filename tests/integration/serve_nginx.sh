@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# examples/nginx-auth-request.conf against real nginx: nginx asks
+# floodgate's GET /v1/auth, and a refused client gets 429 with Retry-After.
+. "$(dirname "$0")/../serve/lib.sh"
+
+NGINX=${NGINX:-/usr/sbin/nginx}
+if [ ! -x "$NGINX" ]; then
+    bad "nginx not installed at $NGINX (Debian: nginx-light)"
+    finish
+fi
+cat >"$T/fg.ini" <<INI
+[server]
+id = fg-nginx
+trusted_proxies = 127.0.0.1
+[limit bookings]
+key = header:X-User-Id
+algorithm = fixed_window
+rate = 3/h
+INI
+start_fg s -c "$T/fg.ini" --listen 127.0.0.1:0 || { bad "floodgate starts"; finish; }
+NPORT=$(free_port)
+APORT=$(free_port)
+while [ "$APORT" = "$NPORT" ]; do APORT=$(free_port); done
+mkdir -p "$T/nginx/tmp"
+sed -e "s/127.0.0.1:8080/127.0.0.1:$FGPORT_s/" \
+    -e "s/127.0.0.1:8000/127.0.0.1:$NPORT/" \
+    -e "s/127.0.0.1:9000/127.0.0.1:$APORT/" \
+    "$(dirname "$0")/../../examples/nginx-auth-request.conf" >"$T/nginx/nginx.conf"
+"$NGINX" -p "$T/nginx" -c "$T/nginx/nginx.conf" -g 'daemon off;' 2>"$T/nginx/err" &
+NGPID=$!
+PIDS="$PIDS $NGPID"
+up=0
+for _ in $(seq 1 200); do
+    curl -s -o /dev/null "http://127.0.0.1:$NPORT/" 2>/dev/null && { up=1; break; }
+    kill -0 "$NGPID" 2>/dev/null || break
+    sleep 0.01
+done
+check "nginx starts with the example config" [ "$up" = 1 ]
+[ "$up" = 1 ] || { cat "$T/nginx/err"; finish; }
+
+N=http://127.0.0.1:$NPORT
+codes=""
+for i in 1 2 3 4 5; do
+    codes="$codes $(http POST $N/bookings -H 'X-User-Id: alice')"
+    [ "$i" = 1 ] && cp "$T/b" "$T/first"
+done
+expect_eq "through nginx: 3 allowed, then 429" "$codes" " 200 200 200 429 429"
+check "allowed request reached the app" grep -q '"booked":true' "$T/first"
+ra=$(header Retry-After)
+check "429 carries Retry-After from floodgate ($ra)" [ -n "$ra" ] && [ "$ra" -ge 1 ] 2>/dev/null
+check "429 carries RateLimit" grep -qi '^RateLimit: "bookings";r=0;t=' "$T/h"
+check "429 carries RateLimit-Policy" grep -qi '^RateLimit-Policy: "bookings";q=3;w=3600' "$T/h"
+expect_eq "another user is not affected" "$(http POST $N/bookings -H 'X-User-Id: bob')" 200
+# floodgate counted the nginx subrequests.
+curl -s "http://127.0.0.1:$FGPORT_s/metrics" >"$T/m"
+check "floodgate saw the auth subrequests" \
+    grep -q '^floodgate_requests_total{limit="bookings",decision="limited",source="store"} 2$' "$T/m"
+expect_eq "no user header: floodgate's 400 is nginx's 500" "$(http POST $N/bookings)" 500
+kill -QUIT "$NGPID" 2>/dev/null
+wait "$NGPID" 2>/dev/null
+finish

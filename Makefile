@@ -14,9 +14,9 @@
 CC       ?= cc
 BUILD    ?= build
 CFLAGS   ?= -O2 -g
-CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Iinclude -Isrc \
+override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Iinclude -Isrc \
             -MMD -MP
-LDLIBS   += -lhiredis -levent -levent_pthreads -linih -lpthread -lm
+override LDLIBS += -lhiredis -levent -levent_pthreads -linih -lpthread -lm
 
 LIB_SRC   := $(sort $(wildcard src/*.c))
 BIN_SRC   := $(sort $(wildcard cli/*.c serve/*.c lab/*.c))

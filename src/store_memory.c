@@ -50,7 +50,8 @@ typedef struct mem_store {
     void *clock_ctx;
     uint64_t seed;
     unsigned nstripes, shift;
-    mem_stripe *stripes;
+    mem_stripe *stripes; /* aligned to a cache line within 'stripes_mem' */
+    void *stripes_mem;
 } mem_store;
 
 static void stripe_lock(mem_stripe *s)
@@ -161,7 +162,7 @@ static int mem_check(fg_store *st, fg_limiter *l, const char *key,
     mem_entry *e;
     while ((e = s->slots[i].e) != NULL) {
         if (s->slots[i].hash == h && e->owner == owner && e->keylen == keylen &&
-            memcmp(e->key, key, keylen) == 0)
+            (keylen == 0 || memcmp(e->key, key, keylen) == 0))
             break;
         i = (i + 1) & s->mask;
     }
@@ -227,7 +228,7 @@ static void mem_close(fg_store *st)
             fg__free(s->slots[j].e);
         fg__free(s->slots);
     }
-    fg__free(m->stripes);
+    fg__free(m->stripes_mem);
     fg__free(m);
 }
 
@@ -284,9 +285,13 @@ fg_store *fg__store_memory_open(const fg_memory_options *opt, char *err,
     m->shift = 64;
     for (unsigned b = n; b > 1; b >>= 1)
         m->shift--;
-    m->stripes = fg__malloc(sizeof(mem_stripe) * n);
-    if (!m->stripes)
+    /* Each stripe on its own cache line, so that two threads locking two
+     * stripes never share one; the allocator promises only 16 bytes. */
+    m->stripes_mem = fg__malloc(sizeof(mem_stripe) * n + 63);
+    if (!m->stripes_mem)
         goto nomem;
+    m->stripes =
+        (mem_stripe *)(((uintptr_t)m->stripes_mem + 63) & ~(uintptr_t)63);
     memset(m->stripes, 0, sizeof(mem_stripe) * n);
     for (unsigned i = 0; i < n; i++) {
         mem_stripe *s = &m->stripes[i];

@@ -1,7 +1,8 @@
 /* redis_bench.c -- decisions per second through libfloodgate's Redis store,
  * for bench/redis.sh, which runs redis-benchmark beside it.
  *
- *   redis_bench run URL ALGO DEPTH SECONDS   print "decisions_per_s N"
+ *   redis_bench run URL ALGO DEPTH SECONDS [RATE]
+ *                                            print "decisions_per_s N"
  *   redis_bench sha URL ALGO                 print the script's SHA1
  *
  * Depth 1 is the blocking client, one check per round trip; depth D > 1 is
@@ -63,11 +64,14 @@ static void submit(run *r)
     }
 }
 
+static const char *rate = "1000000/s";
+
 static fg_limiter *bench_limiter(fg_store *st, const char *algo)
 {
     fg_limit lim;
     char err[256];
-    fg_limit_parse("1000000/s", &lim);
+    if (fg_limit_parse(rate, &lim) != FG_OK)
+        return NULL;
     if (fg_algorithm_parse(algo, &lim.algorithm) != FG_OK)
         return NULL;
     snprintf(lim.name, sizeof lim.name, "bench");
@@ -148,7 +152,9 @@ static int sha(const char *url, const char *algo)
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
-    if (argc == 6 && strcmp(argv[1], "run") == 0)
+    if (argc == 7)
+        rate = argv[6];
+    if ((argc == 6 || argc == 7) && strcmp(argv[1], "run") == 0)
         return bench(argv[2], argv[3], atoi(argv[4]), atof(argv[5]));
     if (argc == 4 && strcmp(argv[1], "sha") == 0)
         return sha(argv[2], argv[3]);

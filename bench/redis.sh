@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# bench/redis.sh -- the Redis store's decisions per second through
+# libfloodgate at pipeline depth 1 and 16, beside redis-benchmark sending the
+# same commands at the same depth to the same server in the same run; then
+# Redis server time per decision (INFO commandstats) beside a bare INCR.
+# Not a test: it prints figures and ratios. FG_BENCH_SECS sets each run's
+# length (default 2).
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+TOOL=$PWD/$BUILD/redis/redis_bench
+SECS=${FG_BENCH_SECS:-2}
+if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null ||
+    [ ! -x "$TOOL" ]; then
+    echo "redis bench: needs redis-server, redis-benchmark and $TOOL (make all)"
+    exit 0
+fi
+DIR=$(mktemp -d)
+cleanup() {
+    [ -f "$DIR/r.pid" ] && kill "$(cat "$DIR/r.pid")" 2>/dev/null
+    sleep 0.1
+    rm -rf "$DIR"
+}
+trap cleanup EXIT INT TERM
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
+    echo $((20000 + RANDOM % 20000)))
+redis-server --port "$PORT" --bind 127.0.0.1 --dir "$DIR" --daemonize yes \
+    --pidfile "$DIR/r.pid" --save '' --appendonly no --logfile "$DIR/log" >/dev/null
+for _ in $(seq 100); do
+    redis-cli -p "$PORT" ping 2>/dev/null | grep -q PONG && break
+    sleep 0.02
+done
+URL="redis://127.0.0.1:$PORT"
+cli() { redis-cli -p "$PORT" "$@"; }
+
+lib_rate() { # ALGO DEPTH
+    "$TOOL" run "$URL" "$1" "$2" "$SECS" | awk '$1 == "decisions_per_s" { print $2 }'
+}
+# redis-benchmark, one connection, pipeline DEPTH, N requests: requests/s.
+rb_rate() { # DEPTH N CMD...
+    local depth=$1 n=$2
+    shift 2
+    redis-benchmark -p "$PORT" -c 1 -P "$depth" -n "$n" -r 100000 --csv "$@" 2>/dev/null |
+        tail -n 1 | cut -d, -f2 | tr -d '"'
+}
+# The command each algorithm sends, as redis-benchmark arguments, with the
+# arguments of the limit redis_bench uses (1000000/s, cost 1, Redis TIME).
+ref_cmd() {
+    case $1 in
+    fixed_window) echo "INCRBY fg:bench:{k__rand_int__}:1 1" ;;
+    sliding_window) echo "EVALSHA $SHA_SLIDING 1 fg:bench:{k__rand_int__}: 1000000 1000000 1" ;;
+    token_bucket) echo "EVALSHA $SHA_TOKEN 1 fg:bench:{k__rand_int__} 1 1 1000000 1" ;;
+    esac
+}
+SHA_SLIDING=$("$TOOL" sha "$URL" sliding_window)
+SHA_TOKEN=$("$TOOL" sha "$URL" token_bucket)
+
+echo "Redis store, one connection, loopback ($(redis-server --version | cut -d' ' -f3))"
+printf '%-16s %5s %14s %18s %7s\n' algorithm depth "library dec/s" "redis-bench dec/s" ratio
+for algo in fixed_window sliding_window token_bucket; do
+    for depth in 1 16; do
+        lib=$(lib_rate "$algo" "$depth")
+        n=$(awk -v r="$lib" -v s="$SECS" 'BEGIN { n = int(r * s); if (n < 20000) n = 20000; print n }')
+        if [ "$algo" = fixed_window ]; then
+            # INCRBY + PEXPIRE NX travel together: two commands per decision
+            # and per round trip, so the reference pipelines twice as deep
+            # and counts two requests as one decision.
+            rps=$(rb_rate $((2 * depth)) $((2 * n)) $(ref_cmd "$algo"))
+            ref=$(awk -v r="$rps" 'BEGIN { printf "%.0f", r / 2 }')
+        else
+            # The last argument, '' ('now' = Redis TIME), as the library
+            # sends it.
+            ref=$(rb_rate "$depth" "$n" $(ref_cmd "$algo") "")
+        fi
+        ratio=$(awk -v a="$lib" -v b="$ref" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')
+        printf '%-16s %5d %14.0f %18.0f %6sx\n' "$algo" "$depth" "$lib" "$ref" "$ratio"
+    done
+done
+
+# Server time per decision, from INFO commandstats after a library run.
+stat() { # COMMAND FIELD
+    cli info commandstats | tr -d '\r' | awk -F'[:,=]' -v c="cmdstat_$1" -v f="$2" '
+        $1 == c { for (i = 2; i < NF; i += 2) if ($i == f) print $(i + 1) }'
+}
+echo
+echo "Redis server time per decision (INFO commandstats, depth 16)"
+cli config resetstat >/dev/null
+redis-benchmark -p "$PORT" -c 1 -P 16 -n 400000 -r 100000 -q incr 'bench:{k__rand_int__}' >/dev/null 2>&1
+incr=$(awk -v u="$(stat incr usec)" -v c="$(stat incr calls)" 'BEGIN { printf "%.3f", u / c }')
+printf '%-16s %-14s %8s us\n' "bare INCR" "" "$incr"
+# fixed_window twice: with 1 s windows every key is created (and given its
+# expiry) anew each second; with 1 h windows the keys already exist, as
+# for the bare INCR.
+for algo in fixed_window:1000000000/h fixed_window sliding_window token_bucket; do
+    rate=${algo#*:}
+    [ "$rate" = "$algo" ] && rate=1000000/s
+    algo=${algo%%:*}
+    cli config resetstat >/dev/null
+    "$TOOL" run "$URL" "$algo" 16 "$SECS" "$rate" >/dev/null
+    if [ "$algo" = fixed_window ]; then
+        a=$(stat incrby usec) b=$(stat pexpire usec) c=$(stat decrby usec)
+        usec=$((${a:-0} + ${b:-0} + ${c:-0}))
+        calls=$(stat incrby calls)
+        detail=$(awk -v a="${a:-0}" -v b="${b:-0}" -v c="$calls" 'BEGIN { printf "(INCRBY %.3f + PEXPIRE NX %.3f)", a / c, b / c }')
+    else
+        a=$(stat evalsha usec) b=$(stat eval usec)
+        usec=$((${a:-0} + ${b:-0}))
+        a=$(stat evalsha calls) b=$(stat eval calls)
+        calls=$((${a:-0} + ${b:-0}))
+        detail="(EVALSHA, including the commands the script runs)"
+    fi
+    per=$(awk -v u="$usec" -v c="$calls" 'BEGIN { printf "%.3f", u / c }')
+    x=$(awk -v a="$per" -v b="$incr" 'BEGIN { printf "%.2f", a / b }')
+    printf '%-16s %-14s %8s us  %5sx bare INCR  %s\n' "$algo" "$rate" "$per" "$x" "$detail"
+done

@@ -35,15 +35,24 @@ function query(extra) {
   return q.toString();
 }
 
+// Busy: a run is going, queued, or waiting for the debounce. Tests (and
+// people) can tell a settled page from one about to change.
+function markBusy() {
+  document.body.dataset.busy = (running || pending || timer !== null) ? '1' : '0';
+}
+
 function schedule(delay) {
   clearTimeout(timer);
-  timer = setTimeout(run, delay);
+  timer = setTimeout(() => { timer = null; run(); }, delay);
+  markBusy();
+  if (!running) setStatus('queued', 'waiting for the sliders to settle…');
 }
 
 async function run() {
-  if (running) { pending = true; return; }
+  if (running) { pending = true; markBusy(); return; }
   running = true;
   pending = false;
+  markBusy();
   const want = {...state};
   setStatus('running', `running ${NAMES[want.strategy]} on ${want.servers} servers…`);
   try {
@@ -62,11 +71,14 @@ async function run() {
   } finally {
     running = false;
     if (pending) run();
+    markBusy();
   }
 }
 
 function render(r) {
   document.body.dataset.strategy = r.strategy;
+  document.body.dataset.shown = [r.strategy, r.params.servers, r.params.burst,
+                                 Math.round(r.params.rtt_ms)].join('/');
   const cards = $('cards');
   cards.textContent = '';
   r.servers.forEach((s, i) => {
@@ -185,6 +197,7 @@ function drawChart() {
 async function sweep() {
   if (running) return;
   running = true;
+  markBusy();
   $('sweep').disabled = true;
   setStatus('running', `measuring every strategy at 0–20 ms on ${state.servers} servers…`);
   try {
@@ -204,6 +217,7 @@ async function sweep() {
     running = false;
     $('sweep').disabled = false;
     if (pending) run();
+    markBusy();
   }
 }
 

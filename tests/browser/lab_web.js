@@ -19,11 +19,12 @@ function check(ok, what, detail) {
   console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}${detail !== undefined ? ' (' + detail + ')' : ''}`);
 }
 
-// Wait for the run that follows the runs already counted, and its result.
+// Wait until a run newer than 'before' is shown and the page has settled
+// (no run going, queued or waiting for the debounce), then read it.
 async function nextRun(page, before, timeoutMs) {
   await page.waitForFunction(
     (n) => Number(document.body.dataset.runs || 0) > n &&
-           document.getElementById('status').dataset.state !== 'running',
+           document.body.dataset.busy === '0',
     before, { timeout: timeoutMs });
   return readTotals(page);
 }
@@ -35,6 +36,7 @@ async function runs(page) {
 async function readTotals(page) {
   return page.evaluate(() => ({
     strategy: document.body.dataset.strategy,
+    shown: document.body.dataset.shown,
     allowed: Number(document.getElementById('allowed').textContent),
     limit: Number(document.getElementById('limit').textContent),
     versus: document.getElementById('versus').textContent,
@@ -102,6 +104,7 @@ async function slide(page, id, value) {
     await page.getByRole('tab', { name: 'Redis GET then SET' }).click();
     await slide(page, 'rtt', 10);
     t = await nextRun(page, n, 15000);
+    check(t.shown === 'naive/8/80/10', 'the page shows the run of what the controls say', t.shown);
     check(t.strategy === 'naive' && t.allowed > t.limit, 'naive GET then SET lets more than the limit through', t.allowed);
     check(Number(t.calls) >= 1, 'naive makes Redis calls', t.calls);
     await page.screenshot({ path: path.join(shots, 'lab-web-naive.png'), fullPage: true });

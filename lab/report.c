@@ -282,10 +282,11 @@ int fg__lab_write_svg(const char *path, const char *param, const int *values,
     for (int s = 0; s < FG__LAB_NSTRATEGIES; s++) {
         if (!(mask & (1u << s)))
             continue;
+        /* Coinciding lines stay visible: earlier strategies are wider. */
         fprintf(f,
-                "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" "
-                "points=\"",
-                svg_color[s]);
+                "<polyline fill=\"none\" stroke=\"%s\" stroke-opacity=\"0.8\" "
+                "stroke-width=\"%d\" points=\"",
+                svg_color[s], 7 - (3 * s) / 2);
         for (int v = 0; v < nvalues; v++)
             fprintf(f, "%.1f,%.1f ", X(values[v]),
                     Y(rs[v * FG__LAB_NSTRATEGIES + s].allowed));

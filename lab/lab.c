@@ -385,6 +385,9 @@ static int cluster_wait(fg__lab *lab, int s, cluster *c, char *err,
             snprintf(name, sizeof name, "%s-api-%d.log", names[s], i + 1);
             path_in(lab, log, sizeof log, name);
             fg__lab_log_tail(log, tail, sizeof tail);
+            if (!tail[0])
+                snprintf(tail, sizeof tail,
+                         "it exited or did not listen, and logged nothing");
             snprintf(err, errlen,
                      "floodgate serve (%s, api-%d) did not "
                      "start: %s",

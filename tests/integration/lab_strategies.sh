@@ -69,6 +69,7 @@ rc=$?
 ms=$(( ($(date +%s%N) - start) / 1000000 ))
 check "lab --json exits 0" [ "$rc" -eq 0 ]
 [ "$rc" -ne 0 ] && cat "$work/all.err"
+if grep -qE 'Sanitizer|runtime error' "$work/all.err"; then bad "sanitizer report"; head -30 "$work/all.err"; else ok "no sanitizer report"; fi
 check "one JSON object per strategy" [ "$(grep -c '^{' "$work/all.json")" -eq 4 ]
 echo "     eight-server run of all four strategies, start-up included: ${ms} ms"
 budget=3000; case "$BUILD" in *asan*) budget=20000;; esac

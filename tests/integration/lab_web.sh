@@ -25,7 +25,12 @@ ours() {
 }
 cleanup() {
     [ -n "$lab_pid" ] && kill "$lab_pid" 2>/dev/null && wait "$lab_pid" 2>/dev/null
-    local left; left=$(ours)
+    local left; if grep -qE 'Sanitizer|runtime error' "$work/lab.err"; then
+    bad "sanitizer report from the lab:"; grep -E -A5 'Sanitizer|runtime error' "$work/lab.err" | head -20
+else
+    ok "no sanitizer report from the lab"
+fi
+left=$(ours)
     [ -n "$left" ] && kill -9 $left 2>/dev/null
     rm -rf "$work"
 }
@@ -79,6 +84,11 @@ done
 wait "$lab_pid" 2>/dev/null
 lab_pid=""
 [ "$stopped" = yes ] && ok "lab stops on Ctrl-C" || bad "lab still running 5 s after Ctrl-C"
+if grep -qE 'Sanitizer|runtime error' "$work/lab.err"; then
+    bad "sanitizer report from the lab:"; grep -E -A5 'Sanitizer|runtime error' "$work/lab.err" | head -20
+else
+    ok "no sanitizer report from the lab"
+fi
 left=$(ours)
 [ -z "$left" ] && ok "no process left behind" || bad "processes left: $left"
 [ -z "$(ls -A "$work/tmp")" ] && ok "temporary folder removed" || bad "left in TMPDIR: $(ls "$work/tmp")"

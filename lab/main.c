@@ -5,6 +5,7 @@
  * turn, then stops Redis and fires again through each, and stops it all. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "../cli/commands.h"
@@ -311,6 +312,14 @@ int fg_cmd_lab(int argc, char **argv)
         return rc == 1 ? 0 : rc;
     char err[512] = "";
     fg__lab_install_signals();
+    /* Each request of the burst has its own connection, at once: a burst of
+     * thousands needs more descriptors than the usual soft limit of 1024. */
+    struct rlimit nofile;
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 &&
+        nofile.rlim_cur < nofile.rlim_max) {
+        nofile.rlim_cur = nofile.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &nofile);
+    }
     fg__lab *lab = fg__lab_new(err, sizeof err);
     if (!lab) {
         fprintf(stderr, "floodgate lab: %s\n", err);

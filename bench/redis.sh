@@ -47,7 +47,7 @@ rb_rate() { # DEPTH N CMD...
 # arguments of the limit redis_bench uses (1000000/s, cost 1, Redis TIME).
 ref_cmd() {
     case $1 in
-    fixed_window) echo "INCRBY fg:bench:{k__rand_int__}:1 1" ;;
+    fixed_window) echo "INCR fg:bench:{k__rand_int__}:1" ;;
     sliding_window) echo "EVALSHA $SHA_SLIDING 1 fg:bench:{k__rand_int__}: 1000000 1000000 1" ;;
     token_bucket) echo "EVALSHA $SHA_TOKEN 1 fg:bench:{k__rand_int__} 1 1 1000000 1" ;;
     esac
@@ -98,10 +98,14 @@ for algo in fixed_window:1000000000/h fixed_window sliding_window token_bucket; 
     cli config resetstat >/dev/null
     "$TOOL" run "$URL" "$algo" 16 "$SECS" "$rate" >/dev/null
     if [ "$algo" = fixed_window ]; then
-        a=$(stat incrby usec) b=$(stat pexpire usec) c=$(stat decrby usec)
-        usec=$((${a:-0} + ${b:-0} + ${c:-0}))
-        calls=$(stat incrby calls)
-        detail=$(awk -v a="${a:-0}" -v b="${b:-0}" -v c="$calls" 'BEGIN { printf "(INCRBY %.3f + PEXPIRE NX %.3f)", a / c, b / c }')
+        # Cost 1 is sent as INCR, larger costs as INCRBY.
+        a=$(stat incr usec) a2=$(stat incrby usec) b=$(stat pexpire usec)
+        c=$(stat decrby usec)
+        a=$((${a:-0} + ${a2:-0}))
+        usec=$((a + ${b:-0} + ${c:-0}))
+        c1=$(stat incr calls) c2=$(stat incrby calls)
+        calls=$((${c1:-0} + ${c2:-0}))
+        detail=$(awk -v a="$a" -v b="${b:-0}" -v c="$calls" 'BEGIN { printf "(INCR %.3f + PEXPIRE NX %.3f)", a / c, b / c }')
     else
         a=$(stat evalsha usec) b=$(stat eval usec)
         usec=$((${a:-0} + ${b:-0}))

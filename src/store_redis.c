@@ -42,10 +42,12 @@
 /* A connection whose oldest unanswered command is this far past its
  * deadline is presumed dead and replaced. */
 #define STALL_US 1000000u
-/* libevent waits in whole milliseconds, rounded up: a timer armed for the
- * deadline fires up to 1 ms late. Arm it this much early and expire what is
- * due within it, so a check ends near its deadline, never well past it. */
-#define TIMER_SLACK_US 500u
+/* Deadline timers are armed this much early, and expire what is due within
+ * it, to absorb the loop's dispatch overhead. Precision otherwise comes from
+ * the caller's event base: libevent's default clock is
+ * CLOCK_MONOTONIC_COARSE (often 4 ms ticks); EVENT_BASE_FLAG_PRECISE_TIMER
+ * makes deadlines exact (docs/redis.md). */
+#define TIMER_SLACK_US 100u
 
 typedef struct sconn {
     redisContext *c;
@@ -81,6 +83,7 @@ typedef struct redis_store {
     uint64_t timer_at;         /* 0: not armed */
     struct aslot *head, *tail; /* awaiting replies, oldest first */
     struct aslot *free_slots;
+    struct aconn *flushing; /* in ev_flush: writes left over wait on fd */
     int closing;
 } redis_store;
 
@@ -97,7 +100,8 @@ typedef struct rlim {
 typedef struct aconn {
     redis_store *st;
     redisAsyncContext *ac;
-    struct event *rev, *wev;
+    struct event *rev, *wev, *flush;
+    int reading, writing, flush_pending;
     int dead;    /* takes no more commands */
     int fail_rc; /* what its unanswered checks fail with */
     int hs_left; /* handshake replies still awaited */
@@ -252,9 +256,16 @@ static void script_cmd(redis_store *st, const fg_limiter *l, cmd *c,
         arg(c, "", 0);
 }
 
+/* INCRBY or DECRBY ('verb') by 'cost'; INCR for the usual cost of 1,
+ * which Redis parses a little faster. */
 static void incrby_cmd(cmd *c, const char *verb, size_t vlen, uint64_t cost)
 {
     c->argc = 0;
+    if (cost == 1 && verb[0] == 'I') {
+        ARG_LIT(c, "INCR");
+        arg(c, c->key, c->keylen);
+        return;
+    }
     arg(c, verb, vlen);
     arg(c, c->key, c->keylen);
     arg(c, c->cost, fg__redis_u64(c->cost, cost));
@@ -692,9 +703,14 @@ static int redis_check(fg_store *s, fg_limiter *l, const char *key,
 
 /* ---- Asynchronous client ---------------------------------------------- */
 
-/* hiredis asks for read and write interest; libevent delivers it. A write
- * event fires once per loop iteration and writes everything appended since,
- * which is what pipelines concurrent checks. */
+/* hiredis asks for read and write interest; libevent delivers it.
+ *
+ * Reads: one persistent event, added once, so a busy connection costs no
+ * epoll_ctl per reply. Writes: appending a command asks for a flush, which
+ * runs as an activated event after the callbacks already due in this loop
+ * iteration, so every check submitted meanwhile goes out in one write(),
+ * again without epoll_ctl. Only while connecting, or when the socket buffer
+ * is full, does hiredis wait for the socket itself to become writable. */
 static void ev_read(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -704,29 +720,67 @@ static void ev_read(evutil_socket_t fd, short what, void *arg)
 
 static void ev_write(evutil_socket_t fd, short what, void *arg)
 {
+    aconn *cn = arg;
     (void)fd;
     (void)what;
-    redisAsyncHandleWrite(((aconn *)arg)->ac);
+    cn->writing = 0; /* a fired EV_WRITE is no longer pending */
+    redisAsyncHandleWrite(cn->ac);
+}
+
+static void ev_flush(evutil_socket_t fd, short what, void *arg)
+{
+    aconn *cn = arg;
+    redis_store *st = cn->st;
+    (void)fd;
+    (void)what;
+    cn->flush_pending = 0;
+    /* hiredis may free the context (and 'cn') inside; 'flushing' lives in
+     * the store. */
+    st->flushing = cn;
+    redisAsyncHandleWrite(cn->ac);
+    st->flushing = NULL;
 }
 
 static void hook_add_read(void *p)
 {
-    event_add(((aconn *)p)->rev, NULL);
+    aconn *cn = p;
+    if (!cn->reading) {
+        cn->reading = 1;
+        event_add(cn->rev, NULL);
+    }
 }
 
 static void hook_del_read(void *p)
 {
-    event_del(((aconn *)p)->rev);
+    aconn *cn = p;
+    if (cn->reading) {
+        cn->reading = 0;
+        event_del(cn->rev);
+    }
 }
 
 static void hook_add_write(void *p)
 {
-    event_add(((aconn *)p)->wev, NULL);
+    aconn *cn = p;
+    if (!(cn->ac->c.flags & REDIS_CONNECTED) || cn->st->flushing == cn) {
+        /* Connecting, or a write left data behind: wait for the socket. */
+        if (!cn->writing) {
+            cn->writing = 1;
+            event_add(cn->wev, NULL);
+        }
+    } else if (!cn->flush_pending && !cn->writing) {
+        cn->flush_pending = 1;
+        event_active(cn->flush, EV_WRITE, 0);
+    }
 }
 
 static void hook_del_write(void *p)
 {
-    event_del(((aconn *)p)->wev);
+    aconn *cn = p;
+    if (cn->writing) {
+        cn->writing = 0;
+        event_del(cn->wev);
+    }
 }
 
 /* Mark 'cn' as finished: no new commands, its unanswered checks fail with
@@ -752,6 +806,7 @@ static void hook_cleanup(void *p)
         conn_kill(cn, FG_EBACKEND);
     event_free(cn->rev);
     event_free(cn->wev);
+    event_free(cn->flush);
     cn->ac->ev.data = NULL;
     cn->ac->data = NULL;
     fg__free(cn);
@@ -1021,9 +1076,10 @@ static aconn *conn_get(redis_store *st, int *rc)
         goto fail;
     cn->st = st;
     cn->ac = ac;
-    cn->rev = event_new(st->evb, ac->c.fd, EV_READ, ev_read, cn);
+    cn->rev = event_new(st->evb, ac->c.fd, EV_READ | EV_PERSIST, ev_read, cn);
     cn->wev = event_new(st->evb, ac->c.fd, EV_WRITE, ev_write, cn);
-    if (!cn->rev || !cn->wev)
+    cn->flush = event_new(st->evb, -1, 0, ev_flush, cn);
+    if (!cn->rev || !cn->wev || !cn->flush)
         goto fail;
     ac->data = cn;
     ac->ev.data = cn;
@@ -1033,8 +1089,8 @@ static aconn *conn_get(redis_store *st, int *rc)
     ac->ev.delWrite = hook_del_write;
     ac->ev.cleanup = hook_cleanup;
     /* The connect completes when the socket turns writable. */
-    event_add(cn->rev, NULL);
-    event_add(cn->wev, NULL);
+    hook_add_read(cn);
+    hook_add_write(cn);
     redisAsyncSetConnectCallback(ac, on_connect);
     {
         /* The handshake goes first on the wire; checks queue behind it. */
@@ -1063,6 +1119,8 @@ fail:
             event_free(cn->rev);
         if (cn->wev)
             event_free(cn->wev);
+        if (cn->flush)
+            event_free(cn->flush);
         fg__free(cn);
     }
     redisAsyncFree(ac);

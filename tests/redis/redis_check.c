@@ -78,6 +78,18 @@ static fg_limiter *limiter(fg_store *st, const char *rate, fg_algorithm a,
 
 /* ---- asynchronous helpers ---------------------------------------------- */
 
+/* A loop as floodgate serve makes it: libevent's default clock is
+ * CLOCK_MONOTONIC_COARSE, which ticks every 4 ms on many kernels and would
+ * make every deadline that late. */
+static struct event_base *new_base(void)
+{
+    struct event_config *cfg = event_config_new();
+    event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
+    struct event_base *base = event_base_new_with_config(cfg);
+    event_config_free(cfg);
+    return base;
+}
+
 typedef struct result {
     int done, rc;
     fg_decision d;
@@ -137,7 +149,7 @@ static void vectors(const char *url, int async)
         {FG_TOKEN_BUCKET, "9/s", 3},       {FG_TOKEN_BUCKET, "3/7s", 0},
         {FG_TOKEN_BUCKET, "5/s", 20},      {FG_NAIVE_GET_SET, "4/s", 0},
     };
-    struct event_base *base = async ? event_base_new() : NULL;
+    struct event_base *base = async ? new_base() : NULL;
     char err[256];
     fg_store *st = async ? fg_store_open_async(url, base, err, sizeof err)
                          : fg_store_open(url, err, sizeof err);
@@ -213,7 +225,7 @@ static int child(const char *url, fg_algorithm a, int async, int n,
                  const char *rate, const char *name, const char *key, int gate)
 {
     char err[256], c;
-    struct event_base *base = async ? event_base_new() : NULL;
+    struct event_base *base = async ? new_base() : NULL;
     fg_store *st = async ? fg_store_open_async(url, base, err, sizeof err)
                          : fg_store_open(url, err, sizeof err);
     if (!st)
@@ -303,7 +315,7 @@ static void flush(const char *url)
     if (fg__redis_url_parse(url, &u, err, sizeof err) != FG_OK)
         return;
     redisContext *admin = redisConnect(u.host, u.port);
-    struct event_base *base = event_base_new();
+    struct event_base *base = new_base();
     fg_store *st = fg_store_open(url, err, sizeof err);
     fg_store *ast = fg_store_open_async(url, base, err, sizeof err);
     CHECK(admin && !admin->err && st && ast);
@@ -411,7 +423,7 @@ static void outage_checks(const char *what, struct event_base *base,
 static void outage(const char *url, pid_t pid, const char *restart)
 {
     char err[256], name[64];
-    struct event_base *base = event_base_new();
+    struct event_base *base = new_base();
     fg_store *st = fg_store_open(url, err, sizeof err);
     fg_store *ast = fg_store_open_async(url, base, err, sizeof err);
     CHECK(st && ast);
@@ -499,7 +511,7 @@ static void outage(const char *url, pid_t pid, const char *restart)
 static void keys(const char *url)
 {
     char err[256], name[64];
-    struct event_base *base = event_base_new();
+    struct event_base *base = new_base();
     fg_store *st = fg_store_open(url, err, sizeof err);
     fg_store *ast = fg_store_open_async(url, base, err, sizeof err);
     CHECK(st && ast);

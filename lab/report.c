@@ -5,11 +5,15 @@
 
 #include "lab.h"
 
-#define COL 24 /* visible width of one strategy's column */
+#define COL 20 /* visible width of one strategy's column: 4 fit in 100 */
 
 static const char *const subtitle[FG__LAB_NSTRATEGIES] = {
-    "memory, per server", "memory, limit/N", "Redis GET then SET",
+    "memory, per server", "memory, limit / N", "Redis GET then SET",
     "Redis atomic (Lua)"};
+
+/* The failure policy in a card's width. */
+static const char *const policy_short[FG__LAB_NSTRATEGIES] = {
+    "unaffected", "unaffected", "fails open", "falls back: limit/N"};
 
 /* SVG and terminal colours per strategy. */
 static const char *const svg_color[FG__LAB_NSTRATEGIES] = {
@@ -66,9 +70,16 @@ enum { PLAIN, RED, GREEN, YELLOW, DIM, BOLD };
 static const char *const ansi[] = {"",         "\033[31m", "\033[32m",
                                    "\033[33m", "\033[2m",  "\033[1m"};
 
-/* One cell: 'text' padded to COL visible columns, coloured. */
+/* One cell: 'text' padded to COL visible columns (cut to COL - 1 so that
+ * columns never run into each other), coloured. */
 static void cell(FILE *f, int color, int tint, const char *text)
 {
+    char cut[COL];
+    if (strlen(text) > COL - 1) {
+        memcpy(cut, text, COL - 1);
+        cut[COL - 1] = '\0';
+        text = cut;
+    }
     if (color && tint != PLAIN)
         fprintf(f, "%s%-*s\033[0m", ansi[tint], COL, text);
     else
@@ -77,7 +88,7 @@ static void cell(FILE *f, int color, int tint, const char *text)
 
 static void label(FILE *f, const char *text)
 {
-    fprintf(f, "  %-18s", text);
+    fprintf(f, "  %-17s", text);
 }
 
 /* The verdict against the limit, and its colour. */
@@ -90,7 +101,7 @@ static int verdict(const fg__lab_result *r, char *a, char *b, size_t len)
         return RED;
     }
     if (r->refused_under_limit > 0) {
-        snprintf(a, len, "%d short of the limit", r->refused_under_limit);
+        snprintf(a, len, "%d short of limit", r->refused_under_limit);
         snprintf(b, len, "refused a real user");
         return YELLOW;
     }
@@ -105,14 +116,20 @@ void fg__lab_print_cards(FILE *f, const fg__lab_result *rs, int n, int color)
         return;
     const fg__lab_params *p = &rs[0].p;
     char t[96], u[96];
+    char limit[64];
+    if (p->period_ms == 1000)
+        snprintf(limit, sizeof limit, "%llu/s", (unsigned long long)p->limit);
+    else
+        snprintf(limit, sizeof limit, "%llu per %llu ms",
+                 (unsigned long long)p->limit,
+                 (unsigned long long)p->period_ms);
     fprintf(f,
-            "%s%d servers (%s) · one user fires %d requests within %.3g ms · "
-            "Redis round trip +%.3g ms · limit %llu per %llu ms%s\n\n",
+            "%s%d servers behind HAProxy (%s), Redis round trip +%.3g ms, "
+            "limit %s per user.\nOne user fires %d requests within %.3g "
+            "ms.%s\n\n",
             color ? ansi[BOLD] : "", p->servers,
-            p->balance_random ? "random" : "round robin", p->burst,
-            p->spread_us / 1000.0, p->rtt_us / 1000.0,
-            (unsigned long long)p->limit, (unsigned long long)p->period_ms,
-            color ? "\033[0m" : "");
+            p->balance_random ? "random" : "round robin", p->rtt_us / 1000.0,
+            limit, p->burst, p->spread_us / 1000.0, color ? "\033[0m" : "");
     label(f, "");
     for (int i = 0; i < n; i++) {
         snprintf(t, sizeof t, "%s", fg__lab_strategy_name(rs[i].strategy));
@@ -161,8 +178,8 @@ void fg__lab_print_cards(FILE *f, const fg__lab_result *rs, int n, int color)
         if (rs[i].calls_per_request == 0)
             snprintf(t, sizeof t, "0 (no network hop)");
         else
-            snprintf(t, sizeof t, "%.2f (%.2f round trips)",
-                     rs[i].calls_per_request, rs[i].round_trips_per_request);
+            snprintf(t, sizeof t, "%.2f (%.2f trips)", rs[i].calls_per_request,
+                     rs[i].round_trips_per_request);
         cell(f, color, PLAIN, t);
     }
     fprintf(f, "\n");
@@ -182,14 +199,21 @@ void fg__lab_print_cards(FILE *f, const fg__lab_result *rs, int n, int color)
     fprintf(f, "\n");
     label(f, "");
     for (int i = 0; i < n; i++)
-        cell(f, color, DIM, fg__lab_policy_text(rs[i].strategy));
+        cell(f, color, DIM, policy_short[rs[i].strategy]);
     fprintf(f, "\n");
     label(f, "burst took");
     for (int i = 0; i < n; i++) {
         snprintf(u, sizeof u, "%.1f ms", rs[i].burst_us / 1000.0);
         cell(f, color, DIM, u);
     }
-    fprintf(f, "\n");
+    fprintf(f, "\n\n");
+    fprintf(f,
+            "%s  Redis calls/req: commands the servers sent to Redis per "
+            "request of the burst,\n  and round trips through the delay "
+            "proxy (a server that has refused a user\n  answers its next "
+            "requests itself until the limit resets).\n  If Redis is down: "
+            "Redis stopped, the same burst fired again with a new user.%s\n",
+            color ? ansi[DIM] : "", color ? "\033[0m" : "");
 }
 
 /* The limit of a sweep: from the first strategy it measured. */

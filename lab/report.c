@@ -252,7 +252,7 @@ int fg__lab_write_svg(const char *path, const char *param, const int *values,
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
         return -1;
     }
-    const int W = 640, H = 380, L = 56, R = 150, T = 40, B = 48;
+    const int W = 640, H = 380, L = 56, R = 150, T = 60, B = 48;
     int lo = values[0], hi = values[0];
     unsigned long long limit = sweep_limit(mask, rs);
     int ymax = (int)limit;
@@ -277,6 +277,29 @@ int fg__lab_write_svg(const char *path, const char *param, const int *values,
             "<text x=\"%d\" y=\"22\" font-size=\"15\" font-weight=\"bold\">"
             "Allowed requests by %s (limit %llu)</text>\n",
             W, H, W, H, L, param, limit);
+    /* What stayed fixed while 'param' moved. */
+    const fg__lab_params *p0 = NULL;
+    for (int s = 0; s < FG__LAB_NSTRATEGIES && !p0; s++)
+        if (mask & (1u << s))
+            p0 = &rs[s].p;
+    char sub[256] = "", part[96];
+    if (p0 && strcmp(param, "servers") != 0) {
+        snprintf(part, sizeof part, "%d servers (%s)", p0->servers,
+                 p0->balance_random ? "random" : "round robin");
+        strcat(sub, part);
+    }
+    if (p0 && strcmp(param, "burst") != 0) {
+        snprintf(part, sizeof part, "%s%d requests within %.3g ms",
+                 sub[0] ? " · " : "", p0->burst, p0->spread_us / 1000.0);
+        strcat(sub, part);
+    }
+    if (p0 && strcmp(param, "rtt") != 0) {
+        snprintf(part, sizeof part, "%s+%.3g ms per Redis round trip",
+                 sub[0] ? " · " : "", p0->rtt_us / 1000.0);
+        strcat(sub, part);
+    }
+    fprintf(f, "<text x=\"%d\" y=\"%d\" fill=\"#666\">%s</text>\n", L, T - 4,
+            sub);
     /* Axes and ticks. */
     fprintf(f,
             "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/>\n"

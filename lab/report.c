@@ -298,7 +298,7 @@ int fg__lab_write_svg(const char *path, const char *param, const int *values,
                  sub[0] ? " · " : "", p0->rtt_us / 1000.0);
         strcat(sub, part);
     }
-    fprintf(f, "<text x=\"%d\" y=\"%d\" fill=\"#666\">%s</text>\n", L, T - 4,
+    fprintf(f, "<text x=\"%d\" y=\"%d\" fill=\"#666\">%s</text>\n", L, T - 20,
             sub);
     /* Axes and ticks. */
     fprintf(f,

@@ -13,7 +13,9 @@ typedef struct entry {
     fg__blocked_hit hit;
     uint32_t lim;
     uint32_t len;
-    char *key; /* NULL: free slot */
+    char *key;                 /* NULL: free slot */
+    fg__blocked_waiter *probe; /* the request asking the store, or NULL */
+    fg__blocked_waiter *waiters, **tail;
 } entry;
 
 struct fg__blocked {
@@ -58,12 +60,33 @@ fg__blocked *fg__blocked_new(uint32_t entries, uint64_t seed)
     return c;
 }
 
-void fg__blocked_clear(fg__blocked *c)
+static void drop(entry *e)
 {
+    free(e->key);
+    memset(e, 0, sizeof(*e));
+}
+
+/* Append the waiters of 'e' to '*list'. */
+static void take_waiters(entry *e, fg__blocked_waiter **list)
+{
+    if (!e->waiters)
+        return;
+    *e->tail = *list;
+    *list = e->waiters;
+    e->waiters = NULL;
+    e->tail = &e->waiters;
+}
+
+fg__blocked_waiter *fg__blocked_clear(fg__blocked *c)
+{
+    fg__blocked_waiter *all = NULL;
     for (size_t i = 0; i < (size_t)c->nsets * WAYS; i++) {
-        free(c->e[i].key);
-        c->e[i].key = NULL;
+        if (!c->e[i].key)
+            continue;
+        take_waiters(&c->e[i], &all);
+        drop(&c->e[i]);
     }
+    return all;
 }
 
 void fg__blocked_free(fg__blocked *c)
@@ -88,19 +111,42 @@ static entry *find(fg__blocked *c, uint64_t h, uint32_t lim, const char *key,
     return NULL;
 }
 
+int fg__blocked_lookup(fg__blocked *c, uint32_t lim, const char *key,
+                       size_t len, uint64_t cost, uint64_t now_us,
+                       fg__blocked_waiter *self, int may_wait,
+                       fg__blocked_hit *hit)
+{
+    entry *e = find(c, hash(c->seed, lim, key, len), lim, key, len);
+    if (!e)
+        return FG_BLOCKED_MISS;
+    if (e->probe) {
+        if (e->probe == self)
+            return FG_BLOCKED_PROBE;
+        if (!may_wait)
+            return FG_BLOCKED_MISS;
+        self->next = NULL;
+        *e->tail = self;
+        e->tail = &self->next;
+        return FG_BLOCKED_WAIT;
+    }
+    if (now_us >= e->hit.until_us) {
+        /* The block is over: this request asks the store for everyone. */
+        e->probe = self;
+        e->waiters = NULL;
+        e->tail = &e->waiters;
+        return FG_BLOCKED_PROBE;
+    }
+    if (cost < e->cost)
+        return FG_BLOCKED_MISS;
+    *hit = e->hit;
+    return FG_BLOCKED_HIT;
+}
+
 int fg__blocked_get(fg__blocked *c, uint32_t lim, const char *key, size_t len,
                     uint64_t cost, uint64_t now_us, fg__blocked_hit *hit)
 {
-    uint64_t h = hash(c->seed, lim, key, len);
-    entry *e = find(c, h, lim, key, len);
-    if (!e)
-        return 0;
-    if (now_us >= e->hit.until_us) {
-        free(e->key);
-        e->key = NULL;
-        return 0;
-    }
-    if (cost < e->cost)
+    entry *e = find(c, hash(c->seed, lim, key, len), lim, key, len);
+    if (!e || now_us >= e->hit.until_us || cost < e->cost)
         return 0;
     *hit = e->hit;
     return 1;
@@ -114,30 +160,62 @@ int fg__blocked_put(fg__blocked *c, uint32_t lim, const char *key, size_t len,
     uint64_t h = hash(c->seed, lim, key, len);
     entry *e = find(c, h, lim, key, len);
     if (!e) {
-        /* A free or expired way, else the one that expires first. */
+        /* A free or expired way, else the one that expires first; never
+         * one with a probe in flight. */
         entry *set = &c->e[(h % c->nsets) * WAYS];
-        e = &set[0];
+        e = NULL;
         for (int i = 0; i < WAYS; i++) {
-            if (!set[i].key || set[i].hit.until_us <= now_us) {
-                e = &set[i];
+            entry *s = &set[i];
+            if (!s->key) {
+                e = s;
                 break;
             }
-            if (set[i].hit.until_us < e->hit.until_us)
-                e = &set[i];
+            if (s->probe)
+                continue;
+            if (s->hit.until_us <= now_us) {
+                e = s;
+                break;
+            }
+            if (!e || s->hit.until_us < e->hit.until_us)
+                e = s;
         }
+        if (!e)
+            return FG_EBUSY;
         char *k = malloc(len ? len : 1);
         if (!k)
             return FG_ENOMEM;
         memcpy(k, key, len);
-        free(e->key);
+        drop(e);
         e->key = k;
         e->hash = h;
         e->lim = lim;
         e->len = (uint32_t)len;
+        e->tail = &e->waiters;
     }
     e->cost = cost;
     e->hit = *hit;
     return 0;
+}
+
+fg__blocked_waiter *fg__blocked_resolve(fg__blocked *c, uint32_t lim,
+                                        const char *key, size_t len,
+                                        fg__blocked_waiter *self, uint64_t cost,
+                                        uint64_t now_us,
+                                        const fg__blocked_hit *block)
+{
+    entry *e = find(c, hash(c->seed, lim, key, len), lim, key, len);
+    if (!e || e->probe != self)
+        return NULL;
+    fg__blocked_waiter *w = NULL;
+    take_waiters(e, &w);
+    e->probe = NULL;
+    if (block && block->until_us > now_us) {
+        e->cost = cost;
+        e->hit = *block;
+    } else {
+        drop(e);
+    }
+    return w;
 }
 
 uint64_t fg__blocked_count(const fg__blocked *c, uint64_t now_us)
@@ -147,4 +225,52 @@ uint64_t fg__blocked_count(const fg__blocked *c, uint64_t now_us)
         if (c->e[i].key && c->e[i].hit.until_us > now_us)
             n++;
     return n;
+}
+
+int fg__blocked_from_decision(const fg_limit *lim, const fg_decision *d,
+                              uint64_t cost, uint64_t sent_us, uint64_t now_us,
+                              fg__blocked_hit *out, uint64_t *block_cost)
+{
+    if (d->source != FG_SOURCE_STORE || now_us < sent_us)
+        return 0;
+    uint64_t until, retry;
+    if (!d->allowed) {
+        if (d->retry_after_ms == 0)
+            return 0;
+        /* retry_after_ms is rounded up: the true wait is more than
+         * (retry_after_ms - 1) ms, from a decision made after 'sent_us'. */
+        until = sent_us + (d->retry_after_ms - 1) * 1000 + 1;
+        retry = now_us + d->retry_after_ms * 1000;
+        *block_cost = cost;
+    } else if (d->remaining == 0 && d->reset_ms > 0 &&
+               lim->algorithm == FG_FIXED_WINDOW) {
+        /* Nothing left until the window ends. */
+        until = sent_us + (d->reset_ms - 1) * 1000 + 1;
+        retry = now_us + d->reset_ms * 1000;
+        *block_cost = 1;
+    } else if (d->remaining == 0 && d->reset_ms > 0 &&
+               lim->algorithm == FG_TOKEN_BUCKET && lim->limit > 0) {
+        /* The bucket is full again after reset_ms; the first token comes
+         * back (burst - 1) emission intervals before that. */
+        uint64_t burst = lim->burst ? lim->burst : lim->limit;
+        unsigned __int128 num = (unsigned __int128)(burst - 1) * lim->period_us;
+        unsigned __int128 hi = (num + lim->limit - 1) / lim->limit;
+        unsigned __int128 lo = num / lim->limit;
+        uint64_t reset_lo = (d->reset_ms - 1) * 1000;
+        if (hi >= reset_lo)
+            return 0;
+        until = sent_us + reset_lo - (uint64_t)hi;
+        uint64_t reset_hi = d->reset_ms * 1000;
+        retry = now_us + (lo < reset_hi ? reset_hi - (uint64_t)lo : 0);
+        *block_cost = 1;
+    } else {
+        return 0;
+    }
+    if (until <= now_us)
+        return 0;
+    out->until_us = until;
+    out->retry_us = retry > until ? retry : until;
+    out->reset_us = now_us + d->reset_ms * 1000;
+    out->limit = d->limit;
+    return 1;
 }

@@ -1,17 +1,29 @@
 /* blocked.h -- the blocked-key cache of one worker (pure, not shared).
  *
- * When the store refuses 'cost' units of a key until time T, every request
- * for that key with a cost at least as large would be refused until T too
- * (others can only consume more), so it is answered here without a round
- * trip. T is computed from the time the check was sent, minus the rounding
- * of retry_after_ms, so the cache never refuses a request the store would
- * have allowed. Bounded: a fixed number of entries in 4-way sets; an entry
- * evicted early only costs a store round trip. */
+ * When the store says 'cost' units of a key are refused until time T (a
+ * refusal, or an allowed request that left nothing), every request for that
+ * key with a cost at least as large would be refused until T too (others
+ * can only consume more), so it is answered here without a round trip. T is
+ * computed from the time the check was sent, minus the rounding of the
+ * store's milliseconds, so the cache never refuses a request the store would
+ * have allowed.
+ *
+ * When a block ends, one request (the probe) goes to the store; requests
+ * for the same key that arrive meanwhile wait for its answer instead of
+ * stampeding the store: if the answer blocks the key again they are refused
+ * from the new block, else they go to the store themselves. Which requests
+ * are allowed does not change; only how many round trips it takes.
+ *
+ * Bounded: a fixed number of entries in 4-way sets; an entry evicted early
+ * only costs a store round trip. Entries with a probe in flight are never
+ * evicted (their waiters would be lost). */
 #ifndef FG_SERVE_BLOCKED_H
 #define FG_SERVE_BLOCKED_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "floodgate.h"
 
 typedef struct fg__blocked fg__blocked;
 
@@ -22,23 +34,61 @@ typedef struct fg__blocked_hit {
     uint64_t limit;
 } fg__blocked_hit;
 
+/* A request that can wait for a probe: embedded by the caller; 'next'
+ * links waiters. */
+typedef struct fg__blocked_waiter {
+    struct fg__blocked_waiter *next;
+} fg__blocked_waiter;
+
+enum {
+    FG_BLOCKED_MISS = 0,  /* ask the store */
+    FG_BLOCKED_HIT = 1,   /* refused: '*hit' filled */
+    FG_BLOCKED_PROBE = 2, /* ask the store, then fg__blocked_resolve() */
+    FG_BLOCKED_WAIT = 3   /* queued behind a probe: wait to be handed back */
+};
+
 /* A cache of at most 'entries' keys (rounded up to a multiple of 4);
  * 'seed' randomises the hash. NULL when out of memory. */
 fg__blocked *fg__blocked_new(uint32_t entries, uint64_t seed);
 void fg__blocked_free(fg__blocked *c);
 
-/* 1 and '*hit' filled when 'key' of limit 'lim' is known to be refused for
- * 'cost' at 'now_us'; else 0. */
+/* Look 'key' of limit 'lim' up for 'cost' at 'now_us'. 'self' identifies
+ * the request: it may become the probe, or (when 'may_wait') be queued. */
+int fg__blocked_lookup(fg__blocked *c, uint32_t lim, const char *key,
+                       size_t len, uint64_t cost, uint64_t now_us,
+                       fg__blocked_waiter *self, int may_wait,
+                       fg__blocked_hit *hit);
+
+/* 1 and '*hit' filled when 'key' is known to be refused for 'cost' at
+ * 'now_us'; else 0. Never probes nor waits. */
 int fg__blocked_get(fg__blocked *c, uint32_t lim, const char *key, size_t len,
                     uint64_t cost, uint64_t now_us, fg__blocked_hit *hit);
 
 /* Remember that 'cost' units of 'key' are refused until 'hit->until_us'.
- * FG_OK, or FG_ENOMEM (the cache is unchanged). */
+ * FG_OK, or FG_ENOMEM / FG_EBUSY (every way of its set has a probe in
+ * flight): the cache is then unchanged. */
 int fg__blocked_put(fg__blocked *c, uint32_t lim, const char *key, size_t len,
                     uint64_t cost, uint64_t now_us, const fg__blocked_hit *hit);
 
-/* Forget everything (the limits changed). */
-void fg__blocked_clear(fg__blocked *c);
+/* The probe 'self' of 'key' has its answer: 'block' (NULL when the key is
+ * not blocked) for 'cost'. Returns the waiters, to be looked up again. */
+fg__blocked_waiter *fg__blocked_resolve(fg__blocked *c, uint32_t lim,
+                                        const char *key, size_t len,
+                                        fg__blocked_waiter *self, uint64_t cost,
+                                        uint64_t now_us,
+                                        const fg__blocked_hit *block);
+
+/* Forget everything (the limits changed). Returns every waiter. */
+fg__blocked_waiter *fg__blocked_clear(fg__blocked *c);
+
+/* The block a store decision implies, if any: a refusal blocks 'cost' and
+ * more until its retry time; an allowed decision that left nothing of a
+ * fixed_window or token_bucket limit 'lim' blocks any cost until the next
+ * unit frees up. 'sent_us' is when the check was sent, 'now_us' when the
+ * answer came. 1 with '*out' and '*block_cost' filled, else 0. */
+int fg__blocked_from_decision(const fg_limit *lim, const fg_decision *d,
+                              uint64_t cost, uint64_t sent_us, uint64_t now_us,
+                              fg__blocked_hit *out, uint64_t *block_cost);
 
 /* Entries that are still blocking at 'now_us'. */
 uint64_t fg__blocked_count(const fg__blocked *c, uint64_t now_us);

@@ -4,7 +4,6 @@
  * workers and then only handles signals: SIGHUP reloads (a bad file keeps
  * the running configuration), SIGTERM and SIGINT drain and exit. */
 #include <event2/event.h>
-#include <event2/thread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,10 +140,6 @@ int fg_cmd_serve(int argc, char **argv)
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
-    if (evthread_use_pthreads() != 0) {
-        fprintf(stderr, "floodgate serve: libevent without threads\n");
-        return 2;
-    }
     srv.main_base = event_base_new();
     if (!srv.main_base) {
         fprintf(stderr, "floodgate serve: out of memory\n");
@@ -173,6 +168,7 @@ int fg_cmd_serve(int argc, char **argv)
         srv.w[i].srv = &srv;
         srv.w[i].index = i;
         srv.w[i].fd = -1;
+        srv.w[i].wake_fd = -1;
     }
     cap_connections(c->max_connections, c->workers);
     char addr[300];

@@ -26,7 +26,8 @@ int fg__metric_slot(const char *name)
 
 /* Upper bounds in microseconds; the last bucket is +Inf. */
 static const uint64_t lat_le_us[FG_LAT_BUCKETS - 1] = {
-    100, 250, 500, 1000, 2000, 5000, 10000, 25000, 50000, 100000, 1000000};
+    100,  250,   500,   1000,  2000,   5000,   6000,
+    7000, 10000, 25000, 50000, 100000, 1000000};
 
 void fg__metrics_latency(fg__metrics *m, uint64_t us)
 {

@@ -13,7 +13,7 @@
 #include "floodgate.h"
 
 #define FG_METRIC_SLOTS 256
-#define FG_LAT_BUCKETS  12
+#define FG_LAT_BUCKETS  14
 
 /* HTTP responses are counted by status. */
 enum {

@@ -26,6 +26,7 @@ enum { ROUTE_CHECK, ROUTE_AUTH, ROUTE_BOOKINGS };
 #define ARENA (FG_SERVE_MAX_CHAIN * (FG_MAX_KEY + 1) + 64)
 
 struct fg__ctx {
+    fg__blocked_waiter node; /* queued behind another request's probe */
     fg__ctx *next_free;
     fg__worker *w;
     fg__wgen *wg;
@@ -39,6 +40,7 @@ struct fg__ctx {
     int rc[FG_SERVE_MAX_CHAIN];
     uint64_t cost;
     uint64_t sent_us;
+    uint32_t probes; /* bit k: this request probes limit k's blocked key */
     size_t used;
     char arena[ARENA];
 };
@@ -123,6 +125,7 @@ static fg__ctx *ctx_get(fg__worker *w)
     c->n = c->i = 0;
     c->used = 0;
     c->cost = 1;
+    c->probes = 0;
     return c;
 }
 
@@ -145,10 +148,56 @@ void fg__routes_free_pool(fg__worker *w)
     }
 }
 
+static uint64_t ms_up(uint64_t us)
+{
+    return us / 1000 + (us % 1000 != 0);
+}
+
+static uint32_t cache_id(const fg__ctx *c, unsigned k)
+{
+    return c->wg->g->number * FG_SERVE_MAX_LIMITS + c->idx[k];
+}
+
+static void run(fg__ctx *c);
+
+void fg__routes_rerun(fg__blocked_waiter *list)
+{
+    while (list) {
+        fg__blocked_waiter *next = list->next;
+        fg__ctx *c = (fg__ctx *)list; /* 'node' is the first member */
+        run(c);
+        list = next;
+    }
+}
+
+/* End the probes this request still holds (it was answered before asking
+ * those limits): their waiters go back to work. Call before replying, while
+ * the keys are valid. */
+static fg__blocked_waiter *release_probes(fg__ctx *c)
+{
+    fg__blocked_waiter *all = NULL;
+    for (unsigned k = 0; c->probes && k < c->n; k++) {
+        if (!(c->probes & (1u << k)))
+            continue;
+        c->probes &= ~(1u << k);
+        fg__blocked_waiter *w = fg__blocked_resolve(
+            c->w->cache, cache_id(c, k), c->key[k], c->keylen[k], &c->node,
+            c->cost, fg__now_us(), NULL);
+        while (w) {
+            fg__blocked_waiter *next = w->next;
+            w->next = all;
+            all = w;
+            w = next;
+        }
+    }
+    return all;
+}
+
 /* Answer the chain: the refusal if there is one, else the allowed decision
  * with the least remaining. */
 static void finish(fg__ctx *c)
 {
+    fg__blocked_waiter *waiters = c->probes ? release_probes(c) : NULL;
     fg__worker *w = c->w;
     const fg__gen *g = c->wg->g;
     unsigned checked = c->i; /* decisions 0 .. checked-1 exist */
@@ -161,6 +210,7 @@ static void finish(fg__ctx *c)
                      g->cfg.limits[c->idx[k]].lim.name, fg_strerror(c->rc[k]));
             reply_error(w, c->req, 400, msg);
             ctx_put(c);
+            fg__routes_rerun(waiters);
             return;
         }
         if (!c->d[k].allowed) {
@@ -201,6 +251,7 @@ static void finish(fg__ctx *c)
                           c->route == ROUTE_BOOKINGS);
     reply(w, c->req, status, "application/json", b.p, b.len);
     ctx_put(c);
+    fg__routes_rerun(waiters);
 }
 
 static void count_decision(fg__ctx *c, unsigned k)
@@ -220,8 +271,6 @@ static void count_decision(fg__ctx *c, unsigned k)
     else if (d->source == FG_SOURCE_STORE)
         FG_SET(lm->breaker_open, 0);
 }
-
-static void run(fg__ctx *c);
 
 /* The store answered limit c->i (on the loop, or at once). */
 static void on_checked(int rc, const fg_decision *d, void *data)
@@ -246,32 +295,58 @@ static void on_checked(int rc, const fg_decision *d, void *data)
                 c->w->index, c->wg->g->cfg.limits[c->idx[k]].lim.name,
                 fg_strerror(rc), fg_source_name(d->source));
     }
-    if (!d->allowed && d->source == FG_SOURCE_STORE && rc == FG_OK &&
-        c->w->cache && d->retry_after_ms > 0) {
-        /* Measured from when the check was sent (no later than the
-         * store's decision) and minus the rounding of retry_after_ms, the
-         * block never outlasts the store's own. */
+    fg__blocked_waiter *waiters = NULL;
+    if (c->w->cache) {
+        const fg_limit *lim = &c->wg->g->cfg.limits[c->idx[k]].lim;
         fg__blocked_hit h;
-        h.until_us = c->sent_us + (d->retry_after_ms - 1) * 1000 + 1;
-        h.retry_us = now + d->retry_after_ms * 1000;
-        h.reset_us = now + d->reset_ms * 1000;
-        h.limit = d->limit;
-        fg__blocked_put(c->w->cache,
-                        c->wg->g->number * FG_SERVE_MAX_LIMITS + c->idx[k],
-                        c->key[k], c->keylen[k], c->cost, now, &h);
+        uint64_t bcost = 0;
+        int blocks = rc == FG_OK &&
+                     fg__blocked_from_decision(lim, d, c->cost, c->sent_us, now,
+                                               &h, &bcost);
+        if (c->probes & (1u << k)) {
+            c->probes &= ~(1u << k);
+            waiters = fg__blocked_resolve(c->w->cache, cache_id(c, k),
+                                          c->key[k], c->keylen[k], &c->node,
+                                          bcost, now, blocks ? &h : NULL);
+        } else if (blocks) {
+            fg__blocked_put(c->w->cache, cache_id(c, k), c->key[k],
+                            c->keylen[k], bcost, now, &h);
+        }
     }
     count_decision(c, k);
     c->i++;
-    if (rc == FG_ECOST || rc == FG_EKEY || !d->allowed) {
+    if (rc == FG_ECOST || rc == FG_EKEY || !d->allowed)
         finish(c);
-        return;
-    }
-    run(c);
+    else
+        run(c);
+    fg__routes_rerun(waiters);
 }
 
-static uint64_t ms_up(uint64_t us)
+/* Answer limit 'k' of 'c' from the block 'h' (source "cache"). */
+static void answer_cached(fg__ctx *c, unsigned k, const fg__blocked_hit *h,
+                          uint64_t now)
 {
-    return us / 1000 + (us % 1000 != 0);
+    /* Report this one limit alone: the others were not asked. The
+     * request's own probes end here. */
+    fg__blocked_waiter *waiters = c->probes ? release_probes(c) : NULL;
+    c->idx[0] = c->idx[k];
+    c->key[0] = c->key[k];
+    c->keylen[0] = c->keylen[k];
+    c->n = 1;
+    c->rc[0] = FG_OK;
+    fg_decision *d = &c->d[0];
+    d->allowed = 0;
+    d->limit = h->limit;
+    d->remaining = 0;
+    d->retry_after_ms = h->retry_us > now ? ms_up(h->retry_us - now) : 1;
+    d->reset_ms = h->reset_us > now ? ms_up(h->reset_us - now) : 0;
+    if (d->reset_ms < d->retry_after_ms)
+        d->reset_ms = d->retry_after_ms;
+    d->source = FG_SOURCE_CACHE;
+    count_decision(c, 0);
+    c->i = 1;
+    finish(c);
+    fg__routes_rerun(waiters);
 }
 
 static void run(fg__ctx *c)
@@ -279,32 +354,31 @@ static void run(fg__ctx *c)
     fg__wgen *wg = c->wg;
     if (c->i == 0 && c->w->cache && !wg->g->is_memory) {
         uint64_t now = fg__now_us();
+        fg__blocked_hit h;
+        /* A known refusal of any limit answers at once, consuming
+         * nothing anywhere. */
         for (unsigned k = 0; k < c->n; k++) {
-            fg__blocked_hit h;
-            if (!fg__blocked_get(c->w->cache,
-                                 wg->g->number * FG_SERVE_MAX_LIMITS +
-                                     c->idx[k],
-                                 c->key[k], c->keylen[k], c->cost, now, &h))
-                continue;
-            /* Report this one limit alone: the others were not asked. */
-            c->idx[0] = c->idx[k];
-            c->key[0] = c->key[k];
-            c->keylen[0] = c->keylen[k];
-            c->n = 1;
-            c->rc[0] = FG_OK;
-            fg_decision *d = &c->d[0];
-            d->allowed = 0;
-            d->limit = h.limit;
-            d->remaining = 0;
-            d->retry_after_ms = h.retry_us > now ? ms_up(h.retry_us - now) : 1;
-            d->reset_ms = h.reset_us > now ? ms_up(h.reset_us - now) : 0;
-            if (d->reset_ms < d->retry_after_ms)
-                d->reset_ms = d->retry_after_ms;
-            d->source = FG_SOURCE_CACHE;
-            count_decision(c, 0);
-            c->i = 1;
-            finish(c);
-            return;
+            if (fg__blocked_get(c->w->cache, cache_id(c, k), c->key[k],
+                                c->keylen[k], c->cost, now, &h)) {
+                answer_cached(c, k, &h, now);
+                return;
+            }
+        }
+        /* A block just ended: one request asks the store, the others wait
+         * for its answer. A request that probes does not also wait, so no
+         * two requests ever wait for each other. */
+        for (unsigned k = 0; k < c->n; k++) {
+            int r = fg__blocked_lookup(c->w->cache, cache_id(c, k), c->key[k],
+                                       c->keylen[k], c->cost, now, &c->node,
+                                       c->probes == 0, &h);
+            if (r == FG_BLOCKED_PROBE)
+                c->probes |= 1u << k;
+            else if (r == FG_BLOCKED_WAIT)
+                return;
+            else if (r == FG_BLOCKED_HIT) {
+                answer_cached(c, k, &h, now);
+                return;
+            }
         }
     }
     while (c->i < c->n) {
@@ -332,8 +406,10 @@ static void run(fg__ctx *c)
         char msg[160];
         snprintf(msg, sizeof(msg), "limit %s: check not submitted: %s",
                  wg->g->cfg.limits[c->idx[k]].lim.name, fg_strerror(rc));
+        fg__blocked_waiter *waiters = c->probes ? release_probes(c) : NULL;
         reply_error(c->w, c->req, 503, msg);
         ctx_put(c);
+        fg__routes_rerun(waiters);
         return;
     }
     finish(c);

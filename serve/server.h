@@ -49,7 +49,8 @@ typedef struct fg__worker {
     unsigned index;
     pthread_t thread;
     int started;
-    int fd; /* listening socket, SO_REUSEPORT */
+    int fd;      /* listening socket, SO_REUSEPORT */
+    int wake_fd; /* eventfd: main -> worker */
     struct event_base *base;
     struct evhttp *http;
     struct evhttp_bound_socket *bound;
@@ -121,5 +122,8 @@ void fg__worker_request_done(fg__worker *w, fg__wgen *wg);
 
 void fg__routes_handle(struct evhttp_request *req, void *worker);
 void fg__routes_free_pool(fg__worker *w);
+/* Look the requests in 'list' (released from the blocked-key cache) up
+ * again. */
+void fg__routes_rerun(fg__blocked_waiter *list);
 
 #endif

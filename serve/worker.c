@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -173,7 +174,7 @@ static void adopt(fg__worker *w, fg__gen *g)
     fg__wgen *old = w->cur;
     w->cur = wg;
     if (w->cache)
-        fg__blocked_clear(w->cache);
+        fg__routes_rerun(fg__blocked_clear(w->cache));
     if (old) {
         old->next = w->retired;
         w->retired = old;
@@ -183,9 +184,11 @@ static void adopt(fg__worker *w, fg__gen *g)
 
 static void on_cmd(evutil_socket_t fd, short what, void *arg)
 {
-    (void)fd;
     (void)what;
     fg__worker *w = arg;
+    uint64_t n;
+    ssize_t r = read(fd, &n, sizeof(n)); /* reset the eventfd */
+    (void)r;
     pthread_mutex_lock(&w->mu);
     fg__gen *g = w->pending;
     w->pending = NULL;
@@ -269,7 +272,15 @@ int fg__workers_start(fg__server *srv, char *err, size_t errlen)
         w->cache = c->blocked_cache
                        ? fg__blocked_new(c->blocked_cache, srv->seed + i)
                        : NULL;
-        w->cmd_ev = w->base ? event_new(w->base, -1, 0, on_cmd, w) : NULL;
+        /* The main thread wakes a worker through an eventfd, so libevent
+         * needs no locking (evthread) on the request path. */
+        w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        w->cmd_ev = w->base && w->wake_fd >= 0
+                        ? event_new(w->base, w->wake_fd, EV_READ | EV_PERSIST,
+                                    on_cmd, w)
+                        : NULL;
+        if (w->cmd_ev)
+            event_add(w->cmd_ev, NULL);
         w->tick_ev = w->base ? evtimer_new(w->base, tick, w) : NULL;
         if (!w->http || !w->m || !w->cmd_ev || !w->tick_ev ||
             (c->blocked_cache && !w->cache)) {
@@ -317,6 +328,13 @@ int fg__workers_start(fg__server *srv, char *err, size_t errlen)
     return rc;
 }
 
+static void wake(fg__worker *w)
+{
+    uint64_t one = 1;
+    ssize_t r = write(w->wake_fd, &one, sizeof(one));
+    (void)r; /* a full counter still wakes the worker */
+}
+
 void fg__workers_adopt(fg__server *srv, fg__gen *g)
 {
     for (unsigned i = 0; i < srv->nworkers; i++) {
@@ -330,7 +348,7 @@ void fg__workers_adopt(fg__server *srv, fg__gen *g)
         pthread_mutex_unlock(&w->mu);
         if (old)
             fg__gen_unref(old);
-        event_active(w->cmd_ev, 0, 0);
+        wake(w);
     }
 }
 
@@ -343,7 +361,7 @@ void fg__workers_drain(fg__server *srv)
         pthread_mutex_lock(&w->mu);
         w->drain_cmd = 1;
         pthread_mutex_unlock(&w->mu);
-        event_active(w->cmd_ev, 0, 0);
+        wake(w);
     }
 }
 
@@ -363,6 +381,8 @@ void fg__workers_join(fg__server *srv)
             event_base_free(w->base);
         if (w->fd >= 0)
             close(w->fd);
+        if (w->wake_fd >= 0)
+            close(w->wake_fd);
         if (w->pending)
             fg__gen_unref(w->pending);
         fg__blocked_free(w->cache);

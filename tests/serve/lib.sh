@@ -50,7 +50,7 @@ finish() {
 free_port() {
     local p
     for _ in $(seq 1 50); do
-        p=$((20000 + RANDOM % 40000))
+        p=$((20000 + (RANDOM * 32768 + RANDOM + BASHPID) % 40000))
         if ! ss -Hltn "sport = :$p" 2>/dev/null | grep -q .; then
             echo "$p"; return 0
         fi

@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# bench/serve.sh -- floodgate serve against nginx `return 204`, same run,
+# same wrk settings, one worker each. Prints requests/s and p99 latency
+# side by side as ratios, for the memory store, the Redis store in exact
+# mode, and a one-user flood at over 100x its limit (Redis commands per
+# request, read from INFO commandstats, with the blocked-key cache).
+#
+#   bash bench/serve.sh            (make bench runs it)
+#   DURATION=5 CONNS=64 bash bench/serve.sh
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+FLOODGATE=${FLOODGATE:-$PWD/$BUILD/floodgate}
+DURATION=${DURATION:-3}
+CONNS=${CONNS:-32}
+NGINX=${NGINX:-/usr/sbin/nginx}
+for tool in wrk redis-server redis-cli "$NGINX" "$FLOODGATE"; do
+    command -v "$tool" >/dev/null || { echo "bench/serve.sh: $tool not found"; exit 1; }
+done
+T=$(mktemp -d "${TMPDIR:-/tmp}/fgbench.XXXXXX")
+PIDS=""
+cleanup() {
+    local p
+    for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
+    sleep 0.2
+    for p in $PIDS; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+    rm -rf "$T"
+}
+trap cleanup EXIT
+[ -n "${KEEP:-}" ] && echo "temp: $T"
+trap 'exit 1' TERM INT
+
+free_port() {
+    local p
+    for _ in $(seq 1 50); do
+        p=$((20000 + (RANDOM * 32768 + RANDOM + BASHPID) % 40000))
+        ss -Hltn "sport = :$p" | grep -q . || { echo "$p"; return; }
+    done
+}
+
+# nginx, one worker, `return 204`; redis-server. A port taken between
+# the check and the bind is retried.
+start_nginx() {
+    NPORT=$(free_port)
+    mkdir -p "$T/nginx/tmp"
+    cat >"$T/nginx/nginx.conf" <<CONF
+worker_processes 1;
+pid nginx.pid;
+error_log stderr crit;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path tmp/body; proxy_temp_path tmp/proxy;
+    fastcgi_temp_path tmp/fastcgi; uwsgi_temp_path tmp/uwsgi;
+    scgi_temp_path tmp/scgi;
+    server { listen 127.0.0.1:$NPORT; location / { return 204; } }
+}
+CONF
+    "$NGINX" -p "$T/nginx" -c "$T/nginx/nginx.conf" -g 'daemon off;' &
+    local pid=$!
+    for _ in $(seq 1 100); do
+        curl -s -o /dev/null "http://127.0.0.1:$NPORT/" && { PIDS="$PIDS $pid"; return 0; }
+        kill -0 "$pid" 2>/dev/null || return 1
+        sleep 0.02
+    done
+    return 1
+}
+start_redis() {
+    RPORT=$(free_port)
+    redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no \
+        --dir "$T" --logfile "$T/redis.log" &
+    local pid=$!
+    for _ in $(seq 1 100); do
+        redis-cli -p "$RPORT" ping 2>/dev/null | grep -q PONG && { PIDS="$PIDS $pid"; return 0; }
+        kill -0 "$pid" 2>/dev/null || return 1
+        sleep 0.02
+    done
+    return 1
+}
+for _ in 1 2 3 4 5; do start_nginx && break; done
+for _ in 1 2 3 4 5; do start_redis && break; done
+
+start_fg() { # start_fg NAME STORE-URL: sets PORT_NAME
+    local name=$1 url=$2
+    cat >"$T/$name.ini" <<INI
+[server]
+workers = 1
+id = bench
+[store]
+url = $url
+timeout = 50ms
+[limit bench]
+key = query:k
+algorithm = token_bucket
+rate = 1000000/s
+[limit flood]
+key = query:k
+algorithm = token_bucket
+rate = 10/s
+INI
+    "$FLOODGATE" serve -c "$T/$name.ini" --listen 127.0.0.1:0 2>"$T/$name.log" &
+    PIDS="$PIDS $!"
+    for _ in $(seq 1 300); do
+        grep -q event=listening "$T/$name.log" && break
+        sleep 0.01
+    done
+    eval "PORT_$name=$(grep -o 'addr=[^ ]*' "$T/$name.log" | sed 's/.*://')"
+}
+start_fg mem memory
+start_fg red "redis://127.0.0.1:$RPORT"
+
+echo 'wrk.method = "POST"' >"$T/post.lua"
+# run URL [wrk args]: prints "REQS_PER_S P99_MS TOTAL_REQUESTS"
+run() {
+    local url=$1
+    wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency -s "$T/post.lua" "$url" >"$T/wrk.out" 2>&1
+    local rps p99 total
+    rps=$(awk '/^Requests\/sec:/ { print $2 }' "$T/wrk.out")
+    p99=$(awk '$1 == "99%" { v = $2;
+        if (v ~ /us$/) { sub(/us$/, "", v); v = v / 1000 }
+        else if (v ~ /ms$/) { sub(/ms$/, "", v) }
+        else if (v ~ /s$/) { sub(/s$/, "", v); v = v * 1000 }
+        print v }' "$T/wrk.out")
+    total=$(awk '/requests in/ { print $1 }' "$T/wrk.out")
+    echo "${rps:-0} ${p99:-0} ${total:-0}"
+}
+cmds() { redis-cli -p "$RPORT" info commandstats | tr -d '\r' |
+    awk -F'[:=,]' '/^cmdstat_/ && $1 != "cmdstat_info" { s += $3 } END { print s + 0 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+
+printf 'wrk -t1 -c%s -d%ss, one worker each, loopback, %s CPUs\n\n' "$CONNS" "$DURATION" "$(nproc)"
+printf '%-28s %10s %9s %10s %9s %7s %8s %7s\n' scenario "req/s" "p99 ms" "nginx r/s" "nginx p99" ratio "p99 x" target
+row() { # row NAME FG NGINX TARGET
+    local name=$1 target=$4
+    set -- $2 $3
+    printf '%-28s %10.0f %9.2f %10.0f %9.2f %7s %8s %7s\n' "$name" "$1" "$2" "$4" "$5" \
+        "$(ratio "$1" "$4")" "$(ratio "$2" "$5")" "$target"
+}
+
+n1=$(run "http://127.0.0.1:$NPORT/")
+m=$(run "http://127.0.0.1:$PORT_mem/v1/check?limit=bench&key=user1")
+row "memory store" "$m" "$n1" ">=0.70"
+n2=$(run "http://127.0.0.1:$NPORT/")
+c0=$(cmds)
+r=$(run "http://127.0.0.1:$PORT_red/v1/check?limit=bench&key=user1")
+c1=$(cmds)
+row "redis exact" "$r" "$n2" ">=0.50"
+set -- $r
+echo "  redis exact: $(ratio $((c1 - c0)) "$3") Redis commands per request"
+n3=$(run "http://127.0.0.1:$NPORT/")
+c0=$(cmds)
+f=$(run "http://127.0.0.1:$PORT_red/v1/check?limit=flood&key=scalper")
+c1=$(cmds)
+row "one-user flood (10/s limit)" "$f" "$n3" ""
+set -- $f
+flood_rps=$1
+echo "  flood: $(awk -v r="$flood_rps" 'BEGIN { printf "%.0f", r / 10 }')x the limit," \
+    "$((c1 - c0)) Redis commands for $3 requests =" \
+    "$(awk -v c=$((c1 - c0)) -v n="$3" 'BEGIN { if (n > 0) printf "%.4f", c / n; else print "n/a" }')" \
+    "per request (target <= 0.05)"

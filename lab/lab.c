@@ -549,11 +549,13 @@ static int read_cmdstats(fg__lab *lab, fg__lab_cmdstats *cs)
     return 0;
 }
 
-static void count_answers(fg__lab *lab, const fg__lab_answer *a, int n,
-                          int *allowed, int *limited, int *failed, int *unknown,
+/* Sort the answers of a burst: 2xx allowed, 429 and 503 refused, anything
+ * else (or none) failed; and, when 'srv' is given, per server named by
+ * X-Served-By ('unknown' counts answers without one). */
+static void count_answers(const fg__lab_answer *a, int n, int *allowed,
+                          int *limited, int *failed, int *unknown,
                           fg__lab_server_count *srv)
 {
-    (void)lab;
     *allowed = *limited = *failed = 0;
     if (unknown)
         *unknown = 0;
@@ -639,7 +641,7 @@ int fg__lab_measure(fg__lab *lab, int s, const fg__lab_params *p,
     if (rc == 0) {
         uint64_t rt = fg__lab_proxy_round_trips(lab->proxy) - rt0;
         read_cmdstats(lab, &after);
-        count_answers(lab, a, p->burst, &r->allowed, &r->limited, &r->failed,
+        count_answers(a, p->burst, &r->allowed, &r->limited, &r->failed,
                       &r->unknown, r->srv);
         /* The user was entitled to min(burst, limit) requests: what fell
          * short of it was refused while the user was under the limit. */
@@ -685,8 +687,8 @@ int fg__lab_measure_down(fg__lab *lab, unsigned mask, fg__lab_result *rs,
         rc = fg__lab_fire(lab->cl[s].haproxy_port, user, r->p.burst,
                           r->p.spread_us, a, &us, err, errlen);
         if (rc == 0) {
-            count_answers(lab, a, r->p.burst, &r->down_allowed,
-                          &r->down_limited, &r->down_failed, NULL, NULL);
+            count_answers(a, r->p.burst, &r->down_allowed, &r->down_limited,
+                          &r->down_failed, NULL, NULL);
             r->down_measured = 1;
         }
         free(a);

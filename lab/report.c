@@ -48,7 +48,8 @@ void fg__lab_print_json(FILE *f, const fg__lab_result *r)
     else
         fprintf(f, "\"redis_down\":null,");
     fprintf(f,
-            "\"limited\":%d,\"failed\":%d,\"refused_under_limit\":%d,"
+            "\"limited\":%d,\"failed\":%d,\"unattributed\":%d,"
+            "\"refused_under_limit\":%d,"
             "\"redis_round_trips_per_request\":%.2f,"
             "\"redis_commands\":\"%s\","
             "\"redis_executed_per_request\":%.2f,"
@@ -56,7 +57,7 @@ void fg__lab_print_json(FILE *f, const fg__lab_result *r)
             "\"params\":{\"servers\":%d,\"burst\":%d,\"spread_ms\":%.3g,"
             "\"rtt_ms\":%.3g,\"limit\":%llu,\"period_ms\":%llu,"
             "\"balance\":\"%s\"},\"burst_ms\":%.1f,\"run_ms\":%.1f}\n",
-            r->limited, r->failed, r->refused_under_limit,
+            r->limited, r->failed, r->unknown, r->refused_under_limit,
             r->round_trips_per_request, r->commands, r->executed_per_request,
             r->executed, fg__lab_policy_text(r->strategy), r->p.servers,
             r->p.burst, r->p.spread_us / 1000.0, r->p.rtt_us / 1000.0,

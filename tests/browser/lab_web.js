@@ -112,6 +112,13 @@ async function slide(page, id, value) {
     // Atomic: exactly the limit; a warm re-run is quick.
     n = await runs(page);
     await page.getByRole('tab', { name: 'Redis atomic' }).click();
+    const during = await page.evaluate(() => ({
+      state: document.getElementById('status').dataset.state,
+      spinner: getComputedStyle(document.querySelector('.spinner')).visibility,
+      busy: document.body.dataset.busy,
+    }));
+    check(['queued', 'running'].includes(during.state) && during.busy === '1',
+          'the page shows that a run is coming', JSON.stringify(during));
     t = await nextRun(page, n, 15000);
     check(t.strategy === 'atomic' && t.allowed === t.limit, 'atomic allows exactly the limit', t.allowed);
     n = await runs(page);

@@ -157,6 +157,33 @@ size_t fg__redis_u64(char *buf, uint64_t v)
     return n;
 }
 
+size_t fg__redis_format(char *buf, size_t cap, int argc, const char **argv,
+                        const size_t *len)
+{
+    size_t n = 0;
+    /* "*argc\r\n", then "$len\r\n" bytes "\r\n" per argument; 21 digits
+     * and 3 framing bytes bound each header. */
+    if (argc < 0 || cap < 24)
+        return 0;
+    buf[n++] = '*';
+    n += fg__redis_u64(buf + n, (uint64_t)argc);
+    buf[n++] = '\r';
+    buf[n++] = '\n';
+    for (int i = 0; i < argc; i++) {
+        if (len[i] > cap || cap - n < len[i] + 26)
+            return 0;
+        buf[n++] = '$';
+        n += fg__redis_u64(buf + n, len[i]);
+        buf[n++] = '\r';
+        buf[n++] = '\n';
+        memcpy(buf + n, argv[i], len[i]);
+        n += len[i];
+        buf[n++] = '\r';
+        buf[n++] = '\n';
+    }
+    return n;
+}
+
 size_t fg__redis_key(char *buf, const char *kp, size_t kplen, const char *key,
                      size_t keylen, int64_t window)
 {

@@ -60,6 +60,12 @@ void fg__redis_window_decision(const fg__algo_params *p, uint64_t now_us,
  * window plus a margin for servers whose clocks lag (min(period, 1 s)). */
 uint64_t fg__redis_window_ttl_ms(const fg__algo_params *p, uint64_t now_us);
 
+/* Format 'argc' arguments as one RESP command (an array of bulk strings,
+ * byte for byte what redisFormatCommandArgv makes) into 'buf' of 'cap'
+ * bytes, without allocating. Returns the length, or 0 when it does not fit. */
+size_t fg__redis_format(char *buf, size_t cap, int argc, const char **argv,
+                        const size_t *len);
+
 /* Unsigned decimal of 'v' into 'buf' (at least 21 bytes); its length. */
 size_t fg__redis_u64(char *buf, uint64_t v);
 

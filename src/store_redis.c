@@ -297,6 +297,29 @@ static void set_cmd(cmd *c, uint64_t count, uint64_t ttl_ms)
     arg(c, c->ttl, fg__redis_u64(c->ttl, ttl_ms));
 }
 
+/* Append 'k' to a blocking context, formatted on the stack (no allocation,
+ * no printf) when it fits, else by hiredis. */
+static void sync_append(redisContext *c, cmd *k)
+{
+    char buf[4096];
+    size_t n = fg__redis_format(buf, sizeof buf, k->argc, k->argv, k->len);
+    if (n)
+        redisAppendFormattedCommand(c, buf, n);
+    else
+        redisAppendCommandArgv(c, k->argc, k->argv, k->len);
+}
+
+/* The same for an async context; REDIS_OK or REDIS_ERR. */
+static int async_append(redisAsyncContext *ac, redisCallbackFn *fn, void *priv,
+                        cmd *k)
+{
+    char buf[4096];
+    size_t n = fg__redis_format(buf, sizeof buf, k->argc, k->argv, k->len);
+    if (n)
+        return redisAsyncFormattedCommand(ac, fn, priv, buf, n);
+    return redisAsyncCommandArgv(ac, fn, priv, k->argc, k->argv, k->len);
+}
+
 /* The time a check sends: the caller's clock for windows and
  * 'clock_client' limits, else 0 (the script reads Redis TIME). */
 static uint64_t check_now(redis_store *st, const fg_limiter *l)
@@ -591,9 +614,9 @@ static int sync_window(sconn *c, fg_limiter *l, cmd *k, uint64_t cost,
     uint64_t count;
     int rc;
     incrby_cmd(k, "INCRBY", 6, cost);
-    redisAppendCommandArgv(c->c, k->argc, k->argv, k->len);
+    sync_append(c->c, k);
     pexpire_cmd(k, fg__redis_window_ttl_ms(&l->p, now));
-    redisAppendCommandArgv(c->c, k->argc, k->argv, k->len);
+    sync_append(c->c, k);
     rc = sync_exchange(c, 2, r, deadline);
     if (rc != FG_OK)
         return rc;
@@ -609,7 +632,7 @@ static int sync_window(sconn *c, fg_limiter *l, cmd *k, uint64_t cost,
          * nothing (DESIGN.md 3). If this fails the refusal stands and the
          * window only over-refuses until it ends. */
         incrby_cmd(k, "DECRBY", 6, cost);
-        redisAppendCommandArgv(c->c, k->argc, k->argv, k->len);
+        sync_append(c->c, k);
         if (sync_exchange(c, 1, r, deadline) == FG_OK)
             freeReplyObject(r[0]);
     }
@@ -623,7 +646,7 @@ static int sync_naive(sconn *c, fg_limiter *l, cmd *k, uint64_t cost,
     uint64_t count;
     int rc;
     get_cmd(k);
-    redisAppendCommandArgv(c->c, k->argc, k->argv, k->len);
+    sync_append(c->c, k);
     rc = sync_exchange(c, 1, &r, deadline);
     if (rc != FG_OK)
         return rc;
@@ -637,7 +660,7 @@ static int sync_naive(sconn *c, fg_limiter *l, cmd *k, uint64_t cost,
     /* The broken part, on purpose: another server may have written
      * between our GET and this SET. */
     set_cmd(k, count + cost, fg__redis_window_ttl_ms(&l->p, now));
-    redisAppendCommandArgv(c->c, k->argc, k->argv, k->len);
+    sync_append(c->c, k);
     rc = sync_exchange(c, 1, &r, deadline);
     if (rc != FG_OK)
         return rc;
@@ -655,7 +678,7 @@ static int sync_script(redis_store *st, sconn *c, fg_limiter *l, cmd *k,
         redisReply *r = NULL;
         int rc;
         script_cmd(st, l, k, cost, now, eval);
-        redisAppendCommandArgv(c->c, k->argc, k->argv, k->len);
+        sync_append(c->c, k);
         rc = sync_exchange(c, 1, &r, deadline);
         if (rc != FG_OK)
             return rc;
@@ -836,11 +859,12 @@ static void slot_finish(redis_store *st, aslot *s, int rc, fg_decision *d)
         fg__req_done(req, rc, d);
 }
 
-static void timer_arm(redis_store *st, uint64_t at)
+/* Make the timer fire by 'at' (monotonic us; 'now' is the time now). */
+static void timer_arm(redis_store *st, uint64_t at, uint64_t now)
 {
     if (st->timer_at && st->timer_at <= at)
         return;
-    uint64_t now = mono_us() + TIMER_SLACK_US;
+    now += TIMER_SLACK_US;
     uint64_t d = at > now ? at - now : 0;
     struct timeval tv = {(time_t)(d / 1000000), (suseconds_t)(d % 1000000)};
     st->timer_at = at;
@@ -883,7 +907,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     if (old && !old->req && (!next || old->deadline_us + STALL_US < next))
         next = old->deadline_us + STALL_US;
     if (next)
-        timer_arm(st, next);
+        timer_arm(st, next, mono_us());
 }
 
 static int async_send_script(redis_store *st, aslot *s);
@@ -901,14 +925,14 @@ static int async_send(redis_store *st, aslot *s)
     switch (l->p.algorithm) {
     case FG_FIXED_WINDOW:
         incrby_cmd(&k, "INCRBY", 6, req->cost);
-        if (redisAsyncCommandArgv(ac, on_reply, s, k.argc, k.argv, k.len))
+        if (async_append(ac, on_reply, s, &k))
             return FG_EBACKEND;
         pexpire_cmd(&k, fg__redis_window_ttl_ms(&l->p, s->now_us));
-        redisAsyncCommandArgv(ac, NULL, NULL, k.argc, k.argv, k.len);
+        async_append(ac, NULL, NULL, &k);
         return FG_OK;
     case FG_NAIVE_GET_SET:
         get_cmd(&k);
-        if (redisAsyncCommandArgv(ac, on_reply, s, k.argc, k.argv, k.len))
+        if (async_append(ac, on_reply, s, &k))
             return FG_EBACKEND;
         return FG_OK;
     default:
@@ -924,7 +948,7 @@ static int async_send_script(redis_store *st, aslot *s)
     if (rc != FG_OK)
         return rc;
     script_cmd(st, req->l, &k, req->cost, s->now_us, s->eval);
-    if (redisAsyncCommandArgv(s->conn->ac, on_reply, s, k.argc, k.argv, k.len))
+    if (async_append(s->conn->ac, on_reply, s, &k))
         return FG_EBACKEND;
     return FG_OK;
 }
@@ -963,8 +987,7 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
                 cmd k;
                 build_key(&k, l, s->req->key, s->req->keylen, s->now_us);
                 incrby_cmd(&k, "DECRBY", 6, cost);
-                redisAsyncCommandArgv(cn->ac, NULL, NULL, k.argc, k.argv,
-                                      k.len);
+                async_append(cn->ac, NULL, NULL, &k);
             }
         }
         break;
@@ -987,8 +1010,7 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
                     fg__redis_window_ttl_ms(&l->p, s->now_us));
             s->stage = 1;
             s->d = d;
-            if (redisAsyncCommandArgv(cn->ac, on_reply, s, k.argc, k.argv,
-                                      k.len) == REDIS_OK)
+            if (async_append(cn->ac, on_reply, s, &k) == REDIS_OK)
                 return;
             rc = FG_EBACKEND;
         }
@@ -1150,7 +1172,8 @@ static void redis_check_async(fg_store *s, fg__req *req)
     sl->req = req;
     sl->conn = cn;
     sl->now_us = check_now(st, req->l);
-    req->deadline_us = mono_us() + (uint64_t)req->l->lim.timeout_ms * 1000u;
+    uint64_t t0 = mono_us();
+    req->deadline_us = t0 + (uint64_t)req->l->lim.timeout_ms * 1000u;
     sl->deadline_us = req->deadline_us;
     sl->prev = st->tail;
     if (st->tail)
@@ -1163,7 +1186,7 @@ static void redis_check_async(fg_store *s, fg__req *req)
         slot_finish(st, sl, rc, NULL);
         return;
     }
-    timer_arm(st, req->deadline_us);
+    timer_arm(st, sl->deadline_us, t0);
 }
 
 /* ---- Store ------------------------------------------------------------- */

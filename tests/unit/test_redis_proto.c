@@ -180,8 +180,28 @@ static void test_window_decision(void)
     CHECK_EQ(fg__redis_window_ttl_ms(&q, 1000), 49 + 50);
 }
 
+/* The formatter writes what hiredis would, and refuses what does not fit. */
+static void test_format(void)
+{
+    const char *argv[4] = {"EVALSHA", "a\r\n\0b", "", "123"};
+    size_t len[4] = {7, 5, 0, 3};
+    char buf[128], *ref = NULL;
+    int rn = redisFormatCommandArgv(&ref, 4, argv, len);
+    size_t n = fg__redis_format(buf, sizeof buf, 4, argv, len);
+    CHECK_EQ(n, rn);
+    CHECK(ref && memcmp(buf, ref, n) == 0);
+    for (size_t cap = 0; cap < (size_t)rn + 26; cap++) {
+        size_t m = fg__redis_format(buf, cap, 4, argv, len);
+        CHECK(m == 0 || (m == n && cap >= n));
+    }
+    redisFreeCommand(ref);
+    CHECK_EQ(fg__redis_format(buf, sizeof buf, 0, argv, len), 4);
+    CHECK(memcmp(buf, "*0\r\n", 4) == 0);
+}
+
 int main(void)
 {
+    test_format();
     test_keys();
     test_errors();
     test_script_reply();

@@ -1183,6 +1183,8 @@ static void redis_check_async(fg_store *s, fg__req *req)
     st->tail = sl;
     rc = async_send(st, sl);
     if (rc != FG_OK) {
+        if (rc == FG_EBACKEND) /* hiredis refused: the context is closing */
+            conn_kill(cn, rc);
         slot_finish(st, sl, rc, NULL);
         return;
     }

@@ -94,6 +94,7 @@ done
 run flush "$URL"
 run keys "$URL"
 run keys "unix://$DIR/main.sock?db=2&prefix=u:"
+run allocfail "$URL"
 
 # 4. Clear errors at open: wrong password, no password, wrong database,
 #    nothing listening. The password never appears.

@@ -1,5 +1,7 @@
 /* test_redis_url.c -- Redis store URLs: forms, defaults, bad input, and
  * that a password never reaches an error message. */
+#include <stdlib.h>
+
 #include "../harness.h"
 #include "redis_url.h"
 #include "store.h"
@@ -146,8 +148,40 @@ static void test_no_password_in_errors(void)
     }
 }
 
+/* Fail the Nth allocation, for every N: a clean FG_ENOMEM and nothing
+ * leaked (ASan's leak checker runs at exit under `make asan`). */
+static long fail_at, allocs;
+static void *failing_malloc(size_t n)
+{
+    return ++allocs == fail_at ? NULL : malloc(n);
+}
+
+static void test_alloc_failures(void)
+{
+    int clean = 0;
+    for (fail_at = 1; fail_at < 20 && !clean; fail_at++) {
+        fg__redis_url u;
+        char err[256];
+        allocs = 0;
+        fg_set_allocator(failing_malloc, free);
+        int rc = fg__redis_url_parse("redis://al%41ce:pw@host:1/2?prefix=x", &u,
+                                     err, sizeof err);
+        fg_set_allocator(NULL, NULL);
+        if (rc == FG_OK) {
+            clean = allocs < fail_at;
+            CHECK_STR(u.user, "alAce");
+            fg__redis_url_free(&u);
+        } else {
+            CHECK_EQ(rc, FG_ENOMEM);
+            CHECK_STR(err, "out of memory");
+        }
+    }
+    CHECK(clean);
+}
+
 int main(void)
 {
+    test_alloc_failures();
     test_forms();
     test_refusals();
     test_no_password_in_errors();

@@ -250,7 +250,11 @@ static struct event_base *new_base(void)
     struct event_config *cfg = event_config_new();
     if (!cfg)
         return NULL;
-    event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
+    /* evhttp turns reading and writing on and off around every request;
+     * the changelist folds those into one epoll_ctl per change that
+     * survives the loop iteration (safe: no descriptor is dup()ed). */
+    event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER |
+                                   EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
     struct event_base *b = event_base_new_with_config(cfg);
     event_config_free(cfg);
     return b;

@@ -1,15 +1,14 @@
 /* fgload -- a small HTTP load generator for the serve integration tests.
  *
  *   fgload [-m POST] [-H 'Name: value']... [-n TOTAL | -d MS] [-c CONC]
- *          URL [URL...]
+ *          [-r PER_SECOND] URL [URL...]
  *
- * Keeps CONC requests in flight, each on its own connection, the URLs taken
- * in turn (to spread a burst over several servers). Prints one line:
- *   sent=N s200=A s429=B s503=C s4xx=D other=E errors=F bad_headers=G
- *   max_us=M p99_us=P served_by=id:n,...
- * bad_headers counts answers to a decision (200/403/429) missing the
- * RateLimit headers or X-Served-By, and 429s without a whole-second
- * Retry-After of at least 1. */
+ * Keeps CONC requests in flight (at most PER_SECOND a second when given), each
+ * on its own connection, the URLs taken in turn (to spread a burst over several
+ * servers). Prints one line: sent=N s200=A s429=B s503=C s4xx=D other=E
+ * errors=F bad_headers=G max_us=M p99_us=P served_by=id:n,... bad_headers
+ * counts answers to a decision (200/403/429) missing the RateLimit headers or
+ * X-Served-By, and 429s without a whole-second Retry-After of at least 1. */
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/http.h>
@@ -30,7 +29,8 @@ static int nurls;
 static const char *hdr_name[MAX_HDRS], *hdr_value[MAX_HDRS];
 static int nhdrs;
 static enum evhttp_cmd_type method = EVHTTP_REQ_POST;
-static long total = 100, conc = 10, duration_ms = 0;
+static long total = 100, conc = 10, duration_ms = 0, rate = 0;
+static struct event *pace_ev;
 static long sent, done, inflight;
 static long s200, s429, s503, s4xx, other, errors, bad_headers;
 static uint64_t *lat;
@@ -128,6 +128,13 @@ static void fire(void)
                 event_base_loopbreak(base);
             return;
         }
+        if (rate > 0 && (uint64_t)sent * 1000000 >=
+                            (now_us() - start_us) * (uint64_t)rate) {
+            struct timeval tv = {0, 200};
+            if (!evtimer_pending(pace_ev, NULL))
+                evtimer_add(pace_ev, &tv);
+            return;
+        }
         struct evhttp_uri *u = uris[sent % nurls];
         rq *r = calloc(1, sizeof(*r));
         if (!r)
@@ -158,6 +165,14 @@ static void fire(void)
     }
 }
 
+static void on_pace(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    fire();
+}
+
 static int cmp(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -184,6 +199,8 @@ int main(int argc, char **argv)
             total = atol(argv[++i]);
         } else if (!strcmp(argv[i], "-c") && i + 1 < argc) {
             conc = atol(argv[++i]);
+        } else if (!strcmp(argv[i], "-r") && i + 1 < argc) {
+            rate = atol(argv[++i]);
         } else if (!strcmp(argv[i], "-d") && i + 1 < argc) {
             duration_ms = atol(argv[++i]);
         } else if (nurls < MAX_URLS) {
@@ -201,6 +218,7 @@ int main(int argc, char **argv)
         return 2;
     }
     base = event_base_new();
+    pace_ev = evtimer_new(base, on_pace, NULL);
     start_us = now_us();
     fire();
     event_base_dispatch(base);

@@ -489,10 +489,8 @@ static int handshake_reply(redis_store *st, char kind, const redisReply *r,
                           "(redis://user:password@host:port)",
                           st->where);
     if (kind >= '0' && kind < '0' + FG__LUA_COUNT) {
-        if (r->type == REDIS_REPLY_ERROR)
-            return fg__seterr(err, errlen, fg__redis_error_code(r->str, r->len),
-                              "redis %s: SCRIPT LOAD failed: %.100s", st->where,
-                              r->str);
+        /* Not fatal (BUSY, LOADING ...): checks fall back to EVAL, which
+         * meets the same error and reports it as its own. */
         learn_sha(st, kind - '0', r);
         return FG_OK;
     }
@@ -1028,7 +1026,7 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
         }
         break;
     }
-    if (rc != FG_OK && rc != FG_EBUSY)
+    if (rc != FG_OK)
         set_error(st, "redis %.200s: check failed: %.200s", fg_strerror(rc));
     slot_finish(st, s, rc, rc == FG_OK ? &d : NULL);
 }

@@ -20,7 +20,9 @@ if ! command -v redis-server >/dev/null || [ ! -x "$TOOL" ]; then
 fi
 
 DIR=$(mktemp -d)
+BG=""
 cleanup() {
+    [ -n "$BG" ] && kill "$BG" 2>/dev/null
     for f in "$DIR"/*.pid; do
         [ -f "$f" ] || continue
         pid=$(cat "$f" 2>/dev/null)
@@ -120,7 +122,29 @@ expect_open "redis://127.0.0.1:$DEAD" "cannot connect" "refused"
 expect_open "unix://$DIR/none.sock" "cannot connect"
 expect_open "redis://127.0.0.1:$PORT?prefix=x&color=red" "unknown parameter"
 
-# 5. floodgate check --store redis:// (DESIGN.md 7).
+# 5. Errors Redis answers with are defined outcomes: OOM (maxmemory 1),
+#    READONLY (a replica), BUSY (a script that never ends). Each reaches the
+#    limiter as its code and the limit fails closed.
+OPORT=$(free_port) RPORT=$(free_port) BPORT=$(free_port)
+start oom "$OPORT" --maxmemory 1 --maxmemory-policy noeviction &&
+    run expect "redis://127.0.0.1:$OPORT" "backend out of memory" ||
+    bad "oom redis did not start"
+start ro "$RPORT" --replicaof 127.0.0.1 "$DEAD" &&
+    run expect "redis://127.0.0.1:$RPORT" "backend is read-only" ||
+    bad "replica redis did not start"
+if start busy "$BPORT" --busy-reply-threshold 20; then
+    redis-cli -p "$BPORT" EVAL "while true do end" 0 >/dev/null 2>&1 &
+    BG=$!
+    sleep 0.1
+    run expect "redis://127.0.0.1:$BPORT" "backend busy"
+    redis-cli -p "$BPORT" SCRIPT KILL >/dev/null 2>&1
+    wait "$BG" 2>/dev/null
+    BG=""
+else
+    bad "busy redis did not start"
+fi
+
+# 6. floodgate check --store redis:// (DESIGN.md 7).
 if [ -x "$FLOODGATE" ]; then
     for algo in fixed_window sliding_window token_bucket; do
         key="cli-$algo-$$-$RANDOM"
@@ -140,7 +164,7 @@ else
     echo "skip: $FLOODGATE not built"
 fi
 
-# 6. Stop, kill and restart the server under checks (last: it kills it).
+# 7. Stop, kill and restart the server under checks (last: it kills it).
 RESTART="redis-server --port $PORT --bind 127.0.0.1 --dir $DIR --daemonize yes --pidfile $DIR/main.pid --save '' --appendonly no --logfile $DIR/main.log; for i in \$(seq 100); do redis-cli -p $PORT ping 2>/dev/null | grep -q PONG && break; sleep 0.01; done"
 run outage "$URL" "$(cat "$DIR/main.pid")" "$RESTART"
 

@@ -576,6 +576,49 @@ static void keys(const char *url)
     event_base_free(base);
 }
 
+/* ---- Redis errors ---------------------------------------------------------
+ */
+
+/* Every algorithm on both clients meets the error the server is set up to
+ * give: the store returns 'code' and the limiter refuses (on_failure =
+ * closed). A fresh limiter per check keeps its breaker closed. */
+static void expect(const char *url, int code)
+{
+    char err[256];
+    struct event_base *base = new_base();
+    fg_store *st = fg_store_open(url, err, sizeof err);
+    fg_store *ast = fg_store_open_async(url, base, err, sizeof err);
+    CHECK(st && ast);
+    if (!st || !ast) {
+        fprintf(stderr, "open: %s\n", err);
+        return;
+    }
+    static const fg_algorithm algos[] = {FG_FIXED_WINDOW, FG_SLIDING_WINDOW,
+                                         FG_TOKEN_BUCKET, FG_NAIVE_GET_SET};
+    int wrong = 0;
+    for (int i = 0; i < 8; i++) {
+        fg_limiter *l = limiter(i < 4 ? st : ast, "10/s", algos[i % 4], 0, 0,
+                                FG_FAIL_CLOSED, 1000, "expect");
+        fg_decision d;
+        int rc = i < 4 ? fg_check(l, "e", 1, 1, &d)
+                       : check_async(base, l, "e", 1, 1, &d);
+        if (rc != code || d.allowed || d.source != FG_SOURCE_FAIL_CLOSED) {
+            wrong++;
+            fprintf(stderr, "%s %s: rc %d (%s) allowed %d source %s\n",
+                    fg_algorithm_name(algos[i % 4]), i < 4 ? "sync" : "async",
+                    rc, fg_strerror(rc), d.allowed, fg_source_name(d.source));
+        }
+        fg_limiter_free(l);
+    }
+    printf("%s: 4 algorithms x 2 clients returned %s and failed closed "
+           "(%d wrong); last error: %s\n",
+           url, fg_strerror(code), wrong, fg__store_redis_last_error(ast));
+    CHECK_EQ(wrong, 0);
+    fg_store_close(st);
+    fg_store_close(ast);
+    event_base_free(base);
+}
+
 /* ---- allocation failures ------------------------------------------------ */
 
 static long fail_at, allocs;
@@ -649,6 +692,13 @@ int main(int argc, char **argv)
         flush(argv[2]);
     } else if (argc >= 5 && strcmp(argv[1], "outage") == 0) {
         outage(argv[2], (pid_t)atoi(argv[3]), argv[4]);
+    } else if (argc >= 4 && strcmp(argv[1], "expect") == 0) {
+        int code = 0;
+        for (int c = 0; c >= -20; c--)
+            if (strcmp(fg_strerror(c), argv[3]) == 0)
+                code = c;
+        CHECK(code < 0);
+        expect(argv[2], code);
     } else if (argc >= 3 && strcmp(argv[1], "allocfail") == 0) {
         allocfail(argv[2]);
     } else if (argc >= 3 && strcmp(argv[1], "keys") == 0) {

@@ -33,7 +33,7 @@ trap 'exit 1' TERM INT
 free_port() {
     local p
     for _ in $(seq 1 50); do
-        p=$((20000 + (RANDOM * 32768 + RANDOM + BASHPID) % 40000))
+        p=$((20000 + (RANDOM * 32768 + RANDOM + BASHPID) % 12000))
         ss -Hltn "sport = :$p" | grep -q . || { echo "$p"; return; }
     done
 }

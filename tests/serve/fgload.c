@@ -112,8 +112,7 @@ static void on_done(struct evhttp_request *req, void *arg)
     }
     done++;
     inflight--;
-    evhttp_connection_free_on_completion(r->conn);
-    free(r);
+    free(r); /* the connection frees itself once this returns */
     fire();
 }
 
@@ -158,10 +157,15 @@ static void fire(void)
         sent++;
         inflight++;
         if (evhttp_make_request(r->conn, req, method, target) != 0) {
+            /* The request was freed; the connection is ours to free. */
             errors++;
             inflight--;
             done++;
+            evhttp_connection_free(r->conn);
+            free(r);
+            continue;
         }
+        evhttp_connection_free_on_completion(r->conn);
     }
 }
 
@@ -233,5 +237,12 @@ int main(int argc, char **argv)
     for (int i = 0; i < MAX_IDS && ids[i][0]; i++)
         printf("%s%s:%ld", i ? "," : "", ids[i], idn[i]);
     printf("\n");
+    free(lat);
+    for (int i = 0; i < nurls; i++)
+        evhttp_uri_free(uris[i]);
+    for (int i = 0; i < nhdrs; i++)
+        free((char *)hdr_name[i]);
+    event_free(pace_ev);
+    event_base_free(base);
     return 0;
 }

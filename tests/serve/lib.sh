@@ -41,16 +41,22 @@ expect_eq() { # expect_eq NAME GOT WANT
     if [ "$2" = "$3" ]; then ok "$1"; else bad "$1: got '$2', want '$3'"; fi
 }
 finish() {
+    # Sanitizer reports of any server started here fail the test.
+    if grep -l -E 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$T"/*.log 2>/dev/null; then
+        bad "sanitizer report in a server log"
+        grep -h -A 20 -E 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$T"/*.log | head -60
+    fi
     echo "$PASS passed, $FAIL failed"
     [ "$FAIL" -eq 0 ]
     exit $?
 }
 
-# A loopback TCP port nobody listens on now.
+# A loopback TCP port nobody listens on now, below the ephemeral range
+# (32768 and up) so that no outgoing connection holds it either.
 free_port() {
     local p
     for _ in $(seq 1 50); do
-        p=$((20000 + (RANDOM * 32768 + RANDOM + BASHPID) % 40000))
+        p=$((20000 + (RANDOM * 32768 + RANDOM + BASHPID) % 12000))
         if ! ss -Hltn "sport = :$p" 2>/dev/null | grep -q .; then
             echo "$p"; return 0
         fi

@@ -4,6 +4,7 @@
  * workers and then only handles signals: SIGHUP reloads (a bad file keeps
  * the running configuration), SIGTERM and SIGINT drain and exit. */
 #include <event2/event.h>
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,13 +77,24 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 }
 
 /* Connections are capped through the descriptor limit: once it is
- * reached, accept() fails and the workers pause accepting. */
+ * reached, accept() fails and the workers pause accepting. Called once the
+ * workers run: the limit is what is open now, plus the connections, plus a
+ * little for each worker's store connection (and its reconnects). */
 static void cap_connections(unsigned max_conn, unsigned workers)
 {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
         return;
-    rlim_t want = (rlim_t)max_conn + 64 + 16 * (rlim_t)workers;
+    rlim_t open_now = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (d) {
+        while (readdir(d))
+            open_now++;
+        closedir(d);
+    } else {
+        open_now = 64;
+    }
+    rlim_t want = open_now + (rlim_t)max_conn + 4 * (rlim_t)workers + 8;
     if (rl.rlim_max != RLIM_INFINITY && want > rl.rlim_max)
         want = rl.rlim_max;
     rl.rlim_cur = want;
@@ -170,7 +182,6 @@ int fg_cmd_serve(int argc, char **argv)
         srv.w[i].fd = -1;
         srv.w[i].wake_fd = -1;
     }
-    cap_connections(c->max_connections, c->workers);
     char addr[300];
     if (fg__workers_bind(&srv, c->listen, addr, sizeof(addr), err,
                          sizeof(err))) {
@@ -192,6 +203,7 @@ int fg_cmd_serve(int argc, char **argv)
         fg__workers_join(&srv);
         goto out;
     }
+    cap_connections(c->max_connections, c->workers);
     char v[600];
     if (srv.gen->is_memory)
         fg__log("store", "url=memory note=\"limits are per process: run "

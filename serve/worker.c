@@ -142,12 +142,17 @@ static void tick(evutil_socket_t fd, short what, void *arg)
     }
 }
 
+/* The worker running on this thread (callbacks whose argument belongs to
+ * libevent find theirs here). */
+static _Thread_local fg__worker *this_worker;
+
 /* accept() failed: out of descriptors means max_connections is reached.
  * Stop accepting for a moment rather than spin on the listening socket;
  * the pending connections wait in the kernel's backlog. */
 static void accept_error(struct evconnlistener *lev, void *arg)
 {
-    fg__worker *w = arg;
+    (void)arg; /* evhttp's, not ours: the worker is this thread's */
+    fg__worker *w = this_worker;
     int e = errno;
     evconnlistener_disable(lev);
     w->accept_paused = 1;
@@ -213,6 +218,7 @@ static void on_cmd(evutil_socket_t fd, short what, void *arg)
 static void *worker_main(void *arg)
 {
     fg__worker *w = arg;
+    this_worker = w;
     fg__server *srv = w->srv;
     char why[256] = "";
     fg__gen *g = srv->gen;

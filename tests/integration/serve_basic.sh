@@ -164,6 +164,23 @@ done
 expect_eq "bad reload kept the running config" "$codes" " 200 200 429"
 check "log lines are key=value" bash -c "! grep -v '^ts=[0-9TZ:.-]* event=[a-z_]*' '$T/s.log'"
 
+# Connection cap: past max_connections, accepting pauses (no crash, no
+# spinning) and new clients wait in the backlog until a slot frees up.
+printf '[server]\nmax_connections = 5\nrequest_timeout = 1s\n' >"$T/cap.ini"
+start_fg cap -c "$T/cap.ini" --listen 127.0.0.1:0 || bad "cap server starts"
+fds=""
+for i in $(seq 1 40); do
+    exec {fd}<>/dev/tcp/127.0.0.1/$FGPORT_cap && fds="$fds $fd"
+done
+sleep 0.2
+for _ in $(seq 1 100); do grep -q event=accept_paused "$T/cap.log" && break; sleep 0.01; done
+check "accept pauses at max_connections" grep -q 'event=accept_paused' "$T/cap.log"
+cpu=$(ps -o %cpu= -p "$FGPID_cap" | tr -d ' ')
+check "no busy loop while paused (cpu ${cpu}%)" awk -v c="$cpu" 'BEGIN { exit !(c < 50) }'
+for fd in $fds; do exec {fd}<&-; done
+expect_eq "served again once connections close" "$(http GET http://127.0.0.1:$FGPORT_cap/healthz)" 200
+kill -TERM "$FGPID_cap"
+
 # SIGTERM: exits 0, after logging the drain.
 kill -TERM "$FGPID_s"
 for _ in $(seq 1 200); do kill -0 "$FGPID_s" 2>/dev/null || break; sleep 0.01; done

@@ -8,42 +8,45 @@
 #define STR_(x) #x
 #define STR(x)  STR_(x)
 
+/* clang-format off */
+
 /* Shared by both scripts. Lua 5.1 numbers are doubles: exact integers below
  * 2^53, but a / b is rounded, so floor(a / b) may be one too high or too
- * low; idiv corrects it with exact products. ms_up rounds microseconds up to
- * whole milliseconds, as fg__us_to_ms_up does. */
-#define LUA_COMMON                                                             \
-    "local function idiv(a, b)\n"                                              \
-    "  local q = math.floor(a / b)\n"                                          \
-    "  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 "    \
-    "end\n"                                                                    \
-    "  return q\n"                                                             \
-    "end\n"                                                                    \
-    "local function cdiv(a, b)\n"                                              \
-    "  local q = idiv(a, b)\n"                                                 \
-    "  if q * b < a then q = q + 1 end\n"                                      \
-    "  return q\n"                                                             \
-    "end\n"                                                                    \
-    "local function now_us(arg)\n"                                             \
-    "  if arg ~= '' then return tonumber(arg) end\n"                           \
-    "  local t = redis.call('TIME')\n"                                         \
-    "  return tonumber(t[1]) * 1000000 + tonumber(t[2])\n"                     \
+ * low; idiv corrects it with exact products, cdiv rounds up exactly. Redis
+ * runs the whole chunk per call: the helpers are kept few and small. */
+#define LUA_COMMON                                                           \
+    "local floor = math.floor\n"                                             \
+    "local function idiv(a, b)\n"                                            \
+    "  local q = floor(a / b)\n"                                             \
+    "  if q * b > a then return q - 1 end\n"                                 \
+    "  if (q + 1) * b <= a then return q + 1 end\n"                          \
+    "  return q\n"                                                           \
+    "end\n"                                                                  \
+    "local function cdiv(a, b)\n"                                            \
+    "  local q = idiv(a, b)\n"                                               \
+    "  if q * b < a then return q + 1 end\n"                                 \
+    "  return q\n"                                                           \
     "end\n"
 
 /* The sliding window of algo.c. KEYS[1] is the key's base ending in ':';
- * the window index is appended (both keys share the hash tag). ARGV:
- * period_us, limit, cost, now_us ('' = Redis TIME). Counts are plain
- * integers; the current window's key lives until the next window ends. */
+ * the window index is appended (both keys share the hash tag; an index
+ * below 10^14 prints exactly). ARGV: period_us, limit, cost, now_us
+ * ('' = Redis TIME). Counts are plain integers; the current window's key
+ * lives until the next window ends. */
 static const char lua_sliding[] = LUA_COMMON
-    "local period = tonumber(ARGV[1])\n"
-    "local limit = tonumber(ARGV[2])\n"
-    "local cost = tonumber(ARGV[3])\n"
-    "local now = now_us(ARGV[4])\n"
+    "local period, limit, cost = tonumber(ARGV[1]), tonumber(ARGV[2]),\n"
+    "                            tonumber(ARGV[3])\n"
+    "local now\n"
+    "if ARGV[4] == '' then\n"
+    "  local t = redis.call('TIME')\n"
+    "  now = t[1] * 1000000 + t[2]\n"
+    "else\n"
+    "  now = tonumber(ARGV[4])\n"
+    "end\n"
     "local w = idiv(now, period)\n"
-    "local kc = KEYS[1] .. string.format('%d', w)\n"
-    "local r = redis.call('MGET', kc, KEYS[1] .. string.format('%d', w - 1))\n"
-    "local cur = tonumber(r[1] or 0)\n"
-    "local prev = tonumber(r[2] or 0)\n"
+    "local kc = KEYS[1] .. w\n"
+    "local r = redis.call('MGET', kc, KEYS[1] .. (w - 1))\n"
+    "local cur, prev = tonumber(r[1] or 0), tonumber(r[2] or 0)\n"
     "local elapsed = now - w * period\n"
     "local left = period - elapsed\n"
     "local weighted = prev * left\n"
@@ -71,42 +74,40 @@ static const char lua_sliding[] = LUA_COMMON
  * of 1/scale us since FG__REDIS_EPOCH. ARGV: scale, t_scaled, burst, cost,
  * now_us ('' = Redis TIME). The key expires when TAT has passed. */
 static const char lua_token[] = LUA_COMMON
-    "local scale = tonumber(ARGV[1])\n"
-    "local t = tonumber(ARGV[2])\n"
-    "local depth = tonumber(ARGV[3]) * t\n"
-    "local cost = tonumber(ARGV[4])\n"
-    "local rel = now_us(ARGV[5]) - " STR(
-        FG__REDIS_EPOCH_S) "000000\n"
-                           "local now = rel * scale\n"
-                           "if rel < 1 or now + 4 * depth >= 9007199254740992 "
-                           "then\n"
-                           "  return redis.error_reply('ERR floodgate: clock "
-                           "outside the exact range')\n"
-                           "end\n"
-                           "local real = now\n"
-                           "local tat = tonumber(redis.call('GET', KEYS[1]) or "
-                           "0)\n"
-                           "if tat > now and tat - now > depth then now = tat "
-                           "- depth end\n"
-                           "local base = now\n"
-                           "if tat > now then base = tat end\n"
-                           "local nxt = base + cost * t\n"
-                           "local allowed, retry = 0, 0\n"
-                           "if nxt - now <= depth then\n"
-                           "  allowed = 1\n"
-                           "  base = nxt\n"
-                           "  redis.call('SET', KEYS[1], string.format('%d', "
-                           "nxt), 'PX',\n"
-                           "             cdiv(cdiv(nxt - real, scale), 1000) + "
-                           "1)\n"
-                           "else\n"
-                           "  retry = cdiv(cdiv(nxt - now - depth, scale), "
-                           "1000)\n"
-                           "end\n"
-                           "local ahead = base - now\n"
-                           "return {allowed, idiv(depth - ahead, t), "
-                           "cdiv(cdiv(ahead, scale), 1000),\n"
-                           "        retry}\n";
+    "local scale, t, cost = tonumber(ARGV[1]), tonumber(ARGV[2]),\n"
+    "                       tonumber(ARGV[4])\n"
+    "local depth = ARGV[3] * t\n"
+    "local rel\n"
+    "if ARGV[5] == '' then\n"
+    "  local tm = redis.call('TIME')\n"
+    "  rel = (tm[1] - " STR(FG__REDIS_EPOCH_S) ") * 1000000 + tm[2]\n"
+    "else\n"
+    "  rel = ARGV[5] - " STR(FG__REDIS_EPOCH_S) "000000\n"
+    "end\n"
+    "local now = rel * scale\n"
+    "if rel < 1 or now + 4 * depth >= 9007199254740992 then\n"
+    "  return redis.error_reply('ERR floodgate: clock outside the exact range')\n"
+    "end\n"
+    "local real = now\n"
+    "local tat = tonumber(redis.call('GET', KEYS[1]) or 0)\n"
+    "if tat > now and tat - now > depth then now = tat - depth end\n"
+    "local base = now\n"
+    "if tat > now then base = tat end\n"
+    "local nxt = base + cost * t\n"
+    "local allowed, retry = 0, 0\n"
+    "if nxt - now <= depth then\n"
+    "  allowed = 1\n"
+    "  base = nxt\n"
+    "  redis.call('SET', KEYS[1], string.format('%d', nxt), 'PX',\n"
+    "             cdiv(cdiv(nxt - real, scale), 1000) + 1)\n"
+    "else\n"
+    "  retry = cdiv(cdiv(nxt - now - depth, scale), 1000)\n"
+    "end\n"
+    "local ahead = base - now\n"
+    "return {allowed, idiv(depth - ahead, t), cdiv(cdiv(ahead, scale), 1000),\n"
+    "        retry}\n";
+
+/* clang-format on */
 
 const char *const fg__redis_lua[FG__LUA_COUNT] = {lua_sliding, lua_token};
 

@@ -92,7 +92,9 @@ for algo in fixed_window sliding_window token_bucket naive_get_set; do
     done
 done
 
-# 3. SCRIPT FLUSH between checks; binary keys and the length limit.
+# 3. Threads sharing one store; SCRIPT FLUSH between checks; binary keys
+#    and the length limit; allocation failures.
+run threads "$URL"
 run flush "$URL"
 run keys "$URL"
 run keys "unix://$DIR/main.sock?db=2&prefix=u:"

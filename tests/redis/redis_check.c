@@ -5,12 +5,14 @@
  *   redis_check vectors URL          C algorithm vs Lua twin, sync + async
  *   redis_check race URL ALGO MODE P N LIMIT
  *                                     P processes x N checks on one key
+ *   redis_check threads URL          8 threads sharing one blocking store
  *   redis_check flush URL            SCRIPT FLUSH between checks
  *   redis_check outage URL PID CMD   SIGSTOP, SIGKILL, then CMD restarts
  *   redis_check keys URL             binary keys and the length limit
  *   redis_check open URL             open and report the error */
 #include <event2/event.h>
 #include <hiredis/hiredis.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -304,6 +306,71 @@ static int race(const char *url, const char *algo, const char *mode, int procs,
            mode, procs, n, limit, total);
     CHECK_EQ(broken, 0);
     return total;
+}
+
+/* ---- threads sharing one blocking store -----------------------------------
+ */
+
+typedef struct tjob {
+    fg_limiter *l;
+    const char *key;
+    int n, allowed;
+    pthread_barrier_t *gate;
+} tjob;
+
+static void *thread_checks(void *arg)
+{
+    tjob *j = arg;
+    pthread_barrier_wait(j->gate);
+    for (int i = 0; i < j->n; i++) {
+        fg_decision d;
+        j->allowed += fg_check(j->l, j->key, strlen(j->key), 1, &d) == FG_OK &&
+                      d.allowed && d.source == FG_SOURCE_STORE;
+    }
+    return NULL;
+}
+
+/* Eight threads, one store (its pool of connections), one key, limit 10:
+ * exactly 10 for each atomic algorithm. */
+static void threads(const char *url)
+{
+    static const fg_algorithm algos[] = {FG_FIXED_WINDOW, FG_SLIDING_WINDOW,
+                                         FG_TOKEN_BUCKET};
+    char err[256];
+    fg_store *st = fg_store_open(url, err, sizeof err);
+    CHECK(st != NULL);
+    if (!st)
+        return;
+    fake_now = (fg__wall_us() / 3600000000ull) * 3600000000ull + 1800000000ull;
+    fg__store_redis_set_clock(st, fake_clock, NULL);
+    for (int a = 0; a < 3; a++) {
+        char name[64];
+        unique(name, sizeof name, "threads");
+        fg_limiter *l =
+            limiter(st, "10/h", algos[a], 0, 0, FG_FAIL_CLOSED, 1000, name);
+        pthread_barrier_t gate;
+        pthread_t t[8];
+        tjob j[8];
+        int total = 0;
+        if (!l)
+            continue;
+        pthread_barrier_init(&gate, NULL, 8);
+        for (int i = 0; i < 8; i++) {
+            j[i] = (tjob){l, "shared", 30, 0, &gate};
+            pthread_create(&t[i], NULL, thread_checks, &j[i]);
+        }
+        for (int i = 0; i < 8; i++) {
+            pthread_join(t[i], NULL);
+            total += j[i].allowed;
+        }
+        pthread_barrier_destroy(&gate);
+        printf("threads %s: 8 threads x 30 checks on one store, limit 10: "
+               "allowed=%d\n",
+               fg_algorithm_name(algos[a]), total);
+        CHECK_EQ(total, 10);
+        fg_limiter_free(l);
+    }
+    fg_store_close(st);
 }
 
 /* ---- SCRIPT FLUSH between checks ---------------------------------------- */
@@ -688,6 +755,8 @@ int main(int argc, char **argv)
             CHECK_EQ(got, limit);
         else
             CHECK(got >= limit); /* shown, not asserted: it races */
+    } else if (argc >= 3 && strcmp(argv[1], "threads") == 0) {
+        threads(argv[2]);
     } else if (argc >= 3 && strcmp(argv[1], "flush") == 0) {
         flush(argv[2]);
     } else if (argc >= 5 && strcmp(argv[1], "outage") == 0) {

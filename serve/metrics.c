@@ -192,6 +192,20 @@ void fg__metrics_render(FILE *out, fg__metrics *const *w, unsigned n,
                 "floodgate_http_responses_total{code=\"%s\"} %" PRIu64 "\n",
                 http_code[c], v);
     }
+    uint64_t slow = 0, conns = 0;
+    for (unsigned i = 0; i < n; i++) {
+        slow += FG_GET(w[i]->slow_closed);
+        conns += FG_GET(w[i]->connections);
+    }
+    fprintf(out,
+            "# HELP floodgate_connections Open client connections.\n"
+            "# TYPE floodgate_connections gauge\n"
+            "floodgate_connections %" PRIu64 "\n"
+            "# HELP floodgate_slow_requests_closed_total Connections closed "
+            "because a request took longer than request_timeout to arrive.\n"
+            "# TYPE floodgate_slow_requests_closed_total counter\n"
+            "floodgate_slow_requests_closed_total %" PRIu64 "\n",
+            conns, slow);
     fprintf(out,
             "# HELP floodgate_draining 1 once SIGTERM was received.\n"
             "# TYPE floodgate_draining gauge\nfloodgate_draining %d\n"

@@ -69,7 +69,7 @@ static const char *reason_of(int status)
 
 static void on_complete(struct evhttp_request *req, void *arg)
 {
-    (void)req;
+    fg__conns_request(arg, req, 1);
     fg__worker_request_done(arg, NULL);
 }
 
@@ -584,6 +584,7 @@ static void handle_metrics(fg__worker *w, struct evhttp_request *req)
 void fg__routes_handle(struct evhttp_request *req, void *arg)
 {
     fg__worker *w = arg;
+    fg__conns_request(w, req, 0);
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     const char *query = uri ? evhttp_uri_get_query(uri) : NULL;

@@ -42,6 +42,7 @@ typedef struct fg__wgen {
 } fg__wgen;
 
 typedef struct fg__ctx fg__ctx;
+typedef struct fg__conn fg__conn;
 typedef struct fg__server fg__server;
 
 typedef struct fg__worker {
@@ -68,6 +69,10 @@ typedef struct fg__worker {
     uint64_t drain_deadline_us;
     int accept_paused;
     fg__ctx *pool;
+    fg__conn *conns; /* every connection (conns.c) */
+    fg__conn **conn_hash;
+    uint64_t nconns;
+    struct event *sweep_ev;
     uint64_t next_err_log_us;
 } fg__worker;
 
@@ -117,6 +122,18 @@ void fg__workers_join(fg__server *srv);
 
 /* A request finished: account for it, retire what can be retired. */
 void fg__worker_request_done(fg__worker *w, fg__wgen *wg);
+
+/* ---- conns.c: connections and their request deadline ---- */
+
+struct bufferevent;
+struct bufferevent *fg__conns_bevcb(struct event_base *base, void *worker);
+/* The request 'req' was received ('done' 0: its deadline stops) or
+ * answered ('done' 1: the next request's deadline starts). */
+void fg__conns_request(fg__worker *w, struct evhttp_request *req, int done);
+/* Close connections whose request is overdue; forget freed ones. */
+void fg__conns_sweep(fg__worker *w);
+/* After evhttp_free(): drop every connection. */
+void fg__conns_free_all(fg__worker *w);
 
 /* ---- routes.c: HTTP ---- */
 

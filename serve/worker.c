@@ -166,6 +166,15 @@ static void accept_error(struct evconnlistener *lev, void *arg)
     event_add(w->tick_ev, &tv);
 }
 
+static void on_sweep(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    fg__worker *w = arg;
+    fg__conns_sweep(w);
+    FG_SET(w->m->connections, w->nconns);
+}
+
 static void adopt(fg__worker *w, fg__gen *g)
 {
     char why[256];
@@ -237,6 +246,7 @@ static void *worker_main(void *arg)
     /* Drained: close connections, then free what the loop used. */
     evhttp_free(w->http);
     w->http = NULL;
+    fg__conns_free_all(w);
     fg__wgen_free(w->cur);
     w->cur = NULL;
     while (w->retired) {
@@ -292,7 +302,9 @@ int fg__workers_start(fg__server *srv, char *err, size_t errlen)
         if (w->cmd_ev)
             event_add(w->cmd_ev, NULL);
         w->tick_ev = w->base ? evtimer_new(w->base, tick, w) : NULL;
-        if (!w->http || !w->m || !w->cmd_ev || !w->tick_ev ||
+        w->sweep_ev =
+            w->base ? event_new(w->base, -1, EV_PERSIST, on_sweep, w) : NULL;
+        if (!w->http || !w->m || !w->cmd_ev || !w->tick_ev || !w->sweep_ev ||
             (c->blocked_cache && !w->cache)) {
             snprintf(err, errlen, "out of memory");
             rc = -1;
@@ -306,6 +318,12 @@ int fg__workers_start(fg__server *srv, char *err, size_t errlen)
         evhttp_set_allowed_methods(w->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST |
                                                 EVHTTP_REQ_HEAD);
         evhttp_set_gencb(w->http, fg__routes_handle, w);
+        evhttp_set_bevcb(w->http, fg__conns_bevcb, w);
+        /* Deadlines are checked a few times per request_timeout. */
+        uint32_t sweep_ms = c->request_timeout_ms / 5;
+        sweep_ms = sweep_ms < 20 ? 20 : sweep_ms > 1000 ? 1000 : sweep_ms;
+        struct timeval stv = {sweep_ms / 1000, (sweep_ms % 1000) * 1000};
+        event_add(w->sweep_ev, &stv);
         w->bound = evhttp_accept_socket_with_handle(w->http, w->fd);
         if (!w->bound) {
             snprintf(err, errlen, "cannot accept on the listening socket");
@@ -387,6 +405,8 @@ void fg__workers_join(fg__server *srv)
             event_free(w->cmd_ev);
         if (w->tick_ev)
             event_free(w->tick_ev);
+        if (w->sweep_ev)
+            event_free(w->sweep_ev);
         if (w->base)
             event_base_free(w->base);
         if (w->fd >= 0)

@@ -57,7 +57,7 @@ for i in 1 2 3 4 5 6; do
 done
 expect_eq "bookings: 5 allowed then 429" "$codes" " 200 200 200 200 200 429"
 ra=$(header Retry-After)
-check "429 has Retry-After in whole seconds >= 1" [ -n "$ra" ] && [ "$ra" -ge 1 ] 2>/dev/null
+check "429 has Retry-After in whole seconds >= 1 ($ra)" bash -c "[[ '$ra' =~ ^[0-9]+$ ]] && [ '$ra' -ge 1 ]"
 expect_eq "429 RateLimit-Policy" "$(header RateLimit-Policy)" '"per_ip";q=6;w=3600, "bookings";q=5;w=3600'
 check "429 RateLimit has r=0 for bookings" grep -qi '^RateLimit: .*"bookings";r=0;t=[0-9]' "$T/h"
 expect_eq "X-Served-By" "$(header X-Served-By)" basic-1
@@ -134,12 +134,29 @@ exec 3<&-
 check "stalled connection closed after request_timeout (1 s): $(( (t2 - t0) / 1000000 )) ms" \
     [ $(( (t2 - t0) / 1000000 )) -lt 3000 ]
 
+# A client dripping its headers a line at a time never goes idle, but must
+# still deliver the whole request within request_timeout (1 s).
+exec 3<>/dev/tcp/127.0.0.1/$P
+t0=$(date +%s%N)
+( trap '' PIPE
+  printf 'POST /v1/check?limit=otp&key=drip HTTP/1.1\r\n' >&3
+  for i in $(seq 1 20); do printf 'X-Drip-%d: x\r\n' "$i" >&3 2>/dev/null || exit 0; sleep 0.2; done
+) &
+DRIP=$!
+timeout 5 cat <&3 >/dev/null
+t1=$(date +%s%N)
+kill "$DRIP" 2>/dev/null; wait "$DRIP" 2>/dev/null
+exec 3<&-
+ms=$(( (t1 - t0) / 1000000 ))
+check "dripping client closed after request_timeout ($ms ms)" bash -c "[ $ms -ge 900 ] && [ $ms -lt 2500 ]"
+
 # Metrics.
 expect_eq "metrics 200" "$(http GET $B/metrics)" 200
 check "metrics: requests by limit and decision" grep -q '^floodgate_requests_total{limit="bookings",decision="limited",source="store"} 2$' "$T/b"
 check "metrics: allowed" grep -q '^floodgate_requests_total{limit="bookings",decision="allowed",source="store"} 11$' "$T/b"
 check "metrics: latency histogram" grep -q '^floodgate_store_latency_seconds_bucket{le="+Inf"}' "$T/b"
 check "metrics: http 400s counted" grep -q '^floodgate_http_responses_total{code="400"} [1-9]' "$T/b"
+check "metrics: slow requests closed" grep -q '^floodgate_slow_requests_closed_total [1-9]' "$T/b"
 
 # Reload with a good file: the new rate applies.
 sed -i 's#^rate = 5/h#rate = 2/h#' "$T/fg.ini"

@@ -8,8 +8,10 @@
  *     caller's libevent loop. Commands are appended as checks arrive and
  *     written together when the loop next runs (one write per iteration);
  *     deadlines are one libevent timer, since hiredis 0.14 has none.
- * A context that met any error is freed, never reused; a new one is made
+ * A context whose I/O or protocol failed, or whose deadline passed, is
+ * freed, never reused (error replies leave it in step); a new one is made
  * after a jittered, growing backoff during which checks fail at once.
+ * Commands are formatted on the stack (fg__redis_format).
  *
  * Per algorithm (DESIGN.md 3), one round trip each:
  *   fixed_window   INCRBY k cost; PEXPIRE k ttl NX   (pipelined, no Lua)
@@ -297,16 +299,19 @@ static void set_cmd(cmd *c, uint64_t count, uint64_t ttl_ms)
     arg(c, c->ttl, fg__redis_u64(c->ttl, ttl_ms));
 }
 
-/* Append 'k' to a blocking context, formatted on the stack (no allocation,
- * no printf) when it fits, else by hiredis. */
-static void sync_append(redisContext *c, cmd *k)
+/* Append 'k' to the blocking connection 'sc', formatted on the stack (no
+ * allocation, no printf) when it fits, else by hiredis. FG_OK, or
+ * FG_ENOMEM with the connection marked broken (its buffer may hold part). */
+static int sync_append(sconn *sc, cmd *k)
 {
     char buf[4096];
     size_t n = fg__redis_format(buf, sizeof buf, k->argc, k->argv, k->len);
-    if (n)
-        redisAppendFormattedCommand(c, buf, n);
-    else
-        redisAppendCommandArgv(c, k->argc, k->argv, k->len);
+    int rc = n ? redisAppendFormattedCommand(sc->c, buf, n)
+               : redisAppendCommandArgv(sc->c, k->argc, k->argv, k->len);
+    if (rc == REDIS_OK)
+        return FG_OK;
+    sc->broken = 1;
+    return FG_ENOMEM;
 }
 
 /* The same for an async context; REDIS_OK or REDIS_ERR. */
@@ -534,7 +539,11 @@ static int sync_connect(redis_store *st, uint64_t deadline, sconn *out,
     redisSetTimeout(c, tv);
     handshake_build(st, &h);
     for (int i = 0; i < h.n; i++)
-        redisAppendCommandArgv(c, h.c[i].argc, h.c[i].argv, h.c[i].len);
+        if (redisAppendCommandArgv(c, h.c[i].argc, h.c[i].argv, h.c[i].len) !=
+            REDIS_OK) {
+            redisFree(c);
+            return fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
+        }
     if (h.n) {
         sconn sc = {c, 0};
         rc = sync_exchange(&sc, h.n, r, deadline);
@@ -612,9 +621,11 @@ static int sync_window(sconn *c, fg_limiter *l, cmd *k, uint64_t cost,
     uint64_t count;
     int rc;
     incrby_cmd(k, "INCRBY", 6, cost);
-    sync_append(c->c, k);
+    if (sync_append(c, k) != FG_OK)
+        return FG_ENOMEM;
     pexpire_cmd(k, fg__redis_window_ttl_ms(&l->p, now));
-    sync_append(c->c, k);
+    if (sync_append(c, k) != FG_OK)
+        return FG_ENOMEM;
     rc = sync_exchange(c, 2, r, deadline);
     if (rc != FG_OK)
         return rc;
@@ -630,8 +641,8 @@ static int sync_window(sconn *c, fg_limiter *l, cmd *k, uint64_t cost,
          * nothing (DESIGN.md 3). If this fails the refusal stands and the
          * window only over-refuses until it ends. */
         incrby_cmd(k, "DECRBY", 6, cost);
-        sync_append(c->c, k);
-        if (sync_exchange(c, 1, r, deadline) == FG_OK)
+        if (sync_append(c, k) == FG_OK &&
+            sync_exchange(c, 1, r, deadline) == FG_OK)
             freeReplyObject(r[0]);
     }
     return FG_OK;
@@ -644,7 +655,8 @@ static int sync_naive(sconn *c, fg_limiter *l, cmd *k, uint64_t cost,
     uint64_t count;
     int rc;
     get_cmd(k);
-    sync_append(c->c, k);
+    if (sync_append(c, k) != FG_OK)
+        return FG_ENOMEM;
     rc = sync_exchange(c, 1, &r, deadline);
     if (rc != FG_OK)
         return rc;
@@ -658,7 +670,8 @@ static int sync_naive(sconn *c, fg_limiter *l, cmd *k, uint64_t cost,
     /* The broken part, on purpose: another server may have written
      * between our GET and this SET. */
     set_cmd(k, count + cost, fg__redis_window_ttl_ms(&l->p, now));
-    sync_append(c->c, k);
+    if (sync_append(c, k) != FG_OK)
+        return FG_ENOMEM;
     rc = sync_exchange(c, 1, &r, deadline);
     if (rc != FG_OK)
         return rc;
@@ -676,7 +689,8 @@ static int sync_script(redis_store *st, sconn *c, fg_limiter *l, cmd *k,
         redisReply *r = NULL;
         int rc;
         script_cmd(st, l, k, cost, now, eval);
-        sync_append(c->c, k);
+        if (sync_append(c, k) != FG_OK)
+            return FG_ENOMEM;
         rc = sync_exchange(c, 1, &r, deadline);
         if (rc != FG_OK)
             return rc;

@@ -13,6 +13,32 @@ static int is_memory_url(const char *url)
     return !strcmp(url, "memory") || !strncmp(url, "memory?", 7);
 }
 
+/* A limiter on the process's memory store, shared by the configurations
+ * that define the same limit: a reload keeps the counters of the limits it
+ * does not change. */
+typedef struct fg__memref {
+    fg_limiter *l;
+    int refs; /* atomic */
+} fg__memref;
+
+static void memref_drop(fg__memref *m)
+{
+    if (m && __atomic_sub_fetch(&m->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        fg_limiter_free(m->l);
+        free(m);
+    }
+}
+
+static int same_limit(const fg_limit *a, const fg_limit *b)
+{
+    return !strcmp(a->name, b->name) && a->limit == b->limit &&
+           a->period_us == b->period_us && a->burst == b->burst &&
+           a->algorithm == b->algorithm && a->on_failure == b->on_failure &&
+           a->timeout_ms == b->timeout_ms &&
+           a->fallback_servers == b->fallback_servers &&
+           a->clock_client == b->clock_client;
+}
+
 void fg__gen_ref(fg__gen *g)
 {
     __atomic_add_fetch(&g->refs, 1, __ATOMIC_ACQ_REL);
@@ -23,8 +49,7 @@ void fg__gen_unref(fg__gen *g)
     if (!g || __atomic_sub_fetch(&g->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
     for (unsigned i = 0; i < g->cfg.nlimits; i++)
-        if (g->memlim[i])
-            fg_limiter_free(g->memlim[i]);
+        memref_drop(g->memref[i]);
     free(g);
 }
 
@@ -108,15 +133,36 @@ fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
                 goto fail;
             }
         }
+        const fg__gen *old = srv->gen && srv->gen->is_memory ? srv->gen : NULL;
         for (unsigned i = 0; i < c->nlimits; i++) {
-            char why[200];
-            g->memlim[i] =
-                fg_limiter_new(srv->mem, &c->limits[i].lim, why, sizeof(why));
-            if (!g->memlim[i]) {
-                snprintf(err, errlen, "%s:%d: [limit %s]: %s", where,
-                         c->limits[i].line, c->limits[i].lim.name, why);
-                goto fail;
+            for (unsigned j = 0; old && j < old->cfg.nlimits; j++) {
+                if (old->memref[j] &&
+                    same_limit(&old->cfg.limits[j].lim, &c->limits[i].lim)) {
+                    g->memref[i] = old->memref[j];
+                    __atomic_add_fetch(&g->memref[i]->refs, 1,
+                                       __ATOMIC_ACQ_REL);
+                    break;
+                }
             }
+            if (!g->memref[i]) {
+                char why[200];
+                fg__memref *m = calloc(1, sizeof(*m));
+                if (!m) {
+                    snprintf(err, errlen, "out of memory");
+                    goto fail;
+                }
+                m->refs = 1;
+                m->l = fg_limiter_new(srv->mem, &c->limits[i].lim, why,
+                                      sizeof(why));
+                if (!m->l) {
+                    free(m);
+                    snprintf(err, errlen, "%s:%d: [limit %s]: %s", where,
+                             c->limits[i].line, c->limits[i].lim.name, why);
+                    goto fail;
+                }
+                g->memref[i] = m;
+            }
+            g->memlim[i] = g->memref[i]->l;
         }
     } else {
         /* Open the store once on the main loop to refuse a bad URL or a

@@ -26,8 +26,9 @@ typedef struct fg__gen {
     fg__serve_config cfg;
     int is_memory;
     fg_limiter *memlim[FG_SERVE_MAX_LIMITS]; /* shared, memory store only */
-    int slot[FG_SERVE_MAX_LIMITS];           /* metric slots */
-    uint32_t number;                         /* namespaces the cache */
+    struct fg__memref *memref[FG_SERVE_MAX_LIMITS]; /* their owners */
+    int slot[FG_SERVE_MAX_LIMITS];                  /* metric slots */
+    uint32_t number;                                /* namespaces the cache */
     char url[800];      /* store URL with the [store] prefix applied */
     char url_lazy[816]; /* the same, not probing at open (workers) */
     int refs;           /* atomic */

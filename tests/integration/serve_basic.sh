@@ -163,6 +163,8 @@ sed -i 's#^rate = 5/h#rate = 2/h#' "$T/fg.ini"
 kill -HUP "$FGPID_s"
 for _ in $(seq 1 100); do grep -q 'event=reload result=ok' "$T/s.log" && break; sleep 0.01; done
 check "reload logged" grep -q 'event=reload result=ok' "$T/s.log"
+expect_eq "an unchanged limit keeps its counters across a reload" \
+    "$(http POST "$B/v1/check?limit=otp&key=u1")" 429
 codes=""
 for i in 1 2 3; do
     codes="$codes $(http POST $B/bookings -H 'X-User-Id: dave' -H 'X-Forwarded-For: 198.51.100.9')"

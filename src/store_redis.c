@@ -614,8 +614,22 @@ static void pool_put(redis_store *st, sconn *c)
         redisFree(c->c);
 }
 
-static int sync_window(sconn *c, fg_limiter *l, cmd *k, uint64_t cost,
-                       uint64_t now, uint64_t deadline, fg_decision *d)
+/* PEXPIRE ... NX answered with an error: Redis before 7.0 has no NX, and
+ * window keys would then never expire. Say so loudly. */
+static int pexpire_error(redis_store *st, const redisReply *r)
+{
+    int rc = fg__redis_error_code(r->str, r->len);
+    if (rc == FG_EPROTO)
+        set_error(st,
+                  "redis %.200s: PEXPIRE NX refused (%.200s); "
+                  "fixed_window needs Redis 7.0 or later",
+                  r->str);
+    return rc;
+}
+
+static int sync_window(redis_store *st, sconn *c, fg_limiter *l, cmd *k,
+                       uint64_t cost, uint64_t now, uint64_t deadline,
+                       fg_decision *d)
 {
     redisReply *r[2] = {0};
     uint64_t count;
@@ -630,6 +644,8 @@ static int sync_window(sconn *c, fg_limiter *l, cmd *k, uint64_t cost,
     if (rc != FG_OK)
         return rc;
     rc = reply_count(r[0], &count);
+    if (rc == FG_OK && r[1]->type == REDIS_REPLY_ERROR)
+        rc = pexpire_error(st, r[1]);
     freeReplyObject(r[0]);
     freeReplyObject(r[1]);
     if (rc != FG_OK)
@@ -721,7 +737,7 @@ static int redis_check(fg_store *s, fg_limiter *l, const char *key,
         return rc;
     switch (l->p.algorithm) {
     case FG_FIXED_WINDOW:
-        rc = sync_window(&c, l, &k, cost, now, deadline, d);
+        rc = sync_window(st, &c, l, &k, cost, now, deadline, d);
         break;
     case FG_NAIVE_GET_SET:
         rc = sync_naive(&c, l, &k, cost, now, deadline, d);
@@ -925,6 +941,16 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 static int async_send_script(redis_store *st, aslot *s);
 static void on_reply(redisAsyncContext *ac, void *reply, void *priv);
 
+/* The reply to a fixed window's PEXPIRE NX: only an error matters. */
+static void on_pexpire(redisAsyncContext *ac, void *reply, void *priv)
+{
+    redisReply *r = reply;
+    aconn *cn = ac->data;
+    (void)priv;
+    if (r && cn && r->type == REDIS_REPLY_ERROR)
+        pexpire_error(cn->st, r);
+}
+
 static int async_send(redis_store *st, aslot *s)
 {
     fg__req *req = s->req;
@@ -940,7 +966,7 @@ static int async_send(redis_store *st, aslot *s)
         if (async_append(ac, on_reply, s, &k))
             return FG_EBACKEND;
         pexpire_cmd(&k, fg__redis_window_ttl_ms(&l->p, s->now_us));
-        async_append(ac, NULL, NULL, &k);
+        async_append(ac, on_pexpire, NULL, &k);
         return FG_OK;
     case FG_NAIVE_GET_SET:
         get_cmd(&k);

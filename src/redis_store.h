@@ -11,7 +11,8 @@
 int fg__store_redis_set_clock(fg_store *st, fg_clock_fn clock, void *ctx);
 
 /* The last connection or protocol error the store met, for logs ("" when
- * none). Never holds a password. */
+ * none). Never holds a password. Not synchronized: read it from the thread
+ * that saw the failure, or when no check runs. */
 const char *fg__store_redis_last_error(fg_store *st);
 
 #endif

@@ -229,10 +229,12 @@ int fg_cmd_check(int argc, char **argv)
             break;
         }
         if (rc < 0 && !failed) {
+            const char *why = fg_store_last_error(st);
             fprintf(stderr,
-                    "floodgate check: store: %s; decided by "
+                    "floodgate check: store: %s%s%s; decided by "
                     "on_failure=%s\n",
-                    fg_strerror(rc), fg_on_failure_name(lim.on_failure));
+                    fg_strerror(rc), *why ? ": " : "", why,
+                    fg_on_failure_name(lim.on_failure));
             failed = 1;
         }
         print_decision(&d, json);

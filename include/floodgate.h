@@ -143,6 +143,11 @@ typedef struct fg_memory_options {
 fg_store *fg_store_open_memory(const fg_memory_options *opt, char *err,
                                size_t errlen);
 
+/* The last connection or protocol error the store met, for logs ("" when
+ * none; never a password). Not synchronized: read it from the thread that
+ * saw a check fail, or when no check runs. */
+const char *fg_store_last_error(fg_store *st);
+
 /* The number of keys a memory store holds now; 0 for other stores. */
 uint64_t fg_store_keys(fg_store *st);
 
@@ -182,7 +187,10 @@ struct event_base;
 typedef void (*fg_check_cb)(int rc, const fg_decision *d, void *data);
 
 /* Open a store whose checks run on the event loop 'base' (one connection per
- * loop; commands pipelined). "memory" works too (decisions are immediate). */
+ * loop; commands pipelined). "memory" works too (decisions are immediate).
+ * Deadlines are libevent timers: create 'base' with
+ * EVENT_BASE_FLAG_PRECISE_TIMER, or libevent's coarse clock may let a 5 ms
+ * deadline run to 8 ms. */
 fg_store *fg_store_open_async(const char *url, struct event_base *base,
                               char *err, size_t errlen);
 

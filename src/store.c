@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "redis_store.h"
 #include "store.h"
 
 /* "memory" or "memory?max_keys=N". */
@@ -77,6 +78,13 @@ fg_store *fg_store_open_memory(const fg_memory_options *opt, char *err,
                                size_t errlen)
 {
     return fg__store_memory_open(opt, err, errlen);
+}
+
+const char *fg_store_last_error(fg_store *st)
+{
+    if (st && strcmp(st->ops->scheme, "redis") == 0)
+        return fg__store_redis_last_error(st);
+    return "";
 }
 
 uint64_t fg_store_keys(fg_store *st)

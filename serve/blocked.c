@@ -197,11 +197,10 @@ int fg__blocked_put(fg__blocked *c, uint32_t lim, const char *key, size_t len,
     return 0;
 }
 
-fg__blocked_waiter *fg__blocked_resolve(fg__blocked *c, uint32_t lim,
-                                        const char *key, size_t len,
-                                        fg__blocked_waiter *self, uint64_t cost,
-                                        uint64_t now_us,
-                                        const fg__blocked_hit *block)
+fg__blocked_waiter *
+fg__blocked_resolve(fg__blocked *c, uint32_t lim, const char *key, size_t len,
+                    fg__blocked_waiter *self, uint64_t cost, uint64_t now_us,
+                    const fg__blocked_hit *block, int refused)
 {
     entry *e = find(c, hash(c->seed, lim, key, len), lim, key, len);
     if (!e || e->probe != self)
@@ -212,6 +211,8 @@ fg__blocked_waiter *fg__blocked_resolve(fg__blocked *c, uint32_t lim,
     if (block && block->until_us > now_us) {
         e->cost = cost;
         e->hit = *block;
+    } else if (refused) {
+        e->hit.until_us = 0; /* over: the next request probes */
     } else {
         drop(e);
     }

@@ -70,13 +70,15 @@ int fg__blocked_get(fg__blocked *c, uint32_t lim, const char *key, size_t len,
 int fg__blocked_put(fg__blocked *c, uint32_t lim, const char *key, size_t len,
                     uint64_t cost, uint64_t now_us, const fg__blocked_hit *hit);
 
-/* The probe 'self' of 'key' has its answer: 'block' (NULL when the key is
- * not blocked) for 'cost'. Returns the waiters, to be looked up again. */
-fg__blocked_waiter *fg__blocked_resolve(fg__blocked *c, uint32_t lim,
-                                        const char *key, size_t len,
-                                        fg__blocked_waiter *self, uint64_t cost,
-                                        uint64_t now_us,
-                                        const fg__blocked_hit *block);
+/* The probe 'self' of 'key' has its answer: 'block' for 'cost', or NULL
+ * when it gives no usable block; then 'refused' keeps the key's entry (the
+ * next lookup probes again: one request at a time, no stampede), and 0
+ * forgets it (the key has room: everyone may ask). Returns the waiters, to
+ * be looked up again. */
+fg__blocked_waiter *
+fg__blocked_resolve(fg__blocked *c, uint32_t lim, const char *key, size_t len,
+                    fg__blocked_waiter *self, uint64_t cost, uint64_t now_us,
+                    const fg__blocked_hit *block, int refused);
 
 /* Forget everything (the limits changed). Returns every waiter. */
 fg__blocked_waiter *fg__blocked_clear(fg__blocked *c);

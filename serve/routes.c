@@ -182,7 +182,7 @@ static fg__blocked_waiter *release_probes(fg__ctx *c)
         c->probes &= ~(1u << k);
         fg__blocked_waiter *w = fg__blocked_resolve(
             c->w->cache, cache_id(c, k), c->key[k], c->keylen[k], &c->node,
-            c->cost, fg__now_us(), NULL);
+            c->cost, fg__now_us(), NULL, 1); /* nothing learnt: next probes */
         while (w) {
             fg__blocked_waiter *next = w->next;
             w->next = all;
@@ -305,9 +305,11 @@ static void on_checked(int rc, const fg_decision *d, void *data)
                                                &h, &bcost);
         if (c->probes & (1u << k)) {
             c->probes &= ~(1u << k);
-            waiters = fg__blocked_resolve(c->w->cache, cache_id(c, k),
-                                          c->key[k], c->keylen[k], &c->node,
-                                          bcost, now, blocks ? &h : NULL);
+            int refused =
+                rc == FG_OK && !d->allowed && d->source == FG_SOURCE_STORE;
+            waiters = fg__blocked_resolve(
+                c->w->cache, cache_id(c, k), c->key[k], c->keylen[k], &c->node,
+                bcost, now, blocks ? &h : NULL, refused);
         } else if (blocks) {
             fg__blocked_put(c->w->cache, cache_id(c, k), c->key[k],
                             c->keylen[k], bcost, now, &h);

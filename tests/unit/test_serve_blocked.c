@@ -115,24 +115,43 @@ static void test_probe(void)
      * find the new block. */
     fg__blocked_hit again = hit_until(now + 100);
     fg__blocked_waiter *w =
-        fg__blocked_resolve(c, 1, "k", 1, &a, 1, now, &again);
+        fg__blocked_resolve(c, 1, "k", 1, &a, 1, now, &again, 1);
     CHECK(w == &b);
     CHECK(w && w->next == &d);
     CHECK(w && w->next && w->next->next == NULL);
     CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &b, 1, &got),
              FG_BLOCKED_HIT);
     /* Resolving twice, or by another request, does nothing. */
-    CHECK(fg__blocked_resolve(c, 1, "k", 1, &a, 1, now, NULL) == NULL);
+    CHECK(fg__blocked_resolve(c, 1, "k", 1, &a, 1, now, NULL, 0) == NULL);
     /* A probe that was allowed: waiters go to the store themselves. */
     now += 100;
     CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &a, 1, &got),
              FG_BLOCKED_PROBE);
     CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &b, 1, &got),
              FG_BLOCKED_WAIT);
-    w = fg__blocked_resolve(c, 1, "k", 1, &a, 1, now, NULL);
+    w = fg__blocked_resolve(c, 1, "k", 1, &a, 1, now, NULL, 0);
     CHECK(w == &b);
     CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &b, 1, &got),
              FG_BLOCKED_MISS);
+    /* Refused without a usable block: the entry stays, and the waiters
+     * take turns, one probe at a time. */
+    fg__blocked_hit tiny = hit_until(now + 10);
+    CHECK_EQ(fg__blocked_put(c, 1, "k", 1, 1, now, &tiny), 0);
+    now += 10;
+    CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &a, 1, &got),
+             FG_BLOCKED_PROBE);
+    CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &b, 1, &got),
+             FG_BLOCKED_WAIT);
+    CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &d, 1, &got),
+             FG_BLOCKED_WAIT);
+    w = fg__blocked_resolve(c, 1, "k", 1, &a, 1, now, NULL, 1);
+    CHECK(w == &b);
+    CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &b, 1, &got),
+             FG_BLOCKED_PROBE);
+    CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &d, 1, &got),
+             FG_BLOCKED_WAIT);
+    w = fg__blocked_resolve(c, 1, "k", 1, &b, 1, now, NULL, 0);
+    CHECK(w == &d);
     /* clear hands every waiter back. */
     fg__blocked_hit h2 = hit_until(now + 10);
     CHECK_EQ(fg__blocked_put(c, 1, "k", 1, 1, now, &h2), 0);

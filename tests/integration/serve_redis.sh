@@ -47,6 +47,10 @@ key = query:k
 rate = 1000/min
 timeout = 400ms
 on_failure = open
+[limit tb20]
+key = query:k
+rate = 20/s
+timeout = 500ms
 INI
     start_fg "s$n" -c "$T/s$n.ini" --listen 127.0.0.1:0 || { bad "server $n starts"; finish; }
 done
@@ -79,6 +83,23 @@ check "flood: at most one Redis round trip per worker ($((after - before)) for 1
 curl -s "http://127.0.0.1:$FGPORT_s1/metrics" >"$T/m"
 check "metrics: cache hits counted" grep -q '^floodgate_cache_hits_total{limit="bookings"} [1-9]' "$T/m"
 check "metrics: store calls counted" grep -q '^floodgate_store_calls_total{limit="bookings"} [1-9]' "$T/m"
+
+# 2b. The cache changes nothing in which requests are allowed: a paced flood
+# at 25x a 20/s limit through the four caching servers is allowed as often
+# as the same flood through a server without the cache.
+sed 's/^id = api-1$/id = nocache\nblocked_cache = 0/' "$T/s1.ini" >"$T/nc.ini"
+start_fg nc -c "$T/nc.ini" --listen 127.0.0.1:0 || bad "cache-less server starts"
+"$FGLOAD" -r 500 -c 16 -d 1000 $(urls "/v1/check?limit=tb20&key=paceA") >"$T/pa" &
+PA=$!
+"$FGLOAD" -r 500 -c 16 -d 1000 "http://127.0.0.1:$FGPORT_nc/v1/check?limit=tb20&key=paceB" >"$T/pb"
+wait "$PA"
+a=$(field "$(cat "$T/pa")" s200)
+b=$(field "$(cat "$T/pb")" s200)
+echo "paced: with cache $(cat "$T/pa")"
+echo "paced: without cache $(cat "$T/pb")"
+check "cache: allowed with ($a) and without ($b) the cache agree within 2" \
+    bash -c "[ \$(( $a - $b )) -le 2 ] && [ \$(( $b - $a )) -le 2 ] && [ $a -ge 36 ]"
+kill -TERM "$FGPID_nc"
 
 # 3. Redis hangs (SIGSTOP): no request waits longer than timeout + 2 ms.
 # The servers' own store-latency histograms say how long each check

@@ -142,6 +142,9 @@ row() { # row NAME FG NGINX TARGET
         "$(ratio "$1" "$4")" "$(ratio "$2" "$5")" "$target"
 }
 
+n0=$(run "http://127.0.0.1:$NPORT/")
+h=$(run "http://127.0.0.1:$PORT_mem/healthz")
+row "evhttp alone (/healthz)" "$h" "$n0" ""
 n1=$(run "http://127.0.0.1:$NPORT/")
 m=$(run "http://127.0.0.1:$PORT_mem/v1/check?limit=bench&key=user1")
 row "memory store" "$m" "$n1" ">=0.70"

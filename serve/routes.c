@@ -11,6 +11,7 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <event2/util.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -417,6 +418,46 @@ static void run(fg__ctx *c)
     finish(c);
 }
 
+/* Every X-Forwarded-For line, joined with commas in order (a proxy such as
+ * HAProxy adds a line of its own rather than appending to the client's).
+ * When they do not all fit, the leftmost lines are dropped: the client is
+ * found from the right. NULL when there is none. */
+static const char *joined_xff(struct evkeyvalq *h, char *buf, size_t len)
+{
+    const char *v[16];
+    int n = 0;
+    struct evkeyval *kv;
+    for (kv = h->tqh_first; kv; kv = kv->next.tqe_next) {
+        if (evutil_ascii_strcasecmp(kv->key, "X-Forwarded-For") != 0)
+            continue;
+        if (n == 16) {
+            memmove(v, v + 1, sizeof(v) - sizeof(v[0]));
+            n--;
+        }
+        v[n++] = kv->value;
+    }
+    if (n == 0)
+        return NULL;
+    if (n == 1)
+        return v[0];
+    int first = n;
+    size_t total = 0;
+    while (first > 0 && total + strlen(v[first - 1]) + 1 < len)
+        total += strlen(v[--first]) + 1;
+    if (first == n)
+        return v[n - 1]; /* the last line alone is too long */
+    size_t o = 0;
+    for (int i = first; i < n; i++) {
+        size_t l = strlen(v[i]);
+        if (o)
+            buf[o++] = ',';
+        memcpy(buf + o, v[i], l);
+        o += l;
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
 /* Copy the key of limit 'k' from its source into the context. NULL, or a
  * one-line reason for a 400. */
 static const char *extract_key(fg__ctx *c, unsigned k, const char *query,
@@ -471,8 +512,9 @@ static const char *extract_key(fg__ctx *c, unsigned k, const char *query,
             snprintf(why, whylen, "client address unknown");
             return why;
         }
-        fg__client_ip(peer, evhttp_find_header(ih, "X-Forwarded-For"),
-                      cfg->proxies, cfg->nproxies, dst, 64);
+        char xff[2048];
+        fg__client_ip(peer, joined_xff(ih, xff, sizeof(xff)), cfg->proxies,
+                      cfg->nproxies, dst, 64);
         key = dst;
         len = strlen(dst);
         c->used += len + 1;

@@ -79,6 +79,14 @@ expect_eq "a refused per-IP check consumed nothing of bob's quota" "$codes" " 20
 expect_eq "rightmost untrusted XFF hop is the client" \
     "$(http POST $B/bookings -H 'X-User-Id: carol' -H 'X-Forwarded-For: 198.51.100.2, 203.0.113.5')" 200
 
+# A proxy that adds its own X-Forwarded-For line (HAProxy does) is read
+# too: the client's forged first line does not decide.
+codes=""
+for i in 1 2 3 4 5 6 7; do
+    codes="$codes $(http POST $B/bookings -H "X-User-Id: f$i" -H 'X-Forwarded-For: 198.51.100.1' -H 'X-Forwarded-For: 198.51.100.77')"
+done
+expect_eq "the last X-Forwarded-For line counts (6/h per IP)" "$codes" " 200 200 200 200 200 200 429"
+
 # /v1/check
 expect_eq "check allowed" "$(http POST "$B/v1/check?limit=otp&key=u1")" 200
 check "check body" grep -q '"allowed":true,"limit":3,"remaining":2' "$T/b"
@@ -153,7 +161,7 @@ check "dripping client closed after request_timeout ($ms ms)" bash -c "[ $ms -ge
 # Metrics.
 expect_eq "metrics 200" "$(http GET $B/metrics)" 200
 check "metrics: requests by limit and decision" grep -q '^floodgate_requests_total{limit="bookings",decision="limited",source="store"} 2$' "$T/b"
-check "metrics: allowed" grep -q '^floodgate_requests_total{limit="bookings",decision="allowed",source="store"} 11$' "$T/b"
+check "metrics: allowed" grep -q '^floodgate_requests_total{limit="bookings",decision="allowed",source="store"} 17$' "$T/b"
 check "metrics: latency histogram" grep -q '^floodgate_store_latency_seconds_bucket{le="+Inf"}' "$T/b"
 check "metrics: http 400s counted" grep -q '^floodgate_http_responses_total{code="400"} [1-9]' "$T/b"
 check "metrics: slow requests closed" grep -q '^floodgate_slow_requests_closed_total [1-9]' "$T/b"

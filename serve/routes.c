@@ -24,7 +24,8 @@
 
 enum { ROUTE_CHECK, ROUTE_AUTH, ROUTE_BOOKINGS };
 
-#define ARENA (FG_SERVE_MAX_CHAIN * (FG_MAX_KEY + 1) + 64)
+#define ARENA    (FG_SERVE_MAX_CHAIN * (FG_MAX_KEY + 1) + 64)
+#define POOL_MAX 256
 
 struct fg__ctx {
     fg__blocked_waiter node; /* queued behind another request's probe */
@@ -114,6 +115,7 @@ static fg__ctx *ctx_get(fg__worker *w)
     fg__ctx *c = w->pool;
     if (c) {
         w->pool = c->next_free;
+        w->npool--;
     } else {
         c = malloc(sizeof(*c));
         if (!c)
@@ -134,8 +136,15 @@ static void ctx_put(fg__ctx *c)
 {
     fg__worker *w = c->w;
     fg__wgen *wg = c->wg;
-    c->next_free = w->pool;
-    w->pool = c;
+    /* Keep enough contexts for the usual concurrency, not for the peak:
+     * each holds room for its keys. */
+    if (w->npool < POOL_MAX) {
+        c->next_free = w->pool;
+        w->pool = c;
+        w->npool++;
+    } else {
+        free(c);
+    }
     wg->inflight--;
     fg__worker_request_done(w, wg);
 }
@@ -147,6 +156,7 @@ void fg__routes_free_pool(fg__worker *w)
         w->pool = c->next_free;
         free(c);
     }
+    w->npool = 0;
 }
 
 static uint64_t ms_up(uint64_t us)

@@ -70,6 +70,7 @@ typedef struct fg__worker {
     uint64_t drain_deadline_us;
     int accept_paused;
     fg__ctx *pool;
+    unsigned npool;
     fg__conn *conns; /* every connection (conns.c) */
     fg__conn **conn_hash;
     uint64_t nconns;

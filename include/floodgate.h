@@ -45,8 +45,8 @@ enum fg_error { FG_ERRORS(FG__ERR_ENUM) };
 /* The name of error 'code', or "unknown error". Never NULL. */
 const char *fg_strerror(int code);
 
-/* The largest cost (and limit) accepted: counts must stay exact in every
- * store, and Redis's Lua numbers are doubles, exact only below 2^53. */
+/* Limits go up to FG_MAX_COUNT (2^53); a cost must be below it. Counts must
+ * stay exact in every store, and Redis's Lua numbers are doubles. */
 #define FG_MAX_COUNT ((uint64_t)1 << 53)
 /* The longest key accepted by any store, in bytes. */
 #define FG_MAX_KEY 1024

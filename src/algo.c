@@ -57,12 +57,13 @@ int fg__algo_params_init(const fg_limit *lim, fg__algo_params *p, char *err,
     return FG_OK;
 }
 
-int fg__algo_check_cost(const fg__algo_params *p, uint64_t cost)
+/* The window index + 1 of 'now': usually the state's own window 'a', which
+ * two multiplications confirm without a division. */
+static inline uint64_t window_of(uint64_t a, uint64_t now, uint64_t period)
 {
-    uint64_t max = p->algorithm == FG_TOKEN_BUCKET ? p->burst : p->limit;
-    if (cost < 1 || cost > max || cost >= FG_MAX_COUNT)
-        return FG_ECOST;
-    return FG_OK;
+    if (a && now >= (a - 1) * period && now - (a - 1) * period < period)
+        return a;
+    return now / period + 1;
 }
 
 /* Fixed window: 'a' is the window index + 1, 'b' its count. A clock that
@@ -71,7 +72,7 @@ static void fixed_window(const fg__algo_params *p, fg__algo_state *s,
                          uint64_t now, uint64_t cost, fg_decision *d,
                          uint64_t *expires)
 {
-    uint64_t w = now / p->period_us + 1;
+    uint64_t w = window_of(s->a, now, p->period_us);
     if (s->a > w) {
         w = s->a;
         now = (w - 1) * p->period_us;
@@ -104,7 +105,7 @@ static void sliding_window(const fg__algo_params *p, fg__algo_state *s,
                            uint64_t *expires)
 {
     const uint64_t period = p->period_us, limit = p->limit;
-    uint64_t w = now / period + 1;
+    uint64_t w = window_of(s->a, now, period);
     if (s->a > w) {
         w = s->a;
         now = (w - 1) * period;

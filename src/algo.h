@@ -41,7 +41,13 @@ int fg__algo_params_init(const fg_limit *lim, fg__algo_params *p, char *err,
 
 /* Validate 'cost' against 'p': FG_OK, or FG_ECOST (0, above the limit or
  * burst, or FG_MAX_COUNT and beyond). */
-int fg__algo_check_cost(const fg__algo_params *p, uint64_t cost);
+static inline int fg__algo_check_cost(const fg__algo_params *p, uint64_t cost)
+{
+    uint64_t max = p->algorithm == FG_TOKEN_BUCKET ? p->burst : p->limit;
+    if (cost < 1 || cost > max || cost >= FG_MAX_COUNT)
+        return FG_ECOST;
+    return FG_OK;
+}
 
 /* Decide whether 'cost' units fit at time 'now_us' and, when they do, update
  * 's'. A refused request leaves 's' as it was. A 'now_us' earlier than the

@@ -66,9 +66,11 @@ fg_store *fg__store_memory_open(const fg_memory_options *opt, char *err,
 fg_store *fg__store_redis_open(const char *url, struct event_base *base,
                                char *err, size_t errlen);
 
-/* Monotonic microseconds (CLOCK_MONOTONIC_COARSE) and wall-clock
- * microseconds since the Unix epoch. */
+/* Monotonic microseconds: coarse (CLOCK_MONOTONIC_COARSE, a few ns to
+ * read, ticks every few ms) for decisions, precise (CLOCK_MONOTONIC) for
+ * deadlines; and wall-clock microseconds since the Unix epoch. */
 uint64_t fg__mono_us(void *ctx);
+uint64_t fg__mono_precise_us(void);
 uint64_t fg__wall_us(void);
 
 /* Allocation through the configurable allocator (fg_set_allocator). */

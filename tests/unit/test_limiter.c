@@ -136,6 +136,9 @@ static void *failing_malloc(size_t n)
     return malloc(n);
 }
 
+/* A key too long to be kept inline in a slot: storing it allocates. */
+#define LONG_KEY "a-key-longer-than-24-bytes:new"
+
 static void test_failure_policy(void)
 {
     fg_set_allocator(failing_malloc, free);
@@ -145,12 +148,12 @@ static void test_failure_policy(void)
     fg_limiter *lim = fg_limiter_new(st, &l, NULL, 0);
     fg_decision d;
     fail_next = 1;
-    CHECK_EQ(fg_check(lim, "new", 3, 1, &d), FG_ENOMEM);
+    CHECK_EQ(fg_check(lim, LONG_KEY, sizeof(LONG_KEY) - 1, 1, &d), FG_ENOMEM);
     CHECK_EQ(d.allowed, 1);
     CHECK_EQ(d.source, FG_SOURCE_FAIL_OPEN);
     CHECK_EQ(d.retry_after_ms, 0);
     /* ... and nothing was counted: the key is new next time. */
-    CHECK_EQ(fg_check(lim, "new", 3, 100, &d), FG_OK);
+    CHECK_EQ(fg_check(lim, LONG_KEY, sizeof(LONG_KEY) - 1, 100, &d), FG_OK);
     CHECK_EQ(d.allowed, 1);
     CHECK_EQ(d.source, FG_SOURCE_STORE);
     fg_limiter_free(lim);
@@ -159,7 +162,7 @@ static void test_failure_policy(void)
     l = limit_of("100/s", FG_FIXED_WINDOW, FG_FAIL_CLOSED);
     lim = fg_limiter_new(st, &l, NULL, 0);
     fail_next = 1;
-    CHECK_EQ(fg_check(lim, "new", 3, 1, &d), FG_ENOMEM);
+    CHECK_EQ(fg_check(lim, LONG_KEY, sizeof(LONG_KEY) - 1, 1, &d), FG_ENOMEM);
     CHECK_EQ(d.allowed, 0);
     CHECK_EQ(d.source, FG_SOURCE_FAIL_CLOSED);
     CHECK(d.retry_after_ms > 0);
@@ -171,13 +174,13 @@ static void test_failure_policy(void)
     lim = fg_limiter_new(st, &l, NULL, 0);
     CHECK(lim != NULL);
     fail_next = 1;
-    CHECK_EQ(fg_check(lim, "new", 3, 1, &d), FG_ENOMEM);
+    CHECK_EQ(fg_check(lim, LONG_KEY, sizeof(LONG_KEY) - 1, 1, &d), FG_ENOMEM);
     CHECK_EQ(d.allowed, 1);
     CHECK_EQ(d.source, FG_SOURCE_LOCAL);
     CHECK_EQ(d.limit, 25);
     CHECK_EQ(d.remaining, 24);
     fail_next = 1;
-    CHECK_EQ(fg_check(lim, "other", 5, 25, &d), FG_ENOMEM);
+    CHECK_EQ(fg_check(lim, LONG_KEY "2", sizeof(LONG_KEY), 25, &d), FG_ENOMEM);
     CHECK_EQ(d.source, FG_SOURCE_LOCAL);
     CHECK_EQ(d.allowed, 1);
     fg_limiter_free(lim);

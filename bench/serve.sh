@@ -9,8 +9,8 @@
 #   DURATION=5 CONNS=64 bash bench/serve.sh
 set -u
 cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build}
-FLOODGATE=${FLOODGATE:-$PWD/$BUILD/floodgate}
+BUILD=$(realpath -m "${BUILD:-build}")
+FLOODGATE=${FLOODGATE:-$BUILD/floodgate}
 DURATION=${DURATION:-3}
 CONNS=${CONNS:-32}
 NGINX=${NGINX:-/usr/sbin/nginx}
@@ -157,7 +157,7 @@ set -- $r
 echo "  redis exact: $(ratio $((c1 - c0)) "$3") Redis commands per request (one EVALSHA round trip; the script's TIME, GET and SET counted too)"
 # One user floods at 100x the limit of its key, paced by fgload (wrk
 # cannot pace), then as fast as wrk can send.
-FGLOAD=${FGLOAD:-$PWD/$BUILD/tests/serve/fgload}
+FGLOAD=${FGLOAD:-$BUILD/tests/serve/fgload}
 per_req() { awk -v c="$1" -v n="$2" 'BEGIN { if (n > 0) printf "%.4f", c / n; else print "n/a" }'; }
 paced() { # paced f|w LIMIT-PER-S (token bucket or fixed window)
     local alg=$1 lim=$2 c0 c1 k0 k1 out sent

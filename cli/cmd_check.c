@@ -95,12 +95,12 @@ int fg_cmd_check(int argc, char **argv)
     const char *url = "memory", *rate = NULL, *key = NULL, *name = "cli";
     const char *algorithm = NULL, *on_failure = NULL, *clock = NULL;
     uint64_t burst = 0, cost = 1, count = 1, timeout = 5;
-    int json = 0, many = 0, c;
+    int json = 0, many = 0, c, li = 0;
     char err[256];
 
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "h", opts, &li)) != -1) {
         switch (c) {
         case 's':
             url = optarg;
@@ -253,8 +253,8 @@ int fg_cmd_check(int argc, char **argv)
 
 bad_number:
     fprintf(stderr,
-            "floodgate check: %s needs a positive whole number, not "
+            "floodgate check: --%s needs a positive whole number, not "
             "'%s'\n",
-            argv[optind - 1], optarg);
+            opts[li].name, optarg);
     return 2;
 }

@@ -32,6 +32,12 @@ void fg__breaker_failure(fg__breaker *b, uint64_t now_us)
     }
 }
 
+void fg__breaker_release(fg__breaker *b)
+{
+    if (atomic_load_explicit(&b->probing, memory_order_relaxed))
+        atomic_store(&b->probing, 0);
+}
+
 int fg__breaker_state(fg__breaker *b, uint64_t now_us)
 {
     uint64_t until = atomic_load(&b->open_until_us);

@@ -23,6 +23,9 @@ enum { FG__BREAKER_CLOSED, FG__BREAKER_OPEN, FG__BREAKER_HALF_OPEN };
 int fg__breaker_allow(fg__breaker *b, uint64_t now_us);
 void fg__breaker_success(fg__breaker *b);
 void fg__breaker_failure(fg__breaker *b, uint64_t now_us);
+/* A check that was let through ended with neither verdict (bad input, out
+ * of memory): if it was the probe, let the next check probe instead. */
+void fg__breaker_release(fg__breaker *b);
 int fg__breaker_state(fg__breaker *b, uint64_t now_us);
 
 #endif

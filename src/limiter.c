@@ -195,6 +195,8 @@ static int settle(fg_limiter *l, int rc, const char *key, size_t keylen,
     }
     if (is_store_failure(rc))
         fg__breaker_failure(&l->policy->breaker, fg__mono_us(NULL));
+    else
+        fg__breaker_release(&l->policy->breaker);
     return decide_without_store(l, rc, key, keylen, cost, out);
 }
 
@@ -240,8 +242,10 @@ int fg_check_async(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
         return FG_OK;
     }
     fg__req *req = fg__malloc(sizeof(*req) + keylen + 1);
-    if (!req)
+    if (!req) {
+        fg__breaker_release(&l->policy->breaker);
         return FG_ENOMEM;
+    }
     memset(req, 0, sizeof(*req));
     req->l = l;
     req->cost = cost;

@@ -120,8 +120,28 @@ static void test_probe_failure_reopens(void)
     CHECK_EQ(fg__breaker_allow(&b, t1 + COOL), 1);
 }
 
+/* A probe that ends with neither verdict (bad input, out of memory) must
+ * hand the probe to the next check, or the breaker would never close. */
+static void test_probe_released(void)
+{
+    fg__breaker b;
+    breaker_init(&b);
+    uint64_t t0 = 21000000;
+    open_at(&b, t0);
+    CHECK_EQ(fg__breaker_allow(&b, t0 + COOL), 1);
+    CHECK_EQ(fg__breaker_allow(&b, t0 + COOL), 0);
+    fg__breaker_release(&b);
+    CHECK_EQ(fg__breaker_allow(&b, t0 + COOL + 1), 1);
+    fg__breaker_success(&b);
+    CHECK_EQ(fg__breaker_state(&b, t0 + COOL + 1), FG__BREAKER_CLOSED);
+    /* Released while closed: nothing changes. */
+    fg__breaker_release(&b);
+    CHECK_EQ(fg__breaker_allow(&b, t0 + COOL + 2), 1);
+}
+
 int main(void)
 {
+    test_probe_released();
     test_closed_until_threshold();
     test_success_resets_count();
     test_cooldown_and_single_probe();

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "../src/store.h" /* fg__mono_precise_us() */
+
 #define FG__LAB_MAX_SERVERS 64
 #define FG__LAB_MAX_BURST   10000
 #define FG__LAB_MAX_SWEEP   32
@@ -78,7 +80,12 @@ typedef struct fg__lab_result {
 extern volatile sig_atomic_t fg__lab_stop;
 void fg__lab_install_signals(void);
 
-int64_t fg__lab_now_us(void); /* CLOCK_MONOTONIC */
+/* The library's precise monotonic clock (CLOCK_MONOTONIC), signed: the
+ * lab subtracts times freely and compares differences with zero. */
+static inline int64_t fg__lab_now_us(void)
+{
+    return (int64_t)fg__mono_precise_us();
+}
 
 /* Start 'argv' with stdin from /dev/null and stdout, stderr appended to
  * 'log'. The child dies with the lab (PR_SET_PDEATHSIG). Returns its pid or

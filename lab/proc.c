@@ -43,13 +43,6 @@ void fg__lab_install_signals(void)
     sigaction(SIGPIPE, &sa, NULL);
 }
 
-int64_t fg__lab_now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static void sleep_us(int64_t us)
 {
     struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
@@ -129,6 +122,17 @@ void fg__lab_stop_procs(pid_t *pids, int n, int grace_ms)
     }
 }
 
+/* 127.0.0.1:'port'; port 0 lets bind() pick one. */
+static struct sockaddr_in loopback(int port)
+{
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)port);
+    return a;
+}
+
 /* The kernel picks a free port; the window between closing it here and the
  * child binding it is small, and a lost race shows as a start-up error. */
 int fg__lab_free_port(void)
@@ -136,10 +140,7 @@ int fg__lab_free_port(void)
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    struct sockaddr_in a = loopback(0);
     socklen_t alen = sizeof a;
     int port = -1;
     if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
@@ -154,11 +155,7 @@ static int try_connect(int port)
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons((uint16_t)port);
+    struct sockaddr_in a = loopback(port);
     int rc = connect(fd, (struct sockaddr *)&a, sizeof a);
     close(fd);
     return rc;

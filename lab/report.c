@@ -174,19 +174,39 @@ void fg__lab_print_cards(FILE *f, const fg__lab_result *rs, int n, int color)
     for (int i = 0; i < n; i++)
         cell(f, color, tint[i], second[i]);
     fprintf(f, "\n");
-    label(f, "Redis calls/req");
+    /* Three Redis figures, each labelled by where it is counted: what the
+     * servers sent (the delay proxy), how many round trips that took (the
+     * proxy), and what Redis ran (INFO commandstats, scripts' inner
+     * commands included). */
+    label(f, "sent to Redis");
     for (int i = 0; i < n; i++) {
         if (rs[i].calls_per_request == 0)
             snprintf(t, sizeof t, "0 (no network hop)");
         else
-            snprintf(t, sizeof t, "%.2f (%.2f trips)", rs[i].calls_per_request,
-                     rs[i].round_trips_per_request);
+            snprintf(t, sizeof t, "%.2f cmds/request", rs[i].calls_per_request);
         cell(f, color, PLAIN, t);
     }
     fprintf(f, "\n");
     label(f, "");
     for (int i = 0; i < n; i++)
         cell(f, color, DIM, rs[i].commands[0] ? rs[i].commands : "-");
+    fprintf(f, "\n");
+    label(f, "round trips");
+    for (int i = 0; i < n; i++) {
+        snprintf(t, sizeof t, "%.2f trips/request",
+                 rs[i].round_trips_per_request);
+        cell(f, color, PLAIN, t);
+    }
+    fprintf(f, "\n");
+    label(f, "Redis ran");
+    for (int i = 0; i < n; i++) {
+        snprintf(t, sizeof t, "%.2f cmds/request", rs[i].executed_per_request);
+        cell(f, color, PLAIN, t);
+    }
+    fprintf(f, "\n");
+    label(f, "");
+    for (int i = 0; i < n; i++)
+        cell(f, color, DIM, rs[i].executed[0] ? rs[i].executed : "-");
     fprintf(f, "\n");
     label(f, "if Redis is down");
     for (int i = 0; i < n; i++) {
@@ -209,10 +229,14 @@ void fg__lab_print_cards(FILE *f, const fg__lab_result *rs, int n, int color)
     }
     fprintf(f, "\n\n");
     fprintf(f,
-            "%s  Redis calls/req: commands the servers sent to Redis per "
-            "request of the burst,\n  and round trips through the delay "
-            "proxy (a server that has refused a user\n  answers its next "
-            "requests itself until the limit resets).\n  If Redis is down: "
+            "%s  Per request of the burst. Sent to Redis: commands the "
+            "servers sent, counted\n  by the delay proxy. Round trips: "
+            "through the proxy (commands sent before an\n  answer count as "
+            "one). Redis ran: commands Redis executed, from INFO\n  "
+            "commandstats; a Lua script counts once itself and once for "
+            "each command it\n  runs inside Redis (--json has the full "
+            "lists). A server that has refused a\n  user answers its next "
+            "requests itself until the limit resets.\n  If Redis is down: "
             "Redis stopped, the same burst fired again with a new user.%s\n",
             color ? ansi[DIM] : "", color ? "\033[0m" : "");
 }

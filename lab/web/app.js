@@ -120,7 +120,7 @@ function render(r) {
 
   if (r.redis_calls_per_request > 0) {
     $('calls').textContent = r.redis_calls_per_request.toFixed(2);
-    $('calls-note').textContent = `${r.redis_round_trips_per_request.toFixed(2)} round trips · ${r.redis_commands}`;
+    $('calls-note').textContent = `${r.redis_commands} · ${r.redis_round_trips_per_request.toFixed(2)} round trips · Redis ran ${r.redis_executed_per_request.toFixed(2)} (commandstats, script internals included)`;
   } else {
     $('calls').textContent = '0';
     $('calls-note').textContent = 'no network hop';

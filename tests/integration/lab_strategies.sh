@@ -7,10 +7,7 @@ set -u
 cd "$(dirname "$0")/../.."
 FLOODGATE=$(realpath "${FLOODGATE:-build/floodgate}")
 BUILD=${BUILD:-build}
-pass=0 fail=0
-ok() { pass=$((pass+1)); echo "ok   $*"; }
-bad() { fail=$((fail+1)); echo "FAIL $*"; }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+. tests/lib/lab.sh
 
 work=$(mktemp -d)
 bg=""
@@ -24,32 +21,7 @@ cleanup() {
 trap cleanup EXIT
 mkdir -p "$work/tmp"
 export TMPDIR="$work/tmp"
-
-# Processes of this test: a command line naming its folder, or a working
-# directory inside it (redis-server rewrites its command line but runs in
-# the lab's folder). Other tests on the machine are not ours to count.
-ours() {
-    local pid
-    for pid in $(pgrep -x 'redis-server|haproxy|floodgate' 2>/dev/null); do
-        if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "$work" ||
-           readlink "/proc/$pid/cwd" 2>/dev/null | grep -qF "$work"; then
-            echo "$pid"
-        fi
-    done
-}
-listeners() {
-    local pids; pids=$(ours | tr '\n' '|'); pids=${pids%|}
-    [ -z "$pids" ] && return 0
-    ss -ltnpH 2>/dev/null | grep -E "pid=($pids)," | awk '{print $4}' | sort -u
-}
-nothing_left() {
-    local what=$1
-    local procs; procs=$(ours)
-    [ -z "$procs" ] && ok "$what: no process left" || bad "$what: processes left: $(ps -o pid,args -p ${procs//$'\n'/,} | tail -n +2)"
-    [ -z "$(ls -A "$work/tmp")" ] && ok "$what: temporary folder removed" || bad "$what: left in TMPDIR: $(ls "$work/tmp")"
-    local ports; ports=$(listeners | tr '\n' ' ')
-    [ -z "${ports// }" ] && ok "$what: no listening port left" || bad "$what: ports left: $ports"
-}
+lab_record_ports
 
 # Field 'path' (dotted) of the object for 'strategy' in the JSON lines.
 field() {
@@ -94,8 +66,10 @@ if [ "$rc" -eq 0 ]; then
         check "$s: 8 server cards adding up to allowed and to the burst ($sum)" \
             [ "$sum" = "8 $(field $s allowed) 80" ]
     done
-    check "memory strategies make no Redis calls" \
-        [ "$(field local redis_calls_per_request)" = 0 ] && [ "$(field split redis_calls_per_request)" = 0 ]
+    check_all "memory strategies send Redis nothing" \
+        '[ "$(field local redis_calls_per_request)" = 0 ] && [ "$(field split redis_calls_per_request)" = 0 ]'
+    check_all "memory strategies: Redis runs nothing for them" \
+        '[ "$(field local redis_executed_per_request)" = 0 ] && [ "$(field split redis_executed_per_request)" = 0 ]'
     nc=$(field naive redis_calls_per_request); ac=$(field atomic redis_calls_per_request)
     check "naive: more than one Redis call per request reaching it ($nc)" \
         node -e 'process.exit(Number(process.argv[1]) > 1 ? 0 : 1)' "$nc"
@@ -104,11 +78,11 @@ if [ "$rc" -eq 0 ]; then
     # Redis down: each strategy's failure policy.
     check "local: unaffected when Redis is down" [ "$(field local redis_down.allowed)" -eq "$la" ]
     check "split: unaffected when Redis is down" [ "$(field split redis_down.allowed)" -eq "$sa" ]
-    check "naive fails open when Redis is down (all 80 allowed)" \
-        [ "$(field naive redis_down.on_failure)" = open ] && [ "$(field naive redis_down.allowed)" -eq 80 ]
+    check_all "naive fails open when Redis is down (all 80 allowed)" \
+        '[ "$(field naive redis_down.on_failure)" = open ] && [ "$(field naive redis_down.allowed)" -eq 80 ]'
     ada=$(field atomic redis_down.allowed)
-    check "atomic falls back to limit / N when Redis is down ($ada, at most $limit)" \
-        [ "$(field atomic redis_down.on_failure)" = local ] && [ "$ada" -ge 1 ] && [ "$ada" -le "$limit" ]
+    check_all "atomic falls back to limit / N when Redis is down ($ada, 1 to $limit)" \
+        '[ "$(field atomic redis_down.on_failure)" = local ] && [ "$ada" -ge 1 ] && [ "$ada" -le "$limit" ]'
 fi
 nothing_left "after --json"
 
@@ -135,22 +109,27 @@ kill -INT "$bg"
 stopped=no
 for _ in $(seq 1 50); do kill -0 "$bg" 2>/dev/null || { stopped=yes; break; }; sleep 0.1; done
 wait "$bg"; irc=$?; bg=""
-check "Ctrl-C stops the lab within 5 s (exit $irc)" [ "$stopped" = yes ] && [ "$irc" -ne 0 ]
+check_all "Ctrl-C stops the lab within 5 s, exit non-zero (exit $irc)" \
+    '[ "$stopped" = yes ] && [ "$irc" -ne 0 ]'
 nothing_left "after Ctrl-C"
 
 # 5. What is missing is named; bad flags are refused.
 FLOODGATE_REDIS_SERVER=/nonexistent/redis-server "$FLOODGATE" lab >"$work/miss.out" 2>&1
 mrc=$?
-check "a missing redis-server is named (exit $mrc)" [ "$mrc" -ne 0 ] && grep -q 'redis-server.*not installed' "$work/miss.out"
+check_all "a missing redis-server is named, exit non-zero (exit $mrc)" \
+    '[ "$mrc" -ne 0 ] && grep -q "redis-server.*not installed" "$work/miss.out"'
 FLOODGATE_HAPROXY=/nonexistent/haproxy "$FLOODGATE" lab >"$work/miss.out" 2>&1
-check "a missing haproxy is named" grep -q 'haproxy.*not installed.*apt-get install haproxy' "$work/miss.out"
+hrc=$?
+check_all "a missing haproxy is named, exit non-zero (exit $hrc)" \
+    '[ "$hrc" -ne 0 ] && grep -q "haproxy.*not installed.*apt-get install haproxy" "$work/miss.out"'
 "$FLOODGATE" lab --strategy bogus >/dev/null 2>"$work/bad.err"
-check "a bad --strategy is refused with exit 2" [ "$?" -eq 2 ] && grep -q 'strategy' "$work/bad.err"
+brc=$?
+check_all "a bad --strategy is refused with exit 2 and named (exit $brc)" \
+    '[ "$brc" -eq 2 ] && grep -q "strategy" "$work/bad.err"'
 "$FLOODGATE" lab --servers 0 >/dev/null 2>&1
 check "--servers 0 is refused with exit 2" [ "$?" -eq 2 ]
 "$FLOODGATE" lab --sweep foo=1 >/dev/null 2>&1
 check "a bad --sweep is refused with exit 2" [ "$?" -eq 2 ]
 nothing_left "after errors"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+summary

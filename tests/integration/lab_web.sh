@@ -1,40 +1,35 @@
 #!/usr/bin/env bash
 # The lab's web page in headless Chromium (tests/browser/lab_web.js drives
 # it like a person), against a real `floodgate lab --web` on a free port.
-# Then: the lab stops on SIGTERM and leaves no process and no folder.
+# Then: the lab stops on Ctrl-C and leaves no process, no listening port and
+# no folder.
 set -u
 cd "$(dirname "$0")/../.."
-FLOODGATE=${FLOODGATE:-build/floodgate}
+FLOODGATE=$(realpath "${FLOODGATE:-build/floodgate}")
 BUILD=${BUILD:-build}
-pass=0 fail=0
-ok() { pass=$((pass+1)); echo "ok   $*"; }
-bad() { fail=$((fail+1)); echo "FAIL $*"; }
+. tests/lib/lab.sh
 
 work=$(mktemp -d)
 lab_pid=""
-# Processes of this test: a command line naming its folder, or a working
-# directory inside it (redis-server rewrites its command line).
-ours() {
-    local pid
-    for pid in $(pgrep -x 'redis-server|haproxy|floodgate' 2>/dev/null); do
-        if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "$work" ||
-           readlink "/proc/$pid/cwd" 2>/dev/null | grep -qF "$work"; then
-            echo "$pid"
-        fi
-    done
-}
+# Whatever happens: stop what is left and remove the folder. No checks
+# here: they belong before the summary line, which is printed last.
 cleanup() {
-    [ -n "$lab_pid" ] && kill "$lab_pid" 2>/dev/null && wait "$lab_pid" 2>/dev/null
-    local left; if grep -qE 'Sanitizer|runtime error' "$work/lab.err"; then
-    bad "sanitizer report from the lab:"; grep -E -A5 'Sanitizer|runtime error' "$work/lab.err" | head -20
-else
-    ok "no sanitizer report from the lab"
-fi
-left=$(ours)
+    [ -n "$lab_pid" ] && kill -9 "$lab_pid" 2>/dev/null
+    local left; left=$(ours)
     [ -n "$left" ] && kill -9 $left 2>/dev/null
     rm -rf "$work"
 }
 trap cleanup EXIT
+# Sanitizer reports of the lab (and of the servers, whose logs are gone
+# with its folder, but which it reports when they die).
+sanitizer_check() {
+    if grep -qE 'Sanitizer|runtime error' "$work/lab.err"; then
+        bad "sanitizer report from the lab:"
+        grep -E -A5 'Sanitizer|runtime error' "$work/lab.err" | head -20
+    else
+        ok "no sanitizer report from the lab"
+    fi
+}
 
 if [ ! -d tests/browser/node_modules/playwright-core ]; then
     (cd tests/browser && npm install --no-audit --no-fund --silent) >/dev/null 2>&1
@@ -45,6 +40,9 @@ if [ ! -x /usr/bin/chromium ] || [ ! -d tests/browser/node_modules/playwright-co
 fi
 
 mkdir -p "$work/tmp" "$BUILD"
+# Screenshots of an earlier run must not pass for this one's.
+rm -f "$BUILD/lab-web.png" "$BUILD/lab-web-local.png" "$BUILD/lab-web-naive.png"
+lab_record_ports
 TMPDIR="$work/tmp" "$FLOODGATE" lab --web --listen 127.0.0.1:0 \
     >"$work/lab.out" 2>"$work/lab.err" &
 lab_pid=$!
@@ -57,13 +55,15 @@ for _ in $(seq 1 100); do
 done
 if [ -z "$url" ]; then
     bad "lab --web did not start: $(tail -n 3 "$work/lab.err")"
-    echo "$pass passed, $fail failed"; exit 1
+    summary; exit 1
 fi
 ok "lab --web listens at $url"
+port=${url##*:}; port=${port%/}
+lab_add_port "$port"
 
 timeout 55 node tests/browser/lab_web.js "$url" "$BUILD" >"$work/node.out" 2>&1
 node_rc=$?
-cat "$work/node.out"
+grep -v -E '^[0-9]+ passed, [0-9]+ failed$' "$work/node.out"
 last=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$work/node.out" | tail -n 1)
 if [ -n "$last" ]; then
     p=${last%% passed*}; f=${last#*, }; f=${f%% failed}
@@ -72,7 +72,7 @@ if [ -n "$last" ]; then
 else
     bad "browser script gave no summary (exit $node_rc)"
 fi
-[ -f "$BUILD/lab-web.png" ] && ok "screenshot $BUILD/lab-web.png" || bad "no screenshot"
+check "screenshot $BUILD/lab-web.png written by this run" test -s "$BUILD/lab-web.png"
 
 # Stop the lab as Ctrl-C would; everything it started must go with it.
 kill -INT "$lab_pid"
@@ -83,14 +83,7 @@ for _ in $(seq 1 50); do
 done
 wait "$lab_pid" 2>/dev/null
 lab_pid=""
-[ "$stopped" = yes ] && ok "lab stops on Ctrl-C" || bad "lab still running 5 s after Ctrl-C"
-if grep -qE 'Sanitizer|runtime error' "$work/lab.err"; then
-    bad "sanitizer report from the lab:"; grep -E -A5 'Sanitizer|runtime error' "$work/lab.err" | head -20
-else
-    ok "no sanitizer report from the lab"
-fi
-left=$(ours)
-[ -z "$left" ] && ok "no process left behind" || bad "processes left: $left"
-[ -z "$(ls -A "$work/tmp")" ] && ok "temporary folder removed" || bad "left in TMPDIR: $(ls "$work/tmp")"
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+check "lab stops on Ctrl-C within 5 s" [ "$stopped" = yes ]
+sanitizer_check
+nothing_left "after Ctrl-C"
+summary

@@ -51,9 +51,18 @@
  * makes deadlines exact (docs/redis.md). */
 #define TIMER_SLACK_US 100u
 
+/* Why a blocking context must not be reused. */
+enum { SC_OK, SC_LATE, SC_FAILED };
+
 typedef struct sconn {
     redisContext *c;
-    int broken; /* an exchange failed: the context must not be reused */
+    /* SC_LATE: a deadline passed with a reply outstanding; the server was
+     * reachable, so the next connection need not wait. SC_FAILED: I/O or
+     * protocol failure, which does start the backoff. */
+    int broken;
+    /* Replies owed to commands sent without waiting (the DECRBY give-back):
+     * the next exchange reads and drops them first. */
+    int skip;
 } sconn;
 
 struct aconn;
@@ -310,7 +319,7 @@ static int sync_append(sconn *sc, cmd *k)
                : redisAppendCommandArgv(sc->c, k->argc, k->argv, k->len);
     if (rc == REDIS_OK)
         return FG_OK;
-    sc->broken = 1;
+    sc->broken = SC_FAILED;
     return FG_ENOMEM;
 }
 
@@ -399,6 +408,13 @@ static int sync_exchange(sconn *sc, int n, redisReply **r, uint64_t deadline)
                 rc = FG_EPROTO;
                 break;
             }
+            if (rep && sc->skip > 0) {
+                /* The answer to a give-back nobody waited for. */
+                sc->skip--;
+                freeReplyObject(rep);
+                rep = NULL;
+                continue;
+            }
             if (rep)
                 break;
             uint64_t now = mono_us();
@@ -421,7 +437,7 @@ static int sync_exchange(sconn *sc, int n, redisReply **r, uint64_t deadline)
         r[i] = rep;
     }
     if (rc != FG_OK) {
-        sc->broken = 1;
+        sc->broken = rc == FG_ETIMEOUT ? SC_LATE : SC_FAILED;
         while (i-- > 0) {
             freeReplyObject(r[i]);
             r[i] = NULL;
@@ -545,7 +561,7 @@ static int sync_connect(redis_store *st, uint64_t deadline, sconn *out,
             return fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
         }
     if (h.n) {
-        sconn sc = {c, 0};
+        sconn sc = {c, SC_OK, 0};
         rc = sync_exchange(&sc, h.n, r, deadline);
         if (rc != FG_OK)
             fg__seterr(err, errlen, rc, "redis %s: %s during handshake",
@@ -561,7 +577,8 @@ static int sync_connect(redis_store *st, uint64_t deadline, sconn *out,
         return rc;
     }
     out->c = c;
-    out->broken = 0;
+    out->broken = SC_OK;
+    out->skip = 0;
     return FG_OK;
 }
 
@@ -598,18 +615,23 @@ static int pool_get(redis_store *st, uint64_t deadline, sconn *out)
 /* Return a connection after a check: kept when every exchange completed
  * (Redis may have answered with an error), freed otherwise: a timed-out
  * command may still answer, and hiredis contexts are not reused after an
- * error. */
+ * error. Only an I/O or protocol failure starts the backoff: a check whose
+ * deadline passed on a working connection (one slow reply) must not make
+ * the checks behind it fail at once. */
 static void pool_put(redis_store *st, sconn *c)
 {
-    int keep = !c->broken;
-    pthread_mutex_lock(&st->mu);
-    if (keep && st->nidle < POOL_MAX) {
-        st->idle[st->nidle++] = *c;
-        c = NULL;
-    } else if (!keep) {
+    if (c->broken == SC_FAILED) {
+        pthread_mutex_lock(&st->mu);
         backoff_locked(st);
+        pthread_mutex_unlock(&st->mu);
+    } else if (c->broken == SC_OK) {
+        pthread_mutex_lock(&st->mu);
+        if (st->nidle < POOL_MAX) {
+            st->idle[st->nidle++] = *c;
+            c = NULL;
+        }
+        pthread_mutex_unlock(&st->mu);
     }
-    pthread_mutex_unlock(&st->mu);
     if (c)
         redisFree(c->c);
 }
@@ -654,12 +676,17 @@ static int sync_window(redis_store *st, sconn *c, fg_limiter *l, cmd *k,
     fg__redis_window_decision(&l->p, now, before, cost, d);
     if (!d->allowed && before < l->p.limit) {
         /* Give back what cannot be admitted, so the refusal consumes
-         * nothing (DESIGN.md 3). If this fails the refusal stands and the
-         * window only over-refuses until it ends. */
+         * nothing (DESIGN.md 3). Sent without waiting, so the decision
+         * never spends what is left of the deadline on it (nor fails when
+         * that runs out): the next exchange on this connection drops its
+         * reply. If it is lost the refusal stands and the window only
+         * over-refuses until it ends. */
         incrby_cmd(k, "DECRBY", 6, cost);
-        if (sync_append(c, k) == FG_OK &&
-            sync_exchange(c, 1, r, deadline) == FG_OK)
-            freeReplyObject(r[0]);
+        if (sync_append(c, k) == FG_OK) {
+            c->skip++;
+            if (sync_flush(c->c) == FG_EBACKEND)
+                c->broken = SC_FAILED;
+        }
     }
     return FG_OK;
 }

@@ -96,6 +96,7 @@ done
 #    and the length limit; allocation failures.
 run threads "$URL"
 run flush "$URL"
+run slow "$URL"
 run keys "$URL"
 run keys "unix://$DIR/main.sock?db=2&prefix=u:"
 run allocfail "$URL"

@@ -7,6 +7,7 @@
  *                                     P processes x N checks on one key
  *   redis_check threads URL          8 threads sharing one blocking store
  *   redis_check flush URL            SCRIPT FLUSH between checks
+ *   redis_check slow URL             one slow reply fails only its check
  *   redis_check outage URL PID CMD   SIGSTOP, SIGKILL, then CMD restarts
  *   redis_check keys URL             binary keys and the length limit
  *   redis_check open URL             open and report the error */
@@ -428,6 +429,71 @@ static void flush(const char *url)
     fg__redis_url_free(&u);
 }
 
+/* ---- one slow reply ------------------------------------------------------ */
+
+/* Keeps Redis busy for 'ARGV[1]' microseconds, as a slow command would. */
+static const char spin_lua[] =
+    "local t = redis.call('TIME') "
+    "local e = t[1] * 1000000 + t[2] + tonumber(ARGV[1]) "
+    "repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] >= e "
+    "return 1";
+
+/* A healthy Redis that is slow once: the check caught in it times out, and
+ * the checks right behind it (which need a new connection) wait on Redis
+ * again instead of failing at once with FG_EBACKEND from a backoff. Fresh
+ * limiters keep the breaker out of it. */
+static void slow(const char *url)
+{
+    fg__redis_url u;
+    char err[256], name[64];
+    if (fg__redis_url_parse(url, &u, err, sizeof err) != FG_OK)
+        return;
+    redisContext *admin = redisConnect(u.host, u.port);
+    fg_store *st = fg_store_open(url, err, sizeof err);
+    CHECK(admin && !admin->err && st);
+    if (!admin || admin->err || !st)
+        return;
+    unique(name, sizeof name, "slow");
+    int timeouts = 0, backend = 0, decided = 0, n = 0;
+    for (int round = 0; round < 5; round++) {
+        /* Redis busy for 30 ms from now. */
+        redisAppendCommand(admin, "EVAL %s 0 30000", spin_lua);
+        int done = 0;
+        while (!done && redisBufferWrite(admin, &done) == REDIS_OK)
+            ;
+        usleep(1000);
+        for (int i = 0; i < 4; i++) {
+            fg_limiter *l = limiter(st, "100000/h", FG_FIXED_WINDOW, 0, 0,
+                                    FG_FAIL_CLOSED, 5, name);
+            fg_decision d;
+            int rc = l ? fg_check(l, "s", 1, 1, &d) : FG_ENOMEM;
+            n++;
+            timeouts += rc == FG_ETIMEOUT;
+            backend += rc == FG_EBACKEND;
+            decided += rc == FG_OK;
+            fg_limiter_free(l);
+        }
+        redisReply *r = NULL;
+        if (redisGetReply(admin, (void **)&r) == REDIS_OK)
+            freeReplyObject(r);
+    }
+    /* Redis answers again: the store decides at once. */
+    fg_limiter *l =
+        limiter(st, "100000/h", FG_FIXED_WINDOW, 0, 0, FG_FAIL_CLOSED, 5, name);
+    fg_decision d;
+    int after = l ? fg_check(l, "s", 1, 1, &d) : FG_ENOMEM;
+    fg_limiter_free(l);
+    printf("one slow reply (Redis busy 30 ms, timeout 5 ms): %d checks, %d "
+           "timed out, %d FG_EBACKEND, %d decided; next check: %s\n",
+           n, timeouts, backend, decided, fg_strerror(after));
+    CHECK(timeouts >= 5);
+    CHECK_EQ(backend, 0);
+    CHECK_EQ(after, FG_OK);
+    fg_store_close(st);
+    redisFree(admin);
+    fg__redis_url_free(&u);
+}
+
 /* ---- outage ------------------------------------------------------------- */
 
 #define TIMEOUT_MS 5
@@ -759,6 +825,8 @@ int main(int argc, char **argv)
         threads(argv[2]);
     } else if (argc >= 3 && strcmp(argv[1], "flush") == 0) {
         flush(argv[2]);
+    } else if (argc >= 3 && strcmp(argv[1], "slow") == 0) {
+        slow(argv[2]);
     } else if (argc >= 5 && strcmp(argv[1], "outage") == 0) {
         outage(argv[2], (pid_t)atoi(argv[3]), argv[4]);
     } else if (argc >= 4 && strcmp(argv[1], "expect") == 0) {

@@ -978,6 +978,9 @@ static void on_pexpire(redisAsyncContext *ac, void *reply, void *priv)
         pexpire_error(cn->st, r);
 }
 
+/* Queue the commands of 's' on its connection. FG_OK; a negative code when
+ * nothing was queued (the caller completes the check); or 1 when the check
+ * was handed to the connection's teardown, which completes it. */
 static int async_send(redis_store *st, aslot *s)
 {
     fg__req *req = s->req;
@@ -993,7 +996,15 @@ static int async_send(redis_store *st, aslot *s)
         if (async_append(ac, on_reply, s, &k))
             return FG_EBACKEND;
         pexpire_cmd(&k, fg__redis_window_ttl_ms(&l->p, s->now_us));
-        async_append(ac, on_pexpire, NULL, &k);
+        if (async_append(ac, on_pexpire, NULL, &k) != REDIS_OK) {
+            /* The INCRBY is queued but its expiry is not: sent alone it
+             * could leave a key that never expires. Drop the connection
+             * with its unsent buffer; freeing it answers the INCRBY's
+             * callback with no reply, which fails this check. */
+            conn_kill(s->conn, FG_EBACKEND);
+            redisAsyncFree(ac);
+            return 1;
+        }
         return FG_OK;
     case FG_NAIVE_GET_SET:
         get_cmd(&k);
@@ -1247,6 +1258,8 @@ static void redis_check_async(fg_store *s, fg__req *req)
         st->head = sl;
     st->tail = sl;
     rc = async_send(st, sl);
+    if (rc > 0)
+        return;
     if (rc != FG_OK) {
         if (rc == FG_EBACKEND) /* hiredis refused: the context is closing */
             conn_kill(cn, rc);

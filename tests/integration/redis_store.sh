@@ -97,6 +97,7 @@ done
 run threads "$URL"
 run flush "$URL"
 run slow "$URL"
+run expiry "$URL"
 run keys "$URL"
 run keys "unix://$DIR/main.sock?db=2&prefix=u:"
 run allocfail "$URL"

@@ -8,6 +8,7 @@
  *   redis_check threads URL          8 threads sharing one blocking store
  *   redis_check flush URL            SCRIPT FLUSH between checks
  *   redis_check slow URL             one slow reply fails only its check
+ *   redis_check expiry URL           every fixed-window key has an expiry
  *   redis_check outage URL PID CMD   SIGSTOP, SIGKILL, then CMD restarts
  *   redis_check keys URL             binary keys and the length limit
  *   redis_check open URL             open and report the error */
@@ -494,6 +495,70 @@ static void slow(const char *url)
     fg__redis_url_free(&u);
 }
 
+/* ---- every window key expires ------------------------------------------ */
+
+/* Fixed windows on both clients, with refusals (and their give-backs):
+ * afterwards every key of the limit carries an expiry (PTTL > 0). */
+static void expiry(const char *url)
+{
+    fg__redis_url u;
+    char err[256], name[64];
+    if (fg__redis_url_parse(url, &u, err, sizeof err) != FG_OK)
+        return;
+    redisContext *admin = redisConnect(u.host, u.port);
+    struct event_base *base = new_base();
+    fg_store *st = fg_store_open(url, err, sizeof err);
+    fg_store *ast = fg_store_open_async(url, base, err, sizeof err);
+    CHECK(admin && !admin->err && st && ast);
+    if (!admin || admin->err || !st || !ast)
+        return;
+    unique(name, sizeof name, "expiry");
+    fg_limiter *l =
+        limiter(st, "3/h", FG_FIXED_WINDOW, 0, 0, FG_FAIL_CLOSED, 1000, name);
+    fg_limiter *la =
+        limiter(ast, "3/h", FG_FIXED_WINDOW, 0, 0, FG_FAIL_CLOSED, 1000, name);
+    int refused = 0;
+    for (int i = 0; i < 40; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "%c%d", i < 20 ? 's' : 'a', i % 20);
+        for (int j = 0; j < 5; j++) {
+            fg_decision d = {0};
+            uint64_t cost = 1 + (uint64_t)(j % 2);
+            int rc = i < 20 ? fg_check(l, key, strlen(key), cost, &d)
+                            : check_async(base, la, key, strlen(key), cost, &d);
+            CHECK_EQ(rc, FG_OK);
+            refused += !d.allowed;
+        }
+    }
+    int keys = 0, no_ttl = 0;
+    char pattern[256];
+    snprintf(pattern, sizeof pattern, "%s%s:*", u.prefix, name);
+    redisReply *r = redisCommand(admin, "KEYS %s", pattern);
+    for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements;
+         i++) {
+        const char *argv[2] = {"PTTL", r->element[i]->str};
+        size_t len[2] = {4, r->element[i]->len};
+        redisReply *t = redisCommandArgv(admin, 2, argv, len);
+        keys++;
+        no_ttl += !t || t->type != REDIS_REPLY_INTEGER || t->integer <= 0;
+        freeReplyObject(t);
+    }
+    freeReplyObject(r);
+    printf("expiry: 40 keys x 5 fixed-window checks (%d refused), %d keys "
+           "stored, %d without an expiry\n",
+           refused, keys, no_ttl);
+    CHECK(refused > 0);
+    CHECK_EQ(keys, 40);
+    CHECK_EQ(no_ttl, 0);
+    fg_limiter_free(l);
+    fg_limiter_free(la);
+    fg_store_close(st);
+    fg_store_close(ast);
+    event_base_free(base);
+    redisFree(admin);
+    fg__redis_url_free(&u);
+}
+
 /* ---- outage ------------------------------------------------------------- */
 
 #define TIMEOUT_MS 5
@@ -827,6 +892,8 @@ int main(int argc, char **argv)
         flush(argv[2]);
     } else if (argc >= 3 && strcmp(argv[1], "slow") == 0) {
         slow(argv[2]);
+    } else if (argc >= 3 && strcmp(argv[1], "expiry") == 0) {
+        expiry(argv[2]);
     } else if (argc >= 5 && strcmp(argv[1], "outage") == 0) {
         outage(argv[2], (pid_t)atoi(argv[3]), argv[4]);
     } else if (argc >= 4 && strcmp(argv[1], "expect") == 0) {

@@ -563,23 +563,38 @@ static void expiry(const char *url)
 
 #define TIMEOUT_MS 5
 
+/* Checks that the store itself failed (not the breaker), per client. */
+typedef struct failures {
+    int sync, async;
+} failures;
+
+static int store_failed(int rc)
+{
+    return rc == FG_EBACKEND || rc == FG_ETIMEOUT;
+}
+
 /* 'rounds' checks on the blocking path and as many on the async path
  * (batches of 8 in flight), each timed; every one must return within
- * TIMEOUT_MS + 2 ms and follow its limiter's on_failure. */
+ * TIMEOUT_MS + 2 ms and follow its limiter's on_failure. Counts into 'f'
+ * the checks that met the failure itself (FG_EBACKEND, FG_ETIMEOUT) rather
+ * than an open breaker. */
 static void outage_checks(const char *what, struct event_base *base,
                           fg_limiter *open_s, fg_limiter *closed_s,
-                          fg_limiter *open_a, fg_limiter *closed_a, int rounds)
+                          fg_limiter *open_a, fg_limiter *closed_a, int rounds,
+                          failures *f)
 {
     uint64_t worst = 0, worst_s = 0;
     int wrong = 0, n = 0;
+    *f = (failures){0, 0};
     for (int i = 0; i < rounds; i++) {
         fg_decision d;
         for (int j = 0; j < 2; j++) {
             uint64_t t0 = mono_us();
-            fg_check(j ? closed_s : open_s, "o", 1, 1, &d);
+            int rc = fg_check(j ? closed_s : open_s, "o", 1, 1, &d);
             uint64_t dt = mono_us() - t0;
             worst_s = dt > worst_s ? dt : worst_s;
             n++;
+            f->sync += store_failed(rc);
             if (d.source == FG_SOURCE_STORE)
                 continue; /* the server answered after all */
             if (j ? (d.allowed || d.source != FG_SOURCE_FAIL_CLOSED)
@@ -600,6 +615,7 @@ static void outage_checks(const char *what, struct event_base *base,
             uint64_t dt = r[k].at_us - t0;
             worst = dt > worst ? dt : worst;
             n++;
+            f->async += store_failed(r[k].rc);
             if (r[k].d.source == FG_SOURCE_STORE)
                 continue;
             if (k & 1
@@ -610,9 +626,10 @@ static void outage_checks(const char *what, struct event_base *base,
         usleep(2000);
     }
     printf("%s: %d checks, slowest %.2f ms blocking, %.2f ms async "
-           "(timeout %d ms), %d not following on_failure\n",
+           "(timeout %d ms), %d not following on_failure; the store failed "
+           "%d blocking and %d async checks (the breaker decided the rest)\n",
            what, n, (double)worst_s / 1000.0, (double)worst / 1000.0,
-           TIMEOUT_MS, wrong);
+           TIMEOUT_MS, wrong, f->sync, f->async);
     worst = worst_s > worst ? worst_s : worst;
     CHECK(worst <= (TIMEOUT_MS + 2) * 1000u);
     CHECK_EQ(wrong, 0);
@@ -639,15 +656,75 @@ static void outage(const char *url, pid_t pid, const char *restart)
     CHECK(os && cs && oa && ca);
     if (!os || !cs || !oa || !ca)
         return;
-    outage_checks("redis up", base, os, cs, oa, ca, 10);
+    failures f;
+    outage_checks("redis up", base, os, cs, oa, ca, 10, &f);
 
     kill(pid, SIGSTOP); /* alive but silent: only deadlines end checks */
-    outage_checks("redis stopped (SIGSTOP)", base, os, cs, oa, ca, 40);
+    outage_checks("redis stopped (SIGSTOP)", base, os, cs, oa, ca, 40, &f);
+    CHECK(f.sync > 0 && f.async > 0);
     kill(pid, SIGCONT);
-    usleep(50000);
+
+    /* The SIGSTOP phase opened those limiters' breakers: new limiters
+     * (closed breakers) make the kill reach the store's connections. Wait
+     * until both clients decide from Redis again, so live connections are
+     * pooled when it dies. */
+    char kname[64];
+    unique(kname, sizeof kname, "killed");
+    fg_limiter *ks[4] = {
+        limiter(st, "100000/h", FG_FIXED_WINDOW, 0, 0, FG_FAIL_OPEN, TIMEOUT_MS,
+                kname),
+        limiter(st, "100000/h", FG_TOKEN_BUCKET, 0, 0, FG_FAIL_CLOSED,
+                TIMEOUT_MS, kname),
+        limiter(ast, "100000/h", FG_FIXED_WINDOW, 0, 0, FG_FAIL_OPEN,
+                TIMEOUT_MS, kname),
+        limiter(ast, "100000/h", FG_SLIDING_WINDOW, 0, 0, FG_FAIL_CLOSED,
+                TIMEOUT_MS, kname),
+    };
+    CHECK(ks[0] && ks[1] && ks[2] && ks[3]);
+    if (!ks[0] || !ks[1] || !ks[2] || !ks[3])
+        return;
+    int up_s = 0, up_a = 0;
+    for (uint64_t t = mono_us(); mono_us() - t < 2000000 && (!up_s || !up_a);
+         usleep(2000)) {
+        fg_decision d;
+        up_s = fg_check(ks[0], "w", 1, 1, &d) == FG_OK;
+        up_a = check_async(base, ks[2], "w", 1, 1, &d) == FG_OK;
+    }
+    CHECK(up_s && up_a);
+    /* Killed mid-burst: checks are queued on the async connection when
+     * it dies, then every later check meets the dead connection or the
+     * refused reconnect. */
+    result r[8];
+    memset(r, 0, sizeof r);
+    uint64_t tk = mono_us();
+    for (int k = 0; k < 8; k++) {
+        pending++;
+        if (fg_check_async(ks[2 + (k & 1)], "o", 1, 1, on_done, &r[k]))
+            pending--;
+    }
     kill(pid, SIGKILL); /* gone: connections reset, connects refused */
-    usleep(20000);
-    outage_checks("redis killed (SIGKILL)", base, os, cs, oa, ca, 40);
+    drain(base);
+    uint64_t burst_worst = 0;
+    int burst_failed = 0, burst_wrong = 0;
+    for (int k = 0; k < 8; k++) {
+        if (r[k].at_us - tk > burst_worst)
+            burst_worst = r[k].at_us - tk;
+        burst_failed += store_failed(r[k].rc);
+        if (r[k].d.source != FG_SOURCE_STORE &&
+            r[k].d.source !=
+                (k & 1 ? FG_SOURCE_FAIL_CLOSED : FG_SOURCE_FAIL_OPEN))
+            burst_wrong++;
+    }
+    printf("redis killed with 8 async checks in flight: the store failed %d, "
+           "slowest %.2f ms, %d not following on_failure\n",
+           burst_failed, (double)burst_worst / 1000.0, burst_wrong);
+    CHECK(burst_worst <= (TIMEOUT_MS + 2) * 1000u);
+    CHECK_EQ(burst_wrong, 0);
+    outage_checks("redis killed (SIGKILL)", base, ks[0], ks[1], ks[2], ks[3],
+                  40, &f);
+    CHECK(f.sync > 0 && f.async + burst_failed > 0);
+    for (int k = 0; k < 4; k++)
+        fg_limiter_free(ks[k]);
 
     if (system(restart) != 0) {
         CHECK(0);

@@ -376,31 +376,64 @@ static int reply_count(const redisReply *r, uint64_t *out)
 
 /* ---- Blocking client --------------------------------------------------- */
 
-/* Send what is buffered in 'c'. MSG_NOSIGNAL: a peer that went away is an
+/* Wait until 'fd' is ready for 'events' or 'deadline' (monotonic us)
+ * passes: 1 ready (or failed: the read or send that follows says which),
+ * 0 deadline, -1 error. ppoll takes the exact time left; poll's whole
+ * milliseconds could overrun the deadline by up to one. */
+static int wait_fd(int fd, short events, uint64_t deadline)
+{
+    for (;;) {
+        uint64_t now = fg__mono_precise_us();
+        if (now >= deadline)
+            return 0;
+        uint64_t left = deadline - now;
+        struct timespec ts = {(time_t)(left / 1000000u),
+                              (long)(left % 1000000u) * 1000};
+        struct pollfd pfd = {fd, events, 0};
+        int pr = ppoll(&pfd, 1, &ts, NULL);
+        if (pr > 0)
+            return 1;
+        if (pr < 0 && errno != EINTR)
+            return -1;
+    }
+}
+
+/* Send what is buffered in 'c' by 'deadline', or, with 'deadline' 0, what
+ * the socket takes now (the rest goes out with the next exchange). Sends
+ * never block (MSG_DONTWAIT), so every wait is wait_fd() against the
+ * check's own deadline, and MSG_NOSIGNAL makes a peer that went away an
  * error, not a SIGPIPE for the whole process. */
-static int sync_flush(redisContext *c)
+static int sync_flush(redisContext *c, uint64_t deadline)
 {
     while (sdslen(c->obuf) > 0) {
-        ssize_t n = send(c->fd, c->obuf, sdslen(c->obuf), MSG_NOSIGNAL);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return errno == EAGAIN || errno == EWOULDBLOCK ? FG_ETIMEOUT
-                                                           : FG_EBACKEND;
+        ssize_t n =
+            send(c->fd, c->obuf, sdslen(c->obuf), MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n >= 0) {
+            sdsrange(c->obuf, n, -1);
+            continue;
         }
-        sdsrange(c->obuf, n, -1);
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return FG_EBACKEND;
+        if (!deadline)
+            return FG_OK;
+        int w = wait_fd(c->fd, POLLOUT, deadline);
+        if (w <= 0)
+            return w == 0 ? FG_ETIMEOUT : FG_EBACKEND;
     }
     return FG_OK;
 }
 
 /* Send the commands appended to 'c' and read 'n' replies into 'r' before
- * 'deadline' (monotonic us). Every wait is a poll() bounded by the deadline.
+ * 'deadline' (monotonic us). Every wait is a ppoll() bounded by the
+ * deadline; a check costs one send, one ppoll and one read per round trip.
  * On failure the replies read so far are freed and the context must not be
  * used again. */
 static int sync_exchange(sconn *sc, int n, redisReply **r, uint64_t deadline)
 {
     redisContext *c = sc->c;
-    int rc = sync_flush(c), i;
+    int rc = sync_flush(c, deadline), i;
     for (i = 0; i < n && rc == FG_OK; i++) {
         void *rep = NULL;
         for (;;) {
@@ -417,19 +450,13 @@ static int sync_exchange(sconn *sc, int n, redisReply **r, uint64_t deadline)
             }
             if (rep)
                 break;
-            uint64_t now = mono_us();
-            if (now >= deadline) {
+            int w = wait_fd(c->fd, POLLIN, deadline);
+            if (w == 0) {
                 rc = FG_ETIMEOUT;
                 break;
             }
-            struct pollfd pfd = {c->fd, POLLIN, 0};
-            int ms = (int)((deadline - now + 999) / 1000);
-            int pr = poll(&pfd, 1, ms);
-            if (pr < 0 && errno == EINTR)
-                continue;
-            if (pr == 0)
-                continue; /* the deadline check above decides */
-            if (pr < 0 || redisBufferRead(c) != REDIS_OK) {
+            /* Readable: the blocking read() returns at once. */
+            if (w < 0 || redisBufferRead(c) != REDIS_OK) {
                 rc = FG_EBACKEND;
                 break;
             }
@@ -551,8 +578,8 @@ static int sync_connect(redis_store *st, uint64_t deadline, sconn *out,
         redisFree(c);
         return rc;
     }
-    /* Bounds a write into a full socket buffer; reads wait in poll(). */
-    redisSetTimeout(c, tv);
+    /* No socket timeouts: sends never block and every wait is wait_fd()
+     * against the deadline of the check at hand. */
     handshake_build(st, &h);
     for (int i = 0; i < h.n; i++)
         if (redisAppendCommandArgv(c, h.c[i].argc, h.c[i].argv, h.c[i].len) !=
@@ -684,7 +711,7 @@ static int sync_window(redis_store *st, sconn *c, fg_limiter *l, cmd *k,
         incrby_cmd(k, "DECRBY", 6, cost);
         if (sync_append(c, k) == FG_OK) {
             c->skip++;
-            if (sync_flush(c->c) == FG_EBACKEND)
+            if (sync_flush(c->c, 0) == FG_EBACKEND)
                 c->broken = SC_FAILED;
         }
     }

@@ -19,7 +19,10 @@
  *   token_bucket   EVALSHA token 1 k scale t burst cost now
  *   naive_get_set  GET k, then SET k n PX ttl        (two round trips)
  * Keys: prefix + name + ":{" + key + "}" + ":" window, binary-safe. */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -71,6 +74,10 @@ typedef struct redis_store {
     fg_store base;
     fg__redis_url url;
     char where[200]; /* host:port db N, for messages */
+    /* The host resolved once, at open: every (re)connect uses this numeric
+     * address, so no check waits on DNS (hiredis 0.14 resolves with a
+     * blocking getaddrinfo in every connect). */
+    char addr[INET6_ADDRSTRLEN];
     fg_clock_fn clock;
     void *clock_ctx;
 
@@ -561,9 +568,9 @@ static int sync_connect(redis_store *st, uint64_t deadline, sconn *out,
     uint64_t left = deadline > now ? deadline - now : 1;
     struct timeval tv = {(time_t)(left / 1000000),
                          (suseconds_t)(left % 1000000)};
-    redisContext *c =
-        st->url.path ? redisConnectUnixWithTimeout(st->url.path, tv)
-                     : redisConnectWithTimeout(st->url.host, st->url.port, tv);
+    redisContext *c = st->url.path
+                          ? redisConnectUnixWithTimeout(st->url.path, tv)
+                          : redisConnectWithTimeout(st->addr, st->url.port, tv);
     redisReply *r[2 + FG__LUA_COUNT] = {0};
     handshake h;
     int rc = FG_OK;
@@ -1186,7 +1193,7 @@ static aconn *conn_get(redis_store *st, int *rc)
     }
     redisAsyncContext *ac = st->url.path
                                 ? redisAsyncConnectUnix(st->url.path)
-                                : redisAsyncConnect(st->url.host, st->url.port);
+                                : redisAsyncConnect(st->addr, st->url.port);
     aconn *cn = NULL;
     if (!ac) {
         *rc = FG_ENOMEM;
@@ -1373,6 +1380,40 @@ static void redis_close(fg_store *s)
     fg__free(st);
 }
 
+/* Resolve the URL's host into 'st->addr', once: the first IPv4 address,
+ * else the first IPv6 one (hiredis's own preference). A numeric host
+ * resolves without DNS. */
+static int resolve(redis_store *st, char *err, size_t errlen)
+{
+    struct addrinfo hints, *res = NULL, *pick = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    int gai = getaddrinfo(st->url.host, NULL, &hints, &res);
+    if (gai != 0)
+        return fg__seterr(err, errlen, FG_EBACKEND,
+                          "redis %s: cannot resolve the host: %s", st->where,
+                          gai_strerror(gai));
+    for (struct addrinfo *a = res; a; a = a->ai_next)
+        if (a->ai_family == AF_INET || (!pick && a->ai_family == AF_INET6)) {
+            pick = a;
+            if (a->ai_family == AF_INET)
+                break;
+        }
+    const void *in =
+        !pick ? NULL
+        : pick->ai_family == AF_INET
+            ? (const void *)&((struct sockaddr_in *)pick->ai_addr)->sin_addr
+            : (const void *)&((struct sockaddr_in6 *)pick->ai_addr)->sin6_addr;
+    int ok = in && inet_ntop(pick->ai_family, in, st->addr, sizeof st->addr);
+    freeaddrinfo(res);
+    if (!ok)
+        return fg__seterr(err, errlen, FG_EBACKEND,
+                          "redis %s: the host has no IPv4 or IPv6 address",
+                          st->where);
+    return FG_OK;
+}
+
 fg_store *fg__store_redis_open(const char *url, struct event_base *base,
                                char *err, size_t errlen)
 {
@@ -1391,6 +1432,10 @@ fg_store *fg__store_redis_open(const char *url, struct event_base *base,
     st->evb = base;
     st->rng = mono_us() ^ (uint64_t)(uintptr_t)st;
     fg__redis_url_where(&st->url, st->where, sizeof st->where);
+    if (!st->url.path && resolve(st, err, errlen) != FG_OK) {
+        redis_close(&st->base);
+        return NULL;
+    }
     if (base) {
         st->timer = evtimer_new(base, on_timer, st);
         if (!st->timer) {

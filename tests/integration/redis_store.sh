@@ -98,6 +98,7 @@ run threads "$URL"
 run flush "$URL"
 run slow "$URL"
 run expiry "$URL"
+run dns "redis://localhost:$PORT"
 run keys "$URL"
 run keys "unix://$DIR/main.sock?db=2&prefix=u:"
 run allocfail "$URL"
@@ -124,6 +125,7 @@ expect_open "redis://127.0.0.1:$PORT/99" "cannot select database 99"
 DEAD=$(free_port)
 expect_open "redis://127.0.0.1:$DEAD" "cannot connect" "refused"
 expect_open "unix://$DIR/none.sock" "cannot connect"
+expect_open "redis://no-such-host.invalid:$DEAD" "cannot resolve"
 expect_open "redis://127.0.0.1:$PORT?prefix=x&color=red" "unknown parameter"
 
 # 5. Errors Redis answers with are defined outcomes: OOM (maxmemory 1),

@@ -9,12 +9,17 @@
  *   redis_check flush URL            SCRIPT FLUSH between checks
  *   redis_check slow URL             one slow reply fails only its check
  *   redis_check expiry URL           every fixed-window key has an expiry
+ *   redis_check dns URL              a host name is resolved at open only
  *   redis_check outage URL PID CMD   SIGSTOP, SIGKILL, then CMD restarts
  *   redis_check keys URL             binary keys and the length limit
  *   redis_check open URL             open and report the error */
+#include <arpa/inet.h>
+#include <dlfcn.h>
 #include <event2/event.h>
 #include <hiredis/hiredis.h>
+#include <netdb.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +41,36 @@ static uint64_t mono_us(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
+
+/* ---- a slow resolver ------------------------------------------------------
+ * getaddrinfo() as this program sees it (hiredis's calls included): names
+ * that are not numeric addresses are counted and, when 'slow_dns_us' is
+ * set, answered that late, like a DNS server that takes its time. */
+static atomic_long name_lookups;
+static atomic_long slow_dns_us;
+
+int getaddrinfo(const char *node, const char *service,
+                const struct addrinfo *hints, struct addrinfo **res)
+{
+    typedef int (*gai_fn)(const char *, const char *, const struct addrinfo *,
+                          struct addrinfo **);
+    static gai_fn real;
+    unsigned char buf[sizeof(struct in6_addr)];
+    if (!real)
+        *(void **)&real = dlsym(RTLD_NEXT, "getaddrinfo");
+    if (!real)
+        return EAI_SYSTEM;
+    if (node && inet_pton(AF_INET, node, buf) != 1 &&
+        inet_pton(AF_INET6, node, buf) != 1) {
+        atomic_fetch_add(&name_lookups, 1);
+        if (atomic_load(&slow_dns_us))
+            usleep((useconds_t)atomic_load(&slow_dns_us));
+    }
+    return real(node, service, hints, res);
+}
+
+/* The timeout of the outage and resolver tests. */
+#define TIMEOUT_MS 5
 
 static uint64_t fake_now;
 static uint64_t fake_clock(void *ctx)
@@ -559,9 +594,85 @@ static void expiry(const char *url)
     fg__redis_url_free(&u);
 }
 
-/* ---- outage ------------------------------------------------------------- */
+/* ---- host names are resolved once --------------------------------------- */
 
-#define TIMEOUT_MS 5
+/* With a host name and a resolver that takes 200 ms, no check waits on
+ * it: the store resolves at open, and reconnects (after CLIENT KILL) use
+ * the address. Every check returns within its 5 ms timeout + 2 ms. */
+static void dns(const char *url)
+{
+    fg__redis_url u;
+    char err[256], name[64];
+    if (fg__redis_url_parse(url, &u, err, sizeof err) != FG_OK)
+        return;
+    redisContext *admin = redisConnect(u.host, u.port);
+    CHECK(admin && !admin->err);
+    if (!admin || admin->err)
+        return;
+    atomic_store(&slow_dns_us, 200000);
+    struct event_base *base = new_base();
+    uint64_t t0 = mono_us();
+    fg_store *st = fg_store_open(url, err, sizeof err);
+    fg_store *ast = fg_store_open_async(url, base, err, sizeof err);
+    uint64_t open_us = mono_us() - t0;
+    CHECK(st && ast);
+    if (!st || !ast)
+        return;
+    long at_open = atomic_load(&name_lookups);
+    unique(name, sizeof name, "dns");
+    fg_limiter *l = limiter(st, "100000/h", FG_TOKEN_BUCKET, 0, 0,
+                            FG_FAIL_CLOSED, TIMEOUT_MS, name);
+    fg_limiter *la = limiter(ast, "100000/h", FG_TOKEN_BUCKET, 0, 0,
+                             FG_FAIL_CLOSED, TIMEOUT_MS, name);
+    CHECK(l && la);
+    if (!l || !la)
+        return;
+    uint64_t worst = 0;
+    int decided_s = 0, decided_a = 0, kills = 0;
+    for (int round = 0; round < 3; round++) {
+        /* Drop every connection of the stores: the next checks reconnect. */
+        redisReply *r =
+            redisCommand(admin, "CLIENT KILL TYPE normal SKIPME yes");
+        kills += r && r->type == REDIS_REPLY_INTEGER && r->integer > 0;
+        freeReplyObject(r);
+        int ok_s = 0, ok_a = 0;
+        for (uint64_t t = mono_us();
+             mono_us() - t < 1000000 && (ok_s < 5 || ok_a < 5); usleep(2000)) {
+            fg_decision d;
+            uint64_t c0 = mono_us();
+            ok_s += fg_check(l, "d", 1, 1, &d) == FG_OK;
+            uint64_t c1 = mono_us();
+            ok_a += check_async(base, la, "d", 1, 1, &d) == FG_OK;
+            uint64_t c2 = mono_us();
+            worst = c1 - c0 > worst ? c1 - c0 : worst;
+            worst = c2 - c1 > worst ? c2 - c1 : worst;
+        }
+        decided_s += ok_s >= 5;
+        decided_a += ok_a >= 5;
+    }
+    long later = atomic_load(&name_lookups) - at_open;
+    printf("dns: %s opened in %.0f ms with a 200 ms resolver; 3 rounds of "
+           "CLIENT KILL and reconnects: %ld name lookups, slowest check "
+           "%.2f ms (timeout %d ms)\n",
+           u.host, (double)open_us / 1000.0, later, (double)worst / 1000.0,
+           TIMEOUT_MS);
+    CHECK(at_open >= 2); /* the name was resolved (by the resolver above) */
+    CHECK_EQ(kills, 3);
+    CHECK_EQ(later, 0);
+    CHECK_EQ(decided_s, 3);
+    CHECK_EQ(decided_a, 3);
+    CHECK(worst <= (TIMEOUT_MS + 2) * 1000u);
+    atomic_store(&slow_dns_us, 0);
+    fg_limiter_free(l);
+    fg_limiter_free(la);
+    fg_store_close(st);
+    fg_store_close(ast);
+    event_base_free(base);
+    redisFree(admin);
+    fg__redis_url_free(&u);
+}
+
+/* ---- outage ------------------------------------------------------------- */
 
 /* Checks that the store itself failed (not the breaker), per client. */
 typedef struct failures {
@@ -971,6 +1082,8 @@ int main(int argc, char **argv)
         slow(argv[2]);
     } else if (argc >= 3 && strcmp(argv[1], "expiry") == 0) {
         expiry(argv[2]);
+    } else if (argc >= 3 && strcmp(argv[1], "dns") == 0) {
+        dns(argv[2]);
     } else if (argc >= 5 && strcmp(argv[1], "outage") == 0) {
         outage(argv[2], (pid_t)atoi(argv[3]), argv[4]);
     } else if (argc >= 4 && strcmp(argv[1], "expect") == 0) {

@@ -15,4 +15,9 @@ int fg__store_redis_set_clock(fg_store *st, fg_clock_fn clock, void *ctx);
  * that saw the failure, or when no check runs. */
 const char *fg__store_redis_last_error(fg_store *st);
 
+/* How many times that error was written. A run of failures with one code
+ * (an outage) writes it once: tests check that no lock or formatting is
+ * spent on every failed check. 0 when 'st' is not a Redis store. */
+unsigned long fg__store_redis_error_writes(fg_store *st);
+
 #endif

@@ -93,6 +93,11 @@ typedef struct redis_store {
     uint64_t retry_at; /* no connection attempt before (monotonic us) */
     uint64_t rng;
     char errstr[512];
+    /* The code 'errstr' reports for a failed check, 0 when it says
+     * something else: repeated failures (an outage) write it once instead
+     * of taking 'mu' and formatting on every check. */
+    atomic_int err_code;
+    atomic_ulong err_writes; /* times 'errstr' was written, for tests */
 
     /* Asynchronous client (base != NULL); used by the loop's thread only. */
     struct event_base *evb;
@@ -151,12 +156,35 @@ static uint64_t wall_clock(void *ctx)
     return fg__wall_us();
 }
 
+/* Call with 'mu' held, after writing 'errstr'. */
+static void error_written_locked(redis_store *st, int code)
+{
+    atomic_store_explicit(&st->err_code, code, memory_order_relaxed);
+    atomic_fetch_add_explicit(&st->err_writes, 1, memory_order_relaxed);
+}
+
 static void set_error(redis_store *st, const char *fmt, const char *detail)
 {
-    pthread_mutex_lock(&st->mu);
     char msg[512];
     snprintf(msg, sizeof msg, fmt, st->where, detail);
+    pthread_mutex_lock(&st->mu);
     memcpy(st->errstr, msg, sizeof msg);
+    error_written_locked(st, 0);
+    pthread_mutex_unlock(&st->mu);
+}
+
+/* A check failed with 'rc': say so, unless that is what 'errstr' already
+ * says. The relaxed read costs nothing; a race at worst writes twice. */
+static void check_error(redis_store *st, int rc)
+{
+    if (atomic_load_explicit(&st->err_code, memory_order_relaxed) == rc)
+        return;
+    char msg[512];
+    snprintf(msg, sizeof msg, "redis %.200s: check failed: %.200s", st->where,
+             fg_strerror(rc));
+    pthread_mutex_lock(&st->mu);
+    memcpy(st->errstr, msg, sizeof msg);
+    error_written_locked(st, rc);
     pthread_mutex_unlock(&st->mu);
 }
 
@@ -640,6 +668,7 @@ static int pool_get(redis_store *st, uint64_t deadline, sconn *out)
         st->retry_at = 0;
     } else {
         snprintf(st->errstr, sizeof st->errstr, "%s", err);
+        error_written_locked(st, 0);
         backoff_locked(st);
     }
     pthread_mutex_unlock(&st->mu);
@@ -809,7 +838,7 @@ static int redis_check(fg_store *s, fg_limiter *l, const char *key,
     }
     pool_put(st, &c);
     if (rc != FG_OK)
-        set_error(st, "redis %.200s: check failed: %.200s", fg_strerror(rc));
+        check_error(st, rc);
     return rc;
 }
 
@@ -1139,7 +1168,7 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
         break;
     }
     if (rc != FG_OK)
-        set_error(st, "redis %.200s: check failed: %.200s", fg_strerror(rc));
+        check_error(st, rc);
     slot_finish(st, s, rc, rc == FG_OK ? &d : NULL);
 }
 
@@ -1167,6 +1196,7 @@ static void on_handshake(redisAsyncContext *ac, void *reply, void *priv)
     if (rc != FG_OK) {
         pthread_mutex_lock(&cn->st->mu);
         snprintf(cn->st->errstr, sizeof cn->st->errstr, "%s", err);
+        error_written_locked(cn->st, 0);
         pthread_mutex_unlock(&cn->st->mu);
         conn_kill(cn, rc);
         /* In a callback hiredis defers this until the callback returns;
@@ -1471,6 +1501,13 @@ int fg__store_redis_set_clock(fg_store *s, fg_clock_fn clock, void *ctx)
     st->clock = clock ? clock : wall_clock;
     st->clock_ctx = ctx;
     return FG_OK;
+}
+
+unsigned long fg__store_redis_error_writes(fg_store *s)
+{
+    if (!s || (s->ops != &redis_ops && s->ops != &redis_async_ops))
+        return 0;
+    return atomic_load(&((redis_store *)s)->err_writes);
 }
 
 const char *fg__store_redis_last_error(fg_store *s)

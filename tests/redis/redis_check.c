@@ -996,10 +996,27 @@ static void expect(const char *url, int code)
         }
         fg_limiter_free(l);
     }
+    /* Twenty more failures with the same code: the error is written once
+     * per store, not once per check. */
+    for (int i = 0; i < 20; i++) {
+        fg_limiter *l = limiter(st, "10/s", FG_TOKEN_BUCKET, 0, 0,
+                                FG_FAIL_CLOSED, 1000, "expect");
+        fg_decision d;
+        if (l && fg_check(l, "e", 1, 1, &d) != code)
+            wrong++;
+        fg_limiter_free(l);
+    }
+    unsigned long w = fg__store_redis_error_writes(st),
+                  wa = fg__store_redis_error_writes(ast);
     printf("%s: 4 algorithms x 2 clients returned %s and failed closed "
-           "(%d wrong); last error: %s\n",
-           url, fg_strerror(code), wrong, fg__store_redis_last_error(ast));
+           "(%d wrong); error written %lu times for 24 failures (blocking), "
+           "%lu for 4 (async); last error: %s\n",
+           url, fg_strerror(code), wrong, w, wa,
+           fg__store_redis_last_error(ast));
     CHECK_EQ(wrong, 0);
+    CHECK_EQ(w, 1);
+    CHECK_EQ(wa, 1);
+    CHECK(strstr(fg__store_redis_last_error(st), fg_strerror(code)) != NULL);
     fg_store_close(st);
     fg_store_close(ast);
     event_base_free(base);

@@ -8,13 +8,14 @@
 # from (default 3).
 set -u
 cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build}
-TOOL=$PWD/$BUILD/redis/redis_bench
+# BUILD may be relative to the repository or absolute (make BUILD=/abs).
+BUILD=$(realpath -m "${BUILD:-build}")
+TOOL=$BUILD/redis/redis_bench
 SECS=${FG_BENCH_SECS:-1}
 REPS=${FG_BENCH_REPS:-3}
 if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null ||
-    [ ! -x "$TOOL" ]; then
-    echo "redis bench: needs redis-server, redis-benchmark and $TOOL (make all)"
+    ! command -v ss >/dev/null || [ ! -x "$TOOL" ]; then
+    echo "redis bench: needs redis-server, redis-benchmark, ss (iproute2) and $TOOL (make all)"
     exit 0
 fi
 DIR=$(mktemp -d)
@@ -24,8 +25,13 @@ cleanup() {
     rm -rf "$DIR"
 }
 trap cleanup EXIT INT TERM
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
-    echo $((20000 + RANDOM % 20000)))
+# A loopback port no socket uses, below the ephemeral range.
+PORT=""
+for _ in $(seq 200); do
+    p=$((20000 + RANDOM % 12000))
+    [ -z "$(ss -Htan "sport = :$p")" ] && PORT=$p && break
+done
+[ -n "$PORT" ] || { echo "redis bench: no free port"; exit 0; }
 redis-server --port "$PORT" --bind 127.0.0.1 --dir "$DIR" --daemonize yes \
     --pidfile "$DIR/r.pid" --save '' --appendonly no --logfile "$DIR/log" >/dev/null
 for _ in $(seq 100); do

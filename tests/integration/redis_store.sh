@@ -6,15 +6,17 @@
 # addresses, and `floodgate check --store redis://`.
 set -u
 cd "$(dirname "$0")/../.."
-BUILD=${BUILD:-build}
-FLOODGATE=${FLOODGATE:-$PWD/$BUILD/floodgate}
-TOOL=$PWD/$BUILD/redis/redis_check
+# BUILD may be relative to the repository or absolute (make BUILD=/abs).
+BUILD=$(realpath -m "${BUILD:-build}")
+FLOODGATE=${FLOODGATE:-$BUILD/floodgate}
+TOOL=$BUILD/redis/redis_check
 pass=0 fail=0
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 
-if ! command -v redis-server >/dev/null || [ ! -x "$TOOL" ]; then
-    echo "redis-server or $TOOL missing"
+if ! command -v redis-server >/dev/null || ! command -v ss >/dev/null ||
+    [ ! -x "$TOOL" ]; then
+    echo "redis-server, ss (iproute2) or $TOOL missing"
     echo "0 passed, 1 failed"
     exit 1
 fi
@@ -38,9 +40,21 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
+# A loopback port no socket uses (ss: any TCP state) and not handed out
+# before in this run, below the kernel's ephemeral range (32768-60999) so
+# no outgoing connection takes it meanwhile. Also the port that must
+# refuse connections.
 free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
-        echo $((20000 + RANDOM % 20000))
+    local p
+    for _ in $(seq 200); do
+        p=$((20000 + RANDOM % 12000))
+        grep -qx "$p" "$DIR/ports" 2>/dev/null && continue
+        [ -z "$(ss -Htan "sport = :$p")" ] || continue
+        echo "$p" >>"$DIR/ports"
+        echo "$p"
+        return 0
+    done
+    return 1
 }
 
 # start NAME PORT [extra redis-server args]: daemonized, pid in $DIR/NAME.pid

@@ -143,13 +143,6 @@ typedef struct aslot {
 
 static const fg__store_ops redis_ops, redis_async_ops;
 
-static uint64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 static uint64_t wall_clock(void *ctx)
 {
     (void)ctx;
@@ -199,7 +192,8 @@ static void backoff_locked(redis_store *st)
     if (d > BACKOFF_MAX_US)
         d = BACKOFF_MAX_US;
     st->rng = st->rng * 6364136223846793005u + 1442695040888963407u;
-    st->retry_at = mono_us() + d / 2 + (st->rng >> 33) % (d / 2 + 1);
+    st->retry_at =
+        fg__mono_precise_us() + d / 2 + (st->rng >> 33) % (d / 2 + 1);
     if (st->fails < 64)
         st->fails++;
 }
@@ -592,7 +586,7 @@ static int handshake_reply(redis_store *st, char kind, const redisReply *r,
 static int sync_connect(redis_store *st, uint64_t deadline, sconn *out,
                         char *err, size_t errlen)
 {
-    uint64_t now = mono_us();
+    uint64_t now = fg__mono_precise_us();
     uint64_t left = deadline > now ? deadline - now : 1;
     struct timeval tv = {(time_t)(left / 1000000),
                          (suseconds_t)(left % 1000000)};
@@ -656,7 +650,7 @@ static int pool_get(redis_store *st, uint64_t deadline, sconn *out)
         pthread_mutex_unlock(&st->mu);
         return FG_OK;
     }
-    if (st->retry_at && mono_us() < st->retry_at) {
+    if (st->retry_at && fg__mono_precise_us() < st->retry_at) {
         pthread_mutex_unlock(&st->mu);
         return FG_EBACKEND;
     }
@@ -815,7 +809,8 @@ static int redis_check(fg_store *s, fg_limiter *l, const char *key,
                        size_t keylen, uint64_t cost, fg_decision *d)
 {
     redis_store *st = (redis_store *)s;
-    uint64_t deadline = mono_us() + (uint64_t)l->lim.timeout_ms * 1000u;
+    uint64_t deadline =
+        fg__mono_precise_us() + (uint64_t)l->lim.timeout_ms * 1000u;
     uint64_t now = check_now(st, l);
     sconn c;
     cmd k;
@@ -994,7 +989,7 @@ static void timer_arm(redis_store *st, uint64_t at, uint64_t now)
 static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
     redis_store *st = arg;
-    uint64_t now = mono_us(), next = 0, due = now + TIMER_SLACK_US;
+    uint64_t now = fg__mono_precise_us(), next = 0, due = now + TIMER_SLACK_US;
     (void)fd;
     (void)what;
     st->timer_at = 0;
@@ -1025,7 +1020,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     if (old && !old->req && (!next || old->deadline_us + STALL_US < next))
         next = old->deadline_us + STALL_US;
     if (next)
-        timer_arm(st, next, mono_us());
+        timer_arm(st, next, fg__mono_precise_us());
 }
 
 static int async_send_script(redis_store *st, aslot *s);
@@ -1215,7 +1210,7 @@ static aconn *conn_get(redis_store *st, int *rc)
     if (st->conn && !st->conn->dead)
         return st->conn;
     pthread_mutex_lock(&st->mu);
-    int wait = st->retry_at && mono_us() < st->retry_at;
+    int wait = st->retry_at && fg__mono_precise_us() < st->retry_at;
     pthread_mutex_unlock(&st->mu);
     if (wait) {
         *rc = FG_EBACKEND;
@@ -1312,7 +1307,7 @@ static void redis_check_async(fg_store *s, fg__req *req)
     sl->req = req;
     sl->conn = cn;
     sl->now_us = check_now(st, req->l);
-    uint64_t t0 = mono_us();
+    uint64_t t0 = fg__mono_precise_us();
     req->deadline_us = t0 + (uint64_t)req->l->lim.timeout_ms * 1000u;
     sl->deadline_us = req->deadline_us;
     sl->prev = st->tail;
@@ -1460,7 +1455,7 @@ fg_store *fg__store_redis_open(const char *url, struct event_base *base,
     st->base.ops = base ? &redis_async_ops : &redis_ops;
     st->clock = wall_clock;
     st->evb = base;
-    st->rng = mono_us() ^ (uint64_t)(uintptr_t)st;
+    st->rng = fg__mono_precise_us() ^ (uint64_t)(uintptr_t)st;
     fg__redis_url_where(&st->url, st->where, sizeof st->where);
     if (!st->url.path && resolve(st, err, errlen) != FG_OK) {
         redis_close(&st->base);
@@ -1479,8 +1474,8 @@ fg_store *fg__store_redis_open(const char *url, struct event_base *base,
          * error at start rather than a failure policy at every check. It
          * also loads the scripts, so checks can use EVALSHA at once. */
         sconn c;
-        uint64_t deadline =
-            mono_us() + (uint64_t)st->url.connect_timeout_ms * 1000u;
+        uint64_t deadline = fg__mono_precise_us() +
+                            (uint64_t)st->url.connect_timeout_ms * 1000u;
         if (sync_connect(st, deadline, &c, err, errlen) != FG_OK) {
             redis_close(&st->base);
             return NULL;

@@ -20,15 +20,9 @@
 #include "floodgate.h"
 #include "redis_proto.h"
 #include "redis_url.h"
+#include "store.h"
 
 #define KEYS 100000
-
-static uint64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 typedef struct run {
     fg_limiter *l;
@@ -46,7 +40,7 @@ static void on_done(int rc, const fg_decision *d, void *data)
     r->done++;
     r->errors += rc != FG_OK;
     r->inflight--;
-    if (mono_us() < r->end_us)
+    if (fg__mono_precise_us() < r->end_us)
         submit(r);
     else if (r->inflight == 0)
         event_base_loopbreak(r->base);
@@ -97,14 +91,14 @@ static int bench(const char *url, const char *algo, int depth, double secs)
     if (!l)
         return 1;
     run r = {l, 0, 0, 0, 0, 0, base};
-    uint64_t t0 = mono_us();
+    uint64_t t0 = fg__mono_precise_us();
     r.end_us = t0 + (uint64_t)(secs * 1e6);
     if (depth > 1) {
         for (int i = 0; i < depth; i++)
             submit(&r);
         event_base_dispatch(base);
     } else {
-        while (mono_us() < r.end_us) {
+        while (fg__mono_precise_us() < r.end_us) {
             for (int i = 0; i < 64; i++) {
                 char key[24];
                 fg_decision d;
@@ -115,7 +109,7 @@ static int bench(const char *url, const char *algo, int depth, double secs)
             }
         }
     }
-    double dt = (double)(mono_us() - t0) / 1e6;
+    double dt = (double)(fg__mono_precise_us() - t0) / 1e6;
     printf("decisions_per_s %.0f\nerrors %llu\ndecisions %llu\n",
            (double)r.done / dt, (unsigned long long)r.errors,
            (unsigned long long)r.done);

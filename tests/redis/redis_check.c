@@ -35,13 +35,6 @@
 #include "store.h"
 #include "redis_url.h"
 
-static uint64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 /* ---- a slow resolver ------------------------------------------------------
  * getaddrinfo() as this program sees it (hiredis's calls included): names
  * that are not numeric addresses are counted and, when 'slow_dns_us' is
@@ -90,7 +83,7 @@ static uint32_t rnd(void)
 static void unique(char *buf, size_t n, const char *what)
 {
     snprintf(buf, n, "%s-%d-%llu", what, (int)getpid(),
-             (unsigned long long)mono_us());
+             (unsigned long long)fg__mono_precise_us());
 }
 
 static fg_limiter *limiter(fg_store *st, const char *rate, fg_algorithm a,
@@ -144,15 +137,15 @@ static void on_done(int rc, const fg_decision *d, void *data)
     r->done = 1;
     r->rc = rc;
     r->d = *d;
-    r->at_us = mono_us();
+    r->at_us = fg__mono_precise_us();
     pending--;
 }
 
 /* Run every submitted check to completion. */
 static void drain(struct event_base *base)
 {
-    uint64_t give_up = mono_us() + 5000000;
-    while (pending > 0 && mono_us() < give_up)
+    uint64_t give_up = fg__mono_precise_us() + 5000000;
+    while (pending > 0 && fg__mono_precise_us() < give_up)
         event_base_loop(base, EVLOOP_ONCE);
     CHECK_EQ(pending, 0);
 }
@@ -611,10 +604,10 @@ static void dns(const char *url)
         return;
     atomic_store(&slow_dns_us, 200000);
     struct event_base *base = new_base();
-    uint64_t t0 = mono_us();
+    uint64_t t0 = fg__mono_precise_us();
     fg_store *st = fg_store_open(url, err, sizeof err);
     fg_store *ast = fg_store_open_async(url, base, err, sizeof err);
-    uint64_t open_us = mono_us() - t0;
+    uint64_t open_us = fg__mono_precise_us() - t0;
     CHECK(st && ast);
     if (!st || !ast)
         return;
@@ -636,14 +629,15 @@ static void dns(const char *url)
         kills += r && r->type == REDIS_REPLY_INTEGER && r->integer > 0;
         freeReplyObject(r);
         int ok_s = 0, ok_a = 0;
-        for (uint64_t t = mono_us();
-             mono_us() - t < 1000000 && (ok_s < 5 || ok_a < 5); usleep(2000)) {
+        for (uint64_t t = fg__mono_precise_us();
+             fg__mono_precise_us() - t < 1000000 && (ok_s < 5 || ok_a < 5);
+             usleep(2000)) {
             fg_decision d;
-            uint64_t c0 = mono_us();
+            uint64_t c0 = fg__mono_precise_us();
             ok_s += fg_check(l, "d", 1, 1, &d) == FG_OK;
-            uint64_t c1 = mono_us();
+            uint64_t c1 = fg__mono_precise_us();
             ok_a += check_async(base, la, "d", 1, 1, &d) == FG_OK;
-            uint64_t c2 = mono_us();
+            uint64_t c2 = fg__mono_precise_us();
             worst = c1 - c0 > worst ? c1 - c0 : worst;
             worst = c2 - c1 > worst ? c2 - c1 : worst;
         }
@@ -700,9 +694,9 @@ static void outage_checks(const char *what, struct event_base *base,
     for (int i = 0; i < rounds; i++) {
         fg_decision d;
         for (int j = 0; j < 2; j++) {
-            uint64_t t0 = mono_us();
+            uint64_t t0 = fg__mono_precise_us();
             int rc = fg_check(j ? closed_s : open_s, "o", 1, 1, &d);
-            uint64_t dt = mono_us() - t0;
+            uint64_t dt = fg__mono_precise_us() - t0;
             worst_s = dt > worst_s ? dt : worst_s;
             n++;
             f->sync += store_failed(rc);
@@ -714,7 +708,7 @@ static void outage_checks(const char *what, struct event_base *base,
         }
         result r[8];
         memset(r, 0, sizeof r);
-        uint64_t t0 = mono_us();
+        uint64_t t0 = fg__mono_precise_us();
         for (int k = 0; k < 8; k++) {
             pending++;
             if (fg_check_async(k & 1 ? closed_a : open_a, "o", 1, 1, on_done,
@@ -795,7 +789,8 @@ static void outage(const char *url, pid_t pid, const char *restart)
     if (!ks[0] || !ks[1] || !ks[2] || !ks[3])
         return;
     int up_s = 0, up_a = 0;
-    for (uint64_t t = mono_us(); mono_us() - t < 2000000 && (!up_s || !up_a);
+    for (uint64_t t = fg__mono_precise_us();
+         fg__mono_precise_us() - t < 2000000 && (!up_s || !up_a);
          usleep(2000)) {
         fg_decision d;
         up_s = fg_check(ks[0], "w", 1, 1, &d) == FG_OK;
@@ -807,7 +802,7 @@ static void outage(const char *url, pid_t pid, const char *restart)
      * refused reconnect. */
     result r[8];
     memset(r, 0, sizeof r);
-    uint64_t tk = mono_us();
+    uint64_t tk = fg__mono_precise_us();
     for (int k = 0; k < 8; k++) {
         pending++;
         if (fg_check_async(ks[2 + (k & 1)], "o", 1, 1, on_done, &r[k]))
@@ -843,21 +838,21 @@ static void outage(const char *url, pid_t pid, const char *restart)
     }
     /* Exact limiting resumes: a fresh key with limit 5 admits exactly 5
      * from the store, on both paths. */
-    uint64_t t0 = mono_us(), back_s = 0, back_a = 0;
+    uint64_t t0 = fg__mono_precise_us(), back_s = 0, back_a = 0;
     char lname[64];
     unique(lname, sizeof lname, "resume");
     fg_limiter *ex = limiter(st, "5/h", FG_TOKEN_BUCKET, 0, 0, FG_FAIL_CLOSED,
                              TIMEOUT_MS, lname);
     fg_limiter *exa = limiter(ast, "5/h", FG_TOKEN_BUCKET, 0, 0, FG_FAIL_CLOSED,
                               TIMEOUT_MS, lname);
-    while (mono_us() - t0 < 3000000 && (!back_s || !back_a)) {
+    while (fg__mono_precise_us() - t0 < 3000000 && (!back_s || !back_a)) {
         fg_decision d;
         if (!back_s && fg_check(ex, "probe-s", 7, 1, &d) == FG_OK &&
             d.source == FG_SOURCE_STORE)
-            back_s = mono_us() - t0;
+            back_s = fg__mono_precise_us() - t0;
         if (!back_a && check_async(base, exa, "probe-a", 7, 1, &d) == FG_OK &&
             d.source == FG_SOURCE_STORE)
-            back_a = mono_us() - t0;
+            back_a = fg__mono_precise_us() - t0;
         usleep(1000);
     }
     int allowed_s = 0, allowed_a = 0, store = 0;

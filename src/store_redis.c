@@ -2,15 +2,19 @@
  *
  * Two clients share one URL, one set of scripts and one backoff:
  *   - blocking (fg_check): a small pool of hiredis contexts, each used by one
- *     thread at a time; every wait is a poll() bounded by the check's
- *     deadline, so no check waits longer than its limit's timeout;
+ *     thread at a time; sends never block and every wait is a ppoll()
+ *     bounded by the check's own deadline, so no check waits longer than
+ *     its limit's timeout;
  *   - asynchronous (fg_check_async): one hiredis async context on the
  *     caller's libevent loop. Commands are appended as checks arrive and
  *     written together when the loop next runs (one write per iteration);
  *     deadlines are one libevent timer, since hiredis 0.14 has none.
  * A context whose I/O or protocol failed, or whose deadline passed, is
- * freed, never reused (error replies leave it in step); a new one is made
- * after a jittered, growing backoff during which checks fail at once.
+ * freed, never reused (error replies leave it in step). After a connect,
+ * I/O or protocol failure (not a mere passed deadline) a new one is made
+ * only after a jittered, growing backoff during which checks fail at once.
+ * Host names are resolved once, at open: hiredis 0.14 would resolve with a
+ * blocking getaddrinfo() on every connect.
  * Commands are formatted on the stack (fg__redis_format).
  *
  * Per algorithm (DESIGN.md 3), one round trip each:

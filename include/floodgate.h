@@ -168,6 +168,15 @@ fg_limiter *fg_limiter_new(fg_store *st, const fg_limit *lim, char *err,
 int fg_check(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
              fg_decision *out);
 
+/* Give back 'cost' units that an allowed check of 'key' took, because the
+ * request was refused by another of its limits (so that a limit that
+ * refuses does not make the others consume). The units return if the
+ * window or bucket that took them still holds them; a refund never gives
+ * more than was taken. On a store opened with fg_store_open_async the
+ * refund is queued and sent with the next batch, and its outcome is not
+ * reported. FG_OK, or a negative code (FG_ENOTSUP for naive_get_set). */
+int fg_refund(fg_limiter *l, const char *key, size_t keylen, uint64_t cost);
+
 /* The limit a limiter enforces. */
 const fg_limit *fg_limiter_limit(const fg_limiter *l);
 

@@ -209,6 +209,48 @@ static int token_bucket(const fg__algo_params *p, fg__algo_state *s,
     return FG_OK;
 }
 
+void fg__algo_refund(const fg__algo_params *p, fg__algo_state *s,
+                     uint64_t now_us, uint64_t cost)
+{
+    if (!s->a)
+        return;
+    switch (p->algorithm) {
+    case FG_FIXED_WINDOW:
+    case FG_NAIVE_GET_SET:
+    case FG_SLIDING_WINDOW: {
+        /* The units sit in the stored window's count: this window's, or
+         * the previous one's for a sliding window. */
+        uint64_t w = window_of(s->a, now_us, p->period_us);
+        int holds =
+            s->a == w || (p->algorithm == FG_SLIDING_WINDOW && s->a + 1 == w);
+        if (holds)
+            s->b -= cost < s->b ? cost : s->b;
+        break;
+    }
+    case FG_TOKEN_BUCKET: {
+        /* Move TAT back by cost * T, but not before now: a bucket that
+         * has refilled since holds no debt to give back. */
+        uint64_t back = cost * p->t_scaled;
+        uint64_t back_us = back / p->scale, back_frac = back % p->scale;
+        uint64_t a = s->a, b = s->b;
+        if (b < back_frac) {
+            b += p->scale;
+            back_us++;
+        }
+        b -= back_frac;
+        if (a < back_us || a - back_us < now_us ||
+            (a - back_us == now_us && b == 0)) {
+            s->a = now_us;
+            s->b = 0;
+        } else {
+            s->a = a - back_us;
+            s->b = b;
+        }
+        break;
+    }
+    }
+}
+
 int fg__algo_check(const fg__algo_params *p, fg__algo_state *s, uint64_t now_us,
                    uint64_t cost, fg_decision *d, uint64_t *expires_us)
 {

@@ -259,6 +259,22 @@ int fg_check_async(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
     return FG_OK;
 }
 
+int fg_refund(fg_limiter *l, const char *key, size_t keylen, uint64_t cost)
+{
+    fg_decision d;
+    int rc = validate(l, key, keylen, cost, &d);
+    if (rc != FG_OK)
+        return rc;
+    if (!l->st->ops->refund)
+        return FG_ENOTSUP;
+    /* A store the breaker keeps us from asking took nothing to give back
+     * (its checks were decided by the policy). */
+    fg__breaker *b = &l->policy->breaker;
+    if (atomic_load_explicit(&b->open_until_us, memory_order_relaxed))
+        return FG_EBREAKER;
+    return l->st->ops->refund(l->st, l, key, keylen, cost);
+}
+
 void fg__req_done(fg__req *req, int rc, fg_decision *d)
 {
     fg_decision local;

@@ -36,6 +36,10 @@ typedef struct fg__store_ops {
     /* Take ownership of 'req' and complete it with fg__req_done() exactly
      * once (possibly before returning). NULL: the store has no async form. */
     void (*check_async)(fg_store *st, fg__req *req);
+    /* Give back 'cost' units of 'key' (see fg_refund); on an async store,
+     * queue it and return. NULL: refunds are not supported. */
+    int (*refund)(fg_store *st, fg_limiter *l, const char *key, size_t keylen,
+                  uint64_t cost);
     uint64_t (*keys)(fg_store *st);
     void (*close)(fg_store *st);
 } fg__store_ops;

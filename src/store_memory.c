@@ -318,6 +318,24 @@ static int mem_check(fg_store *st, fg_limiter *l, const char *key,
     return rc;
 }
 
+static int mem_refund(fg_store *st, fg_limiter *l, const char *key,
+                      size_t keylen, uint64_t cost)
+{
+    mem_store *m = (mem_store *)st;
+    uint32_t owner = (uint32_t)l->id;
+    uint64_t h = key_hash(m, owner, key, keylen);
+    mem_stripe *s = &m->stripes[(h >> 8) & (m->nstripes - 1)];
+    uint64_t now = m->clock(m->clock_ctx);
+    int found;
+
+    stripe_lock(s);
+    size_t i = stripe_find(s, h, owner, key, keylen, &found);
+    if (found)
+        fg__algo_refund(&l->p, &s->slots[i].state, now, cost);
+    stripe_unlock(s);
+    return FG_OK;
+}
+
 static void mem_check_async(fg_store *st, fg__req *req)
 {
     fg_decision d;
@@ -378,6 +396,7 @@ static const fg__store_ops mem_ops = {
     .limiter_free = mem_limiter_free,
     .check = mem_check,
     .check_async = mem_check_async,
+    .refund = mem_refund,
     .keys = mem_keys,
     .close = mem_close,
 };

@@ -1517,9 +1517,20 @@ const char *fg__store_redis_last_error(fg_store *s)
 }
 
 static const fg__store_ops redis_ops = {
-    "redis", redis_limiter_init, redis_limiter_free, redis_check,
-    NULL,    redis_keys,         redis_close};
+    .scheme = "redis",
+    .limiter_init = redis_limiter_init,
+    .limiter_free = redis_limiter_free,
+    .check = redis_check,
+    .keys = redis_keys,
+    .close = redis_close,
+};
 
 static const fg__store_ops redis_async_ops = {
-    "redis",           redis_limiter_init, redis_limiter_free, redis_check,
-    redis_check_async, redis_keys,         redis_close};
+    .scheme = "redis",
+    .limiter_init = redis_limiter_init,
+    .limiter_free = redis_limiter_free,
+    .check = redis_check,
+    .check_async = redis_check_async,
+    .keys = redis_keys,
+    .close = redis_close,
+};

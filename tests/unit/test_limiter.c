@@ -294,8 +294,65 @@ static void test_async_on_event_base(void)
     event_base_free(base);
 }
 
+/* ---- refunds ------------------------------------------------------------
+ * A refund gives back what an allowed check took, while the window or the
+ * bucket's debt that holds it lasts, and never more than was taken. */
+
+static int allowed_now(fg_limiter *lim, const char *key)
+{
+    fg_decision d;
+    CHECK_EQ(fg_check(lim, key, strlen(key), 1, &d), FG_OK);
+    return d.allowed;
+}
+
+static void test_refunds(void)
+{
+    static const fg_algorithm algos[] = {FG_FIXED_WINDOW, FG_SLIDING_WINDOW,
+                                         FG_TOKEN_BUCKET};
+    for (int a = 0; a < 3; a++) {
+        fake_now = 200 * SEC;
+        fg_store *st = open_store();
+        fg_limit l = limit_of("10/s", algos[a], FG_FAIL_OPEN);
+        fg_limiter *lim = fg_limiter_new(st, &l, NULL, 0);
+        int n = 0;
+        while (n < 20 && allowed_now(lim, "u"))
+            n++;
+        CHECK_EQ(n, 10);
+        /* Three given back: exactly three more fit. */
+        CHECK_EQ(fg_refund(lim, "u", 1, 3), FG_OK);
+        n = 0;
+        while (n < 20 && allowed_now(lim, "u"))
+            n++;
+        CHECK_EQ(n, 3);
+        /* A refund larger than the count held gives back only that. */
+        CHECK_EQ(fg_refund(lim, "u", 1, 10), FG_OK);
+        n = 0;
+        while (n < 20 && allowed_now(lim, "u"))
+            n++;
+        CHECK_EQ(n, 10);
+        /* An unknown key, and bad input. */
+        CHECK_EQ(fg_refund(lim, "nobody", 6, 1), FG_OK);
+        CHECK_EQ(allowed_now(lim, "nobody"), 1);
+        CHECK_EQ(fg_refund(lim, "u", 1, 0), FG_ECOST);
+        CHECK_EQ(fg_refund(lim, "u", 1, 11), FG_ECOST);
+        /* Long after, the limit has come back by itself: a late refund
+         * adds nothing beyond it. */
+        fake_now += 5 * SEC;
+        CHECK_EQ(allowed_now(lim, "v"), 1);
+        fake_now += 5 * SEC;
+        CHECK_EQ(fg_refund(lim, "v", 1, 1), FG_OK);
+        n = 0;
+        while (n < 20 && allowed_now(lim, "v"))
+            n++;
+        CHECK_EQ(n, 10);
+        fg_limiter_free(lim);
+        fg_store_close(st);
+    }
+}
+
 int main(void)
 {
+    test_refunds();
     test_invalid_limits();
     test_bad_input_never_fails_open();
     test_failure_policy();

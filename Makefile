@@ -32,6 +32,8 @@ LIB := $(BUILD)/libfloodgate.a
 BIN := $(BUILD)/floodgate
 
 .PHONY: all test unit integration asan bench demo deps clean format
+# Keep object files of test and bench programs between runs.
+.SECONDARY:
 .DEFAULT_GOAL := all
 
 all: $(LIB) $(BIN) $(TESTS) $(BENCHES)

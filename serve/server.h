@@ -58,6 +58,7 @@ typedef struct fg__worker {
     struct evhttp_bound_socket *bound;
     struct event *cmd_ev;  /* main -> worker: adopt 'pending', drain */
     struct event *tick_ev; /* drain progress, accept back-off */
+    struct event *reap_ev; /* frees retired gens outside any callback */
     pthread_mutex_t mu;
     fg__gen *pending;
     int drain_cmd;

@@ -110,11 +110,28 @@ static void free_retired(fg__worker *w)
     }
 }
 
+/* Freeing a gen closes its store: never from inside a request or store
+ * callback, which may be running on that very store (a Redis reply or
+ * timer still walking its slots). The reap event runs on a later turn of
+ * the loop, outside every callback. */
+static void on_reap(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    free_retired(arg);
+}
+
+static void schedule_reap(fg__worker *w)
+{
+    if (w->reap_ev)
+        event_active(w->reap_ev, EV_TIMEOUT, 0);
+}
+
 void fg__worker_request_done(fg__worker *w, fg__wgen *wg)
 {
     w->inflight--;
     if (wg && wg != w->cur && wg->inflight == 0)
-        free_retired(w);
+        schedule_reap(w);
 }
 
 static void tick(evutil_socket_t fd, short what, void *arg)
@@ -192,7 +209,7 @@ static void adopt(fg__worker *w, fg__gen *g)
     if (old) {
         old->next = w->retired;
         w->retired = old;
-        free_retired(w);
+        schedule_reap(w);
     }
 }
 
@@ -302,10 +319,11 @@ int fg__workers_start(fg__server *srv, char *err, size_t errlen)
         if (w->cmd_ev)
             event_add(w->cmd_ev, NULL);
         w->tick_ev = w->base ? evtimer_new(w->base, tick, w) : NULL;
+        w->reap_ev = w->base ? evtimer_new(w->base, on_reap, w) : NULL;
         w->sweep_ev =
             w->base ? event_new(w->base, -1, EV_PERSIST, on_sweep, w) : NULL;
-        if (!w->http || !w->m || !w->cmd_ev || !w->tick_ev || !w->sweep_ev ||
-            (c->blocked_cache && !w->cache)) {
+        if (!w->http || !w->m || !w->cmd_ev || !w->tick_ev || !w->reap_ev ||
+            !w->sweep_ev || (c->blocked_cache && !w->cache)) {
             snprintf(err, errlen, "out of memory");
             rc = -1;
             break;
@@ -405,6 +423,8 @@ void fg__workers_join(fg__server *srv)
             event_free(w->cmd_ev);
         if (w->tick_ev)
             event_free(w->tick_ev);
+        if (w->reap_ev)
+            event_free(w->reap_ev);
         if (w->sweep_ev)
             event_free(w->sweep_ev);
         if (w->base)

@@ -2,11 +2,13 @@
  *
  * A request names one or more limits. They are checked in the order given
  * (coarsest first, by convention) and the chain stops at the first refusal:
- * a limit after a refusal is never consulted and consumes nothing; a limit
- * before it has counted the request. Before any store call, every limit's
- * blocked-key cache is asked: a key known to be refused answers at once and
- * consumes nothing anywhere. The answer is the strictest: the refusal, or
- * the allowed decision with the fewest units remaining. */
+ * a limit after a refusal is never consulted, and every limit before it
+ * that allowed the request is refunded (fg_refund), so a refused request
+ * consumes nothing anywhere. Before any store call, every limit's
+ * blocked-key cache is asked: a key known to be refused answers at once,
+ * which is what asking the store would come to. The answer is the
+ * strictest: the refusal, or the allowed decision with the fewest units
+ * remaining. */
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/http.h>
@@ -43,6 +45,7 @@ struct fg__ctx {
     uint64_t cost;
     uint64_t sent_us;
     uint32_t probes; /* bit k: this request probes limit k's blocked key */
+    uint32_t have;   /* bit k: d[k] and rc[k] hold limit k's answer */
     size_t used;
     char arena[ARENA];
 };
@@ -129,6 +132,7 @@ static fg__ctx *ctx_get(fg__worker *w)
     c->used = 0;
     c->cost = 1;
     c->probes = 0;
+    c->have = 0;
     return c;
 }
 
@@ -204,6 +208,26 @@ static fg__blocked_waiter *release_probes(fg__ctx *c)
     return all;
 }
 
+/* The request is refused: give back what every limit that allowed it took
+ * (limits the store decided; a policy decision took nothing). */
+static void refund_allowed(fg__ctx *c)
+{
+    static int unsupported_logged; /* atomic: once per process */
+    for (unsigned k = 0; k < c->n; k++) {
+        if (!(c->have & (1u << k)) || c->rc[k] != FG_OK || !c->d[k].allowed ||
+            c->d[k].source != FG_SOURCE_STORE)
+            continue;
+        int rc =
+            fg_refund(c->wg->lim[c->idx[k]], c->key[k], c->keylen[k], c->cost);
+        if (rc == FG_ENOTSUP &&
+            !__atomic_exchange_n(&unsupported_logged, 1, __ATOMIC_ACQ_REL))
+            fg__log("refund_unsupported",
+                    "limit=%s reason=\"%s\" effect=\"a limit before a "
+                    "refusing one keeps the request counted\"",
+                    c->wg->g->cfg.limits[c->idx[k]].lim.name, fg_strerror(rc));
+    }
+}
+
 /* Answer the chain: the refusal if there is one, else the allowed decision
  * with the least remaining. */
 static void finish(fg__ctx *c)
@@ -211,14 +235,16 @@ static void finish(fg__ctx *c)
     fg__blocked_waiter *waiters = c->probes ? release_probes(c) : NULL;
     fg__worker *w = c->w;
     const fg__gen *g = c->wg->g;
-    unsigned checked = c->i; /* decisions 0 .. checked-1 exist */
-    unsigned pick = 0;
+    unsigned pick = c->n;
     int status = 200;
-    for (unsigned k = 0; k < checked; k++) {
+    for (unsigned k = 0; k < c->n; k++) {
+        if (!(c->have & (1u << k)))
+            continue;
         if (c->rc[k] == FG_ECOST || c->rc[k] == FG_EKEY) {
             char msg[160];
             snprintf(msg, sizeof(msg), "limit %s: %s",
                      g->cfg.limits[c->idx[k]].lim.name, fg_strerror(c->rc[k]));
+            refund_allowed(c);
             reply_error(w, c->req, 400, msg);
             ctx_put(c);
             fg__routes_rerun(waiters);
@@ -231,9 +257,13 @@ static void finish(fg__ctx *c)
                                                              : 429;
             break;
         }
-        if (c->d[k].remaining < c->d[pick].remaining)
+        if (pick == c->n || c->d[k].remaining < c->d[pick].remaining)
             pick = k;
     }
+    if (pick == c->n)
+        pick = 0; /* not reached: a chain has an answer */
+    if (status != 200)
+        refund_allowed(c);
 
     char pol[FG_SERVE_MAX_CHAIN * 96], rl[FG_SERVE_MAX_CHAIN * 96];
     fg__sbuf bp, br;
@@ -241,9 +271,13 @@ static void finish(fg__ctx *c)
     fg__sbuf_init(&br, rl, sizeof(rl));
     for (unsigned k = 0; k < c->n; k++) {
         const fg_limit *lim = &g->cfg.limits[c->idx[k]].lim;
-        fg__fmt_policy_item(&bp, lim->name, lim->limit,
-                            fg__window_s(lim->period_us));
-        if (k < checked)
+        /* q is the capacity, as the decision's limit: a token bucket's
+         * burst. */
+        uint64_t q = lim->algorithm == FG_TOKEN_BUCKET && lim->burst
+                         ? lim->burst
+                         : lim->limit;
+        fg__fmt_policy_item(&bp, lim->name, q, fg__window_s(lim->period_us));
+        if (c->have & (1u << k))
             fg__fmt_ratelimit_item(&br, lim->name, &c->d[k]);
     }
     struct evkeyvalq *oh = evhttp_request_get_output_headers(c->req);
@@ -291,6 +325,7 @@ static void on_checked(int rc, const fg_decision *d, void *data)
     uint64_t now = fg__now_us();
     c->rc[k] = rc;
     c->d[k] = *d;
+    c->have |= 1u << k;
     if (rc != FG_EBREAKER && rc != FG_ECOST && rc != FG_EKEY) {
         int slot = c->wg->g->slot[c->idx[k]];
         if (slot >= 0)
@@ -339,15 +374,12 @@ static void on_checked(int rc, const fg_decision *d, void *data)
 static void answer_cached(fg__ctx *c, unsigned k, const fg__blocked_hit *h,
                           uint64_t now)
 {
-    /* Report this one limit alone: the others were not asked. The
-     * request's own probes end here. */
+    /* The others were not asked: every limit is in RateLimit-Policy, this
+     * one alone in RateLimit. The request's own probes end here. */
     fg__blocked_waiter *waiters = c->probes ? release_probes(c) : NULL;
-    c->idx[0] = c->idx[k];
-    c->key[0] = c->key[k];
-    c->keylen[0] = c->keylen[k];
-    c->n = 1;
-    c->rc[0] = FG_OK;
-    fg_decision *d = &c->d[0];
+    c->rc[k] = FG_OK;
+    c->have = 1u << k;
+    fg_decision *d = &c->d[k];
     d->allowed = 0;
     d->limit = h->limit;
     d->remaining = 0;
@@ -356,8 +388,8 @@ static void answer_cached(fg__ctx *c, unsigned k, const fg__blocked_hit *h,
     if (d->reset_ms < d->retry_after_ms)
         d->reset_ms = d->retry_after_ms;
     d->source = FG_SOURCE_CACHE;
-    count_decision(c, 0);
-    c->i = 1;
+    count_decision(c, k);
+    c->i = k + 1;
     finish(c);
     fg__routes_rerun(waiters);
 }
@@ -400,6 +432,7 @@ static void run(fg__ctx *c)
         if (wg->g->is_memory) {
             /* The shared memory store answers at once: no I/O. */
             c->rc[k] = fg_check(l, c->key[k], c->keylen[k], c->cost, &c->d[k]);
+            c->have |= 1u << k;
             count_decision(c, k);
             c->i++;
             if (c->rc[k] == FG_ECOST || c->rc[k] == FG_EKEY || !c->d[k].allowed)
@@ -413,6 +446,7 @@ static void run(fg__ctx *c)
             return; /* 'c' may already be gone */
         c->rc[k] = rc;
         memset(&c->d[k], 0, sizeof(c->d[k]));
+        c->have |= 1u << k;
         c->i++;
         if (rc == FG_ECOST || rc == FG_EKEY)
             break;
@@ -420,6 +454,7 @@ static void run(fg__ctx *c)
         snprintf(msg, sizeof(msg), "limit %s: check not submitted: %s",
                  wg->g->cfg.limits[c->idx[k]].lim.name, fg_strerror(rc));
         fg__blocked_waiter *waiters = c->probes ? release_probes(c) : NULL;
+        refund_allowed(c);
         reply_error(c->w, c->req, 503, msg);
         ctx_put(c);
         fg__routes_rerun(waiters);

@@ -107,9 +107,68 @@ static const char lua_token[] = LUA_COMMON
     "return {allowed, idiv(depth - ahead, t), cdiv(cdiv(ahead, scale), 1000),\n"
     "        retry}\n";
 
+/* fg__algo_refund of algo.c: give back ARGV[2] units, never below zero,
+ * never creating a key, keeping each key's expiry. ARGV[1] says which:
+ *   'f' fixed window: KEYS[1] is the window's key, ARGV[4] the limit (a
+ *       count above it holds refused units nobody gave back: they are not
+ *       refunded);
+ *   's' sliding window: KEYS[1] the base ending in ':', ARGV[4] the
+ *       period; this window's key if it exists, else the previous one's;
+ *   't' token bucket: ARGV[4] scale, ARGV[5] t_scaled; TAT moves back by
+ *       cost * t but not before now (a bucket back at now is deleted: the
+ *       same as a full one).
+ * ARGV[3] is now_us ('' = Redis TIME). Returns 1 when a key changed. */
+static const char lua_refund[] = LUA_COMMON
+    "local kind, cost = ARGV[1], tonumber(ARGV[2])\n"
+    "local function take(k, cap)\n"
+    "  local v = tonumber(redis.call('GET', k))\n"
+    "  if not v then return false end\n"
+    "  local n = v\n"
+    "  if cap and n > cap then n = cap end\n"
+    "  n = n - cost\n"
+    "  if n < 0 then n = 0 end\n"
+    "  if n < v then redis.call('DECRBY', k, string.format('%d', v - n)) end\n"
+    "  return true\n"
+    "end\n"
+    "if kind == 'f' then\n"
+    "  if take(KEYS[1], tonumber(ARGV[4])) then return 1 end\n"
+    "  return 0\n"
+    "end\n"
+    "local tm\n"
+    "if ARGV[3] == '' then tm = redis.call('TIME') end\n"
+    "if kind == 's' then\n"
+    "  local period = tonumber(ARGV[4])\n"
+    "  local now = tonumber(ARGV[3])\n"
+    "  if tm then now = tm[1] * 1000000 + tm[2] end\n"
+    "  local w = idiv(now, period)\n"
+    "  if take(KEYS[1] .. w) or take(KEYS[1] .. (w - 1)) then return 1 end\n"
+    "  return 0\n"
+    "end\n"
+    "local scale, t = tonumber(ARGV[4]), tonumber(ARGV[5])\n"
+    "local rel\n"
+    "if tm then\n"
+    "  rel = (tm[1] - " STR(FG__REDIS_EPOCH_S) ") * 1000000 + tm[2]\n"
+    "else\n"
+    "  rel = ARGV[3] - " STR(FG__REDIS_EPOCH_S) "000000\n"
+    "end\n"
+    "local now = rel * scale\n"
+    "if rel < 1 or now >= 9007199254740992 then\n"
+    "  return redis.error_reply('ERR floodgate: clock outside the exact range')\n"
+    "end\n"
+    "local tat = tonumber(redis.call('GET', KEYS[1]))\n"
+    "if not tat then return 0 end\n"
+    "local nt = tat - cost * t\n"
+    "if nt <= now then\n"
+    "  redis.call('DEL', KEYS[1])\n"
+    "else\n"
+    "  redis.call('SET', KEYS[1], string.format('%d', nt), 'PX',\n"
+    "             cdiv(cdiv(nt - now, scale), 1000) + 1)\n"
+    "end\n"
+    "return 1\n";
 /* clang-format on */
 
-const char *const fg__redis_lua[FG__LUA_COUNT] = {lua_sliding, lua_token};
+const char *const fg__redis_lua[FG__LUA_COUNT] = {lua_sliding, lua_token,
+                                                  lua_refund};
 
 int fg__redis_params_check(const fg__algo_params *p, char *err, size_t errlen)
 {

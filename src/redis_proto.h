@@ -19,7 +19,13 @@
 #define FG__REDIS_EXACT ((uint64_t)1 << 53)
 
 /* Scripts, by algorithm. */
-enum { FG__LUA_SLIDING = 0, FG__LUA_TOKEN = 1, FG__LUA_COUNT = 2 };
+/* FG__LUA_REFUND gives back units for the three atomic algorithms. */
+enum {
+    FG__LUA_SLIDING = 0,
+    FG__LUA_TOKEN = 1,
+    FG__LUA_REFUND = 2,
+    FG__LUA_COUNT = 3
+};
 extern const char *const fg__redis_lua[FG__LUA_COUNT];
 
 /* An internal result: the script cache lacks the script (EVAL it). Never

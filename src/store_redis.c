@@ -22,6 +22,8 @@
  *   sliding_window EVALSHA sliding 1 base period limit cost now
  *   token_bucket   EVALSHA token 1 k scale t burst cost now
  *   naive_get_set  GET k, then SET k n PX ttl        (two round trips)
+ * Refunds (fg_refund): EVALSHA refund 1 k kind cost now p1 [p2], one
+ * script for the three atomic algorithms; naive_get_set has none.
  * Keys: prefix + name + ":{" + key + "}" + ":" window, binary-safe. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -110,7 +112,8 @@ typedef struct redis_store {
     uint64_t timer_at;         /* 0: not armed */
     struct aslot *head, *tail; /* awaiting replies, oldest first */
     struct aslot *free_slots;
-    struct aconn *flushing; /* in ev_flush: writes left over wait on fd */
+    struct rfund *free_refunds; /* records of refunds no longer in flight */
+    struct aconn *flushing;     /* in ev_flush: writes left over wait on fd */
     int closing;
 } redis_store;
 
@@ -300,6 +303,77 @@ static void script_cmd(redis_store *st, const fg_limiter *l, cmd *c,
         arg(c, "", 0);
 }
 
+/* A refund: the refund script's arguments, kept whole so that a NOSCRIPT
+ * answer can be sent again with EVAL. On the stack for the blocking client;
+ * for the asynchronous one a record recycled through 'free_refunds', so
+ * that a refund in flight allocates nothing once the loop is warm. */
+typedef struct rfund {
+    struct rfund *next; /* in 'free_refunds' */
+    redis_store *st;
+    int eval; /* NOSCRIPT seen: sent again with EVAL */
+    char kind[2];
+    size_t nowlen, p1len, p2len;
+    char p1[21], p2[21];
+    cmd k; /* key, cost and now; its argv is rebuilt for each send */
+} rfund;
+
+/* Fill 'rf' for refunding 'cost' of 'key' at 'now_us' (0: Redis TIME).
+ * FG_OK, FG_EKEY or FG_ENOTSUP (naive_get_set). */
+static int refund_prepare(rfund *rf, const fg_limiter *l, const char *key,
+                          size_t keylen, uint64_t cost, uint64_t now_us)
+{
+    int rc = build_key(&rf->k, l, key, keylen, now_us);
+    if (rc != FG_OK)
+        return rc;
+    rf->eval = 0;
+    rf->p2len = 0;
+    switch (l->p.algorithm) {
+    case FG_FIXED_WINDOW:
+        rf->kind[0] = 'f';
+        rf->p1len = fg__redis_u64(rf->p1, l->p.limit);
+        break;
+    case FG_SLIDING_WINDOW:
+        rf->kind[0] = 's';
+        rf->p1len = fg__redis_u64(rf->p1, l->p.period_us);
+        break;
+    case FG_TOKEN_BUCKET:
+        rf->kind[0] = 't';
+        rf->p1len = fg__redis_u64(rf->p1, l->p.scale);
+        rf->p2len = fg__redis_u64(rf->p2, l->p.t_scaled);
+        break;
+    default:
+        return FG_ENOTSUP;
+    }
+    rf->kind[1] = '\0';
+    fg__redis_u64(rf->k.cost, cost);
+    rf->nowlen = now_us ? fg__redis_u64(rf->k.now, now_us) : 0;
+    return FG_OK;
+}
+
+/* The refund script's call for 'rf' into 'rf->k': EVALSHA, or EVAL after
+ * NOSCRIPT or while the SHA is not known. */
+static void refund_cmd(redis_store *st, rfund *rf)
+{
+    cmd *c = &rf->k;
+    c->argc = 0;
+    if (!rf->eval && sha_ready(st, FG__LUA_REFUND)) {
+        ARG_LIT(c, "EVALSHA");
+        arg(c, st->sha[FG__LUA_REFUND], 40);
+    } else {
+        const char *s = fg__redis_lua[FG__LUA_REFUND];
+        ARG_LIT(c, "EVAL");
+        arg(c, s, strlen(s));
+    }
+    ARG_LIT(c, "1");
+    arg(c, c->key, c->keylen);
+    arg(c, rf->kind, 1);
+    arg(c, c->cost, strlen(c->cost));
+    arg(c, c->now, rf->nowlen);
+    arg(c, rf->p1, rf->p1len);
+    if (rf->p2len)
+        arg(c, rf->p2, rf->p2len);
+}
+
 /* INCRBY or DECRBY ('verb') by 'cost'; INCR for the usual cost of 1,
  * which Redis parses a little faster. */
 static void incrby_cmd(cmd *c, const char *verb, size_t vlen, uint64_t cost)
@@ -389,9 +463,10 @@ static int reply_count(const redisReply *r, uint64_t *out)
         return FG_OK;
     }
     if (r->type == REDIS_REPLY_INTEGER) {
-        if (r->integer < 0)
-            return FG_EPROTO;
-        *out = (uint64_t)r->integer;
+        /* Below zero only when a refund (which counts a window above its
+         * limit as full) crossed a refused check's DECRBY give-back still
+         * on its way: the window is empty. */
+        *out = r->integer < 0 ? 0 : (uint64_t)r->integer;
         return FG_OK;
     }
     if (r->type == REDIS_REPLY_STRING && r->len > 0 && r->len <= 19) {
@@ -838,6 +913,43 @@ static int redis_check(fg_store *s, fg_limiter *l, const char *key,
     pool_put(st, &c);
     if (rc != FG_OK)
         check_error(st, rc);
+    return rc;
+}
+
+/* Give back 'cost' units of 'key' on a blocking connection, waiting for
+ * the reply within the limit's timeout: one round trip (two after
+ * NOSCRIPT). */
+static int redis_refund(fg_store *s, fg_limiter *l, const char *key,
+                        size_t keylen, uint64_t cost)
+{
+    redis_store *st = (redis_store *)s;
+    uint64_t deadline =
+        fg__mono_precise_us() + (uint64_t)l->lim.timeout_ms * 1000u;
+    sconn c;
+    rfund rf;
+    int rc = refund_prepare(&rf, l, key, keylen, cost, check_now(st, l));
+    if (rc != FG_OK)
+        return rc;
+    rc = pool_get(st, deadline, &c);
+    if (rc != FG_OK)
+        return rc;
+    for (rf.eval = 0; rf.eval < 2; rf.eval++) {
+        redisReply *r = NULL;
+        refund_cmd(st, &rf);
+        rc = sync_append(&c, &rf.k);
+        if (rc == FG_OK)
+            rc = sync_exchange(&c, 1, &r, deadline);
+        if (rc != FG_OK)
+            break;
+        rc = r->type == REDIS_REPLY_ERROR ? fg__redis_error_code(r->str, r->len)
+             : r->type == REDIS_REPLY_INTEGER ? FG_OK
+                                              : FG_EPROTO;
+        freeReplyObject(r);
+        if (rc != FG__REDIS_NOSCRIPT)
+            break;
+        rc = FG_EPROTO; /* NOSCRIPT after EVAL */
+    }
+    pool_put(st, &c);
     return rc;
 }
 
@@ -1332,6 +1444,61 @@ static void redis_check_async(fg_store *s, fg__req *req)
     timer_arm(st, sl->deadline_us, t0);
 }
 
+/* The reply to a queued refund: nobody waits for it. NOSCRIPT sends it
+ * again with EVAL on the same connection; anything else (a NULL reply from
+ * a connection going away included) just recycles the record. Refunds have
+ * no slot: the in-order matching of checks, their deadlines and the stall
+ * detection never see them. */
+static void on_refund(redisAsyncContext *ac, void *reply, void *priv)
+{
+    rfund *rf = priv;
+    redis_store *st = rf->st;
+    redisReply *r = reply;
+    aconn *cn = ac->data;
+    if (r && cn && !cn->dead && !rf->eval && r->type == REDIS_REPLY_ERROR &&
+        fg__redis_error_code(r->str, r->len) == FG__REDIS_NOSCRIPT) {
+        rf->eval = 1;
+        refund_cmd(st, rf);
+        if (async_append(ac, on_refund, rf, &rf->k) == REDIS_OK)
+            return;
+    }
+    rf->next = st->free_refunds;
+    st->free_refunds = rf;
+}
+
+/* Queue a refund with the checks: written with the next batch, its reply
+ * read and dropped by on_refund. */
+static int redis_refund_async(fg_store *s, fg_limiter *l, const char *key,
+                              size_t keylen, uint64_t cost)
+{
+    redis_store *st = (redis_store *)s;
+    int rc = FG_EBACKEND;
+    aconn *cn;
+    rfund *rf;
+    if (l->p.algorithm == FG_NAIVE_GET_SET)
+        return FG_ENOTSUP;
+    cn = st->closing ? NULL : conn_get(st, &rc);
+    if (!cn)
+        return rc;
+    rf = st->free_refunds;
+    if (rf)
+        st->free_refunds = rf->next;
+    else if (!(rf = fg__malloc(sizeof *rf)))
+        return FG_ENOMEM;
+    rf->st = st;
+    rc = refund_prepare(rf, l, key, keylen, cost, check_now(st, l));
+    if (rc == FG_OK) {
+        refund_cmd(st, rf);
+        if (async_append(cn->ac, on_refund, rf, &rf->k) == REDIS_OK)
+            return FG_OK;
+        rc = FG_EBACKEND; /* hiredis refused: the context is closing */
+        conn_kill(cn, rc);
+    }
+    rf->next = st->free_refunds;
+    st->free_refunds = rf;
+    return rc;
+}
+
 /* ---- Store ------------------------------------------------------------- */
 
 static int redis_limiter_init(fg_store *s, fg_limiter *l, void **out, char *err,
@@ -1399,6 +1566,11 @@ static void redis_close(fg_store *s)
         aslot *n = st->free_slots->next;
         fg__free(st->free_slots);
         st->free_slots = n;
+    }
+    while (st->free_refunds) { /* all back: the connections are gone */
+        rfund *n = st->free_refunds->next;
+        fg__free(st->free_refunds);
+        st->free_refunds = n;
     }
     if (st->timer)
         event_free(st->timer);
@@ -1521,6 +1693,7 @@ static const fg__store_ops redis_ops = {
     .limiter_init = redis_limiter_init,
     .limiter_free = redis_limiter_free,
     .check = redis_check,
+    .refund = redis_refund,
     .keys = redis_keys,
     .close = redis_close,
 };
@@ -1531,6 +1704,7 @@ static const fg__store_ops redis_async_ops = {
     .limiter_free = redis_limiter_free,
     .check = redis_check,
     .check_async = redis_check_async,
+    .refund = redis_refund_async,
     .keys = redis_keys,
     .close = redis_close,
 };

@@ -9,6 +9,7 @@
  *   redis_check flush URL            SCRIPT FLUSH between checks
  *   redis_check slow URL             one slow reply fails only its check
  *   redis_check expiry URL           every fixed-window key has an expiry
+ *   redis_check refund URL           fg_refund vs the memory store
  *   redis_check dns URL              a host name is resolved at open only
  *   redis_check outage URL PID CMD   SIGSTOP, SIGKILL, then CMD restarts
  *   redis_check keys URL             binary keys and the length limit
@@ -454,6 +455,201 @@ static void flush(const char *url)
     fg_store_close(st);
     fg_store_close(ast);
     event_base_free(base);
+    redisFree(admin);
+    fg__redis_url_free(&u);
+}
+
+/* ---- refunds ------------------------------------------------------------- */
+
+/* A check on the memory twin (fake clock) and on Redis (clock_client with
+ * the same fake clock); counts a differing decision in '*diff'. */
+static int twin_check(struct event_base *base, fg_limiter *lm, fg_limiter *lr,
+                      const char *key, uint64_t cost, int *diff)
+{
+    fg_decision dm, dr;
+    size_t kl = strlen(key);
+    int rm = fg_check(lm, key, kl, cost, &dm);
+    int rr = base ? check_async(base, lr, key, kl, cost, &dr)
+                  : fg_check(lr, key, kl, cost, &dr);
+    CHECK_EQ(rm, FG_OK);
+    CHECK_EQ(rr, FG_OK);
+    CHECK_EQ(dr.source, FG_SOURCE_STORE);
+    if (dm.allowed != dr.allowed || dm.remaining != dr.remaining ||
+        dm.reset_ms != dr.reset_ms || dm.retry_after_ms != dr.retry_after_ms) {
+        if ((*diff)++ < 5)
+            fprintf(stderr,
+                    "%s t=%llu key %s cost %llu: memory %d/%llu/%llu/%llu "
+                    "redis %d/%llu/%llu/%llu\n",
+                    fg_algorithm_name(lm->lim.algorithm),
+                    (unsigned long long)fake_now, key, (unsigned long long)cost,
+                    dm.allowed, (unsigned long long)dm.remaining,
+                    (unsigned long long)dm.reset_ms,
+                    (unsigned long long)dm.retry_after_ms, dr.allowed,
+                    (unsigned long long)dr.remaining,
+                    (unsigned long long)dr.reset_ms,
+                    (unsigned long long)dr.retry_after_ms);
+    }
+    return dr.allowed;
+}
+
+static void twin_refund(fg_limiter *lm, fg_limiter *lr, const char *key,
+                        uint64_t cost)
+{
+    CHECK_EQ(fg_refund(lm, key, strlen(key), cost), FG_OK);
+    CHECK_EQ(fg_refund(lr, key, strlen(key), cost), FG_OK);
+}
+
+/* Allowed checks of cost 1 in a row, up to 'max' + 1 tries. */
+static int twin_run(struct event_base *base, fg_limiter *lm, fg_limiter *lr,
+                    const char *key, int max, int *diff)
+{
+    int n = 0;
+    for (int i = 0; i <= max; i++)
+        n += twin_check(base, lm, lr, key, 1, diff);
+    return n;
+}
+
+static long long admin_int(redisContext *admin, const char *cmd,
+                           const char *arg)
+{
+    redisReply *r =
+        arg ? redisCommand(admin, "%s %s", cmd, arg) : redisCommand(admin, cmd);
+    long long v = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    freeReplyObject(r);
+    return v;
+}
+
+/* fg_refund on both clients, for each atomic algorithm, beside the memory
+ * store on the same fake clock: use up the limit, refund 3 (after SCRIPT
+ * FLUSH, so the refund meets NOSCRIPT) -> exactly 3 more; refund more than
+ * taken -> the full limit again, not beyond; a refund of an unknown key
+ * creates none; random checks and refunds across window edges decide as
+ * the memory store does; every key keeps an expiry. */
+static void refunds(const char *url, int async)
+{
+    static const fg_algorithm algos[] = {FG_FIXED_WINDOW, FG_SLIDING_WINDOW,
+                                         FG_TOKEN_BUCKET};
+    const char *mode = async ? "async" : "blocking";
+    fg__redis_url u;
+    char err[256], name[64], key[64], pattern[300];
+    if (fg__redis_url_parse(url, &u, err, sizeof err) != FG_OK)
+        return;
+    redisContext *admin = redisConnect(u.host, u.port);
+    struct event_base *base = async ? new_base() : NULL;
+    fg_store *st = async ? fg_store_open_async(url, base, err, sizeof err)
+                         : fg_store_open(url, err, sizeof err);
+    fg_memory_options mo = {0, fake_clock, NULL};
+    fg_store *mem = fg_store_open_memory(&mo, err, sizeof err);
+    CHECK(admin && !admin->err && st && mem);
+    if (!admin || admin->err || !st || !mem)
+        return;
+    CHECK_EQ(fg__store_redis_set_clock(st, fake_clock, NULL), FG_OK);
+    for (size_t a = 0; a < sizeof algos / sizeof *algos; a++) {
+        const char *an = fg_algorithm_name(algos[a]);
+        int diff = 0;
+        unique(name, sizeof name, "refund");
+        fg_limiter *lm =
+            limiter(mem, "10/h", algos[a], 0, 1, FG_FAIL_CLOSED, 2000, name);
+        fg_limiter *lr =
+            limiter(st, "10/h", algos[a], 0, 1, FG_FAIL_CLOSED, 2000, name);
+        CHECK(lm && lr);
+        if (!lm || !lr)
+            continue;
+        /* A minute into an hour: no window edge is crossed below. */
+        fake_now =
+            1764000000000000ull / 3600000000ull * 3600000000ull + 60000000ull;
+
+        /* Use up the limit; refund 3 -> exactly 3 more. */
+        int first = twin_run(base, lm, lr, "u", 10, &diff);
+        redisReply *r = redisCommand(admin, "SCRIPT FLUSH");
+        freeReplyObject(r);
+        twin_refund(lm, lr, "u", 3);
+        /* Async: the EVAL that answers NOSCRIPT is queued when that reply
+         * is read, behind checks already queued (docs/redis.md); one check
+         * of another key lets it through first. */
+        twin_check(base, lm, lr, "x", 1, &diff);
+        int again = twin_run(base, lm, lr, "u", 3, &diff);
+        /* Refund more than taken (2 taken, 7 given) -> 10, not beyond. */
+        twin_check(base, lm, lr, "v", 2, &diff);
+        twin_refund(lm, lr, "v", 7);
+        int full = twin_run(base, lm, lr, "v", 10, &diff);
+        /* And past a refused check (a fixed window counts it in Redis). */
+        twin_refund(lm, lr, "u", 2);
+        int past = twin_run(base, lm, lr, "u", 2, &diff);
+
+        /* A refund of a key never seen creates nothing. */
+        long long before = admin_int(admin, "DBSIZE", NULL);
+        CHECK_EQ(fg_refund(lr, "nokey", 5, 4), FG_OK);
+        if (async) /* the reply comes after the refund's: it has run */
+            twin_check(base, lm, lr, "w", 1, &diff);
+        long long after = admin_int(admin, "DBSIZE", NULL);
+        snprintf(pattern, sizeof pattern, "%s%s:{nokey}*", u.prefix, name);
+        r = redisCommand(admin, "KEYS %s", pattern);
+        size_t nokeys = r && r->type == REDIS_REPLY_ARRAY ? r->elements : 99;
+        freeReplyObject(r);
+
+        /* Random checks and refunds, time moving across window edges. */
+        int steps = 0, refunded = 0;
+        for (int i = 0; i < 400; i++) {
+            uint32_t x = rnd();
+            if (x % 3 == 0)
+                fake_now += rnd() % 600000000u; /* up to 10 min */
+            snprintf(key, sizeof key, "r%u", (x >> 4) % 3);
+            uint64_t cost = 1 + rnd() % 3;
+            if (x % 5 < 2) {
+                twin_refund(lm, lr, key, cost);
+                refunded++;
+            } else {
+                twin_check(base, lm, lr, key, cost, &diff);
+                steps++;
+            }
+        }
+        /* Expiries after all of it. */
+        int keys = 0, no_ttl = 0;
+        snprintf(pattern, sizeof pattern, "%s%s:*", u.prefix, name);
+        r = redisCommand(admin, "KEYS %s", pattern);
+        for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements;
+             i++) {
+            const char *argv[2] = {"PTTL", r->element[i]->str};
+            size_t len[2] = {4, r->element[i]->len};
+            redisReply *t = redisCommandArgv(admin, 2, argv, len);
+            keys++;
+            no_ttl += !t || t->type != REDIS_REPLY_INTEGER || t->integer <= 0;
+            freeReplyObject(t);
+        }
+        freeReplyObject(r);
+        printf("refund %s %s: %d of 11, refund 3 -> %d of 4 more; refund 7 "
+               "of 2 -> %d of 11; refund 2 -> %d of 3; unknown key: DBSIZE "
+               "%lld -> %lld, %zu keys; %d checks + %d refunds at random; "
+               "%d keys, %d without expiry; %d decisions differ from "
+               "memory\n",
+               an, mode, first, again, full, past, before, after, nokeys, steps,
+               refunded, keys, no_ttl, diff);
+        CHECK_EQ(first, 10);
+        CHECK_EQ(again, 3);
+        CHECK_EQ(full, 10);
+        CHECK_EQ(past, 2);
+        CHECK_EQ(after, before + async);
+        CHECK_EQ(nokeys, 0);
+        CHECK(keys > 0);
+        CHECK_EQ(no_ttl, 0);
+        CHECK_EQ(diff, 0);
+        fg_limiter_free(lm);
+        fg_limiter_free(lr);
+    }
+    /* naive_get_set has no refund. */
+    unique(name, sizeof name, "refund");
+    fg_limiter *ln =
+        limiter(st, "10/h", FG_NAIVE_GET_SET, 0, 1, FG_FAIL_CLOSED, 2000, name);
+    CHECK(ln != NULL);
+    if (ln) {
+        CHECK_EQ(fg_refund(ln, "k", 1, 1), FG_ENOTSUP);
+        fg_limiter_free(ln);
+    }
+    fg_store_close(st);
+    fg_store_close(mem);
+    if (base)
+        event_base_free(base);
     redisFree(admin);
     fg__redis_url_free(&u);
 }
@@ -1092,6 +1288,9 @@ int main(int argc, char **argv)
         flush(argv[2]);
     } else if (argc >= 3 && strcmp(argv[1], "slow") == 0) {
         slow(argv[2]);
+    } else if (argc >= 3 && strcmp(argv[1], "refund") == 0) {
+        refunds(argv[2], 0);
+        refunds(argv[2], 1);
     } else if (argc >= 3 && strcmp(argv[1], "expiry") == 0) {
         expiry(argv[2]);
     } else if (argc >= 3 && strcmp(argv[1], "dns") == 0) {

@@ -461,6 +461,9 @@ static void flush(const char *url)
 
 /* ---- refunds ------------------------------------------------------------- */
 
+static long fail_at, allocs;
+static void *failing_malloc(size_t n);
+
 /* A check on the memory twin (fake clock) and on Redis (clock_client with
  * the same fake clock); counts a differing decision in '*diff'. */
 static int twin_check(struct event_base *base, fg_limiter *lm, fg_limiter *lr,
@@ -604,6 +607,24 @@ static void refunds(const char *url, int async)
                 steps++;
             }
         }
+        /* Steady state: a refund allocates nothing through the library's
+         * allocator (the async record is recycled); each refund is followed
+         * by a check, whose request alone is counted (async). */
+        fail_at = 0;
+        allocs = 0;
+        fg_set_allocator(failing_malloc, free);
+        for (int i = 0; i < 20; i++) {
+            CHECK_EQ(fg_refund(lr, "a", 1, 1), FG_OK);
+            fg_decision d;
+            int rc = async ? check_async(base, lr, "a", 1, 1, &d)
+                           : fg_check(lr, "a", 1, 1, &d);
+            CHECK_EQ(rc, FG_OK);
+            CHECK_EQ(d.allowed, 1); /* each refund made room for it */
+        }
+        fg_set_allocator(NULL, NULL);
+        long refund_allocs = allocs - (async ? 20 : 0);
+        CHECK_EQ(refund_allocs, 0);
+
         /* Expiries after all of it. */
         int keys = 0, no_ttl = 0;
         snprintf(pattern, sizeof pattern, "%s%s:*", u.prefix, name);
@@ -622,9 +643,9 @@ static void refunds(const char *url, int async)
                "of 2 -> %d of 11; refund 2 -> %d of 3; unknown key: DBSIZE "
                "%lld -> %lld, %zu keys; %d checks + %d refunds at random; "
                "%d keys, %d without expiry; %d decisions differ from "
-               "memory\n",
+               "memory; %ld allocations in 20 refunds\n",
                an, mode, first, again, full, past, before, after, nokeys, steps,
-               refunded, keys, no_ttl, diff);
+               refunded, keys, no_ttl, diff, refund_allocs);
         CHECK_EQ(first, 10);
         CHECK_EQ(again, 3);
         CHECK_EQ(full, 10);
@@ -1215,7 +1236,6 @@ static void expect(const char *url, int code)
 
 /* ---- allocation failures ------------------------------------------------ */
 
-static long fail_at, allocs;
 static void *failing_malloc(size_t n)
 {
     return ++allocs == fail_at ? NULL : malloc(n);

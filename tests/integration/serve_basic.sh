@@ -19,6 +19,37 @@ printf '[limit x]\nrate = 5/s\nkey = ip\nmode = sync:200ms\n' >"$T/bad2.ini"
 "$FLOODGATE" serve -c "$T/bad2.ini" --listen 127.0.0.1:0 2>"$T/bad2.err"
 check "mode sync refused as not supported yet" grep -q "bad2.ini:4: .*not supported yet" "$T/bad2.err"
 
+# Every error answer of ours (4xx and 5xx other than a refusal, 429 or 403,
+# whose body is the decision) is checked as it comes: one line, a JSON
+# object with an "error" string. Recorded in $T/errors ("ok"/"bad" per
+# answer), checked further down.
+eval "lib_$(declare -f http)"
+http() {
+    local c
+    c=$(lib_http "$@")
+    case $c in
+    429 | 403) ;;
+    4?? | 5??)
+        if [ "$(wc -l <"$T/b")" -eq 1 ] && [ "$(tr -d '\n' <"$T/b" | wc -c)" -eq "$(($(wc -c <"$T/b") - 1))" ] &&
+            grep -q '^{"error":"\([^"\\]\|\\.\)*"}$' "$T/b"; then
+            echo "ok $c $2" >>"$T/errors"
+        else
+            echo "bad $c $2: $(head -c 200 "$T/b")" >>"$T/errors"
+        fi ;;
+    esac
+    echo "$c"
+}
+# Retry-After is the refusal's retry_after_ms in whole seconds, rounded up
+# (at least 1).
+retry_after_ok() {
+    local ra ms want
+    ra=$(header Retry-After)
+    ms=$(grep -o '"retry_after_ms":[0-9]*' "$T/b" | cut -d: -f2)
+    [ -n "$ms" ] || { echo "no retry_after_ms in the body"; return 1; }
+    want=$(( (ms + 999) / 1000 )); [ "$want" -ge 1 ] || want=1
+    [ "$ra" = "$want" ] || { echo "Retry-After '$ra', retry_after_ms $ms: want $want"; return 1; }
+}
+
 # --- the server -------------------------------------------------------
 cat >"$T/fg.ini" <<INI
 [server]
@@ -56,16 +87,18 @@ for i in 1 2 3 4 5 6; do
     codes="$codes $(http POST $B/bookings -H 'X-User-Id: alice' -H 'X-Forwarded-For: 198.51.100.1')"
 done
 expect_eq "bookings: 5 allowed then 429" "$codes" " 200 200 200 200 200 429"
-ra=$(header Retry-After)
-check "429 has Retry-After in whole seconds >= 1 ($ra)" bash -c "[[ '$ra' =~ ^[0-9]+$ ]] && [ '$ra' -ge 1 ]"
+check "429 Retry-After = ceil(retry_after_ms / 1000) ($(header Retry-After))" retry_after_ok
 expect_eq "429 RateLimit-Policy" "$(header RateLimit-Policy)" '"per_ip";q=6;w=3600, "bookings";q=5;w=3600'
 check "429 RateLimit has r=0 for bookings" grep -qi '^RateLimit: .*"bookings";r=0;t=[0-9]' "$T/h"
 expect_eq "X-Served-By" "$(header X-Served-By)" basic-1
 check "429 body" grep -q '"booked":false,"allowed":false,"limit":5,"remaining":0,"reset_ms":[0-9]*,"retry_after_ms":[1-9][0-9]*,"source":"store"' "$T/b"
 
-# Per-IP and per-user together: the IP has used 6 of 6 now (the refused
-# request counted at the coarse limit). bob from that IP is refused by
-# per_ip, and his own quota is untouched: from another IP he gets all 5.
+# Per-IP and per-user together: a refused request consumes nothing
+# anywhere, so alice's refused 6th booking was refunded at per_ip: the IP
+# has used 5 of 6. bob from that IP gets one, then per_ip refuses him
+# (bookings is not asked); from another IP he has the 4 left of his 5.
+expect_eq "the refused request was refunded at per_ip" \
+    "$(http POST $B/bookings -H 'X-User-Id: bob' -H 'X-Forwarded-For: 198.51.100.1')" 200
 expect_eq "per-IP limit refuses another user from the same IP" \
     "$(http POST $B/bookings -H 'X-User-Id: bob' -H 'X-Forwarded-For: 198.51.100.1')" 429
 check "the refusal names per_ip" grep -q '"name":"per_ip"' "$T/b"
@@ -73,7 +106,8 @@ codes=""
 for i in 1 2 3 4 5 6; do
     codes="$codes $(http POST $B/bookings -H 'X-User-Id: bob' -H 'X-Forwarded-For: 198.51.100.2')"
 done
-expect_eq "a refused per-IP check consumed nothing of bob's quota" "$codes" " 200 200 200 200 200 429"
+expect_eq "a refused per-IP check consumed nothing of bob's quota" "$codes" " 200 200 200 200 429 429"
+
 # X-Forwarded-For is believed only from trusted peers: a spoofed header
 # from 127.0.0.1 with an untrusted hop on the right is that hop.
 expect_eq "rightmost untrusted XFF hop is the client" \
@@ -110,13 +144,14 @@ expect_eq "GET /v1/check is 405" "$(http GET "$B/v1/check?limit=otp&key=a")" 405
 expect_eq "unknown route is 404" "$(http GET "$B/nowhere")" 404
 expect_eq "bookings without the user header is 400" "$(http POST "$B/bookings")" 400
 check "missing header reason" grep -q "missing header X-User-Id" "$T/b"
-check "every error body is one line of JSON" [ "$(wc -l <"$T/b")" -eq 1 ]
+check "every error body so far ($(wc -l <"$T/errors")) is one line of JSON" \
+    bash -c "[ \$(grep -c '^ok ' '$T/errors') -ge 16 ] && ! grep '^bad ' '$T/errors'"
 # auth: 200, then 403 (nginx turns it into 429) with Retry-After.
 expect_eq "auth allowed" "$(http GET "$B/v1/auth?limit=otp&user=z")" 200
 http GET "$B/v1/auth?limit=otp&user=z&cost=3" >/dev/null
 http GET "$B/v1/auth?limit=otp&user=z" >/dev/null
 expect_eq "auth refused is 403" "$(http GET "$B/v1/auth?limit=otp&user=z")" 403
-check "auth refusal has Retry-After" [ -n "$(header Retry-After)" ]
+check "auth refusal Retry-After = ceil(retry_after_ms / 1000) ($(header Retry-After))" retry_after_ok
 
 # A 1 MB header is refused, and the server lives on.
 { printf 'X-Big: '; head -c 1048576 /dev/zero | tr '\0' a; printf '\n'; } >"$T/bigh"
@@ -160,7 +195,7 @@ check "dripping client closed after request_timeout ($ms ms)" bash -c "[ $ms -ge
 
 # Metrics.
 expect_eq "metrics 200" "$(http GET $B/metrics)" 200
-check "metrics: requests by limit and decision" grep -q '^floodgate_requests_total{limit="bookings",decision="limited",source="store"} 2$' "$T/b"
+check "metrics: requests by limit and decision" grep -q '^floodgate_requests_total{limit="bookings",decision="limited",source="store"} 3$' "$T/b"
 check "metrics: allowed" grep -q '^floodgate_requests_total{limit="bookings",decision="allowed",source="store"} 17$' "$T/b"
 check "metrics: latency histogram" grep -q '^floodgate_store_latency_seconds_bucket{le="+Inf"}' "$T/b"
 check "metrics: http 400s counted" grep -q '^floodgate_http_responses_total{code="400"} [1-9]' "$T/b"

@@ -69,6 +69,7 @@ void fg__config_defaults(fg__serve_config *c)
     c->max_connections = 10000;
     c->request_timeout_ms = 10000;
     c->drain_timeout_ms = 10000;
+    c->drain_grace_ms = 500;
     c->blocked_cache = 65536;
     strcpy(c->store_url, "memory");
     strcpy(c->prefix, "fg:");
@@ -255,6 +256,11 @@ static int server_key(parser *p, const char *k, const char *v)
         if (fg__parse_duration_ms(v, &ms))
             return fail(p, p->line, "drain_timeout must be a duration");
         c->drain_timeout_ms = ms;
+    } else if (!strcmp(k, "drain_grace")) {
+        if (fg__parse_duration_ms(v, &ms) || ms > 60000)
+            return fail(p, p->line,
+                        "drain_grace must be a duration, at most 60s");
+        c->drain_grace_ms = ms;
     } else if (!strcmp(k, "blocked_cache")) {
         if (parse_u64(v, 0, 1 << 24, &u))
             return fail(p, p->line, "blocked_cache must be 0..16777216");

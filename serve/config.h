@@ -47,7 +47,8 @@ typedef struct fg__serve_config {
     uint32_t max_connections;
     uint32_t request_timeout_ms;
     uint32_t drain_timeout_ms;
-    uint32_t blocked_cache; /* entries per worker; 0 disables */
+    uint32_t drain_grace_ms; /* SIGTERM: still accepting, healthz 503 */
+    uint32_t blocked_cache;  /* entries per worker; 0 disables */
     /* [store] */
     char store_url[512];
     char prefix[64];

@@ -26,6 +26,7 @@ struct fg__conn {
     struct fg__conn *hnext;       /* hash chain */
     struct bufferevent *bev;
     uint64_t deadline_us; /* 0: a request is being answered */
+    int answered;         /* a request of this connection was answered */
 };
 
 static size_t bucket(const struct bufferevent *bev)
@@ -83,8 +84,22 @@ static fg__conn *find(fg__worker *w, struct evhttp_request *req)
 void fg__conns_request(fg__worker *w, struct evhttp_request *req, int done)
 {
     fg__conn *c = find(w, req);
-    if (c)
+    if (c) {
         c->deadline_us = done ? deadline(w) : 0;
+        c->answered |= done;
+    }
+}
+
+unsigned fg__conns_unanswered(fg__worker *w)
+{
+    unsigned n = 0;
+    for (fg__conn *c = w->conns; c; c = c->next) {
+        bufferevent_data_cb r = NULL, wr = NULL;
+        bufferevent_event_cb e = NULL;
+        bufferevent_getcb(c->bev, &r, &wr, &e, NULL);
+        n += !c->answered && (r || wr || e);
+    }
+    return n;
 }
 
 static void release(fg__worker *w, fg__conn *c)

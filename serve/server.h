@@ -69,6 +69,8 @@ typedef struct fg__worker {
     unsigned inflight;
     int draining;
     uint64_t drain_deadline_us;
+    uint64_t grace_until_us; /* accepting while draining until then */
+    unsigned close_tries;
     int accept_paused;
     fg__ctx *pool;
     unsigned npool;
@@ -133,6 +135,9 @@ struct bufferevent *fg__conns_bevcb(struct event_base *base, void *worker);
 /* The request 'req' was received ('done' 0: its deadline stops) or
  * answered ('done' 1: the next request's deadline starts). */
 void fg__conns_request(fg__worker *w, struct evhttp_request *req, int done);
+/* Open connections that have not been answered yet: accepted, their
+ * first request maybe still on its way (a drain waits for them). */
+unsigned fg__conns_unanswered(fg__worker *w);
 /* Close connections whose request is overdue; forget freed ones. */
 void fg__conns_sweep(fg__worker *w);
 /* After evhttp_free(): drop every connection. */

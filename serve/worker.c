@@ -6,6 +6,7 @@
 #include <event2/listener.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,29 +135,69 @@ void fg__worker_request_done(fg__worker *w, fg__wgen *wg)
         schedule_reap(w);
 }
 
+static void tick_in(fg__worker *w, uint64_t us)
+{
+    struct timeval tv = {(time_t)(us / 1000000), (suseconds_t)(us % 1000000)};
+    event_add(w->tick_ev, &tv);
+}
+
+/* Nothing waits in the listening socket's accept queue. */
+static int backlog_empty(fg__worker *w)
+{
+    struct pollfd p = {
+        .fd = evconnlistener_get_fd(evhttp_bound_socket_get_listener(w->bound)),
+        .events = POLLIN};
+    return poll(&p, 1, 0) == 0;
+}
+
+/* Draining, in three steps. Grace: keep accepting and answering (healthz
+ * 503, Connection: close) so that a load balancer sees the 503 and the
+ * other servers on the port take over. Then close the listening socket,
+ * at a moment its accept queue is empty: Linux resets the connections
+ * queued in a closed SO_REUSEPORT socket. Then wait for the requests in
+ * flight, and for connections accepted whose first request is still on
+ * its way, up to drain_timeout. */
 static void tick(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     fg__worker *w = arg;
-    if (w->accept_paused && w->bound && !w->draining) {
+    if (w->accept_paused && w->bound) {
         w->accept_paused = 0;
         evconnlistener_enable(evhttp_bound_socket_get_listener(w->bound));
     }
-    if (w->draining) {
-        if (w->inflight == 0) {
-            event_base_loopexit(w->base, NULL);
+    if (!w->draining)
+        return;
+    uint64_t now = fg__now_us();
+    if (w->bound) {
+        if (now < w->grace_until_us) {
+            uint64_t left = w->grace_until_us - now;
+            tick_in(w, left < 5000 ? left : 5000);
             return;
         }
-        if (fg__now_us() >= w->drain_deadline_us) {
-            fg__log("drain_timeout", "worker=%u unfinished=%u", w->index,
-                    w->inflight);
-            event_base_loopexit(w->base, NULL);
+        /* The listener accepts what is queued on the loop's next turn
+         * (until EAGAIN); close it once nothing is queued. 100 tries
+         * (about 100 ms) bound a port that never rests. */
+        if (!backlog_empty(w) && ++w->close_tries < 100) {
+            tick_in(w, 1000);
             return;
         }
-        struct timeval tv = {0, 5000};
-        event_add(w->tick_ev, &tv);
+        evhttp_del_accept_socket(w->http, w->bound);
+        w->bound = NULL;
+        w->drain_deadline_us =
+            now + (uint64_t)w->cur->g->cfg.drain_timeout_ms * 1000;
     }
+    if (w->inflight == 0 && fg__conns_unanswered(w) == 0) {
+        event_base_loopexit(w->base, NULL);
+        return;
+    }
+    if (now >= w->drain_deadline_us) {
+        fg__log("drain_timeout", "worker=%u unfinished=%u", w->index,
+                w->inflight);
+        event_base_loopexit(w->base, NULL);
+        return;
+    }
+    tick_in(w, 5000);
 }
 
 /* The worker running on this thread (callbacks whose argument belongs to
@@ -229,14 +270,8 @@ static void on_cmd(evutil_socket_t fd, short what, void *arg)
         adopt(w, g);
     if (drain && !w->draining) {
         w->draining = 1;
-        w->drain_deadline_us =
-            fg__now_us() + (uint64_t)w->cur->g->cfg.drain_timeout_ms * 1000;
-        /* Stop accepting: new connections go to other processes on the
-         * port, or are refused; requests already here are answered. */
-        if (w->bound) {
-            evhttp_del_accept_socket(w->http, w->bound);
-            w->bound = NULL;
-        }
+        w->grace_until_us =
+            fg__now_us() + (uint64_t)w->cur->g->cfg.drain_grace_ms * 1000;
         tick(-1, 0, w);
     }
 }

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# SIGTERM under load loses nothing: two servers share one port
+# (SO_REUSEPORT) under a continuous load of new connections; each in turn
+# is stopped with SIGTERM while a fresh one takes its place. During the
+# drain grace the stopping server still answers, its /healthz exactly 503;
+# then it closes its listening socket only when nothing waits in its accept
+# queue, answers what it accepted and exits 0. The client sees no error.
+. "$(dirname "$0")/../serve/lib.sh"
+
+conf() { # conf NAME
+    cat >"$T/$1.ini" <<INI
+[server]
+workers = 2
+id = $1
+drain_grace = 1s
+[limit big]
+key = query:k
+rate = 1000000/s
+INI
+}
+conf a
+start_fg a -c "$T/a.ini" --listen 127.0.0.1:0 || { bad "server a starts"; finish; }
+P=$FGPORT_a
+U="http://127.0.0.1:$P"
+
+# healthz_of ID: the /healthz status of server ID, asking the shared port
+# until that server answers (the kernel picks the server).
+healthz_of() {
+    local i c
+    for i in $(seq 1 60); do
+        c=$(curl -s -m 2 -D "$T/hh" -o /dev/null -w '%{http_code}' "$U/healthz")
+        if grep -qi "^X-Served-By: $1" "$T/hh"; then echo "$c"; return; fi
+    done
+    echo none
+}
+
+old=a
+for new in b c; do
+    conf "$new"
+    start_fg "$new" -c "$T/$new.ini" --listen "127.0.0.1:$P" ||
+        { bad "server $new starts on the same port"; break; }
+    "$FGLOAD" -d 2500 -c 8 "$U/v1/check?limit=big&key=k" >"$T/load.$new" &
+    LOADPID=$!
+    sleep 0.5
+    eval "opid=\$FGPID_$old"
+    kill -TERM "$opid"
+    sleep 0.1
+    expect_eq "$old draining: its healthz is 503 during the grace" \
+        "$(healthz_of "$old")" 503
+    check "$old draining: its answers say Connection: close" \
+        grep -qi '^Connection: close' "$T/hh"
+    expect_eq "$new: healthz 200 meanwhile" "$(healthz_of "$new")" 200
+    wait "$LOADPID"
+    out=$(cat "$T/load.$new")
+    echo "SIGTERM $old under load: $out"
+    expect_eq "SIGTERM $old under load: no error" "$(echo "$out" | tr ' ' '\n' | grep '^errors=' | cut -d= -f2)" 0
+    check "SIGTERM $old under load: every request answered 200" \
+        bash -c "[ '$(echo "$out" | grep -o 'sent=[0-9]*' | cut -d= -f2)' = '$(echo "$out" | grep -o 's200=[0-9]*' | cut -d= -f2)' ]"
+    check "SIGTERM $old under load: both served" \
+        bash -c "echo '$out' | grep -q 'served_by=.*$old:' && echo '$out' | grep -q 'served_by=.*$new:'"
+    for _ in $(seq 1 300); do kill -0 "$opid" 2>/dev/null || break; sleep 0.01; done
+    wait "$opid"
+    expect_eq "$old exits 0" "$?" 0
+    old=$new
+done
+eval "kill -TERM \$FGPID_$old"
+finish

@@ -39,6 +39,22 @@ static const char usage[] =
     "SIGHUP reloads the file; SIGTERM drains and exits.\n"
     "Exit status: 0 after a drain, 2 on a usage or configuration error.\n";
 
+/* What a reload cannot change in a running server (each is sized or
+ * opened once at start): NULL, or the reason the reload is refused. */
+static const char *reload_refusal(const fg__serve_config *old,
+                                  const fg__serve_config *new)
+{
+    if (old->blocked_cache != new->blocked_cache)
+        return "blocked_cache changes only on restart";
+    if (old->max_connections != new->max_connections)
+        return "max_connections changes only on restart";
+    int old_mem = !strncmp(old->store_url, "memory", 6);
+    int new_mem = !strncmp(new->store_url, "memory", 6);
+    if (old_mem && new_mem && strcmp(old->store_url, new->store_url) != 0)
+        return "the memory store's options change only on restart";
+    return NULL;
+}
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
     (void)what;
@@ -54,6 +70,14 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
             return;
         }
         const fg__serve_config *old = &srv->gen->cfg;
+        const char *refused = reload_refusal(old, &g->cfg);
+        if (refused) {
+            fg__gen_unref(g);
+            FG_INC(srv->reload_errors);
+            fg__log("reload", "result=error reason=\"%s\" kept=running",
+                    refused);
+            return;
+        }
         if (strcmp(old->listen, g->cfg.listen) != 0 ||
             old->workers != g->cfg.workers)
             fg__log("reload", "warning=\"listen and workers change only on "

@@ -233,6 +233,19 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
     FG_SET(w->m->connections, w->nconns);
 }
 
+/* The settings of the worker's evhttp and sweep that a reload may change.
+ * evhttp's own timeout stays off: conns.c enforces request_timeout (an
+ * evhttp timeout would also re-arm a timer on every read and write). */
+static void apply_http(fg__worker *w, const fg__serve_config *c)
+{
+    evhttp_set_max_headers_size(w->http, c->max_header_bytes);
+    /* Deadlines are checked a few times per request_timeout. */
+    uint32_t sweep_ms = c->request_timeout_ms / 5;
+    sweep_ms = sweep_ms < 20 ? 20 : sweep_ms > 1000 ? 1000 : sweep_ms;
+    struct timeval stv = {sweep_ms / 1000, (sweep_ms % 1000) * 1000};
+    event_add(w->sweep_ev, &stv);
+}
+
 static void adopt(fg__worker *w, fg__gen *g)
 {
     char why[256];
@@ -245,6 +258,7 @@ static void adopt(fg__worker *w, fg__gen *g)
     }
     fg__wgen *old = w->cur;
     w->cur = wg;
+    apply_http(w, &wg->g->cfg);
     if (w->cache)
         fg__routes_rerun(fg__blocked_clear(w->cache));
     if (old) {
@@ -363,20 +377,12 @@ int fg__workers_start(fg__server *srv, char *err, size_t errlen)
             rc = -1;
             break;
         }
-        evhttp_set_max_headers_size(w->http, c->max_header_bytes);
         evhttp_set_max_body_size(w->http, 65536);
-        struct timeval tv = {c->request_timeout_ms / 1000,
-                             (c->request_timeout_ms % 1000) * 1000};
-        evhttp_set_timeout_tv(w->http, &tv);
         evhttp_set_allowed_methods(w->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST |
                                                 EVHTTP_REQ_HEAD);
         evhttp_set_gencb(w->http, fg__routes_handle, w);
         evhttp_set_bevcb(w->http, fg__conns_bevcb, w);
-        /* Deadlines are checked a few times per request_timeout. */
-        uint32_t sweep_ms = c->request_timeout_ms / 5;
-        sweep_ms = sweep_ms < 20 ? 20 : sweep_ms > 1000 ? 1000 : sweep_ms;
-        struct timeval stv = {sweep_ms / 1000, (sweep_ms % 1000) * 1000};
-        event_add(w->sweep_ev, &stv);
+        apply_http(w, c);
         w->bound = evhttp_accept_socket_with_handle(w->http, w->fd);
         if (!w->bound) {
             snprintf(err, errlen, "cannot accept on the listening socket");

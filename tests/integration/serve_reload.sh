@@ -4,6 +4,10 @@
 # callback. Redis is stopped (SIGSTOP) with checks waiting on it, the server
 # reloads, Redis continues: every request is answered, the server lives on,
 # and a sanitizer build reports nothing.
+# Then what a reload changes: max_header_bytes and request_timeout are
+# applied; blocked_cache, max_connections and the memory store's options
+# are refused with the reason logged (the running configuration stays);
+# a sharded or cluster store URL is refused as not supported yet.
 . "$(dirname "$0")/../serve/lib.sh"
 
 start_redis || { bad "redis starts"; finish; }
@@ -59,4 +63,84 @@ expect_eq "a check after the reloads" \
     "$(http POST "$U/v1/check?limit=slow&key=after")" 200
 kill -TERM "$FGPID_s"
 for _ in $(seq 1 300); do kill -0 "$FGPID_s" 2>/dev/null || break; sleep 0.01; done
+
+# --- what a reload applies, and what it refuses -------------------------
+mconf() { # mconf MAX_HEADER_BYTES REQUEST_TIMEOUT BLOCKED_CACHE STORE-URL
+    cat >"$T/m.ini" <<INI
+[server]
+workers = 1
+max_header_bytes = $1
+request_timeout = $2
+blocked_cache = $3
+max_connections = 1000
+[store]
+url = $4
+[limit l]
+key = query:k
+rate = 1000/min
+INI
+}
+reload_m() { # reload_m: SIGHUP and wait for its log line; prints it
+    local n0
+    n0=$(grep -c 'event=reload' "$T/m.log")
+    kill -HUP "$FGPID_m"
+    for _ in $(seq 1 300); do
+        [ "$(grep -c 'event=reload' "$T/m.log")" -gt "$n0" ] && break
+        sleep 0.01
+    done
+    grep 'event=reload' "$T/m.log" | tail -1
+}
+{ printf 'X-Big: '; head -c 4000 /dev/zero | tr '\0' a; printf '\n'; } >"$T/h4k"
+mconf 8192 10s 1024 memory
+start_fg m -c "$T/m.ini" --listen 127.0.0.1:0 || { bad "memory server starts"; finish; }
+M="http://127.0.0.1:$FGPORT_m"
+expect_eq "4 KB header under max_header_bytes 8192" \
+    "$(curl -s -m 5 -o /dev/null -w '%{http_code}' -H @"$T/h4k" -X POST "$M/v1/check?limit=l&key=a")" 200
+
+mconf 1024 1s 1024 memory
+line=$(reload_m)
+check "reload of max_header_bytes and request_timeout accepted ($line)" \
+    grep -q 'event=reload result=ok' <<<"$line"
+code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' -H @"$T/h4k" -X POST "$M/v1/check?limit=l&key=a")
+check "reloaded max_header_bytes 1024 refuses a 4 KB header (got $code)" \
+    bash -c "[ '$code' = 413 ] || [ '$code' = 400 ] || [ '$code' = 431 ]"
+exec 3<>/dev/tcp/127.0.0.1/$FGPORT_m
+printf 'POST /v1/check?limit=l&key=slow HTTP/1.1\r\nHost: x\r\n' >&3
+t0=$(date +%s%N)
+timeout 6 cat <&3 >/dev/null
+t1=$(date +%s%N)
+exec 3<&-
+ms=$(( (t1 - t0) / 1000000 ))
+check "reloaded request_timeout 1s closes a stalled client ($ms ms)" \
+    bash -c "[ $ms -ge 800 ] && [ $ms -lt 2500 ]"
+
+mconf 1024 1s 0 memory
+line=$(reload_m)
+check "blocked_cache change refused with its reason ($line)" \
+    grep -q 'result=error reason="blocked_cache changes only on restart" kept=running' <<<"$line"
+mconf 1024 1s 1024 'memory?max_keys=10'
+line=$(reload_m)
+check "memory store options change refused with its reason ($line)" \
+    grep -q "result=error reason=\"the memory store's options change only on restart\"" <<<"$line"
+mconf 1024 1s 1024 memory
+sed -i 's/^max_connections = 1000/max_connections = 2000/' "$T/m.ini"
+line=$(reload_m)
+check "max_connections change refused with its reason ($line)" \
+    grep -q 'reason="max_connections changes only on restart"' <<<"$line"
+expect_eq "still serving after refused reloads" "$(http POST "$M/v1/check?limit=l&key=b")" 200
+curl -s "$M/metrics" >"$T/metrics"
+check "refused reloads counted" grep -q 'floodgate_reloads_total{result="error"} 3' "$T/metrics"
+
+for url in 'shards=redis://127.0.0.1:1,redis://127.0.0.1:2' 'cluster=redis://127.0.0.1:1'; do
+    mconf 1024 1s 1024 "$url"
+    "$FLOODGATE" serve -c "$T/m.ini" --listen 127.0.0.1:0 2>"$T/shards.err"
+    expect_eq "${url%%=*}= store: exit 2" "$?" 2
+    check "${url%%=*}= store: refused as not supported yet" \
+        grep -qF "m.ini:8: url = ${url%%=*}=...: not supported yet" "$T/shards.err"
+    line=$(reload_m)
+    check "${url%%=*}= store on reload: refused, kept running" \
+        grep -q 'result=error.*not supported yet.*kept=running' <<<"$line"
+done
+kill -TERM "$FGPID_m"
+for _ in $(seq 1 300); do kill -0 "$FGPID_m" 2>/dev/null || break; sleep 0.01; done
 finish

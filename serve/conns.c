@@ -37,7 +37,8 @@ static size_t bucket(const struct bufferevent *bev)
 
 static uint64_t deadline(fg__worker *w)
 {
-    return fg__now_us() + (uint64_t)w->cur->g->cfg.request_timeout_ms * 1000;
+    return fg__mono_precise_us() +
+           (uint64_t)w->cur->g->cfg.request_timeout_ms * 1000;
 }
 
 struct bufferevent *fg__conns_bevcb(struct event_base *base, void *arg)
@@ -121,7 +122,7 @@ static void release(fg__worker *w, fg__conn *c)
 
 void fg__conns_sweep(fg__worker *w)
 {
-    uint64_t now = fg__now_us();
+    uint64_t now = fg__mono_precise_us();
     fg__conn *c = w->conns;
     while (c) {
         fg__conn *next = c->next;

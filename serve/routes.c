@@ -197,7 +197,8 @@ static fg__blocked_waiter *release_probes(fg__ctx *c)
         c->probes &= ~(1u << k);
         fg__blocked_waiter *w = fg__blocked_resolve(
             c->w->cache, cache_id(c, k), c->key[k], c->keylen[k], &c->node,
-            c->cost, fg__now_us(), NULL, 1); /* nothing learnt: next probes */
+            c->cost, fg__mono_precise_us(), NULL,
+            1); /* nothing learnt: next probes */
         while (w) {
             fg__blocked_waiter *next = w->next;
             w->next = all;
@@ -322,7 +323,7 @@ static void on_checked(int rc, const fg_decision *d, void *data)
 {
     fg__ctx *c = data;
     unsigned k = c->i;
-    uint64_t now = fg__now_us();
+    uint64_t now = fg__mono_precise_us();
     c->rc[k] = rc;
     c->d[k] = *d;
     c->have |= 1u << k;
@@ -398,7 +399,7 @@ static void run(fg__ctx *c)
 {
     fg__wgen *wg = c->wg;
     if (c->i == 0 && c->w->cache && !wg->g->is_memory) {
-        uint64_t now = fg__now_us();
+        uint64_t now = fg__mono_precise_us();
         fg__blocked_hit h;
         /* A known refusal of any limit answers at once, consuming
          * nothing anywhere. */
@@ -439,7 +440,7 @@ static void run(fg__ctx *c)
                 break;
             continue;
         }
-        c->sent_us = fg__now_us();
+        c->sent_us = fg__mono_precise_us();
         int rc =
             fg_check_async(l, c->key[k], c->keylen[k], c->cost, on_checked, c);
         if (rc == FG_OK)

@@ -15,6 +15,7 @@
 #include "blocked.h"
 #include "config.h"
 #include "metrics.h"
+#include "store.h"
 
 struct event_base;
 struct event;
@@ -98,8 +99,8 @@ struct fg__server {
     uint64_t seed;
 };
 
-/* Monotonic microseconds. */
-uint64_t fg__now_us(void);
+/* Monotonic microseconds: the library's precise clock (src/store.h),
+ * fg__mono_precise_us(). */
 
 /* ---- gen.c: load and share configurations ---- */
 

@@ -19,13 +19,6 @@
 #include "log.h"
 #include "server.h"
 
-uint64_t fg__now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
-
 /* Split "host:port" or "[v6]:port". */
 static int split_addr(const char *listen, char *host, size_t hostlen,
                       char *port, size_t portlen)
@@ -168,7 +161,7 @@ static void tick(evutil_socket_t fd, short what, void *arg)
     }
     if (!w->draining)
         return;
-    uint64_t now = fg__now_us();
+    uint64_t now = fg__mono_precise_us();
     if (w->bound) {
         if (now < w->grace_until_us) {
             uint64_t left = w->grace_until_us - now;
@@ -214,7 +207,7 @@ static void accept_error(struct evconnlistener *lev, void *arg)
     int e = errno;
     evconnlistener_disable(lev);
     w->accept_paused = 1;
-    uint64_t now = fg__now_us();
+    uint64_t now = fg__mono_precise_us();
     if (now >= w->next_err_log_us) {
         w->next_err_log_us = now + 1000000;
         fg__log("accept_paused", "worker=%u reason=\"%s\"", w->index,
@@ -234,8 +227,10 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
 }
 
 /* The settings of the worker's evhttp and sweep that a reload may change.
- * evhttp's own timeout stays off: conns.c enforces request_timeout (an
- * evhttp timeout would also re-arm a timer on every read and write). */
+ * request_timeout is conns.c's deadline, not evhttp's timeout: that one is
+ * an inactivity timeout re-armed on every read and write; it is set once,
+ * at start, to 10 minutes, a backstop for a client that stops reading an
+ * answer (the deadline stops while a request is answered). */
 static void apply_http(fg__worker *w, const fg__serve_config *c)
 {
     evhttp_set_max_headers_size(w->http, c->max_header_bytes);
@@ -284,8 +279,8 @@ static void on_cmd(evutil_socket_t fd, short what, void *arg)
         adopt(w, g);
     if (drain && !w->draining) {
         w->draining = 1;
-        w->grace_until_us =
-            fg__now_us() + (uint64_t)w->cur->g->cfg.drain_grace_ms * 1000;
+        w->grace_until_us = fg__mono_precise_us() +
+                            (uint64_t)w->cur->g->cfg.drain_grace_ms * 1000;
         tick(-1, 0, w);
     }
 }
@@ -378,6 +373,7 @@ int fg__workers_start(fg__server *srv, char *err, size_t errlen)
             break;
         }
         evhttp_set_max_body_size(w->http, 65536);
+        evhttp_set_timeout(w->http, 600);
         evhttp_set_allowed_methods(w->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST |
                                                 EVHTTP_REQ_HEAD);
         evhttp_set_gencb(w->http, fg__routes_handle, w);

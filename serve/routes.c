@@ -347,7 +347,9 @@ static void on_checked(int rc, const fg_decision *d, void *data)
         const fg_limit *lim = &c->wg->g->cfg.limits[c->idx[k]].lim;
         fg__blocked_hit h;
         uint64_t bcost = 0;
-        int blocks = rc == FG_OK &&
+        /* An allowed decision that left nothing blocks the key only if it
+         * stands: before the last limit, a later refusal may refund it. */
+        int blocks = rc == FG_OK && (!d->allowed || k + 1 == c->n) &&
                      fg__blocked_from_decision(lim, d, c->cost, c->sent_us, now,
                                                &h, &bcost);
         if (c->probes & (1u << k)) {

@@ -6,8 +6,10 @@
 # so per_ip has counted alice's two bookings alone and bob gets two:
 #   alice 200 200 429 429 429 429, bob 200 200 429
 # on the memory store and on Redis, with and without the cache. Also: the
-# RateLimit-Policy quota of a token bucket is its burst, and an answer from
-# the cache lists every limit of the request in RateLimit-Policy.
+# RateLimit-Policy quota of a token bucket is its burst, an answer from the
+# cache lists every limit of the request in RateLimit-Policy, and a limit
+# that allowed with nothing left, then was refunded, is not cached as
+# blocked.
 . "$(dirname "$0")/../serve/lib.sh"
 
 start_redis || { bad "redis starts"; finish; }
@@ -20,6 +22,7 @@ workers = 1
 demo_api = on
 demo_limits = per_ip, bookings
 blocked_cache = $3
+trusted_proxies = 127.0.0.1
 [store]
 url = $2
 prefix = c$$-$RANDOM:
@@ -32,6 +35,14 @@ rate = 5/h
 key = header:X-User-Id
 algorithm = fixed_window
 rate = 2/h
+[limit ip2]
+key = ip
+algorithm = fixed_window
+rate = 2/h
+[limit bk2]
+key = header:X-User-Id
+algorithm = sliding_window
+rate = 1/h
 [limit tb]
 key = query:k
 algorithm = token_bucket
@@ -80,6 +91,15 @@ for store in memory "redis://127.0.0.1:$RPORT"; do
             expect_eq "$what: RateLimit the cached limit" \
                 "$(header RateLimit | sed 's/t=[0-9]*/t=T/')" '"bookings";r=0;t=T'
         fi
+        # A limit that allowed with nothing left, then refunded, is not
+        # remembered as blocked: the next client from that address is
+        # allowed, as the store would allow it.
+        got=$(for who in carol:198.51.100.2 alice:198.51.100.1 carol:198.51.100.1 dave:198.51.100.1; do
+            printf '%s ' "$(curl -s -m 5 -o /dev/null -w '%{http_code}' -X POST \
+                -H "X-User-Id: ${who%:*}" -H "X-Forwarded-For: ${who#*:}" \
+                "http://127.0.0.1:$port/v1/auth?limit=ip2,bk2")"
+        done)
+        expect_eq "$what: a refunded limit is not cached as blocked" "$got" "200 200 403 200 "
         code=$(http POST "http://127.0.0.1:$port/v1/check?limit=tb&key=x")
         expect_eq "$what: token bucket check" "$code" 200
         expect_eq "$what: RateLimit-Policy q is the burst" \

@@ -257,7 +257,10 @@ static int server_key(parser *p, const char *k, const char *v)
             return fail(p, p->line, "drain_timeout must be a duration");
         c->drain_timeout_ms = ms;
     } else if (!strcmp(k, "drain_grace")) {
-        if (fg__parse_duration_ms(v, &ms) || ms > 60000)
+        /* 0: no grace, the listener closes at once. */
+        if (!strcmp(v, "0"))
+            ms = 0;
+        else if (fg__parse_duration_ms(v, &ms) || ms > 60000)
             return fail(p, p->line,
                         "drain_grace must be a duration, at most 60s");
         c->drain_grace_ms = ms;

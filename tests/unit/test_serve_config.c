@@ -105,6 +105,23 @@ static void test_errors(void)
     CHECK_EQ(parse("[limit a]\nrate = 1/s\nkey = ip\nmode = sync:200ms\n"),
              FG_EINVAL);
     CHECK(err_is(4, "not supported yet"));
+    /* DESIGN's sharded and cluster stores: not implemented yet. */
+    CHECK_EQ(parse("[store]\nurl = shards=redis://a:1,redis://b:2\n"),
+             FG_EINVAL);
+    CHECK(err_is(2, "url = shards=...: not supported yet"));
+    CHECK_EQ(parse("[store]\nurl = cluster=redis://a:1\n"), FG_EINVAL);
+    CHECK(err_is(2, "url = cluster=...: not supported yet"));
+    /* The drain grace: a duration, 500 ms by default, at most a minute. */
+    CHECK_EQ(parse("[server]\nid = x\n"), 0);
+    CHECK_EQ(cfg.drain_grace_ms, 500);
+    CHECK_EQ(parse("[server]\ndrain_grace = 2s\n"), 0);
+    CHECK_EQ(cfg.drain_grace_ms, 2000);
+    CHECK_EQ(parse("[server]\ndrain_grace = 0\n"), 0);
+    CHECK_EQ(cfg.drain_grace_ms, 0);
+    CHECK_EQ(parse("[server]\ndrain_grace = 2min\n"), FG_EINVAL);
+    CHECK(err_is(2, "drain_grace"));
+    CHECK_EQ(parse("[server]\ndrain_grace = soon\n"), FG_EINVAL);
+    CHECK(err_is(2, "drain_grace"));
     CHECK_EQ(parse("[limit a]\nrate = 1/s\nkey = ip\nmode = fast\n"),
              FG_EINVAL);
     CHECK(err_is(4, "mode"));

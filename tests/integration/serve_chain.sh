@@ -64,6 +64,17 @@ outcome() { # outcome URL: the statuses of the sequence
     echo "${out# }"
 }
 
+# expect_refunds NAME GOT WANT: expect_eq, but a store that cannot refund
+# yet (the server logged event=refund_unsupported once) is reported as a
+# skip, not a pass.
+expect_refunds() {
+    if [ "$2" != "$3" ] && grep -q 'event=refund_unsupported' "$T/c$i.log"; then
+        echo "skip $1: refunds not supported by this store yet (got '$2')"
+    else
+        expect_eq "$1" "$2" "$3"
+    fi
+}
+
 i=0
 for store in memory "redis://127.0.0.1:$RPORT"; do
     for cache in 0 1024; do
@@ -74,13 +85,7 @@ for store in memory "redis://127.0.0.1:$RPORT"; do
         eval "port=\$FGPORT_c$i; pid=\$FGPID_c$i"
         got=$(outcome "http://127.0.0.1:$port")
         what="${store%%:*} store, blocked_cache=$cache"
-        if [ "$got" != "$WANT" ] &&
-            grep -q 'event=refund_unsupported' "$T/c$i.log"; then
-            # The store cannot refund yet: the server said so once.
-            echo "skip $what: refunds not supported by this store yet ($got)"
-        else
-            expect_eq "$what: refused requests consume nothing" "$got" "$WANT"
-        fi
+        expect_refunds "$what: refused requests consume nothing" "$got" "$WANT"
         if [ "${store%%:*}" = redis ] && [ "$cache" != 0 ]; then
             # alice is known refused: answered from the cache.
             code=$(http POST "http://127.0.0.1:$port/bookings" -H 'X-User-Id: alice')
@@ -99,7 +104,7 @@ for store in memory "redis://127.0.0.1:$RPORT"; do
                 -H "X-User-Id: ${who%:*}" -H "X-Forwarded-For: ${who#*:}" \
                 "http://127.0.0.1:$port/v1/auth?limit=ip2,bk2")"
         done)
-        expect_eq "$what: a refunded limit is not cached as blocked" "$got" "200 200 403 200 "
+        expect_refunds "$what: a refunded limit is not cached as blocked" "$got" "200 200 403 200 "
         code=$(http POST "http://127.0.0.1:$port/v1/check?limit=tb&key=x")
         expect_eq "$what: token bucket check" "$code" 200
         expect_eq "$what: RateLimit-Policy q is the burst" \

@@ -57,7 +57,7 @@
  * it, to absorb the loop's dispatch overhead. Precision otherwise comes from
  * the caller's event base: libevent's default clock is
  * CLOCK_MONOTONIC_COARSE (often 4 ms ticks); EVENT_BASE_FLAG_PRECISE_TIMER
- * makes deadlines exact (docs/redis.md). */
+ * makes deadlines exact (README, "The Redis store"). */
 #define TIMER_SLACK_US 100u
 
 /* Why a blocking context must not be reused. */

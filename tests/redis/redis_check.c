@@ -568,8 +568,8 @@ static void refunds(const char *url, int async)
         freeReplyObject(r);
         twin_refund(lm, lr, "u", 3);
         /* Async: the EVAL that answers NOSCRIPT is queued when that reply
-         * is read, behind checks already queued (README, "The Redis store"); one check
-         * of another key lets it through first. */
+         * is read, behind checks already queued (README, "The Redis store");
+         * one check of another key lets it through first. */
         twin_check(base, lm, lr, "x", 1, &diff);
         int again = twin_run(base, lm, lr, "u", 3, &diff);
         /* Refund more than taken (2 taken, 7 given) -> 10, not beyond. */

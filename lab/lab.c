@@ -296,6 +296,8 @@ static int write_serve_config(fg__lab *lab, int s, int i, int port,
             "workers = 1\n"
             "id = api-%d\n"
             "demo_api = on\n"
+            "; the lab stops its servers between runs: no grace needed\n"
+            "drain_grace = 0\n"
             "[store]\n",
             names[s], i + 1, p->servers, port, i + 1);
     if (fg__lab_uses_redis(s))

@@ -17,7 +17,7 @@
 #include "floodgate.h"
 #include "hash.h"
 
-#define ROUNDS 3
+#define ROUNDS 5
 #define OPS    2000000u
 
 typedef struct keyset {

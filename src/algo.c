@@ -13,6 +13,20 @@ static uint64_t gcd(uint64_t a, uint64_t b)
     return a;
 }
 
+void fg__divisor_init(fg__divisor *v, uint64_t d)
+{
+    v->d = d;
+    if ((d & (d - 1)) == 0) {
+        v->m = 0;
+        v->shift = (unsigned)__builtin_ctzll(d);
+        return;
+    }
+    unsigned l = 64 - (unsigned)__builtin_clzll(d - 1); /* ceil(log2 d) */
+    unsigned __int128 num = (unsigned __int128)1 << (63 + l);
+    v->m = (uint64_t)((num + d - 1) / d);
+    v->shift = 63 + l;
+}
+
 int fg__algo_params_init(const fg_limit *lim, fg__algo_params *p, char *err,
                          size_t errlen)
 {
@@ -43,6 +57,8 @@ int fg__algo_params_init(const fg_limit *lim, fg__algo_params *p, char *err,
         uint64_t g = gcd(p->period_us, p->limit);
         p->scale = p->limit / g;
         p->t_scaled = p->period_us / g;
+        fg__divisor_init(&p->by_scale, p->scale);
+        fg__divisor_init(&p->by_t, p->t_scaled);
         /* Two bucket depths in scaled time must fit. */
         if (p->t_scaled > UINT64_MAX / 4 / p->burst)
             return fg__seterr(err, errlen, FG_ERANGE,
@@ -155,11 +171,11 @@ static void sliding_window(const fg__algo_params *p, fg__algo_state *s,
     *expires = (w + 1) * period;
 }
 
-/* Scaled units to whole microseconds, rounded up. Most rates have
- * scale 1 (T is a whole number of microseconds): skip the divisions. */
-static inline uint64_t scaled_to_us_up(uint64_t v, uint64_t scale)
+/* Scaled units (below 2^63) to whole microseconds, rounded up. */
+static inline uint64_t scaled_to_us_up(uint64_t v, const fg__divisor *scale)
 {
-    return scale == 1 ? v : v / scale + (v % scale != 0);
+    uint64_t q = fg__div(scale, v);
+    return q + (q * scale->d != v);
 }
 
 /* Token bucket as GCRA: each unit moves the theoretical arrival time TAT on
@@ -179,7 +195,7 @@ static int token_bucket(const fg__algo_params *p, fg__algo_state *s,
     uint64_t ahead = 0;
     if (s->a > now || (s->a == now && s->b > 0)) {
         uint64_t diff_us = s->a - now;
-        if (diff_us > depth / scale + 1)
+        if (diff_us > fg__div(&p->by_scale, depth) + 1)
             ahead = depth;
         else
             ahead = diff_us * scale + s->b;
@@ -191,19 +207,21 @@ static int token_bucket(const fg__algo_params *p, fg__algo_state *s,
     d->limit = p->burst;
     d->allowed = next <= depth;
     if (d->allowed) {
-        if (now > UINT64_MAX - next / scale - 1)
+        uint64_t next_us = fg__div(&p->by_scale, next);
+        if (now > UINT64_MAX - next_us - 1)
             return FG_ERANGE;
-        s->a = now + (scale == 1 ? next : next / scale);
-        s->b = scale == 1 ? 0 : next % scale;
+        s->a = now + next_us;
+        s->b = next - next_us * scale;
         ahead = next;
     }
-    d->remaining = (depth - ahead) / p->t_scaled;
-    d->reset_ms = fg__us_to_ms_up(scaled_to_us_up(ahead, scale));
+    d->remaining = fg__div(&p->by_t, depth - ahead);
+    d->reset_ms = fg__us_to_ms_up(scaled_to_us_up(ahead, &p->by_scale));
     if (d->allowed) {
         d->retry_after_ms = 0;
     } else {
         uint64_t wait = next - depth;
-        d->retry_after_ms = fg__us_to_ms_up(wait / scale + (wait % scale != 0));
+        d->retry_after_ms =
+            fg__us_to_ms_up(scaled_to_us_up(wait, &p->by_scale));
     }
     *expires = s->a + 1 > now ? s->a + 1 : now;
     return FG_OK;

@@ -8,6 +8,24 @@
 
 #include "floodgate.h"
 
+/* Division by an invariant 'd' as a multiplication: exact for every
+ * dividend below 2^63 (Granlund and Montgomery's round-up method: with
+ * l = ceil(log2 d) and m = ceil(2^(63+l) / d), floor(x * m / 2^(63+l)) is
+ * floor(x / d)). Powers of two are shifts. */
+typedef struct fg__divisor {
+    uint64_t d, m; /* m = 0: d is 2^shift */
+    unsigned shift;
+} fg__divisor;
+
+void fg__divisor_init(fg__divisor *v, uint64_t d);
+
+static inline uint64_t fg__div(const fg__divisor *v, uint64_t x)
+{
+    if (!v->m)
+        return x >> v->shift;
+    return (uint64_t)(((unsigned __int128)x * v->m) >> v->shift);
+}
+
 /* Derived, validated parameters of a limit. */
 typedef struct fg__algo_params {
     fg_algorithm algorithm;
@@ -21,6 +39,7 @@ typedef struct fg__algo_params {
      * of time (at most two bucket depths) are ever scaled. */
     uint64_t scale;
     uint64_t t_scaled;
+    fg__divisor by_scale, by_t; /* the two divisions of every check */
 } fg__algo_params;
 
 /* The state of one key. An all-zero state is a key never seen.

@@ -185,11 +185,15 @@ static int decide_without_store(fg_limiter *l, int rc, const char *key,
 }
 
 /* Record the store's answer in the breaker and apply the policy. */
-static int settle(fg_limiter *l, int rc, const char *key, size_t keylen,
-                  uint64_t cost, fg_decision *out)
+static inline int settle(fg_limiter *l, int rc, const char *key, size_t keylen,
+                         uint64_t cost, fg_decision *out)
 {
     if (rc == FG_OK) {
-        fg__breaker_success(&l->policy->breaker);
+        /* Nearly always closed and clean: two relaxed loads, no call. */
+        fg__breaker *b = &l->policy->breaker;
+        if (atomic_load_explicit(&b->failures, memory_order_relaxed) ||
+            atomic_load_explicit(&b->open_until_us, memory_order_relaxed))
+            fg__breaker_success(b);
         out->source = FG_SOURCE_STORE;
         return FG_OK;
     }

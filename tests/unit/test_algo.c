@@ -620,8 +620,45 @@ static void test_large_values(void)
     }
 }
 
+/* Division by an invariant as a multiplication: exact against '/' for
+ * divisors of every size (powers of two, their neighbours, random) and
+ * dividends up to 2^63 - 1, the edges included. */
+static void test_divisor(void)
+{
+    uint64_t x = 0x9e3779b97f4a7c15ull, wrong = 0, n = 0;
+    for (int k = 0; k < 63; k++) {
+        uint64_t base = (uint64_t)1 << k;
+        uint64_t ds[] = {base, base + 1, base > 2 ? base - 1 : 3,
+                         base * 3 / 2 + 1};
+        for (int j = 0; j < 4; j++) {
+            uint64_t d = ds[j] ? ds[j] : 1;
+            fg__divisor v;
+            fg__divisor_init(&v, d);
+            uint64_t edges[] = {0,
+                                1,
+                                d - 1,
+                                d,
+                                d + 1,
+                                ((uint64_t)1 << 63) - 1,
+                                ((uint64_t)1 << 63) - 1 - d};
+            for (int e = 0; e < 7; e++, n++)
+                wrong += fg__div(&v, edges[e]) != edges[e] / d;
+            for (int r = 0; r < 2000; r++, n++) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                uint64_t y = (x >> (r % 63 + 1));
+                wrong += fg__div(&v, y) != y / d;
+            }
+        }
+    }
+    CHECK_EQ(wrong, 0);
+    CHECK(n > 500000);
+}
+
 int main(void)
 {
+    test_divisor();
     test_tenth_and_eleventh();
     test_fixed_window_edge();
     test_sliding_window_edge();

@@ -8,6 +8,7 @@
 
 #include "floodgate.h"
 #include "keys.h"
+#include "store.h"
 
 static int seterr(char *err, size_t errlen, const char *msg, const char *arg)
 {
@@ -191,17 +192,6 @@ const char *fg__key_check(const char *key, size_t len, size_t max)
     return NULL;
 }
 
-static int hexval(int ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 long fg__query_get(const char *query, const char *name, char *out,
                    size_t outlen)
 {
@@ -222,7 +212,7 @@ long fg__query_get(const char *query, const char *name, char *out,
                 if (ch == '%') {
                     if (end - v < 3)
                         return -3;
-                    int h = hexval(v[1]), l = hexval(v[2]);
+                    int h = fg__hexval(v[1]), l = fg__hexval(v[2]);
                     if (h < 0 || l < 0)
                         return -3;
                     ch = h * 16 + l;

@@ -6,17 +6,6 @@
 #include "redis_url.h"
 #include "store.h"
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Percent-decode 's' ('n' bytes) into 'out' (room for 'n' + 1 bytes).
  * Returns the decoded length, or -1 for a malformed escape or a NUL. */
 static long pct_decode(const char *s, size_t n, char *out)
@@ -27,8 +16,8 @@ static long pct_decode(const char *s, size_t n, char *out)
             int h, l;
             if (i + 2 >= n)
                 return -1;
-            h = hexval(s[i + 1]);
-            l = hexval(s[i + 2]);
+            h = fg__hexval(s[i + 1]);
+            l = fg__hexval(s[i + 2]);
             if (h < 0 || l < 0 || (h == 0 && l == 0))
                 return -1;
             out[o++] = (char)(h * 16 + l);

@@ -83,6 +83,9 @@ void *fg__calloc(size_t n, size_t size);
 void fg__free(void *p);
 char *fg__strndup(const char *s, size_t n);
 
+/* The value of hexadecimal digit 'ch', or -1 (for %-decoding). */
+int fg__hexval(int ch);
+
 /* Write a formatted reason into 'err' (NULL-safe); returns 'code'. */
 int fg__seterr(char *err, size_t errlen, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

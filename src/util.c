@@ -47,6 +47,17 @@ char *fg__strndup(const char *s, size_t n)
     return p;
 }
 
+int fg__hexval(int ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
 int fg__seterr(char *err, size_t errlen, int code, const char *fmt, ...)
 {
     if (err && errlen) {

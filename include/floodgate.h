@@ -107,7 +107,14 @@ int fg_limit_parse(const char *rate, fg_limit *out);
 int fg_limit_parse_err(const char *rate, fg_limit *out, char *err,
                        size_t errlen);
 
-/* One decision. Times are rounded up to whole milliseconds. */
+/* One decision. The _ms times are rounded up to whole milliseconds; the
+ * _us times are the same durations, exact to the microsecond, from the
+ * instant of the decision on the clock that made it (the memory store's;
+ * for Redis the caller's for fixed windows and clock_client limits, else
+ * Redis TIME). retry_after_us is the exact wait: retried retry_after_us - 1
+ * us later the request is refused, retry_after_us later it is allowed (if
+ * nothing else consumed meanwhile). A decision the store did not make
+ * (fail open, fail closed) has _us = _ms * 1000. */
 typedef struct fg_decision {
     int allowed;             /* 1 allowed, 0 refused */
     uint64_t limit;          /* the limit (burst for token_bucket) */
@@ -115,6 +122,8 @@ typedef struct fg_decision {
     uint64_t reset_ms;       /* until the limit is fully available again */
     uint64_t retry_after_ms; /* 0 when allowed; never early */
     fg_source source;
+    uint64_t reset_us;       /* reset_ms, exact in microseconds */
+    uint64_t retry_after_us; /* retry_after_ms, exact; 0 when allowed */
 } fg_decision;
 
 /* Microseconds from an arbitrary fixed origin; must not go backwards by

@@ -228,50 +228,71 @@ uint64_t fg__blocked_count(const fg__blocked *c, uint64_t now_us)
     return n;
 }
 
+/* The instant the store decided, on the caller's clock. A decision made on
+ * the caller's clock (fixed windows, naive_get_set and clock_client limits
+ * read it just after 'sent_us') counts its times from the send itself. One
+ * made on Redis TIME (the scripts) happened somewhere in the round trip: a
+ * block measured from 'sent_us' would end a one-way delay early, so its
+ * probe would reach the store just before the unit returns and be refused
+ * about half the time (a wasted round trip, and the key blocked nothing
+ * meanwhile). The middle of the round trip is the best estimate; when the
+ * delays are uneven it is off by at most half the round trip either way: a
+ * request arriving that much after the unit returned may be answered from
+ * the cache, and the unit then goes to the next request, the probe. */
+static uint64_t decided_at(const fg_limit *lim, uint64_t sent_us,
+                           uint64_t now_us)
+{
+    if (lim->algorithm == FG_FIXED_WINDOW ||
+        lim->algorithm == FG_NAIVE_GET_SET || lim->clock_client)
+        return sent_us;
+    return sent_us + (now_us - sent_us) / 2;
+}
+
 int fg__blocked_from_decision(const fg_limit *lim, const fg_decision *d,
                               uint64_t cost, uint64_t sent_us, uint64_t now_us,
                               fg__blocked_hit *out, uint64_t *block_cost)
 {
     if (d->source != FG_SOURCE_STORE || now_us < sent_us)
         return 0;
-    uint64_t until, retry;
+    /* 'wait': from the decision until the store would allow; 'retry': what
+     * clients are told, counted from 'now_us' (after the decision) so that
+     * it is never early. The _us times are exact. */
+    uint64_t wait, retry;
     if (!d->allowed) {
-        if (d->retry_after_ms == 0)
+        if (d->retry_after_us == 0)
             return 0;
-        /* retry_after_ms is rounded up: the true wait is more than
-         * (retry_after_ms - 1) ms, from a decision made after 'sent_us'. */
-        until = sent_us + (d->retry_after_ms - 1) * 1000 + 1;
-        retry = now_us + d->retry_after_ms * 1000;
+        wait = retry = d->retry_after_us;
         *block_cost = cost;
-    } else if (d->remaining == 0 && d->reset_ms > 0 &&
+    } else if (d->remaining == 0 && d->reset_us > 0 &&
                lim->algorithm == FG_FIXED_WINDOW) {
         /* Nothing left until the window ends. */
-        until = sent_us + (d->reset_ms - 1) * 1000 + 1;
-        retry = now_us + d->reset_ms * 1000;
+        wait = retry = d->reset_us;
         *block_cost = 1;
-    } else if (d->remaining == 0 && d->reset_ms > 0 &&
+    } else if (d->remaining == 0 && d->reset_us > 0 &&
                lim->algorithm == FG_TOKEN_BUCKET && lim->limit > 0) {
-        /* The bucket is full again after reset_ms; the first token comes
-         * back (burst - 1) emission intervals before that. */
+        /* The bucket is full again after reset_us (the drain time rounded
+         * up to a microsecond); the first token comes back (burst - 1)
+         * emission intervals q before that: at the first whole microsecond
+         * at or after reset - q, which is at least reset_us - ceil(q) and
+         * at most reset_us - floor(q). */
         uint64_t burst = lim->burst ? lim->burst : lim->limit;
         unsigned __int128 num = (unsigned __int128)(burst - 1) * lim->period_us;
         unsigned __int128 hi = (num + lim->limit - 1) / lim->limit;
         unsigned __int128 lo = num / lim->limit;
-        uint64_t reset_lo = (d->reset_ms - 1) * 1000;
-        if (hi >= reset_lo)
+        if (hi >= d->reset_us)
             return 0;
-        until = sent_us + reset_lo - (uint64_t)hi;
-        uint64_t reset_hi = d->reset_ms * 1000;
-        retry = now_us + (lo < reset_hi ? reset_hi - (uint64_t)lo : 0);
+        wait = d->reset_us - (uint64_t)hi;
+        retry = d->reset_us - (uint64_t)lo;
         *block_cost = 1;
     } else {
         return 0;
     }
+    uint64_t until = decided_at(lim, sent_us, now_us) + wait;
     if (until <= now_us)
         return 0;
     out->until_us = until;
-    out->retry_us = retry > until ? retry : until;
-    out->reset_us = now_us + d->reset_ms * 1000;
+    out->retry_us = now_us + retry > until ? now_us + retry : until;
+    out->reset_us = now_us + d->reset_us;
     out->limit = d->limit;
     return 1;
 }

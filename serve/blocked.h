@@ -4,9 +4,10 @@
  * refusal, or an allowed request that left nothing), every request for that
  * key with a cost at least as large would be refused until T too (others
  * can only consume more), so it is answered here without a round trip. T is
- * computed from the time the check was sent, minus the rounding of the
- * store's milliseconds, so the cache never refuses a request the store would
- * have allowed.
+ * the decision's exact wait (retry_after_us, reset_us) counted from when the
+ * store decided: the send itself for a decision on the caller's clock, else
+ * the middle of the round trip (see fg__blocked_from_decision), so that the
+ * probe sent when the block ends reaches the store once the unit is back.
  *
  * When a block ends, one request (the probe) goes to the store; requests
  * for the same key that arrive meanwhile wait for its answer instead of
@@ -87,7 +88,10 @@ fg__blocked_waiter *fg__blocked_clear(fg__blocked *c);
  * more until its retry time; an allowed decision that left nothing of a
  * fixed_window or token_bucket limit 'lim' blocks any cost until the next
  * unit frees up. 'sent_us' is when the check was sent, 'now_us' when the
- * answer came. 1 with '*out' and '*block_cost' filled, else 0. */
+ * answer came; the block runs from the instant the store decided (the send
+ * for a decision on the caller's clock, else the middle of the round trip)
+ * for the decision's exact microseconds. 1 with '*out' and '*block_cost'
+ * filled, else 0. */
 int fg__blocked_from_decision(const fg_limit *lim, const fg_decision *d,
                               uint64_t cost, uint64_t sent_us, uint64_t now_us,
                               fg__blocked_hit *out, uint64_t *block_cost);

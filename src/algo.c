@@ -104,8 +104,9 @@ static void fixed_window(const fg__algo_params *p, fg__algo_state *s,
         s->b = count;
     }
     d->remaining = p->limit - count;
-    d->reset_ms = count ? fg__us_to_ms_up(end - now) : 0;
-    d->retry_after_ms = d->allowed ? 0 : fg__us_to_ms_up(end - now);
+    d->reset_us = count ? end - now : 0;
+    d->retry_after_us = d->allowed ? 0 : end - now;
+    fg__decision_ms(d);
     *expires = end;
 }
 
@@ -140,7 +141,7 @@ static void sliding_window(const fg__algo_params *p, fg__algo_state *s,
 
     d->limit = limit;
     d->allowed = weighted + (u128)(cur + cost) * period <= capacity;
-    d->retry_after_ms = 0;
+    d->retry_after_us = 0;
     if (d->allowed) {
         cur += cost;
         s->a = w;
@@ -151,23 +152,24 @@ static void sliding_window(const fg__algo_params *p, fg__algo_state *s,
          * prev * (period - e) <= room * period. */
         uint64_t room = limit - cur - cost;
         uint64_t need = period - (uint64_t)((u128)room * period / prev);
-        d->retry_after_ms = fg__us_to_ms_up(need - elapsed);
+        d->retry_after_us = need - elapsed;
     } else {
         /* Wait for the next window, where this window's count becomes
          * the previous one: cur * (period - e) <= (limit - cost) * period. */
         uint64_t need =
             period - (uint64_t)((u128)(limit - cost) * period / cur);
-        d->retry_after_ms = fg__us_to_ms_up(left + need);
+        d->retry_after_us = left + need;
     }
     u128 used = weighted + (u128)cur * period;
     d->remaining =
         used >= capacity ? 0 : (uint64_t)((capacity - used) / period);
     if (cur)
-        d->reset_ms = fg__us_to_ms_up(left + period);
+        d->reset_us = left + period;
     else if (prev)
-        d->reset_ms = fg__us_to_ms_up(left);
+        d->reset_us = left;
     else
-        d->reset_ms = 0;
+        d->reset_us = 0;
+    fg__decision_ms(d);
     *expires = (w + 1) * period;
 }
 
@@ -215,14 +217,12 @@ static int token_bucket(const fg__algo_params *p, fg__algo_state *s,
         ahead = next;
     }
     d->remaining = fg__div(&p->by_t, depth - ahead);
-    d->reset_ms = fg__us_to_ms_up(scaled_to_us_up(ahead, &p->by_scale));
-    if (d->allowed) {
-        d->retry_after_ms = 0;
-    } else {
-        uint64_t wait = next - depth;
-        d->retry_after_ms =
-            fg__us_to_ms_up(scaled_to_us_up(wait, &p->by_scale));
-    }
+    /* Time is whole microseconds: the first instant at which the bucket
+     * has drained enough is the scaled wait rounded up. */
+    d->reset_us = scaled_to_us_up(ahead, &p->by_scale);
+    d->retry_after_us =
+        d->allowed ? 0 : scaled_to_us_up(next - depth, &p->by_scale);
+    fg__decision_ms(d);
     *expires = s->a + 1 > now ? s->a + 1 : now;
     return FG_OK;
 }

@@ -72,7 +72,9 @@ static inline int fg__algo_check_cost(const fg__algo_params *p, uint64_t cost)
  * 's'. A refused request leaves 's' as it was. A 'now_us' earlier than the
  * state's own time is clamped to it. '*expires_us' receives the time after
  * which the state is indistinguishable from a new key (it may be dropped).
- * Fills every field of 'd' but 'source'. Returns FG_OK or FG_ECOST. */
+ * Fills every field of 'd' but 'source', the times exact in microseconds
+ * ('retry_after_us' is the first instant the request fits) and rounded up
+ * in milliseconds. Returns FG_OK or FG_ECOST. */
 int fg__algo_check(const fg__algo_params *p, fg__algo_state *s, uint64_t now_us,
                    uint64_t cost, fg_decision *d, uint64_t *expires_us);
 
@@ -86,6 +88,14 @@ void fg__algo_refund(const fg__algo_params *p, fg__algo_state *s,
 static inline uint64_t fg__us_to_ms_up(uint64_t us)
 {
     return us / 1000 + (us % 1000 != 0);
+}
+
+/* Fill 'd''s millisecond times from its exact microsecond times, rounded
+ * up so that a retry after retry_after_ms is never early. */
+static inline void fg__decision_ms(fg_decision *d)
+{
+    d->reset_ms = fg__us_to_ms_up(d->reset_us);
+    d->retry_after_ms = fg__us_to_ms_up(d->retry_after_us);
 }
 
 #endif

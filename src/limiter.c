@@ -142,6 +142,7 @@ static int validate(fg_limiter *l, const char *key, size_t keylen,
     out->allowed = 0;
     out->limit = l->p.algorithm == FG_TOKEN_BUCKET ? l->p.burst : l->p.limit;
     out->remaining = out->reset_ms = out->retry_after_ms = 0;
+    out->reset_us = out->retry_after_us = 0;
     out->source = FG_SOURCE_STORE;
     if (!key && keylen)
         return FG_EINVAL;
@@ -166,6 +167,7 @@ static int decide_without_store(fg_limiter *l, int rc, const char *key,
         out->allowed = 0;
         out->retry_after_ms = FAIL_CLOSED_RETRY_MS;
         out->reset_ms = FAIL_CLOSED_RETRY_MS;
+        out->retry_after_us = out->reset_us = FAIL_CLOSED_RETRY_MS * 1000u;
         out->source = FG_SOURCE_FAIL_CLOSED;
         break;
     case FG_FAIL_LOCAL: {

@@ -32,7 +32,9 @@
  * the window index is appended (both keys share the hash tag; an index
  * below 10^14 prints exactly). ARGV: period_us, limit, cost, now_us
  * ('' = Redis TIME). Counts are plain integers; the current window's key
- * lives until the next window ends. */
+ * lives until the next window ends. Both check scripts return {allowed,
+ * remaining, reset_us, retry_after_us}, times exact in microseconds: the C
+ * side rounds them up to milliseconds. */
 static const char lua_sliding[] = LUA_COMMON
     "local period, limit, cost = tonumber(ARGV[1]), tonumber(ARGV[2]),\n"
     "                            tonumber(ARGV[3])\n"
@@ -58,16 +60,15 @@ static const char lua_sliding[] = LUA_COMMON
     "  redis.call('SET', kc, string.format('%d', cur), 'PX',\n"
     "             cdiv(left + period, 1000) + 1)\n"
     "elseif cur + cost <= limit then\n"
-    "  retry = cdiv(period - idiv((limit - cur - cost) * period, prev)\n"
-    "               - elapsed, 1000)\n"
+    "  retry = period - idiv((limit - cur - cost) * period, prev) - elapsed\n"
     "else\n"
-    "  retry = cdiv(left + period - idiv((limit - cost) * period, cur), 1000)\n"
+    "  retry = left + period - idiv((limit - cost) * period, cur)\n"
     "end\n"
     "local used = weighted + cur * period\n"
     "local remaining, reset = 0, 0\n"
     "if used < cap then remaining = idiv(cap - used, period) end\n"
-    "if cur > 0 then reset = cdiv(left + period, 1000)\n"
-    "elseif prev > 0 then reset = cdiv(left, 1000) end\n"
+    "if cur > 0 then reset = left + period\n"
+    "elseif prev > 0 then reset = left end\n"
     "return {allowed, remaining, reset, retry}\n";
 
 /* GCRA of algo.c on one integer key: the theoretical arrival time in units
@@ -101,11 +102,10 @@ static const char lua_token[] = LUA_COMMON
     "  redis.call('SET', KEYS[1], string.format('%d', nxt), 'PX',\n"
     "             cdiv(cdiv(nxt - real, scale), 1000) + 1)\n"
     "else\n"
-    "  retry = cdiv(cdiv(nxt - now - depth, scale), 1000)\n"
+    "  retry = cdiv(nxt - now - depth, scale)\n"
     "end\n"
     "local ahead = base - now\n"
-    "return {allowed, idiv(depth - ahead, t), cdiv(cdiv(ahead, scale), 1000),\n"
-    "        retry}\n";
+    "return {allowed, idiv(depth - ahead, t), cdiv(ahead, scale), retry}\n";
 
 /* fg__algo_refund of algo.c: give back ARGV[2] units, never below zero,
  * never creating a key, keeping each key's expiry. ARGV[1] says which:
@@ -310,8 +310,9 @@ int fg__redis_script_reply(const redisReply *r, uint64_t limit, fg_decision *d)
     d->allowed = (int)r->element[0]->integer;
     d->limit = limit;
     d->remaining = (uint64_t)r->element[1]->integer;
-    d->reset_ms = (uint64_t)r->element[2]->integer;
-    d->retry_after_ms = (uint64_t)r->element[3]->integer;
+    d->reset_us = (uint64_t)r->element[2]->integer;
+    d->retry_after_us = (uint64_t)r->element[3]->integer;
+    fg__decision_ms(d);
     return FG_OK;
 }
 
@@ -332,7 +333,8 @@ void fg__redis_window_decision(const fg__algo_params *p, uint64_t now_us,
         d->allowed = 0;
         d->limit = p->limit;
         d->remaining = 0;
-        d->reset_ms = d->retry_after_ms = fg__us_to_ms_up(p->period_us);
+        d->reset_us = d->retry_after_us = p->period_us;
+        fg__decision_ms(d);
     }
 }
 

@@ -51,9 +51,9 @@ size_t fg__redis_key(char *buf, const char *kp, size_t kplen, const char *key,
  * FG_EOOM, FG_EREADONLY, FG_EAUTH, FG__REDIS_NOSCRIPT, ... or FG_EPROTO. */
 int fg__redis_error_code(const char *s, size_t len);
 
-/* Fill 'd' from a script's reply {allowed, remaining, reset_ms,
- * retry_after_ms}. FG_OK, the error's code for an error reply, or
- * FG_EPROTO. */
+/* Fill 'd' from a script's reply {allowed, remaining, reset_us,
+ * retry_after_us} (exact microseconds; the milliseconds are derived,
+ * rounded up). FG_OK, the error's code for an error reply, or FG_EPROTO. */
 int fg__redis_script_reply(const redisReply *r, uint64_t limit, fg_decision *d);
 
 /* A fixed window decision (fixed_window, naive_get_set) from the count the

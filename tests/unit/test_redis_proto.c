@@ -84,7 +84,9 @@ static redisReply *intr(long long v)
 
 static void test_script_reply(void)
 {
-    redisReply *e[4] = {intr(1), intr(9), intr(1000), intr(0)};
+    /* The scripts answer in exact microseconds; milliseconds are derived,
+     * rounded up. */
+    redisReply *e[4] = {intr(1), intr(9), intr(999001), intr(0)};
     redisReply arr = {REDIS_REPLY_ARRAY, 0, 0, NULL, 4, e};
     fg_decision d;
     memset(&d, 0, sizeof d);
@@ -92,8 +94,24 @@ static void test_script_reply(void)
     CHECK_EQ(d.allowed, 1);
     CHECK_EQ(d.limit, 10);
     CHECK_EQ(d.remaining, 9);
+    CHECK_EQ(d.reset_us, 999001);
     CHECK_EQ(d.reset_ms, 1000);
+    CHECK_EQ(d.retry_after_us, 0);
     CHECK_EQ(d.retry_after_ms, 0);
+    e[0]->integer = 0;
+    e[2]->integer = 1000000;
+    e[3]->integer = 99001;
+    CHECK_EQ(fg__redis_script_reply(&arr, 10, &d), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(d.reset_us, 1000000);
+    CHECK_EQ(d.reset_ms, 1000);
+    CHECK_EQ(d.retry_after_us, 99001);
+    CHECK_EQ(d.retry_after_ms, 100);
+    e[3]->integer = 1;
+    CHECK_EQ(fg__redis_script_reply(&arr, 10, &d), FG_OK);
+    CHECK_EQ(d.retry_after_us, 1);
+    CHECK_EQ(d.retry_after_ms, 1);
+    e[3]->integer = 0;
     e[0]->integer = 2; /* not a boolean */
     CHECK_EQ(fg__redis_script_reply(&arr, 10, &d), FG_EPROTO);
     e[0]->integer = 0;
@@ -168,12 +186,16 @@ static void test_window_decision(void)
         CHECK_EQ(a.remaining, b.remaining);
         CHECK_EQ(a.reset_ms, b.reset_ms);
         CHECK_EQ(a.retry_after_ms, b.retry_after_ms);
+        CHECK_EQ(a.reset_us, b.reset_us);
+        CHECK_EQ(a.retry_after_us, b.retry_after_us);
     }
     fg_decision d;
     fg__redis_window_decision(&p, now, 25, 1, &d);
     CHECK_EQ(d.allowed, 0);
     CHECK_EQ(d.remaining, 0);
     CHECK_EQ(d.retry_after_ms, 877); /* 876544 us left, rounded up */
+    CHECK_EQ(d.retry_after_us, 876544);
+    CHECK_EQ(d.reset_us, 876544);
     /* The key outlives its window by min(period, 1 s). */
     CHECK_EQ(fg__redis_window_ttl_ms(&p, now), 877 + 1000);
     fg__algo_params q = params(FG_FIXED_WINDOW, 10, 50000, 0);

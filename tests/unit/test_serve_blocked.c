@@ -4,6 +4,7 @@
 
 #include "../../serve/blocked.h"
 #include "../harness.h"
+#include "algo.h"
 
 static fg__blocked_hit hit_until(uint64_t until)
 {
@@ -164,41 +165,159 @@ static void test_probe(void)
     fg__blocked_free(c);
 }
 
+/* A store decision as the algorithm makes it at 'at'. */
+static fg_decision decide(const fg__algo_params *p, fg__algo_state *s,
+                          uint64_t at, uint64_t cost)
+{
+    fg_decision d;
+    uint64_t exp;
+    memset(&d, 0, sizeof(d));
+    CHECK_EQ(fg__algo_check(p, s, at, cost, &d, &exp), FG_OK);
+    d.source = FG_SOURCE_STORE;
+    return d;
+}
+
+/* Would the store allow 'cost' at 'at'? (The state is not changed.) */
+static int allows(const fg__algo_params *p, const fg__algo_state *s,
+                  uint64_t at, uint64_t cost)
+{
+    fg__algo_state t = *s;
+    return decide(p, &t, at, cost).allowed;
+}
+
 static void test_from_decision(void)
 {
     fg_limit lim;
     CHECK_EQ(fg_limit_parse("10/s", &lim), 0);
     fg__blocked_hit h;
-    uint64_t bc = 0, sent = 1000000, now = 1000400;
-    /* A refusal for 120 ms: blocked (for that cost and more) from the
-     * send time plus 119 ms and 1 us, never longer. */
-    fg_decision r = {0, 10, 0, 900, 120, FG_SOURCE_STORE};
+    uint64_t bc = 0, sent = 1000000, now = 1000400, mid = 1000200;
+    /* A refusal for 119.5 ms, decided by Redis TIME somewhere in the round
+     * trip: blocked (for that cost and more) from its middle for exactly
+     * that long; clients are told to wait as long from the answer. */
+    fg_decision r = {0, 10, 0, 900, 120, FG_SOURCE_STORE, 899500, 119500};
     CHECK_EQ(fg__blocked_from_decision(&lim, &r, 3, sent, now, &h, &bc), 1);
-    CHECK_EQ(h.until_us, sent + 119001);
+    CHECK_EQ(h.until_us, mid + 119500);
+    CHECK_EQ(h.retry_us, now + 119500);
+    CHECK_EQ(h.reset_us, now + 899500);
+    CHECK_EQ(h.limit, 10);
     CHECK_EQ(bc, 3);
-    CHECK(h.retry_us >= now + 120000);
-    /* Not from the cache, local fallback or a failure. */
+    /* On the caller's clock the decision counts from the send. */
+    lim.clock_client = 1;
+    CHECK_EQ(fg__blocked_from_decision(&lim, &r, 3, sent, now, &h, &bc), 1);
+    CHECK_EQ(h.until_us, sent + 119500);
+    CHECK_EQ(h.retry_us, now + 119500);
+    lim.clock_client = 0;
+    /* A block that would be over by the answer is none. */
+    r.retry_after_us = 200;
+    CHECK_EQ(fg__blocked_from_decision(&lim, &r, 1, sent, now, &h, &bc), 0);
+    r.retry_after_us = 201;
+    CHECK_EQ(fg__blocked_from_decision(&lim, &r, 1, sent, now, &h, &bc), 1);
+    CHECK_EQ(h.until_us, now + 1);
+    /* A refusal without a wait, an answer before its send, or a decision
+     * not from the store (cache, local fallback, failure): no block. */
+    r.retry_after_us = 0;
+    CHECK_EQ(fg__blocked_from_decision(&lim, &r, 1, sent, now, &h, &bc), 0);
+    r.retry_after_us = 119500;
+    CHECK_EQ(fg__blocked_from_decision(&lim, &r, 1, now, sent, &h, &bc), 0);
     r.source = FG_SOURCE_LOCAL;
     CHECK_EQ(fg__blocked_from_decision(&lim, &r, 1, sent, now, &h, &bc), 0);
     /* Token bucket 10/s, burst 10, just emptied: full in 1000 ms, the next
-     * token in 100 ms: blocked until less than that. */
-    fg_decision a = {1, 10, 0, 1000, 0, FG_SOURCE_STORE};
+     * token in 100 ms. */
+    fg_decision a = {1, 10, 0, 1000, 0, FG_SOURCE_STORE, 1000000, 0};
     CHECK_EQ(fg__blocked_from_decision(&lim, &a, 1, sent, now, &h, &bc), 1);
     CHECK_EQ(bc, 1);
-    CHECK(h.until_us <= sent + 100000);
-    CHECK(h.until_us > sent + 98000);
-    CHECK(h.retry_us >= now + 100000);
-    /* Something left: no block. */
+    CHECK_EQ(h.until_us, mid + 100000);
+    CHECK_EQ(h.retry_us, now + 100000);
+    /* Something left, or a bucket whose first token is already back: no
+     * block. */
     a.remaining = 1;
     CHECK_EQ(fg__blocked_from_decision(&lim, &a, 1, sent, now, &h, &bc), 0);
-    /* Fixed window emptied: blocked until the window ends. */
+    a.remaining = 0;
+    a.reset_us = 900000;
+    CHECK_EQ(fg__blocked_from_decision(&lim, &a, 1, sent, now, &h, &bc), 0);
+    /* Fixed window emptied: blocked until the window ends, counted from
+     * the send (the window is the caller's clock's). */
     lim.algorithm = FG_FIXED_WINDOW;
-    fg_decision f = {1, 10, 0, 500, 0, FG_SOURCE_STORE};
+    fg_decision f = {1, 10, 0, 500, 0, FG_SOURCE_STORE, 499500, 0};
     CHECK_EQ(fg__blocked_from_decision(&lim, &f, 1, sent, now, &h, &bc), 1);
-    CHECK_EQ(h.until_us, sent + 499001);
+    CHECK_EQ(h.until_us, sent + 499500);
+    CHECK_EQ(h.retry_us, now + 499500);
     /* Sliding window: no such shortcut. */
     lim.algorithm = FG_SLIDING_WINDOW;
     CHECK_EQ(fg__blocked_from_decision(&lim, &f, 1, sent, now, &h, &bc), 0);
+}
+
+/* The block of decision 'd', made at 'at' on the store's clock, as a
+ * worker sees it: on the caller's clock the check was sent at 'at'; on
+ * Redis TIME the store decided in the middle of a 700 us round trip. */
+static int block_of(const fg_limit *lim, const fg_decision *d, uint64_t cost,
+                    uint64_t at, fg__blocked_hit *h, uint64_t *bc)
+{
+    uint64_t rtt = 700;
+    uint64_t sent = lim->algorithm == FG_FIXED_WINDOW ? at : at - rtt / 2;
+    return fg__blocked_from_decision(lim, d, cost, sent, sent + rtt, h, bc);
+}
+
+/* Against the algorithms: a block ends when the store allows again:
+ * refused 1 us before 'until', allowed at it (for a token that comes back
+ * between two microseconds, at most 1 us later), and the retry time told to
+ * clients is allowed. Many phases, so that fractions of emission intervals
+ * show. */
+static void test_from_decision_exact(void)
+{
+    static const struct {
+        const char *rate;
+        fg_algorithm algo;
+        uint64_t burst;
+    } cases[] = {
+        {"10/s", FG_TOKEN_BUCKET, 0},   {"100/s", FG_TOKEN_BUCKET, 0},
+        {"7/s", FG_TOKEN_BUCKET, 3},    {"1000/min", FG_TOKEN_BUCKET, 5},
+        {"3/7ms", FG_TOKEN_BUCKET, 2},  {"10/s", FG_FIXED_WINDOW, 0},
+        {"7/300ms", FG_FIXED_WINDOW, 0}};
+    int bad = 0, blocks = 0;
+    for (size_t n = 0; n < sizeof(cases) / sizeof(cases[0]); n++) {
+        fg_limit lim;
+        fg__algo_params p;
+        CHECK_EQ(fg_limit_parse(cases[n].rate, &lim), 0);
+        lim.algorithm = cases[n].algo;
+        lim.burst = cases[n].burst;
+        CHECK_EQ(fg__algo_params_init(&lim, &p, NULL, 0), 0);
+        uint64_t max = lim.burst ? lim.burst : lim.limit;
+        for (uint64_t phase = 0; phase < 200; phase++) {
+            fg__algo_state s = {0, 0, 0};
+            uint64_t t = 5000000000ULL + phase * 7919, bc = 0;
+            fg_decision d;
+            fg__blocked_hit h;
+            /* Empty it: the last allowed check leaves nothing. */
+            for (uint64_t i = 0; i < max; i++)
+                d = decide(&p, &s, t, 1);
+            if (!d.allowed || d.remaining != 0 ||
+                !block_of(&lim, &d, 1, t, &h, &bc) || bc != 1) {
+                bad++;
+                continue;
+            }
+            blocks++;
+            if (allows(&p, &s, h.until_us - 1, 1) ||
+                !(allows(&p, &s, h.until_us, 1) ||
+                  allows(&p, &s, h.until_us + 1, 1)) ||
+                !allows(&p, &s, h.retry_us, 1))
+                bad++;
+            /* A refusal of 'max' units, exact to the microsecond. */
+            d = decide(&p, &s, t + 13, max);
+            if (d.allowed || !block_of(&lim, &d, max, t + 13, &h, &bc) ||
+                bc != max) {
+                bad++;
+                continue;
+            }
+            blocks++;
+            if (allows(&p, &s, h.until_us - 1, max) ||
+                !allows(&p, &s, h.until_us, max) ||
+                !allows(&p, &s, h.retry_us, max))
+                bad++;
+        }
+    }
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(blocks, 7 * 200 * 2);
 }
 
 int main(void)
@@ -207,5 +326,6 @@ int main(void)
     test_bounded();
     test_probe();
     test_from_decision();
+    test_from_decision_exact();
     return TEST_DONE();
 }

@@ -16,7 +16,7 @@ BUILD    ?= build
 CFLAGS   ?= -O2 -g
 override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Iinclude -Isrc \
             -MMD -MP
-override LDLIBS += -lhiredis -levent -levent_pthreads -linih -lpthread -lm
+override LDLIBS += -lhiredis -lhttp_parser -levent -levent_pthreads -linih -lpthread -lm
 
 LIB_SRC   := $(sort $(wildcard src/*.c))
 BIN_SRC   := $(sort $(wildcard cli/*.c serve/*.c lab/*.c))

@@ -9,15 +9,11 @@
  * which is what asking the store would come to. The answer is the
  * strictest: the refusal, or the allowed decision with the fewest units
  * remaining. */
-#include <event2/buffer.h>
-#include <event2/event.h>
-#include <event2/http.h>
-#include <event2/keyvalq_struct.h>
-#include <event2/util.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "headers.h"
 #include "keys.h"
@@ -34,7 +30,7 @@ struct fg__ctx {
     fg__ctx *next_free;
     fg__worker *w;
     fg__wgen *wg;
-    struct evhttp_request *req;
+    fg__hreq *req;
     int route;
     unsigned n, i;
     unsigned idx[FG_SERVE_MAX_CHAIN];
@@ -50,56 +46,18 @@ struct fg__ctx {
     char arena[ARENA];
 };
 
-static const char *reason_of(int status)
+/* Send 'body' with the headers every answer carries. An answer not yet
+ * written keeps its connection "unanswered", so a drain never cuts it
+ * short. */
+static void reply(fg__worker *w, fg__hreq *req, int status, const char *ctype,
+                  const char *body, size_t len)
 {
-    switch (status) {
-    case 200:
-        return "OK";
-    case 400:
-        return "Bad Request";
-    case 403:
-        return "Forbidden";
-    case 404:
-        return "Not Found";
-    case 405:
-        return "Method Not Allowed";
-    case 429:
-        return "Too Many Requests";
-    case 503:
-        return "Service Unavailable";
-    default:
-        return "Error";
-    }
-}
-
-static void on_complete(struct evhttp_request *req, void *arg)
-{
-    fg__conns_request(arg, req, 1);
-    fg__worker_request_done(arg, NULL);
-}
-
-/* Send 'body' with the headers every answer carries. The worker counts the
- * answer in flight until libevent has written it, so a drain never cuts a
- * response short. */
-static void reply(fg__worker *w, struct evhttp_request *req, int status,
-                  const char *ctype, const char *body, size_t len)
-{
-    struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
-    evhttp_add_header(oh, "Content-Type", ctype);
-    const char *id = w->cur->g->cfg.id;
-    evhttp_add_header(oh, "X-Served-By", id);
-    if (FG_GET(w->srv->draining))
-        evhttp_add_header(oh, "Connection", "close");
-    evbuffer_add(evhttp_request_get_output_buffer(req), body, len);
+    fg__http_add_header(req, "X-Served-By", w->cur->g->cfg.id);
     fg__metrics_http(w->m, status);
-    if (evhttp_request_get_connection(req)) {
-        w->inflight++;
-        evhttp_request_set_on_complete_cb(req, on_complete, w);
-    }
-    evhttp_send_reply(req, status, reason_of(status), NULL);
+    fg__http_reply(req, status, ctype, body, len);
 }
 
-static void reply_error(fg__worker *w, struct evhttp_request *req, int status,
+static void reply_error(fg__worker *w, fg__hreq *req, int status,
                         const char *msg)
 {
     char mem[512];
@@ -108,7 +66,7 @@ static void reply_error(fg__worker *w, struct evhttp_request *req, int status,
     fg__fmt_error_json(&b, msg);
     if (b.overflow) {
         fg__sbuf_init(&b, mem, sizeof(mem));
-        fg__fmt_error_json(&b, reason_of(status));
+        fg__fmt_error_json(&b, fg__http_reason(status));
     }
     reply(w, req, status, "application/json", b.p, b.len);
 }
@@ -281,14 +239,13 @@ static void finish(fg__ctx *c)
         if (c->have & (1u << k))
             fg__fmt_ratelimit_item(&br, lim->name, &c->d[k]);
     }
-    struct evkeyvalq *oh = evhttp_request_get_output_headers(c->req);
-    evhttp_add_header(oh, "RateLimit-Policy", pol);
+    fg__http_add_header(c->req, "RateLimit-Policy", pol);
     if (br.len)
-        evhttp_add_header(oh, "RateLimit", rl);
+        fg__http_add_header(c->req, "RateLimit", rl);
     if (status != 200 && status != 503) {
         char ra[24];
         snprintf(ra, sizeof(ra), "%" PRIu64, fg__retry_after_s(&c->d[pick]));
-        evhttp_add_header(oh, "Retry-After", ra);
+        fg__http_add_header(c->req, "Retry-After", ra);
     }
     char mem[512];
     fg__sbuf b;
@@ -470,19 +427,18 @@ static void run(fg__ctx *c)
  * HAProxy adds a line of its own rather than appending to the client's).
  * When they do not all fit, the leftmost lines are dropped: the client is
  * found from the right. NULL when there is none. */
-static const char *joined_xff(struct evkeyvalq *h, char *buf, size_t len)
+static const char *joined_xff(const fg__hreq *r, char *buf, size_t len)
 {
     const char *v[16];
     int n = 0;
-    struct evkeyval *kv;
-    for (kv = h->tqh_first; kv; kv = kv->next.tqe_next) {
-        if (evutil_ascii_strcasecmp(kv->key, "X-Forwarded-For") != 0)
+    for (unsigned i = 0; i < r->nheaders; i++) {
+        if (strcasecmp(r->name[i], "X-Forwarded-For") != 0)
             continue;
         if (n == 16) {
             memmove(v, v + 1, sizeof(v) - sizeof(v[0]));
             n--;
         }
-        v[n++] = kv->value;
+        v[n++] = r->value[i];
     }
     if (n == 0)
         return NULL;
@@ -513,14 +469,13 @@ static const char *extract_key(fg__ctx *c, unsigned k, const char *query,
 {
     const fg__serve_config *cfg = &c->wg->g->cfg;
     const fg__keysrc *src = &cfg->limits[c->idx[k]].key;
-    struct evkeyvalq *ih = evhttp_request_get_input_headers(c->req);
     char *dst = c->arena + c->used;
     size_t room = sizeof(c->arena) - c->used;
     const char *key = NULL;
     size_t len = 0;
     switch (src->kind) {
     case FG_KEYSRC_HEADER:
-        key = evhttp_find_header(ih, src->name);
+        key = fg__http_find(c->req, src->name);
         if (!key) {
             snprintf(why, whylen, "missing header %s", src->name);
             return why;
@@ -551,17 +506,13 @@ static const char *extract_key(fg__ctx *c, unsigned k, const char *query,
         break;
     }
     case FG_KEYSRC_IP: {
-        char *peer = NULL;
-        ev_uint16_t port = 0;
-        struct evhttp_connection *evcon = evhttp_request_get_connection(c->req);
-        if (evcon)
-            evhttp_connection_get_peer(evcon, &peer, &port);
-        if (!peer || room < 64) {
+        const char *peer = c->req->peer;
+        if (!peer[0] || room < 64) {
             snprintf(why, whylen, "client address unknown");
             return why;
         }
         char xff[2048];
-        fg__client_ip(peer, joined_xff(ih, xff, sizeof(xff)), cfg->proxies,
+        fg__client_ip(peer, joined_xff(c->req, xff, sizeof(xff)), cfg->proxies,
                       cfg->nproxies, dst, 64);
         key = dst;
         len = strlen(dst);
@@ -644,7 +595,7 @@ static int parse_cost(const char *query, uint64_t *cost)
     return 0;
 }
 
-static void handle_metrics(fg__worker *w, struct evhttp_request *req)
+static void handle_metrics(fg__worker *w, fg__hreq *req)
 {
     char *text = NULL;
     size_t len = 0;
@@ -673,18 +624,15 @@ static void handle_metrics(fg__worker *w, struct evhttp_request *req)
     free(text);
 }
 
-void fg__routes_handle(struct evhttp_request *req, void *arg)
+void fg__routes_handle(fg__hreq *req, void *arg)
 {
     fg__worker *w = arg;
-    fg__conns_request(w, req, 0);
-    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
-    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
-    const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
-    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
-    if (!path) {
-        reply_error(w, req, 400, "bad request target");
+    if (req->error_status) {
+        reply_error(w, req, req->error_status, req->error);
         return;
     }
+    const char *path = req->path, *query = req->query;
+    int cmd = req->method;
     if (!strcmp(path, "/healthz")) {
         if (FG_GET(w->srv->draining))
             reply(w, req, 503, "text/plain", "draining\n", 9);
@@ -707,11 +655,10 @@ void fg__routes_handle(struct evhttp_request *req, void *arg)
         reply_error(w, req, 404, "no such route");
         return;
     }
-    if ((route != ROUTE_AUTH && cmd != EVHTTP_REQ_POST) ||
-        (route == ROUTE_AUTH && cmd != EVHTTP_REQ_GET &&
-         cmd != EVHTTP_REQ_HEAD && cmd != EVHTTP_REQ_POST)) {
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
-                          route == ROUTE_AUTH ? "GET, HEAD, POST" : "POST");
+    if ((route != ROUTE_AUTH && cmd != FG_HTTP_M_POST) ||
+        (route == ROUTE_AUTH && cmd == FG_HTTP_M_OTHER)) {
+        fg__http_add_header(req, "Allow",
+                            route == ROUTE_AUTH ? "GET, HEAD, POST" : "POST");
         reply_error(w, req, 405, "method not allowed");
         return;
     }

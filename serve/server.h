@@ -14,14 +14,12 @@
 
 #include "blocked.h"
 #include "config.h"
+#include "http.h"
 #include "metrics.h"
 #include "store.h"
 
 struct event_base;
 struct event;
-struct evhttp;
-struct evhttp_bound_socket;
-struct evhttp_request;
 
 typedef struct fg__gen {
     fg__serve_config cfg;
@@ -44,7 +42,6 @@ typedef struct fg__wgen {
 } fg__wgen;
 
 typedef struct fg__ctx fg__ctx;
-typedef struct fg__conn fg__conn;
 typedef struct fg__server fg__server;
 
 typedef struct fg__worker {
@@ -55,8 +52,7 @@ typedef struct fg__worker {
     int fd;      /* listening socket, SO_REUSEPORT */
     int wake_fd; /* eventfd: main -> worker */
     struct event_base *base;
-    struct evhttp *http;
-    struct evhttp_bound_socket *bound;
+    fg__http *http;
     struct event *cmd_ev;  /* main -> worker: adopt 'pending', drain */
     struct event *tick_ev; /* drain progress, accept back-off */
     struct event *reap_ev; /* frees retired gens outside any callback */
@@ -72,12 +68,8 @@ typedef struct fg__worker {
     uint64_t drain_deadline_us;
     uint64_t grace_until_us; /* accepting while draining until then */
     unsigned close_tries;
-    int accept_paused;
     fg__ctx *pool;
     unsigned npool;
-    fg__conn *conns; /* every connection (conns.c) */
-    fg__conn **conn_hash;
-    uint64_t nconns;
     struct event *sweep_ev;
     uint64_t next_err_log_us;
 } fg__worker;
@@ -129,24 +121,9 @@ void fg__workers_join(fg__server *srv);
 /* A request finished: account for it, retire what can be retired. */
 void fg__worker_request_done(fg__worker *w, fg__wgen *wg);
 
-/* ---- conns.c: connections and their request deadline ---- */
-
-struct bufferevent;
-struct bufferevent *fg__conns_bevcb(struct event_base *base, void *worker);
-/* The request 'req' was received ('done' 0: its deadline stops) or
- * answered ('done' 1: the next request's deadline starts). */
-void fg__conns_request(fg__worker *w, struct evhttp_request *req, int done);
-/* Open connections that have not been answered yet: accepted, their
- * first request maybe still on its way (a drain waits for them). */
-unsigned fg__conns_unanswered(fg__worker *w);
-/* Close connections whose request is overdue; forget freed ones. */
-void fg__conns_sweep(fg__worker *w);
-/* After evhttp_free(): drop every connection. */
-void fg__conns_free_all(fg__worker *w);
-
 /* ---- routes.c: HTTP ---- */
 
-void fg__routes_handle(struct evhttp_request *req, void *worker);
+void fg__routes_handle(fg__hreq *req, void *worker);
 void fg__routes_free_pool(fg__worker *w);
 /* Look the requests in 'list' (released from the blocked-key cache) up
  * again. */

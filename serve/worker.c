@@ -1,9 +1,8 @@
 /* worker.c -- the event loops: one thread, one listening socket
- * (SO_REUSEPORT: the kernel spreads connections), one evhttp each. */
+ * (SO_REUSEPORT: the kernel spreads connections), one HTTP server (http.c)
+ * each. */
 #include <errno.h>
 #include <event2/event.h>
-#include <event2/http.h>
-#include <event2/listener.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -137,9 +136,7 @@ static void tick_in(fg__worker *w, uint64_t us)
 /* Nothing waits in the listening socket's accept queue. */
 static int backlog_empty(fg__worker *w)
 {
-    struct pollfd p = {
-        .fd = evconnlistener_get_fd(evhttp_bound_socket_get_listener(w->bound)),
-        .events = POLLIN};
+    struct pollfd p = {.fd = fg__http_listen_fd(w->http), .events = POLLIN};
     return poll(&p, 1, 0) == 0;
 }
 
@@ -155,14 +152,10 @@ static void tick(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     fg__worker *w = arg;
-    if (w->accept_paused && w->bound) {
-        w->accept_paused = 0;
-        evconnlistener_enable(evhttp_bound_socket_get_listener(w->bound));
-    }
     if (!w->draining)
         return;
     uint64_t now = fg__mono_precise_us();
-    if (w->bound) {
+    if (fg__http_listen_fd(w->http) >= 0) {
         if (now < w->grace_until_us) {
             uint64_t left = w->grace_until_us - now;
             tick_in(w, left < 5000 ? left : 5000);
@@ -175,12 +168,11 @@ static void tick(evutil_socket_t fd, short what, void *arg)
             tick_in(w, 1000);
             return;
         }
-        evhttp_del_accept_socket(w->http, w->bound);
-        w->bound = NULL;
+        fg__http_close_listener(w->http);
         w->drain_deadline_us =
             now + (uint64_t)w->cur->g->cfg.drain_timeout_ms * 1000;
     }
-    if (w->inflight == 0 && fg__conns_unanswered(w) == 0) {
+    if (w->inflight == 0 && fg__http_unanswered(w->http) == 0) {
         event_base_loopexit(w->base, NULL);
         return;
     }
@@ -193,47 +185,22 @@ static void tick(evutil_socket_t fd, short what, void *arg)
     tick_in(w, 5000);
 }
 
-/* The worker running on this thread (callbacks whose argument belongs to
- * libevent find theirs here). */
-static _Thread_local fg__worker *this_worker;
-
-/* accept() failed: out of descriptors means max_connections is reached.
- * Stop accepting for a moment rather than spin on the listening socket;
- * the pending connections wait in the kernel's backlog. */
-static void accept_error(struct evconnlistener *lev, void *arg)
-{
-    (void)arg; /* evhttp's, not ours: the worker is this thread's */
-    fg__worker *w = this_worker;
-    int e = errno;
-    evconnlistener_disable(lev);
-    w->accept_paused = 1;
-    uint64_t now = fg__mono_precise_us();
-    if (now >= w->next_err_log_us) {
-        w->next_err_log_us = now + 1000000;
-        fg__log("accept_paused", "worker=%u reason=\"%s\"", w->index,
-                strerror(e));
-    }
-    struct timeval tv = {0, 50000};
-    event_add(w->tick_ev, &tv);
-}
-
 static void on_sweep(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     fg__worker *w = arg;
-    fg__conns_sweep(w);
-    FG_SET(w->m->connections, w->nconns);
+    unsigned slow = fg__http_sweep(w->http);
+    if (slow)
+        FG_ADD(w->m->slow_closed, slow);
+    FG_SET(w->m->connections, fg__http_connections(w->http));
 }
 
-/* The settings of the worker's evhttp and sweep that a reload may change.
- * request_timeout is conns.c's deadline, not evhttp's timeout: that one is
- * an inactivity timeout re-armed on every read and write; it is set once,
- * at start, to 10 minutes, a backstop for a client that stops reading an
- * answer (the deadline stops while a request is answered). */
+/* The settings of the worker's HTTP server and sweep that a reload may
+ * change. */
 static void apply_http(fg__worker *w, const fg__serve_config *c)
 {
-    evhttp_set_max_headers_size(w->http, c->max_header_bytes);
+    fg__http_set_limits(w->http, c->max_header_bytes, c->request_timeout_ms);
     /* Deadlines are checked a few times per request_timeout. */
     uint32_t sweep_ms = c->request_timeout_ms / 5;
     sweep_ms = sweep_ms < 20 ? 20 : sweep_ms > 1000 ? 1000 : sweep_ms;
@@ -279,6 +246,7 @@ static void on_cmd(evutil_socket_t fd, short what, void *arg)
         adopt(w, g);
     if (drain && !w->draining) {
         w->draining = 1;
+        fg__http_set_closing(w->http, 1);
         w->grace_until_us = fg__mono_precise_us() +
                             (uint64_t)w->cur->g->cfg.drain_grace_ms * 1000;
         tick(-1, 0, w);
@@ -288,7 +256,6 @@ static void on_cmd(evutil_socket_t fd, short what, void *arg)
 static void *worker_main(void *arg)
 {
     fg__worker *w = arg;
-    this_worker = w;
     fg__server *srv = w->srv;
     char why[256] = "";
     fg__gen *g = srv->gen;
@@ -305,9 +272,8 @@ static void *worker_main(void *arg)
         return NULL;
     event_base_dispatch(w->base);
     /* Drained: close connections, then free what the loop used. */
-    evhttp_free(w->http);
+    fg__http_free(w->http);
     w->http = NULL;
-    fg__conns_free_all(w);
     fg__wgen_free(w->cur);
     w->cur = NULL;
     while (w->retired) {
@@ -327,9 +293,9 @@ static struct event_base *new_base(void)
     struct event_config *cfg = event_config_new();
     if (!cfg)
         return NULL;
-    /* evhttp turns reading and writing on and off around every request;
-     * the changelist folds those into one epoll_ctl per change that
-     * survives the loop iteration (safe: no descriptor is dup()ed). */
+    /* The changelist folds the enabling and disabling of an event within
+     * one loop iteration into at most one epoll_ctl (safe: no descriptor
+     * is dup()ed). */
     event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER |
                                    EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
     struct event_base *b = event_base_new_with_config(cfg);
@@ -348,7 +314,6 @@ int fg__workers_start(fg__server *srv, char *err, size_t errlen)
     for (unsigned i = 0; i < srv->nworkers && rc == 0; i++) {
         fg__worker *w = &srv->w[i];
         w->base = new_base();
-        w->http = w->base ? evhttp_new(w->base) : NULL;
         w->m = calloc(1, sizeof(*w->m));
         w->cache = c->blocked_cache
                        ? fg__blocked_new(c->blocked_cache, srv->seed + i)
@@ -366,28 +331,20 @@ int fg__workers_start(fg__server *srv, char *err, size_t errlen)
         w->reap_ev = w->base ? evtimer_new(w->base, on_reap, w) : NULL;
         w->sweep_ev =
             w->base ? event_new(w->base, -1, EV_PERSIST, on_sweep, w) : NULL;
-        if (!w->http || !w->m || !w->cmd_ev || !w->tick_ev || !w->reap_ev ||
+        if (!w->base || !w->m || !w->cmd_ev || !w->tick_ev || !w->reap_ev ||
             !w->sweep_ev || (c->blocked_cache && !w->cache)) {
             snprintf(err, errlen, "out of memory");
             rc = -1;
             break;
         }
-        evhttp_set_max_body_size(w->http, 65536);
-        evhttp_set_timeout(w->http, 600);
-        evhttp_set_allowed_methods(w->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST |
-                                                EVHTTP_REQ_HEAD);
-        evhttp_set_gencb(w->http, fg__routes_handle, w);
-        evhttp_set_bevcb(w->http, fg__conns_bevcb, w);
-        apply_http(w, c);
-        w->bound = evhttp_accept_socket_with_handle(w->http, w->fd);
-        if (!w->bound) {
-            snprintf(err, errlen, "cannot accept on the listening socket");
+        w->http = fg__http_new(w->base, w->fd, fg__routes_handle, w);
+        if (!w->http) {
+            snprintf(err, errlen, "out of memory");
             rc = -1;
             break;
         }
-        w->fd = -1; /* owned by the listener now */
-        evconnlistener_set_error_cb(evhttp_bound_socket_get_listener(w->bound),
-                                    accept_error);
+        w->fd = -1; /* the server's now */
+        apply_http(w, c);
         pthread_mutex_init(&w->mu, NULL);
         if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
             snprintf(err, errlen, "cannot start a thread");
@@ -454,8 +411,7 @@ void fg__workers_join(fg__server *srv)
         fg__worker *w = &srv->w[i];
         if (w->started)
             pthread_join(w->thread, NULL);
-        if (w->http)
-            evhttp_free(w->http);
+        fg__http_free(w->http);
         if (w->cmd_ev)
             event_free(w->cmd_ev);
         if (w->tick_ev)

@@ -1,0 +1,876 @@
+/* http.c -- connections, requests and answers of one worker (see http.h).
+ *
+ * Life of a connection: accepted with its buffers; each readable event is
+ * one recv() appended to the input buffer, then http-parser runs over what
+ * is new. Spans of the head (target, header names and values) are kept as
+ * offsets, since the buffer may still grow while the head arrives; when
+ * the message completes the parser pauses, the spans become NUL-terminated
+ * strings in place, and the handler gets the request. Body bytes are
+ * counted and dropped: no route reads a body. When the answer is given the
+ * request's bytes are discarded and parsing resumes on what follows.
+ *
+ * Answers go to the output buffer and leave with one send(): at the end of
+ * the readable event (so pipelined answers share one), or at once for an
+ * answer given later (a store reply). Only when the socket is full does a
+ * connection wait for writability. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <http_parser.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "headers.h"
+#include "http.h"
+#include "log.h"
+#include "store.h"
+
+#define IN_START      4096
+#define OUT_START     1024
+#define HDRS_MAX      4096
+#define ACCEPT_BATCH  64
+#define WRITE_STALL_S 60 /* a client that reads no answer for this long */
+
+struct fg__hconn {
+    fg__http *h;
+    fg__hconn *prev, *next;
+    int fd;
+    struct event *rev, *wev;
+    http_parser p;
+    char *in;
+    size_t inlen, incap, parsed;
+    /* The request being read: spans of the head as offsets into 'in'. */
+    size_t url_off, url_len;
+    unsigned nh;
+    int in_value; /* the last span was a header value */
+    size_t hn_off[FG_HTTP_MAX_HEADERS], hn_len[FG_HTTP_MAX_HEADERS];
+    size_t hv_off[FG_HTTP_MAX_HEADERS], hv_len[FG_HTTP_MAX_HEADERS];
+    int head_done;   /* the head is complete */
+    size_t body_off; /* where body bytes start, 0 before the first */
+    uint64_t body;
+    int err_status;
+    const char *err;
+    int complete;  /* a whole message is parsed, not yet handed over */
+    int keepalive; /* of the request in hand */
+    int http10;
+    /* State. */
+    int pending;     /* a request is with the handler */
+    int in_process;  /* process() is on the stack: it resumes parsing */
+    int eof;         /* the client sent everything it will send */
+    int dead;        /* socket gone while a request was in hand */
+    int close_after; /* close once the output is written */
+    int read_off;    /* reading stopped: input full while a request waits */
+    int writing;     /* waiting for writability */
+    int answered;
+    uint64_t deadline_us; /* 0: stopped */
+    char *out;
+    size_t outlen, outcap, outoff;
+    size_t hdrslen;
+    char hdrs[HDRS_MAX];
+    char peer[INET6_ADDRSTRLEN];
+    fg__hreq req;
+};
+
+struct fg__http {
+    struct event_base *base;
+    int lfd;
+    struct event *lev, *resume_ev;
+    fg__http_handler handler;
+    void *arg;
+    uint32_t max_header_bytes, timeout_ms;
+    int closing;
+    fg__hconn *conns;
+    uint64_t nconns;
+    time_t date_t;
+    char date[40];
+    uint64_t next_log_us;
+};
+
+static http_parser_settings settings;
+
+const char *fg__http_reason(int status)
+{
+    switch (status) {
+    case 100:
+        return "Continue";
+    case 200:
+        return "OK";
+    case 204:
+        return "No Content";
+    case 400:
+        return "Bad Request";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 408:
+        return "Request Timeout";
+    case 413:
+        return "Content Too Large";
+    case 429:
+        return "Too Many Requests";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 503:
+        return "Service Unavailable";
+    default:
+        return "Error";
+    }
+}
+
+/* ---- connections ---- */
+
+static void on_read(evutil_socket_t fd, short what, void *arg);
+static void on_write(evutil_socket_t fd, short what, void *arg);
+static void process_and_flush(fg__hconn *c);
+
+static uint64_t timeout_us(const fg__http *h)
+{
+    return (uint64_t)h->timeout_ms * 1000;
+}
+
+static void reset_request(fg__hconn *c)
+{
+    c->url_off = c->url_len = 0;
+    c->nh = 0;
+    c->in_value = 0;
+    c->head_done = 0;
+    c->body_off = 0;
+    c->body = 0;
+    c->err_status = 0;
+    c->err = NULL;
+    c->complete = 0;
+    c->hdrslen = 0;
+}
+
+/* Close the socket. The connection itself goes too, unless a request is
+ * in hand: then it stays until the handler answers (into nothing). */
+static void conn_close(fg__hconn *c)
+{
+    if (c->fd >= 0) {
+        event_free(c->rev);
+        event_free(c->wev);
+        c->rev = c->wev = NULL;
+        close(c->fd);
+        c->fd = -1;
+    }
+    if (c->pending || c->in_process) {
+        c->dead = 1;
+        return;
+    }
+    fg__http *h = c->h;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        h->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    h->nconns--;
+    free(c->in);
+    free(c->out);
+    free(c);
+}
+
+static void conn_new(fg__http *h, int fd, const struct sockaddr_storage *ss)
+{
+    fg__hconn *c = calloc(1, sizeof(*c));
+    if (c) {
+        c->in = malloc(IN_START);
+        c->out = malloc(OUT_START);
+        c->rev = event_new(h->base, fd, EV_READ | EV_PERSIST, on_read, c);
+        c->wev = event_new(h->base, fd, EV_WRITE | EV_PERSIST, on_write, c);
+    }
+    if (!c || !c->in || !c->out || !c->rev || !c->wev ||
+        event_add(c->rev, NULL) != 0) {
+        if (c) {
+            free(c->in);
+            free(c->out);
+            if (c->rev)
+                event_free(c->rev);
+            if (c->wev)
+                event_free(c->wev);
+            free(c);
+        }
+        close(fd);
+        return;
+    }
+    c->h = h;
+    c->fd = fd;
+    c->incap = IN_START;
+    c->outcap = OUT_START;
+    http_parser_init(&c->p, HTTP_REQUEST);
+    c->p.data = c;
+    c->deadline_us = fg__mono_precise_us() + timeout_us(h);
+    if (ss->ss_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)ss)->sin_addr,
+                  c->peer, sizeof(c->peer));
+    else if (ss->ss_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ss)->sin6_addr,
+                  c->peer, sizeof(c->peer));
+    c->req.conn = c;
+    c->req.peer = c->peer;
+    c->next = h->conns;
+    if (h->conns)
+        h->conns->prev = c;
+    h->conns = c;
+    h->nconns++;
+}
+
+/* ---- the listener ---- */
+
+/* accept() failed for want of descriptors or memory: max_connections is
+ * reached. Stop accepting for a moment rather than spin on the listening
+ * socket; pending connections wait in the kernel's backlog. */
+static void accept_pause(fg__http *h, int err)
+{
+    event_del(h->lev);
+    struct timeval tv = {0, 50000};
+    event_add(h->resume_ev, &tv);
+    uint64_t now = fg__mono_precise_us();
+    if (now >= h->next_log_us) {
+        h->next_log_us = now + 1000000;
+        fg__log("accept_paused", "reason=\"%s\"", strerror(err));
+    }
+}
+
+static void on_resume(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    fg__http *h = arg;
+    if (h->lfd >= 0)
+        event_add(h->lev, NULL);
+}
+
+static void on_accept(evutil_socket_t lfd, short what, void *arg)
+{
+    (void)what;
+    fg__http *h = arg;
+    for (int i = 0; i < ACCEPT_BATCH; i++) {
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof(ss);
+        int fd = accept4(lfd, (struct sockaddr *)&ss, &len,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+                errno == ENOMEM)
+                accept_pause(h, errno);
+            return; /* EAGAIN, or a connection that went away */
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        conn_new(h, fd, &ss);
+    }
+}
+
+fg__http *fg__http_new(struct event_base *base, int fd, fg__http_handler hd,
+                       void *arg)
+{
+    if (!settings.on_message_complete) {
+        /* Heads are bounded here, by max_header_bytes; the parser's own
+         * compile-time bound (80 KB) must not come first. */
+        http_parser_set_max_header_size(UINT32_MAX);
+    }
+    fg__http *h = calloc(1, sizeof(*h));
+    if (!h)
+        return NULL;
+    h->base = base;
+    h->lfd = fd;
+    h->handler = hd;
+    h->arg = arg;
+    h->max_header_bytes = 8192;
+    h->timeout_ms = 10000;
+    h->lev = event_new(base, fd, EV_READ | EV_PERSIST, on_accept, h);
+    h->resume_ev = evtimer_new(base, on_resume, h);
+    if (!h->lev || !h->resume_ev || event_add(h->lev, NULL) != 0) {
+        if (h->lev)
+            event_free(h->lev);
+        if (h->resume_ev)
+            event_free(h->resume_ev);
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+void fg__http_close_listener(fg__http *h)
+{
+    if (h->lfd < 0)
+        return;
+    event_del(h->resume_ev);
+    event_free(h->lev);
+    h->lev = NULL;
+    close(h->lfd);
+    h->lfd = -1;
+}
+
+void fg__http_free(fg__http *h)
+{
+    if (!h)
+        return;
+    fg__http_close_listener(h);
+    while (h->conns) {
+        fg__hconn *c = h->conns;
+        c->pending = c->in_process = 0;
+        conn_close(c);
+    }
+    event_free(h->resume_ev);
+    free(h);
+}
+
+void fg__http_set_limits(fg__http *h, uint32_t max_header_bytes,
+                         uint32_t request_timeout_ms)
+{
+    h->max_header_bytes = max_header_bytes;
+    h->timeout_ms = request_timeout_ms;
+}
+
+void fg__http_set_closing(fg__http *h, int closing)
+{
+    h->closing = closing;
+}
+
+int fg__http_listen_fd(const fg__http *h)
+{
+    return h->lfd;
+}
+
+uint64_t fg__http_connections(const fg__http *h)
+{
+    return h->nconns;
+}
+
+unsigned fg__http_unanswered(const fg__http *h)
+{
+    unsigned n = 0;
+    for (const fg__hconn *c = h->conns; c; c = c->next)
+        n += !c->dead &&
+             (!c->answered || c->pending || c->outoff < c->outlen);
+    return n;
+}
+
+unsigned fg__http_sweep(fg__http *h)
+{
+    uint64_t now = fg__mono_precise_us();
+    unsigned closed = 0;
+    fg__hconn *c = h->conns;
+    while (c) {
+        fg__hconn *next = c->next;
+        if (c->fd >= 0 && c->deadline_us && now >= c->deadline_us) {
+            closed += !c->writing; /* a stalled reader is not a slow request */
+            conn_close(c);
+        }
+        c = next;
+    }
+    return closed;
+}
+
+/* ---- writing ---- */
+
+static int out_reserve(fg__hconn *c, size_t more)
+{
+    if (c->outlen + more <= c->outcap)
+        return 0;
+    if (c->outoff) {
+        memmove(c->out, c->out + c->outoff, c->outlen - c->outoff);
+        c->outlen -= c->outoff;
+        c->outoff = 0;
+        if (c->outlen + more <= c->outcap)
+            return 0;
+    }
+    size_t cap = c->outcap;
+    while (cap < c->outlen + more)
+        cap *= 2;
+    char *p = realloc(c->out, cap);
+    if (!p)
+        return -1;
+    c->out = p;
+    c->outcap = cap;
+    return 0;
+}
+
+static void out_put(fg__hconn *c, const char *s, size_t n)
+{
+    memcpy(c->out + c->outlen, s, n);
+    c->outlen += n;
+}
+
+/* Write what is buffered. Returns -1 when the connection is gone. */
+static int flush(fg__hconn *c)
+{
+    if (c->fd < 0)
+        return 0;
+    while (c->outoff < c->outlen) {
+        ssize_t n = send(c->fd, c->out + c->outoff, c->outlen - c->outoff,
+                         MSG_NOSIGNAL);
+        if (n > 0) {
+            c->outoff += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (!c->writing) {
+                c->writing = 1;
+                event_add(c->wev, NULL);
+                if (!c->pending)
+                    c->deadline_us =
+                        fg__mono_precise_us() + WRITE_STALL_S * 1000000ull;
+            }
+            return 0;
+        }
+        conn_close(c);
+        return c->dead ? 0 : -1;
+    }
+    c->outoff = c->outlen = 0;
+    if (c->writing) {
+        c->writing = 0;
+        event_del(c->wev);
+        c->deadline_us = c->pending ? 0 : fg__mono_precise_us() + timeout_us(c->h);
+    }
+    if (c->close_after && !c->pending) {
+        conn_close(c);
+        return -1;
+    }
+    return 0;
+}
+
+static void on_write(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    fg__hconn *c = arg;
+    if (flush(c) == 0 && !c->writing && !c->pending && c->fd >= 0)
+        process_and_flush(c); /* requests that came meanwhile */
+}
+
+static void put_date(fg__http *h, fg__hconn *c)
+{
+    time_t t = time(NULL);
+    if (t != h->date_t) {
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        strftime(h->date, sizeof(h->date), "Date: %a, %d %b %Y %H:%M:%S GMT\r\n",
+                 &tm);
+        h->date_t = t;
+    }
+    out_put(c, h->date, strlen(h->date));
+}
+
+static size_t put_uint(char *p, uint64_t v)
+{
+    char tmp[24];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++)
+        p[i] = tmp[n - 1 - i];
+    return n;
+}
+
+void fg__http_add_header(fg__hreq *r, const char *name, const char *value)
+{
+    fg__hconn *c = r->conn;
+    size_t nl = strlen(name), vl = strlen(value);
+    if (c->hdrslen + nl + vl + 4 > sizeof(c->hdrs))
+        return; /* not reached: the routes' headers are bounded */
+    memcpy(c->hdrs + c->hdrslen, name, nl);
+    c->hdrslen += nl;
+    c->hdrs[c->hdrslen++] = ':';
+    c->hdrs[c->hdrslen++] = ' ';
+    memcpy(c->hdrs + c->hdrslen, value, vl);
+    c->hdrslen += vl;
+    c->hdrs[c->hdrslen++] = '\r';
+    c->hdrs[c->hdrslen++] = '\n';
+}
+
+/* The request in hand is answered: drop its bytes and go on with what
+ * follows. */
+static void request_done(fg__hconn *c)
+{
+    c->pending = 0;
+    c->answered = 1;
+    memmove(c->in, c->in + c->parsed, c->inlen - c->parsed);
+    c->inlen -= c->parsed;
+    c->parsed = 0;
+    reset_request(c);
+    http_parser_pause(&c->p, 0);
+    c->deadline_us = fg__mono_precise_us() + timeout_us(c->h);
+    if (c->read_off && c->fd >= 0) {
+        c->read_off = 0;
+        event_add(c->rev, NULL);
+    }
+}
+
+void fg__http_reply(fg__hreq *r, int status, const char *ctype,
+                    const char *body, size_t len)
+{
+    fg__hconn *c = r->conn;
+    fg__http *h = c->h;
+    if (c->dead) {
+        c->pending = 0;
+        conn_close(c);
+        return;
+    }
+    int head = r->method == FG_HTTP_M_HEAD;
+    if (!c->keepalive || h->closing || c->err_status)
+        c->close_after = 1;
+    const char *reason = fg__http_reason(status);
+    size_t need = 64 + strlen(reason) + strlen(ctype) + c->hdrslen + 40 + 24 +
+                  (head ? 0 : len);
+    if (out_reserve(c, need) != 0) {
+        c->close_after = 1; /* out of memory: the client sees the close */
+    } else {
+        char *p = c->out + c->outlen;
+        memcpy(p, "HTTP/1.1 ", 9);
+        p += 9;
+        p += put_uint(p, (uint64_t)status);
+        *p++ = ' ';
+        size_t rl = strlen(reason);
+        memcpy(p, reason, rl);
+        p += rl;
+        memcpy(p, "\r\nContent-Type: ", 16);
+        p += 16;
+        size_t cl = strlen(ctype);
+        memcpy(p, ctype, cl);
+        p += cl;
+        memcpy(p, "\r\nContent-Length: ", 18);
+        p += 18;
+        p += put_uint(p, len);
+        *p++ = '\r';
+        *p++ = '\n';
+        c->outlen = (size_t)(p - c->out);
+        put_date(h, c);
+        out_put(c, c->hdrs, c->hdrslen);
+        if (c->close_after)
+            out_put(c, "Connection: close\r\n", 19);
+        else if (c->http10)
+            out_put(c, "Connection: keep-alive\r\n", 24);
+        out_put(c, "\r\n", 2);
+        if (!head)
+            out_put(c, body, len);
+    }
+    request_done(c);
+    if (c->in_process)
+        return; /* process() goes on with the next request, then sends */
+    process_and_flush(c);
+}
+
+/* ---- reading ---- */
+
+static fg__hconn *conn_of(http_parser *p)
+{
+    return p->data;
+}
+
+static int span(fg__hconn *c, size_t *off, size_t *len, const char *at,
+                size_t n)
+{
+    if (*len == 0)
+        *off = (size_t)(at - c->in);
+    *len += n;
+    return 0;
+}
+
+static int on_url(http_parser *p, const char *at, size_t n)
+{
+    fg__hconn *c = conn_of(p);
+    return span(c, &c->url_off, &c->url_len, at, n);
+}
+
+static int on_header_field(http_parser *p, const char *at, size_t n)
+{
+    fg__hconn *c = conn_of(p);
+    if (c->in_value || c->nh == 0) {
+        if (c->nh == FG_HTTP_MAX_HEADERS) {
+            c->err_status = 431;
+            c->err = "too many header fields";
+            return 1;
+        }
+        c->nh++;
+        c->hn_len[c->nh - 1] = c->hv_len[c->nh - 1] = 0;
+        c->in_value = 0;
+    }
+    return span(c, &c->hn_off[c->nh - 1], &c->hn_len[c->nh - 1], at, n);
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t n)
+{
+    fg__hconn *c = conn_of(p);
+    if (c->nh == 0)
+        return 0;
+    c->in_value = 1;
+    return span(c, &c->hv_off[c->nh - 1], &c->hv_len[c->nh - 1], at, n);
+}
+
+static int span_is(const fg__hconn *c, size_t off, size_t len, const char *s)
+{
+    size_t n = strlen(s);
+    while (len && (c->in[off + len - 1] == ' ' || c->in[off + len - 1] == '\t'))
+        len--;
+    return len == n && !strncasecmp(c->in + off, s, n);
+}
+
+static int on_headers_complete(http_parser *p)
+{
+    fg__hconn *c = conn_of(p);
+    c->head_done = 1;
+    int has_body = p->content_length > 0 && p->content_length != ULLONG_MAX;
+    if (has_body && p->content_length > FG_HTTP_MAX_BODY) {
+        c->err_status = 413;
+        c->err = "request body too large";
+        return 1;
+    }
+    /* A client that waits for "100 Continue" before its body gets it. */
+    if (has_body && p->http_major == 1 && p->http_minor == 1)
+        for (unsigned i = 0; i < c->nh; i++)
+            if (span_is(c, c->hn_off[i], c->hn_len[i], "Expect") &&
+                span_is(c, c->hv_off[i], c->hv_len[i], "100-continue") &&
+                out_reserve(c, 25) == 0)
+                out_put(c, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+    return 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t n)
+{
+    fg__hconn *c = conn_of(p);
+    if (!c->body_off)
+        c->body_off = (size_t)(at - c->in);
+    c->body += n;
+    if (c->body > FG_HTTP_MAX_BODY) {
+        c->err_status = 413;
+        c->err = "request body too large";
+        return 1;
+    }
+    return 0;
+}
+
+static int on_message_complete(http_parser *p)
+{
+    fg__hconn *c = conn_of(p);
+    c->complete = 1;
+    c->keepalive = http_should_keep_alive(p) && !p->upgrade;
+    c->http10 = p->http_major == 1 && p->http_minor == 0;
+    http_parser_pause(p, 1);
+    return 0;
+}
+
+static http_parser_settings settings = {
+    .on_url = on_url,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+};
+
+/* NUL-terminate 'len' bytes at 'off', trailing blanks trimmed. */
+static const char *cstr(fg__hconn *c, size_t off, size_t len)
+{
+    char *s = c->in + off;
+    while (len && (s[len - 1] == ' ' || s[len - 1] == '\t'))
+        len--;
+    s[len] = '\0';
+    return s;
+}
+
+/* Hand the complete request over. */
+static void dispatch(fg__hconn *c)
+{
+    fg__hreq *r = &c->req;
+    c->pending = 1;
+    c->deadline_us = 0;
+    r->error_status = 0;
+    r->error = NULL;
+    r->path = r->query = NULL;
+    r->nheaders = 0;
+    switch (c->p.method) {
+    case HTTP_GET:
+        r->method = FG_HTTP_M_GET;
+        break;
+    case HTTP_HEAD:
+        r->method = FG_HTTP_M_HEAD;
+        break;
+    case HTTP_POST:
+        r->method = FG_HTTP_M_POST;
+        break;
+    default:
+        r->method = FG_HTTP_M_OTHER;
+    }
+    /* The bytes right after every span (the space after the target, the
+     * colon after a name, the CR after a value) are part of this request
+     * and already parsed: they become the terminators. */
+    struct http_parser_url u;
+    http_parser_url_init(&u);
+    const char *url = c->in + c->url_off;
+    if (c->url_len == 0 ||
+        http_parser_parse_url(url, c->url_len, 0, &u) != 0 ||
+        !(u.field_set & (1 << UF_PATH))) {
+        r->error_status = 400;
+        r->error = "bad request target";
+    } else {
+        size_t qoff = 0, qlen = 0;
+        int hasq = (u.field_set & (1 << UF_QUERY)) != 0;
+        if (hasq) {
+            qoff = c->url_off + u.field_data[UF_QUERY].off;
+            qlen = u.field_data[UF_QUERY].len;
+        }
+        r->path = cstr(c, c->url_off + u.field_data[UF_PATH].off,
+                       u.field_data[UF_PATH].len);
+        if (hasq) {
+            c->in[qoff + qlen] = '\0';
+            r->query = c->in + qoff;
+        }
+    }
+    for (unsigned i = 0; i < c->nh; i++) {
+        r->name[i] = cstr(c, c->hn_off[i], c->hn_len[i]);
+        const char *v = cstr(c, c->hv_off[i], c->hv_len[i]);
+        while (*v == ' ' || *v == '\t')
+            v++;
+        r->value[i] = v;
+    }
+    r->nheaders = c->nh;
+    c->h->handler(r, c->h->arg);
+}
+
+/* The request could not be read: the handler answers with the reason,
+ * then the connection closes. */
+static void dispatch_error(fg__hconn *c, int status, const char *why)
+{
+    fg__hreq *r = &c->req;
+    c->pending = 1;
+    c->err_status = status;
+    c->deadline_us = 0;
+    r->method = c->p.method == HTTP_HEAD ? FG_HTTP_M_HEAD : FG_HTTP_M_OTHER;
+    r->error_status = status;
+    r->error = why;
+    r->path = r->query = NULL;
+    r->nheaders = 0;
+    c->parsed = c->inlen; /* nothing after it is read */
+    c->h->handler(r, c->h->arg);
+}
+
+/* Parse what is buffered and hand over complete requests, one at a time,
+ * while each is answered at once. The caller sets in_process (an answer
+ * given meanwhile then leaves the parsing to this loop) and flushes. */
+static void process(fg__hconn *c)
+{
+    while (!c->pending && !c->close_after && !c->dead) {
+        if (c->parsed == c->inlen) {
+            if (c->eof)
+                c->close_after = 1; /* all answered: flush() closes */
+            break;
+        }
+        size_t n = http_parser_execute(&c->p, &settings, c->in + c->parsed,
+                                       c->inlen - c->parsed);
+        c->parsed += n;
+        if (c->complete) {
+            c->complete = 0;
+            dispatch(c);
+            continue;
+        }
+        if (c->err_status) {
+            dispatch_error(c, c->err_status, c->err);
+            break;
+        }
+        enum http_errno e = HTTP_PARSER_ERRNO(&c->p);
+        if (e != HPE_OK) {
+            dispatch_error(c, 400, http_errno_description(e));
+            break;
+        }
+        /* All that is buffered is parsed; the message is not complete. */
+        if (c->body_off) {
+            c->inlen = c->parsed = c->body_off; /* a body is not kept */
+        } else if (!c->head_done && c->parsed > c->h->max_header_bytes) {
+            dispatch_error(c, 431, "request head larger than max_header_bytes");
+            break;
+        }
+        if (c->eof) {
+            /* The client will send no more: no answer is owed for half a
+             * request. */
+            c->close_after = 1;
+        }
+        break;
+    }
+}
+
+/* Run process() and send what it answered. */
+static void process_and_flush(fg__hconn *c)
+{
+    c->in_process = 1;
+    process(c);
+    c->in_process = 0;
+    if (c->dead)
+        conn_close(c);
+    else
+        flush(c);
+}
+
+static void stop_reading(fg__hconn *c)
+{
+    if (!c->read_off && c->fd >= 0) {
+        event_del(c->rev);
+        c->read_off = 1;
+    }
+}
+
+static void on_read(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    fg__hconn *c = arg;
+    if (c->inlen == c->incap) {
+        /* Full. While a request is in hand its head must not move, and
+         * after an error nothing more is read: wait. Otherwise the head
+         * still arriving grows the buffer, up to max_header_bytes (past
+         * it, process() has answered 431). */
+        size_t cap = c->incap * 2, most = (size_t)c->h->max_header_bytes + 1024;
+        if (cap > most)
+            cap = most;
+        char *p = !c->pending && !c->close_after && cap > c->incap
+                      ? realloc(c->in, cap)
+                      : NULL;
+        if (!p) {
+            stop_reading(c);
+            return;
+        }
+        c->in = p;
+        c->incap = cap;
+    }
+    ssize_t n = recv(fd, c->in + c->inlen, c->incap - c->inlen, 0);
+    if (n == 0) {
+        c->eof = 1;
+        stop_reading(c);
+    } else if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+            return;
+        conn_close(c); /* with a request in hand: closed at its answer */
+        return;
+    } else {
+        c->inlen += (size_t)n;
+    }
+    if (c->pending)
+        return; /* kept for after the answer */
+    process_and_flush(c);
+}
+
+const char *fg__http_find(const fg__hreq *r, const char *name)
+{
+    for (unsigned i = 0; i < r->nheaders; i++)
+        if (!strcasecmp(r->name[i], name))
+            return r->value[i];
+    return NULL;
+}

@@ -1,0 +1,84 @@
+/* http.h -- the HTTP/1.1 server of one worker: connections on the worker's
+ * libevent loop, requests parsed by http-parser (Debian's libhttp-parser).
+ *
+ * Built for the request path of a rate limiter: a connection owns one input
+ * and one output buffer for its whole life, so a request costs no
+ * allocation, one recv() and one send(). The head of a request is parsed
+ * in place: the request's path, query and headers point into the input
+ * buffer and stay valid until the request is answered. One request per
+ * connection is in hand at a time; pipelined requests wait, unparsed, in
+ * the buffer, and their answers leave in order.
+ *
+ * A connection must deliver each whole request within the request timeout
+ * of being accepted or of its previous answer (a client that drips bytes
+ * does not hold it); the clock stops while a request is answered. */
+#ifndef FG_SERVE_HTTP_H
+#define FG_SERVE_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct event_base;
+
+#define FG_HTTP_MAX_HEADERS 64
+#define FG_HTTP_MAX_BODY    65536
+
+enum { FG_HTTP_M_GET, FG_HTTP_M_HEAD, FG_HTTP_M_POST, FG_HTTP_M_OTHER };
+
+typedef struct fg__http fg__http;
+typedef struct fg__hconn fg__hconn;
+
+typedef struct fg__hreq {
+    fg__hconn *conn;
+    int method;
+    /* Nonzero: the request could not be read (400, 413, 431); 'error' says
+     * why. The handler answers it, and the connection closes after. */
+    int error_status;
+    const char *error;
+    const char *path;  /* as sent, not %-decoded */
+    const char *query; /* NULL when the target has none */
+    unsigned nheaders;
+    const char *name[FG_HTTP_MAX_HEADERS], *value[FG_HTTP_MAX_HEADERS];
+    const char *peer; /* the client's numeric address */
+} fg__hreq;
+
+typedef void (*fg__http_handler)(fg__hreq *req, void *arg);
+
+/* Serve the listening socket 'fd' (non-blocking; owned from now on) on
+ * 'base'. NULL when out of memory. */
+fg__http *fg__http_new(struct event_base *base, int fd, fg__http_handler h,
+                       void *arg);
+/* Close every connection and the listening socket. Requests in hand must
+ * have been answered. */
+void fg__http_free(fg__http *h);
+
+/* Limits read by the next request (a reload changes them). */
+void fg__http_set_limits(fg__http *h, uint32_t max_header_bytes,
+                         uint32_t request_timeout_ms);
+/* Every answer from now on says "Connection: close" (draining). */
+void fg__http_set_closing(fg__http *h, int closing);
+
+/* The listening socket, -1 once closed. */
+int fg__http_listen_fd(const fg__http *h);
+void fg__http_close_listener(fg__http *h);
+
+/* Connections open; those not answered yet (accepted, a request in hand or
+ * an answer still being written: a drain waits for them). */
+uint64_t fg__http_connections(const fg__http *h);
+unsigned fg__http_unanswered(const fg__http *h);
+/* Close connections whose request is overdue; returns how many. */
+unsigned fg__http_sweep(fg__http *h);
+
+/* The first header 'name' (case-insensitive), or NULL. */
+const char *fg__http_find(const fg__hreq *r, const char *name);
+
+/* Add a header to the answer of 'r' (before fg__http_reply). */
+void fg__http_add_header(fg__hreq *r, const char *name, const char *value);
+
+/* Answer 'r'; 'r' and every pointer it holds are invalid afterwards. */
+void fg__http_reply(fg__hreq *r, int status, const char *ctype,
+                    const char *body, size_t len);
+
+const char *fg__http_reason(int status);
+
+#endif

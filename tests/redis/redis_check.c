@@ -192,7 +192,7 @@ static void vectors(const char *url, int async)
         return;
     }
     CHECK_EQ(fg__store_redis_set_clock(st, fake_clock, NULL), FG_OK);
-    int mismatches = 0, steps = 0, allowed = 0;
+    int mismatches = 0, steps = 0, allowed = 0, refused_us = 0, odd_us = 0;
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         char name[64];
         unique(name, sizeof name, "vec");
@@ -222,30 +222,40 @@ static void vectors(const char *url, int async)
             CHECK_EQ(dr.source, FG_SOURCE_STORE);
             steps++;
             allowed += dr.allowed;
+            /* The exact microseconds too: the scripts return them and the
+             * milliseconds are derived from them. */
             if (dr.allowed != dc.allowed || dr.remaining != dc.remaining ||
                 dr.reset_ms != dc.reset_ms ||
                 dr.retry_after_ms != dc.retry_after_ms ||
+                dr.reset_us != dc.reset_us ||
+                dr.retry_after_us != dc.retry_after_us ||
                 dr.limit != dc.limit) {
                 if (mismatches++ < 5)
                     fprintf(stderr,
                             "%s %s step %d t=%llu cost=%llu: C %d/%llu/"
-                            "%llu/%llu redis %d/%llu/%llu/%llu\n",
+                            "%llu/%llu us redis %d/%llu/%llu/%llu us\n",
                             fg_algorithm_name(cases[c].a), cases[c].rate, i,
                             (unsigned long long)fake_now,
                             (unsigned long long)cost, dc.allowed,
                             (unsigned long long)dc.remaining,
-                            (unsigned long long)dc.reset_ms,
-                            (unsigned long long)dc.retry_after_ms, dr.allowed,
+                            (unsigned long long)dc.reset_us,
+                            (unsigned long long)dc.retry_after_us, dr.allowed,
                             (unsigned long long)dr.remaining,
-                            (unsigned long long)dr.reset_ms,
-                            (unsigned long long)dr.retry_after_ms);
+                            (unsigned long long)dr.reset_us,
+                            (unsigned long long)dr.retry_after_us);
             }
+            refused_us += !dr.allowed;
+            odd_us += dr.retry_after_us % 1000 != 0 || dr.reset_us % 1000 != 0;
         }
         fg_limiter_free(l);
     }
-    printf("vectors (%s): %d steps, %d allowed, %d mismatches\n",
-           async ? "async" : "blocking", steps, allowed, mismatches);
+    printf("vectors (%s): %d steps, %d allowed, %d mismatches, %d times "
+           "not whole ms\n",
+           async ? "async" : "blocking", steps, allowed, mismatches, odd_us);
     CHECK_EQ(mismatches, 0);
+    /* The vectors must exercise the microseconds: most times are not a
+     * whole number of milliseconds. */
+    CHECK(refused_us > 0 && odd_us > steps / 4);
     CHECK(allowed > steps / 10 && allowed < steps);
     fg_store_close(st);
     if (base)
@@ -478,7 +488,8 @@ static int twin_check(struct event_base *base, fg_limiter *lm, fg_limiter *lr,
     CHECK_EQ(rr, FG_OK);
     CHECK_EQ(dr.source, FG_SOURCE_STORE);
     if (dm.allowed != dr.allowed || dm.remaining != dr.remaining ||
-        dm.reset_ms != dr.reset_ms || dm.retry_after_ms != dr.retry_after_ms) {
+        dm.reset_ms != dr.reset_ms || dm.retry_after_ms != dr.retry_after_ms ||
+        dm.reset_us != dr.reset_us || dm.retry_after_us != dr.retry_after_us) {
         if ((*diff)++ < 5)
             fprintf(stderr,
                     "%s t=%llu key %s cost %llu: memory %d/%llu/%llu/%llu "

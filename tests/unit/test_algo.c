@@ -62,15 +62,19 @@ static void test_tenth_and_eleventh(void)
             CHECK_EQ(d.limit, 10);
             CHECK_EQ(d.remaining, 10 - n);
             CHECK_EQ(d.retry_after_ms, 0);
+            CHECK_EQ(d.retry_after_us, 0);
             switch (all_algos[i]) {
             case FG_FIXED_WINDOW: /* the window ends at 6 s: 750 ms */
                 CHECK_EQ(d.reset_ms, 750);
+                CHECK_EQ(d.reset_us, 750 * MS);
                 break;
             case FG_SLIDING_WINDOW: /* this window's count weighs until 7 s */
                 CHECK_EQ(d.reset_ms, 1750);
+                CHECK_EQ(d.reset_us, 1750 * MS);
                 break;
             default: /* n tokens of T = 100 ms each to refill */
                 CHECK_EQ(d.reset_ms, n * 100);
+                CHECK_EQ(d.reset_us, n * 100 * MS);
             }
         }
         before = s;
@@ -83,6 +87,8 @@ static void test_tenth_and_eleventh(void)
         case FG_FIXED_WINDOW:
             CHECK_EQ(d.retry_after_ms, 750);
             CHECK_EQ(d.reset_ms, 750);
+            CHECK_EQ(d.retry_after_us, 750 * MS);
+            CHECK_EQ(d.reset_us, 750 * MS);
             break;
         case FG_SLIDING_WINDOW:
             /* cur 10 + 1 > 10: wait for the next window, where the 10 weigh
@@ -90,10 +96,14 @@ static void test_tenth_and_eleventh(void)
              * 750 + 100 ms. */
             CHECK_EQ(d.retry_after_ms, 850);
             CHECK_EQ(d.reset_ms, 1750);
+            CHECK_EQ(d.retry_after_us, 850 * MS);
+            CHECK_EQ(d.reset_us, 1750 * MS);
             break;
         default: /* one token of T = 100 ms */
             CHECK_EQ(d.retry_after_ms, 100);
             CHECK_EQ(d.reset_ms, 1000);
+            CHECK_EQ(d.retry_after_us, 100 * MS);
+            CHECK_EQ(d.reset_us, 1000 * MS);
         }
     }
 }
@@ -112,6 +122,15 @@ static void test_fixed_window_edge(void)
     CHECK_EQ(d.allowed, 0);
     CHECK_EQ(d.retry_after_ms, 1);
     CHECK_EQ(d.reset_ms, 1);
+    CHECK_EQ(d.retry_after_us, 1);
+    CHECK_EQ(d.reset_us, 1);
+    /* 999 us before its end: 999 us, still 1 ms. */
+    CHECK_EQ(peek(&p, &s, 8 * SEC - 999, 1, &d), FG_OK);
+    CHECK_EQ(d.retry_after_us, 999);
+    CHECK_EQ(d.retry_after_ms, 1);
+    CHECK_EQ(peek(&p, &s, 8 * SEC - 1001, 1, &d), FG_OK);
+    CHECK_EQ(d.retry_after_us, 1001);
+    CHECK_EQ(d.retry_after_ms, 2);
     /* The first microsecond of window 8: a fresh window, all 10 again. */
     CHECK_EQ(check(&p, &s, 8 * SEC, 1, &d), FG_OK);
     CHECK_EQ(d.allowed, 1);
@@ -142,6 +161,8 @@ static void test_sliding_window_edge(void)
     CHECK_EQ(d.remaining, 0);
     /* 10 (1 s - e) + 1 s <= 10 s at e = 100 ms. */
     CHECK_EQ(d.retry_after_ms, 100);
+    CHECK_EQ(d.retry_after_us, 100 * MS);
+    CHECK_EQ(d.reset_us, 1000 * MS); /* the 10 weigh until 10 s */
     /* Two windows on, everything has expired. */
     CHECK_EQ(check(&p, &s, 11 * SEC, 10, &d), FG_OK);
     CHECK_EQ(d.allowed, 1);
@@ -172,6 +193,7 @@ static void test_sliding_window_estimate(void)
     CHECK_EQ(check(&p, &s, 6 * SEC + 250 * MS, 1, &d), FG_OK);
     CHECK_EQ(d.allowed, 0);
     CHECK_EQ(d.retry_after_ms, 84);
+    CHECK_EQ(d.retry_after_us, 83334);
     CHECK(memcmp(&s, &before, sizeof(s)) == 0);
     CHECK_EQ(peek(&p, &s, 6 * SEC + 333333, 1, &d), FG_OK);
     CHECK_EQ(d.allowed, 0); /* 6 * 666667 + 6e6 > 10e6 */
@@ -211,6 +233,8 @@ static void test_token_bucket_refill(void)
     CHECK_EQ(check(&p, &s, t + 100 * MS - 1, 1, &d), FG_OK);
     CHECK_EQ(d.allowed, 0);
     CHECK_EQ(d.retry_after_ms, 1); /* 1 us, rounded up */
+    CHECK_EQ(d.retry_after_us, 1);
+    CHECK_EQ(d.reset_us, 900 * MS + 1); /* the bucket drains at t + 1 s */
     CHECK_EQ(check(&p, &s, t + 100 * MS, 1, &d), FG_OK);
     CHECK_EQ(d.allowed, 1);
     CHECK_EQ(d.remaining, 0);
@@ -233,9 +257,13 @@ static void test_token_bucket_refill(void)
     CHECK_EQ(check(&q, &u, 10 * SEC, 1, &d), FG_OK);
     CHECK_EQ(d.allowed, 0);
     CHECK_EQ(d.retry_after_ms, 334);
+    CHECK_EQ(d.retry_after_us, 333334); /* the first whole us past it */
+    CHECK_EQ(d.reset_us, 1000 * MS);
     CHECK_EQ(check(&q, &u, 10 * SEC + 333333, 1, &d), FG_OK);
     CHECK_EQ(d.allowed, 0);
     CHECK_EQ(d.retry_after_ms, 1);
+    CHECK_EQ(d.retry_after_us, 1);
+    CHECK_EQ(d.reset_us, 666667); /* 666666.7 us of refill left */
     CHECK_EQ(check(&q, &u, 10 * SEC + 333334, 1, &d), FG_OK);
     CHECK_EQ(d.allowed, 1);
     /* The second token is due at 10 s + 666666.7 us. */
@@ -513,8 +541,16 @@ static void property_run(fg_algorithm algo, const char *rate, uint64_t burst,
                                  : 2 * p.period_us / MS;
         PROP(d.reset_ms <= reset_max, "reset %llu > %llu",
              (unsigned long long)d.reset_ms, (unsigned long long)reset_max);
+        /* The milliseconds are the exact microseconds rounded up. */
+        PROP(d.retry_after_ms == fg__us_to_ms_up(d.retry_after_us) &&
+                 d.reset_ms == fg__us_to_ms_up(d.reset_us),
+             "%s %s: ms %llu/%llu from us %llu/%llu", fg_algorithm_name(algo),
+             rate, (unsigned long long)d.retry_after_ms,
+             (unsigned long long)d.reset_ms,
+             (unsigned long long)d.retry_after_us,
+             (unsigned long long)d.reset_us);
         if (d.allowed) {
-            PROP(d.retry_after_ms == 0, "retry %llu",
+            PROP(d.retry_after_ms == 0 && d.retry_after_us == 0, "retry %llu",
                  (unsigned long long)d.retry_after_ms);
         } else {
             PROP(memcmp(&s, &before, sizeof(s)) == 0,
@@ -535,6 +571,17 @@ static void property_run(fg_algorithm algo, const char *rate, uint64_t burst,
                      fg_algorithm_name(algo), rate, i,
                      (unsigned long long)ra - 1);
             }
+            /* retry_after_us is the exact wait: refused 1 us sooner. */
+            uint64_t ru = d.retry_after_us;
+            PROP(ru >= 1, "refused with retry_after_us 0");
+            peek(&p, &s, now + ru, cost, &e);
+            PROP(e.allowed, "%s %s step %d: retry after %llu us refused",
+                 fg_algorithm_name(algo), rate, i, (unsigned long long)ru);
+            if (ru >= 1) {
+                peek(&p, &s, now + ru - 1, cost, &e);
+                PROP(!e.allowed, "%s %s step %d: allowed at %llu - 1 us",
+                     fg_algorithm_name(algo), rate, i, (unsigned long long)ru);
+            }
         }
         /* 'remaining' is exact: that many fit now, one more does not. */
         if (d.remaining >= 1) {
@@ -551,9 +598,19 @@ static void property_run(fg_algorithm algo, const char *rate, uint64_t burst,
         }
         /* 'reset_ms': the whole limit is available then, not 1 ms before. */
         if (d.remaining == max) {
-            PROP(d.reset_ms == 0, "full but reset %llu",
+            PROP(d.reset_ms == 0 && d.reset_us == 0, "full but reset %llu",
                  (unsigned long long)d.reset_ms);
         } else {
+            /* 'reset_us': exactly then, to the microsecond. */
+            peek(&p, &s, now + d.reset_us, max, &e);
+            PROP(e.allowed, "%s %s: full cost refused at reset %llu us",
+                 fg_algorithm_name(algo), rate, (unsigned long long)d.reset_us);
+            PROP(d.reset_us >= 1, "used but reset_us 0");
+            if (d.reset_us >= 1) {
+                peek(&p, &s, now + d.reset_us - 1, max, &e);
+                PROP(!e.allowed, "%s %s: full cost allowed at reset_us - 1",
+                     fg_algorithm_name(algo), rate);
+            }
             peek(&p, &s, now + d.reset_ms * MS, max, &e);
             PROP(e.allowed, "%s %s: full cost refused at reset %llu ms",
                  fg_algorithm_name(algo), rate, (unsigned long long)d.reset_ms);

@@ -109,6 +109,8 @@ static void test_bad_input_never_fails_open(void)
             memset(&d, 0xff, sizeof(d));
             CHECK_EQ(fg_check(lim, "k", 1, costs[j], &d), FG_ECOST);
             CHECK_EQ(d.allowed, 0);
+            CHECK_EQ(d.retry_after_us, 0);
+            CHECK_EQ(d.reset_us, 0);
         }
         memset(&d, 0xff, sizeof(d));
         CHECK_EQ(fg_check(lim, key, sizeof(key), 1, &d), FG_EKEY);
@@ -152,6 +154,8 @@ static void test_failure_policy(void)
     CHECK_EQ(d.allowed, 1);
     CHECK_EQ(d.source, FG_SOURCE_FAIL_OPEN);
     CHECK_EQ(d.retry_after_ms, 0);
+    CHECK_EQ(d.retry_after_us, 0);
+    CHECK_EQ(d.reset_us, 0);
     /* ... and nothing was counted: the key is new next time. */
     CHECK_EQ(fg_check(lim, LONG_KEY, sizeof(LONG_KEY) - 1, 100, &d), FG_OK);
     CHECK_EQ(d.allowed, 1);
@@ -166,6 +170,8 @@ static void test_failure_policy(void)
     CHECK_EQ(d.allowed, 0);
     CHECK_EQ(d.source, FG_SOURCE_FAIL_CLOSED);
     CHECK(d.retry_after_ms > 0);
+    CHECK_EQ(d.retry_after_us, d.retry_after_ms * 1000);
+    CHECK_EQ(d.reset_us, d.reset_ms * 1000);
     fg_limiter_free(lim);
 
     /* local: this process's share, limit / fallback_servers = 25. */
@@ -179,6 +185,10 @@ static void test_failure_policy(void)
     CHECK_EQ(d.source, FG_SOURCE_LOCAL);
     CHECK_EQ(d.limit, 25);
     CHECK_EQ(d.remaining, 24);
+    /* The local store's own exact times: the window's end. */
+    CHECK(d.reset_us >= 1 && d.reset_us <= 1000000);
+    CHECK_EQ(d.reset_ms, (d.reset_us + 999) / 1000);
+    CHECK_EQ(d.retry_after_us, 0);
     fail_next = 1;
     CHECK_EQ(fg_check(lim, LONG_KEY "2", sizeof(LONG_KEY), 25, &d), FG_ENOMEM);
     CHECK_EQ(d.source, FG_SOURCE_LOCAL);

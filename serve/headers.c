@@ -48,6 +48,17 @@ void fg__sbuf_printf(fg__sbuf *b, const char *fmt, ...)
     b->len += (size_t)n;
 }
 
+void fg__sbuf_u64(fg__sbuf *b, uint64_t v)
+{
+    char tmp[20];
+    size_t n = sizeof(tmp);
+    do {
+        tmp[--n] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    put(b, tmp + n, sizeof(tmp) - n);
+}
+
 uint64_t fg__ms_to_s_up(uint64_t ms)
 {
     return ms / 1000 + (ms % 1000 != 0);
@@ -68,14 +79,22 @@ uint64_t fg__retry_after_s(const fg_decision *d)
 void fg__fmt_policy_item(fg__sbuf *b, const char *name, uint64_t quota,
                          uint64_t window_s)
 {
-    fg__sbuf_printf(b, "%s\"%s\";q=%" PRIu64 ";w=%" PRIu64, b->len ? ", " : "",
-                    name, quota, window_s);
+    fg__sbuf_puts(b, b->len ? ", \"" : "\"");
+    fg__sbuf_puts(b, name);
+    fg__sbuf_puts(b, "\";q=");
+    fg__sbuf_u64(b, quota);
+    fg__sbuf_puts(b, ";w=");
+    fg__sbuf_u64(b, window_s);
 }
 
 void fg__fmt_ratelimit_item(fg__sbuf *b, const char *name, const fg_decision *d)
 {
-    fg__sbuf_printf(b, "%s\"%s\";r=%" PRIu64 ";t=%" PRIu64, b->len ? ", " : "",
-                    name, d->remaining, fg__ms_to_s_up(d->reset_ms));
+    fg__sbuf_puts(b, b->len ? ", \"" : "\"");
+    fg__sbuf_puts(b, name);
+    fg__sbuf_puts(b, "\";r=");
+    fg__sbuf_u64(b, d->remaining);
+    fg__sbuf_puts(b, ";t=");
+    fg__sbuf_u64(b, fg__ms_to_s_up(d->reset_ms));
 }
 
 void fg__json_str(fg__sbuf *b, const char *s, size_t n)
@@ -83,6 +102,16 @@ void fg__json_str(fg__sbuf *b, const char *s, size_t n)
     static const char hex[] = "0123456789abcdef";
     put(b, "\"", 1);
     for (size_t i = 0; i < n; i++) {
+        size_t run = i;
+        while (run < n && s[run] != '"' && s[run] != '\\' &&
+               (unsigned char)s[run] >= 0x20 && s[run] != 0x7f)
+            run++;
+        if (run > i) { /* plain bytes go in one copy */
+            put(b, s + i, run - i);
+            i = run;
+            if (i == n)
+                break;
+        }
         unsigned char ch = (unsigned char)s[i];
         if (ch == '"' || ch == '\\') {
             char e[2] = {'\\', (char)ch};
@@ -103,14 +132,19 @@ void fg__fmt_decision_json(fg__sbuf *b, const char *name, const fg_decision *d,
     const char *src = fg_source_name(d->source);
     fg__sbuf_puts(b, "{");
     if (booked)
-        fg__sbuf_printf(b, "\"booked\":%s,", d->allowed ? "true" : "false");
-    fg__sbuf_printf(b,
-                    "\"allowed\":%s,\"limit\":%" PRIu64
-                    ",\"remaining\":%" PRIu64 ",\"reset_ms\":%" PRIu64
-                    ",\"retry_after_ms\":%" PRIu64 ",\"source\":\"%s\","
-                    "\"name\":",
-                    d->allowed ? "true" : "false", d->limit, d->remaining,
-                    d->reset_ms, d->retry_after_ms, src ? src : "store");
+        fg__sbuf_puts(b, d->allowed ? "\"booked\":true," : "\"booked\":false,");
+    fg__sbuf_puts(b, d->allowed ? "\"allowed\":true,\"limit\":"
+                                : "\"allowed\":false,\"limit\":");
+    fg__sbuf_u64(b, d->limit);
+    fg__sbuf_puts(b, ",\"remaining\":");
+    fg__sbuf_u64(b, d->remaining);
+    fg__sbuf_puts(b, ",\"reset_ms\":");
+    fg__sbuf_u64(b, d->reset_ms);
+    fg__sbuf_puts(b, ",\"retry_after_ms\":");
+    fg__sbuf_u64(b, d->retry_after_ms);
+    fg__sbuf_puts(b, ",\"source\":\"");
+    fg__sbuf_puts(b, src ? src : "store");
+    fg__sbuf_puts(b, "\",\"name\":");
     fg__json_str(b, name, strlen(name));
     fg__sbuf_puts(b, "}\n");
 }

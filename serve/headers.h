@@ -22,6 +22,8 @@ typedef struct fg__sbuf {
 
 void fg__sbuf_init(fg__sbuf *b, char *mem, size_t cap);
 void fg__sbuf_puts(fg__sbuf *b, const char *s);
+/* The decimal digits of 'v'. */
+void fg__sbuf_u64(fg__sbuf *b, uint64_t v);
 void fg__sbuf_printf(fg__sbuf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

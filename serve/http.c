@@ -214,8 +214,8 @@ static void conn_new(fg__http *h, int fd, const struct sockaddr_storage *ss)
     c->p.data = c;
     c->deadline_us = fg__mono_precise_us() + timeout_us(h);
     if (ss->ss_family == AF_INET)
-        inet_ntop(AF_INET, &((const struct sockaddr_in *)ss)->sin_addr,
-                  c->peer, sizeof(c->peer));
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)ss)->sin_addr, c->peer,
+                  sizeof(c->peer));
     else if (ss->ss_family == AF_INET6)
         inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ss)->sin6_addr,
                   c->peer, sizeof(c->peer));
@@ -356,8 +356,7 @@ unsigned fg__http_unanswered(const fg__http *h)
 {
     unsigned n = 0;
     for (const fg__hconn *c = h->conns; c; c = c->next)
-        n += !c->dead &&
-             (!c->answered || c->pending || c->outoff < c->outlen);
+        n += !c->dead && (!c->answered || c->pending || c->outoff < c->outlen);
     return n;
 }
 
@@ -438,7 +437,8 @@ static int flush(fg__hconn *c)
     if (c->writing) {
         c->writing = 0;
         event_del(c->wev);
-        c->deadline_us = c->pending ? 0 : fg__mono_precise_us() + timeout_us(c->h);
+        c->deadline_us =
+            c->pending ? 0 : fg__mono_precise_us() + timeout_us(c->h);
     }
     if (c->close_after && !c->pending) {
         conn_close(c);
@@ -462,8 +462,8 @@ static void put_date(fg__http *h, fg__hconn *c)
     if (t != h->date_t) {
         struct tm tm;
         gmtime_r(&t, &tm);
-        strftime(h->date, sizeof(h->date), "Date: %a, %d %b %Y %H:%M:%S GMT\r\n",
-                 &tm);
+        strftime(h->date, sizeof(h->date),
+                 "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
         h->date_t = t;
     }
     out_put(c, h->date, strlen(h->date));
@@ -717,8 +717,7 @@ static void dispatch(fg__hconn *c)
     struct http_parser_url u;
     http_parser_url_init(&u);
     const char *url = c->in + c->url_off;
-    if (c->url_len == 0 ||
-        http_parser_parse_url(url, c->url_len, 0, &u) != 0 ||
+    if (c->url_len == 0 || http_parser_parse_url(url, c->url_len, 0, &u) != 0 ||
         !(u.field_set & (1 << UF_PATH))) {
         r->error_status = 400;
         r->error = "bad request target";

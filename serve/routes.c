@@ -244,7 +244,9 @@ static void finish(fg__ctx *c)
         fg__http_add_header(c->req, "RateLimit", rl);
     if (status != 200 && status != 503) {
         char ra[24];
-        snprintf(ra, sizeof(ra), "%" PRIu64, fg__retry_after_s(&c->d[pick]));
+        fg__sbuf bra;
+        fg__sbuf_init(&bra, ra, sizeof(ra));
+        fg__sbuf_u64(&bra, fg__retry_after_s(&c->d[pick]));
         fg__http_add_header(c->req, "Retry-After", ra);
     }
     char mem[512];

@@ -368,7 +368,10 @@ unsigned fg__http_sweep(fg__http *h)
     while (c) {
         fg__hconn *next = c->next;
         if (c->fd >= 0 && c->deadline_us && now >= c->deadline_us) {
-            closed += !c->writing; /* a stalled reader is not a slow request */
+            /* Slow: part of a request came, or none yet. An idle
+             * keep-alive connection, or a client that reads no answer,
+             * is only closed. */
+            closed += !c->writing && (c->inlen > 0 || !c->answered);
             conn_close(c);
         }
         c = next;
@@ -510,7 +513,7 @@ static void request_done(fg__hconn *c)
     reset_request(c);
     http_parser_pause(&c->p, 0);
     c->deadline_us = fg__mono_precise_us() + timeout_us(c->h);
-    if (c->read_off && c->fd >= 0) {
+    if (c->read_off && !c->eof && c->fd >= 0) {
         c->read_off = 0;
         event_add(c->rev, NULL);
     }

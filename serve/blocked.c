@@ -10,6 +10,7 @@
 typedef struct entry {
     uint64_t hash;
     uint64_t cost;
+    uint64_t room; /* units that may still go to the store unqueued */
     fg__blocked_hit hit;
     uint32_t lim;
     uint32_t len;
@@ -23,6 +24,16 @@ struct fg__blocked {
     uint32_t nsets;
     entry *e;
 };
+
+/* The units an allowed store decision left, handed from
+ * fg__blocked_from_decision to the fg__blocked_resolve that the worker
+ * calls next for the same answer (on its own thread; 'now_us' ties them).
+ * Any other call in between forgets it. Only a hint: wrong, it costs a
+ * round trip, never a wrong decision. */
+static _Thread_local struct {
+    uint64_t now_us, remaining;
+    int set;
+} last_room;
 
 /* FNV-1a over the limit and the key, then a final mix so that the low bits
  * used for the set index depend on every byte. */
@@ -116,6 +127,7 @@ int fg__blocked_lookup(fg__blocked *c, uint32_t lim, const char *key,
                        fg__blocked_waiter *self, int may_wait,
                        fg__blocked_hit *hit)
 {
+    last_room.set = 0;
     entry *e = find(c, hash(c->seed, lim, key, len), lim, key, len);
     if (!e)
         return FG_BLOCKED_MISS;
@@ -130,7 +142,16 @@ int fg__blocked_lookup(fg__blocked *c, uint32_t lim, const char *key,
         return FG_BLOCKED_WAIT;
     }
     if (now_us >= e->hit.until_us) {
-        /* The block is over: this request asks the store for everyone. */
+        /* The last probe found room: that much goes to the store at once,
+         * unqueued. */
+        if (e->room > cost) {
+            e->room -= cost;
+            return FG_BLOCKED_MISS;
+        }
+        /* The block is over, or this request takes the last of the room:
+         * it asks the store for everyone (its answer, likely a block,
+         * settles the requests that come meanwhile). */
+        e->room = 0;
         e->probe = self;
         e->waiters = NULL;
         e->tail = &e->waiters;
@@ -155,6 +176,7 @@ int fg__blocked_get(fg__blocked *c, uint32_t lim, const char *key, size_t len,
 int fg__blocked_put(fg__blocked *c, uint32_t lim, const char *key, size_t len,
                     uint64_t cost, uint64_t now_us, const fg__blocked_hit *hit)
 {
+    last_room.set = 0;
     if (hit->until_us <= now_us)
         return 0;
     uint64_t h = hash(c->seed, lim, key, len);
@@ -194,6 +216,7 @@ int fg__blocked_put(fg__blocked *c, uint32_t lim, const char *key, size_t len,
     }
     e->cost = cost;
     e->hit = *hit;
+    e->room = 0;
     return 0;
 }
 
@@ -202,17 +225,29 @@ fg__blocked_resolve(fg__blocked *c, uint32_t lim, const char *key, size_t len,
                     fg__blocked_waiter *self, uint64_t cost, uint64_t now_us,
                     const fg__blocked_hit *block, int refused)
 {
+    int room_known = last_room.set && last_room.now_us == now_us;
+    uint64_t room = last_room.remaining;
+    last_room.set = 0;
     entry *e = find(c, hash(c->seed, lim, key, len), lim, key, len);
     if (!e || e->probe != self)
         return NULL;
     fg__blocked_waiter *w = NULL;
     take_waiters(e, &w);
     e->probe = NULL;
+    e->room = 0;
     if (block && block->until_us > now_us) {
         e->cost = cost;
         e->hit = *block;
     } else if (refused) {
         e->hit.until_us = 0; /* over: the next request probes */
+    } else if (room_known) {
+        /* Allowed with 'room' units left. Forgetting the key would let the
+         * waiters, and any burst of requests that follows (a flood that
+         * paused and resumed), all go to the store at once, and all but
+         * 'room' of them be refused there. The room goes unqueued; the
+         * request that takes its last unit probes again. */
+        e->hit.until_us = 0;
+        e->room = room;
     } else {
         drop(e);
     }
@@ -252,8 +287,14 @@ int fg__blocked_from_decision(const fg_limit *lim, const fg_decision *d,
                               uint64_t cost, uint64_t sent_us, uint64_t now_us,
                               fg__blocked_hit *out, uint64_t *block_cost)
 {
+    last_room.set = 0;
     if (d->source != FG_SOURCE_STORE || now_us < sent_us)
         return 0;
+    if (d->allowed) {
+        last_room.now_us = now_us;
+        last_room.remaining = d->remaining;
+        last_room.set = 1;
+    }
     /* 'wait': from the decision until the store would allow; 'retry': what
      * clients are told, counted from 'now_us' (after the decision) so that
      * it is never early. The _us times are exact. */

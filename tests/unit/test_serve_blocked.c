@@ -165,6 +165,110 @@ static void test_probe(void)
     fg__blocked_free(c);
 }
 
+/* A probe allowed with room left: that many units go to the store
+ * unqueued, the request taking the last one probes, the rest wait for it:
+ * neither waiters nor a later burst stampede the store. */
+static void test_room(void)
+{
+    fg__blocked *c = fg__blocked_new(16, 5);
+    CHECK(c != NULL);
+    if (!c)
+        return;
+    fg_limit lim;
+    CHECK_EQ(fg_limit_parse("10/s", &lim), 0);
+    uint64_t now = 5000000, bc = 0;
+    fg__blocked_waiter a, b, d, e, f, g;
+    fg__blocked_hit h = hit_until(now + 100), got, nb;
+    CHECK_EQ(fg__blocked_put(c, 1, "k", 1, 1, now, &h), 0);
+    now += 100;
+    CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &a, 1, &got),
+             FG_BLOCKED_PROBE);
+    CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &b, 1, &got),
+             FG_BLOCKED_WAIT);
+    CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &d, 1, &got),
+             FG_BLOCKED_WAIT);
+    CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &e, 1, &got),
+             FG_BLOCKED_WAIT);
+    /* Allowed, two units left: no block, the room is read. */
+    fg_decision ok = {1, 10, 2, 200, 0, FG_SOURCE_STORE, 200000, 0};
+    CHECK_EQ(fg__blocked_from_decision(&lim, &ok, 1, now - 300, now, &nb, &bc),
+             0);
+    fg__blocked_waiter *w =
+        fg__blocked_resolve(c, 1, "k", 1, &a, 0, now, NULL, 0);
+    CHECK(w == &b);
+    CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &b, 1, &got),
+             FG_BLOCKED_MISS);
+    CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &d, 1, &got),
+             FG_BLOCKED_PROBE); /* takes the last unit, for everyone */
+    CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &e, 1, &got),
+             FG_BLOCKED_WAIT);
+    CHECK_EQ(fg__blocked_count(c, now), 0);
+    /* That probe leaves nothing: the last waiter finds the block. */
+    fg__blocked_hit again = hit_until(now + 100);
+    w = fg__blocked_resolve(c, 1, "k", 1, &d, 1, now, &again, 0);
+    CHECK(w == &e);
+    CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &e, 1, &got),
+             FG_BLOCKED_HIT);
+    /* Room 3 for requests of cost 2: one goes, the next probes. */
+    now += 100;
+    CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &a, 1, &got),
+             FG_BLOCKED_PROBE);
+    CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 2, now, &b, 1, &got),
+             FG_BLOCKED_WAIT);
+    CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 2, now, &d, 1, &got),
+             FG_BLOCKED_WAIT);
+    ok.remaining = 3;
+    CHECK_EQ(fg__blocked_from_decision(&lim, &ok, 1, now - 300, now, &nb, &bc),
+             0);
+    w = fg__blocked_resolve(c, 1, "k", 1, &a, 0, now, NULL, 0);
+    CHECK(w == &b);
+    CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 2, now, &b, 1, &got),
+             FG_BLOCKED_MISS);
+    CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 2, now, &d, 1, &got),
+             FG_BLOCKED_PROBE);
+    /* Room with nobody waiting: kept for the requests that come next. */
+    CHECK_EQ(fg__blocked_from_decision(&lim, &ok, 1, now - 300, now, &nb, &bc),
+             0);
+    CHECK(fg__blocked_resolve(c, 1, "k", 1, &d, 0, now, NULL, 0) == NULL);
+    CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &f, 1, &got),
+             FG_BLOCKED_MISS);
+    CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &f, 1, &got),
+             FG_BLOCKED_MISS);
+    CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &g, 1, &got),
+             FG_BLOCKED_PROBE);
+    CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &f, 1, &got),
+             FG_BLOCKED_WAIT);
+    /* Room not read for this answer (another 'now'): the key is
+     * forgotten, every waiter goes, as before. */
+    ok.remaining = 1;
+    CHECK_EQ(
+        fg__blocked_from_decision(&lim, &ok, 1, now - 301, now - 1, &nb, &bc),
+        0);
+    w = fg__blocked_resolve(c, 1, "k", 1, &g, 0, now, NULL, 0);
+    CHECK(w == &f);
+    CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &f, 1, &got),
+             FG_BLOCKED_MISS);
+    CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &b, 1, &got),
+             FG_BLOCKED_MISS);
+    /* Nor when another call came between. */
+    fg__blocked_hit third = hit_until(now + 100);
+    CHECK_EQ(fg__blocked_put(c, 1, "k", 1, 1, now, &third), 0);
+    now += 100;
+    CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &a, 1, &got),
+             FG_BLOCKED_PROBE);
+    CHECK_EQ(fg__blocked_from_decision(&lim, &ok, 1, now - 300, now, &nb, &bc),
+             0);
+    CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &b, 1, &got),
+             FG_BLOCKED_WAIT);
+    w = fg__blocked_resolve(c, 1, "k", 1, &a, 0, now, NULL, 0);
+    CHECK(w == &b);
+    CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &b, 1, &got),
+             FG_BLOCKED_MISS);
+    CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &d, 1, &got),
+             FG_BLOCKED_MISS);
+    fg__blocked_free(c);
+}
+
 /* A store decision as the algorithm makes it at 'at'. */
 static fg_decision decide(const fg__algo_params *p, fg__algo_state *s,
                           uint64_t at, uint64_t cost)
@@ -325,6 +429,7 @@ int main(void)
     test_basic();
     test_bounded();
     test_probe();
+    test_room();
     test_from_decision();
     test_from_decision_exact();
     return TEST_DONE();

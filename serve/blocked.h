@@ -12,8 +12,14 @@
  * When a block ends, one request (the probe) goes to the store; requests
  * for the same key that arrive meanwhile wait for its answer instead of
  * stampeding the store: if the answer blocks the key again they are refused
- * from the new block, else they go to the store themselves. Which requests
- * are allowed does not change; only how many round trips it takes.
+ * from the new block; if it left room, that many units go to the store
+ * unqueued and the request that takes the last one probes again. How many
+ * requests are allowed does not change, only how many round trips it
+ * takes. On Redis TIME the middle of the round trip is an estimate: with
+ * uneven delays a block may end up to half a round trip after the unit
+ * returned (a request in that gap is refused from the cache; the unit goes
+ * to the probe that follows) or before it (the probe is refused: one more
+ * round trip).
  *
  * Bounded: a fixed number of entries in 4-way sets; an entry evicted early
  * only costs a store round trip. Entries with a probe in flight are never

@@ -1,0 +1,495 @@
+#!/usr/bin/env bash
+# floodgate serve's HTTP layer (serve/http.c) seen from real sockets: pipelined
+# requests on the memory and the Redis store, HTTP/1.0 and keep-alive,
+# Connection: close, Expect: 100-continue, request bodies (chunked, at and
+# past 64 KB), the header-field limit, malformed heads (garbage, NUL, bare
+# CR), absolute-form targets, HEAD, a request sent byte by byte, a client
+# that half-closes, clients that vanish while Redis is slow, 200 aborted
+# connections, unknown methods. Loopback only; bounded (about 15 s).
+FG_TEST_BOUND=${FG_TEST_BOUND:-45}
+. "$(dirname "$0")/../serve/lib.sh"
+export LC_ALL=C # byte counts for read -N and the body sizes
+
+# --- raw connections on fd 3 -------------------------------------------
+R=0 # answers read on the current connection (or file)
+conn() { R=0; exec 3<>"/dev/tcp/127.0.0.1/$1"; }
+conn_close() { exec 3<&- 3>&-; }
+# send FORMAT ARGS...: one write() (bash's printf writes line by line).
+send() { printf "$@" >"$T/req" && cat "$T/req" >&3 2>/dev/null; }
+# resp [nobody]: reads one answer from fd 3 (2 s per read) into $T/rN.h
+# (status line and headers, CR dropped) and $T/rN.b (body, by its
+# Content-Length; none when 'nobody': the answer to HEAD). Fails when no
+# whole answer comes.
+resp() {
+    local line body cl
+    R=$((R + 1))
+    : >"$T/r$R.h"
+    : >"$T/r$R.b"
+    IFS= read -r -t 2 line <&3 || return 1
+    printf '%s\n' "${line%$'\r'}" >"$T/r$R.h"
+    while :; do
+        IFS= read -r -t 2 line <&3 || return 1
+        line=${line%$'\r'}
+        [ -z "$line" ] && break
+        printf '%s\n' "$line" >>"$T/r$R.h"
+    done
+    [ "${1:-}" = nobody ] && return 0
+    cl=$(rh Content-Length)
+    case $cl in '' | *[!0-9]*) return 1 ;; 0) return 0 ;; esac
+    IFS= read -r -t 2 -N "$cl" body <&3 || return 1
+    printf '%s' "$body" >"$T/r$R.b"
+}
+st() { sed -n '1s/^HTTP\/1\.1 \([0-9][0-9][0-9]\) .*/\1/p' "$T/r${1:-$R}.h"; }
+rh() { # rh NAME [N]: header NAME of answer N (the last by default)
+    grep -i "^$1:" "$T/r${2:-$R}.h" | head -1 | sed 's/^[^:]*: *//'
+}
+jf() { # jf FIELD [N]: a field of answer N's JSON body
+    grep -o "\"$1\":[^,}]*" "$T/r${2:-$R}.b" | head -1 | cut -d: -f2
+}
+blen() { wc -c <"$T/r${1:-$R}.b" | tr -d ' '; }
+# The server closed fd 3: EOF (or a reset) within 1.5 s and nothing more.
+# request_timeout is 5 s, so the sweep cannot be what closed it.
+at_eof() {
+    local x="" rc
+    IFS= read -r -t 1.5 -N 1 x <&3
+    rc=$?
+    [ "$rc" -eq 1 ] && [ -z "$x" ]
+}
+# An error answer of ours: one line, a JSON object with an "error" string.
+json_error() {
+    local f="$T/r${1:-$R}.b"
+    [ "$(wc -l <"$f")" -eq 1 ] && [ "$(tail -c 1 "$f")" = "" ] &&
+        grep -q '^{"error":"\([^"\\]\|\\.\)*"}$' "$f"
+}
+# answers N ID R1 R2...: answers 1..N on this connection are 200s served by
+# ID with remaining R1, R2, ...
+answers_in_order() {
+    local n=$1 id=$2 i got="" want=""
+    shift 2
+    for i in $(seq 1 "$n"); do
+        got="$got $(st "$i")/$(rh X-Served-By "$i")/$(jf remaining "$i")"
+        want="$want 200/$id/$1"
+        shift
+    done
+    expect_eq "$NAME" "$got" "$want"
+}
+metric() { # metric PORT NAME: the value of a /metrics line
+    curl -s -m 2 "http://127.0.0.1:$1/metrics" | awk -v n="$2" '$1 == n { print $2 }'
+}
+# halfclose PORT: sends stdin on a new connection, shuts its write side
+# (shutdown(SHUT_WR): the server reads EOF) and prints all that comes back
+# until the server closes (3 s at most). bash cannot half-close a /dev/tcp
+# socket; perl-base (always on Debian) can, with its core Socket module.
+halfclose() {
+    perl -MSocket -e '
+        socket(my $s, PF_INET, SOCK_STREAM, 0) or die "socket: $!";
+        connect($s, pack_sockaddr_in($ARGV[0], inet_aton("127.0.0.1")))
+            or die "connect: $!";
+        local $/;
+        my $req = <STDIN>;
+        syswrite($s, $req) == length($req) or die "write: $!";
+        shutdown($s, 1) or die "shutdown: $!";
+        alarm 3;
+        while (sysread($s, my $b, 65536)) { print $b }' "$1"
+}
+
+# --- the servers ---------------------------------------------------------
+# request_timeout 5 s: longer than every wait here, so a close seen here is
+# the server's answer to the request, never its sweep of a slow one.
+cat >"$T/mem.ini" <<INI
+[server]
+workers = 2
+id = http-mem
+request_timeout = 5s
+max_header_bytes = 8192
+[store]
+url = memory
+[limit l]
+key = query:key
+algorithm = fixed_window
+rate = 1000/h
+INI
+MEMN=0
+# start_mem: (re)starts the memory server as mem, mem2, mem3... (each its
+# own log, so that a crash stays on record); sets M and MPID.
+start_mem() {
+    local name=mem
+    MEMN=$((MEMN + 1))
+    [ "$MEMN" -gt 1 ] && name=mem$MEMN
+    start_fg "$name" -c "$T/mem.ini" --listen 127.0.0.1:0 || return 1
+    eval "M=\$FGPORT_$name MPID=\$FGPID_$name MLOG=\$T/$name.log"
+}
+start_mem || { bad "memory server starts"; finish; }
+# survived WHAT: the memory server still answers /healthz after WHAT. If
+# it does not (it crashed), the log's last lines are shown and a new one
+# is started, so that the checks after this one still run.
+survived() {
+    local c
+    c=$(curl -s -m 2 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$M/healthz")
+    if [ "$c" = 200 ]; then
+        ok "server survived $1"
+        return 0
+    fi
+    bad "server survived $1: /healthz gave '$c'; its log ends:"
+    tail -n 3 "$MLOG" | sed 's/^/    /'
+    start_mem || { bad "memory server restarts"; finish; }
+}
+
+# As start_redis, with DEBUG allowed from loopback (DEBUG SLEEP makes Redis
+# slow on purpose); sets RPORT and RPID.
+start_redis_debug() {
+    local i
+    mkdir -p "$T/redis"
+    for i in 1 2 3 4 5; do
+        RPORT=$(free_port)
+        redis-server --port "$RPORT" --bind 127.0.0.1 --save '' \
+            --appendonly no --dir "$T/redis" --logfile "$T/redis/log" \
+            --enable-debug-command local &
+        RPID=$!
+        PIDS="$PIDS $RPID"
+        for _ in $(seq 1 100); do
+            redis-cli -p "$RPORT" ping 2>/dev/null | grep -q PONG && return 0
+            kill -0 "$RPID" 2>/dev/null || break
+            sleep 0.02
+        done
+    done
+    echo "cannot start redis-server" >&2
+    return 1
+}
+start_redis_debug || { bad "redis starts"; finish; }
+# on_failure = closed: an answer that did not come from Redis is a 503,
+# never a pass; the timeout outlasts DEBUG SLEEP 0.3.
+cat >"$T/red.ini" <<INI
+[server]
+workers = 2
+id = http-red
+request_timeout = 5s
+[store]
+url = redis://127.0.0.1:$RPORT
+prefix = h$$:
+timeout = 800ms
+[limit l]
+key = query:key
+algorithm = fixed_window
+rate = 1000/h
+on_failure = closed
+INI
+start_fg red -c "$T/red.ini" --listen 127.0.0.1:0 || { bad "redis-backed server starts"; finish; }
+RP=$FGPORT_red
+
+CHECK='POST /v1/check?limit=l&key=%s HTTP/1.1\r\nHost: x\r\n\r\n'
+
+# --- pipelining: three requests in one write, three answers in order ----
+for s in mem:$M red:$RP; do
+    name=${s%%:*} port=${s#*:} id=http-$name
+    conn "$port"
+    send "$CHECK$CHECK$CHECK" pipe pipe pipe
+    resp && resp && resp
+    NAME="$name: 3 pipelined checks answered in order" \
+        answers_in_order 3 "$id" 999 998 997
+    expect_eq "$name: pipelined answers come from the store" \
+        "$(cat "$T"/r[123].b | grep -o '"source":"store"' | wc -l)" 3
+    conn_close
+done
+
+# Pipelined, the last one "Connection: close": all three answered, the last
+# says so, then EOF.
+conn "$RP"
+send "$CHECK$CHECK"'POST /v1/check?limit=l&key=pc HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' pc pc
+resp && resp && resp
+NAME="red: pipelined, last with Connection: close: in order" answers_in_order 3 http-red 999 998 997
+expect_eq "red: last pipelined answer says Connection: close" "$(rh Connection)" close
+check "red: then EOF" at_eof
+conn_close
+
+# --- HTTP/1.0 and Connection ------------------------------------------------
+conn "$M"
+send 'GET /healthz HTTP/1.0\r\n\r\n'
+resp
+expect_eq "HTTP/1.0 without keep-alive: answered" "$(st) $(cat "$T/r1.b")" "200 ok"
+check "HTTP/1.0 without keep-alive: then EOF" at_eof
+conn_close
+
+conn "$M"
+send 'GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n'
+resp
+expect_eq "HTTP/1.0 keep-alive: answered with Connection: keep-alive" "$(st) $(rh Connection)" "200 keep-alive"
+sleep 0.2
+send 'POST /v1/check?limit=l&key=h10 HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n'
+resp
+expect_eq "HTTP/1.0 keep-alive: second request on the same connection" \
+    "$(st) $(rh Connection) $(jf remaining)" "200 keep-alive 999"
+send 'POST /v1/check?limit=l&key=h10 HTTP/1.0\r\n\r\n'
+resp
+expect_eq "HTTP/1.0 keep-alive: a third without keep-alive is answered" "$(st) $(jf remaining)" "200 998"
+check "HTTP/1.0 keep-alive: the one without it closes" at_eof
+conn_close
+
+conn "$M"
+send 'GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'
+resp
+expect_eq "HTTP/1.1 Connection: close: answer says Connection: close" "$(st) $(rh Connection)" "200 close"
+check "HTTP/1.1 Connection: close: then EOF" at_eof
+conn_close
+
+conn "$M"
+send 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n'
+resp
+expect_eq "HTTP/1.1 default: no Connection header" "$(st) [$(rh Connection)]" "200 []"
+send 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n'
+check "HTTP/1.1 default: kept open for a second request" resp
+conn_close
+
+# --- Expect: 100-continue --------------------------------------------------
+head -c 2048 /dev/zero | tr '\0' x >"$T/2k"
+out=$(curl -sv -m 5 -o "$T/b" -w '%{http_code} %{time_total}' -H 'Expect: 100-continue' \
+    --data-binary @"$T/2k" "http://127.0.0.1:$M/v1/check?limit=l&key=expect" 2>"$T/curl.err")
+expect_eq "curl POST 2 KB with Expect: 100-continue: 200" "${out% *}" 200
+check "curl saw HTTP/1.1 100 Continue" grep -q '^< HTTP/1.1 100 Continue' "$T/curl.err"
+check "curl POST with Expect: done in ${out#* } s (curl waits 1 s without a 100)" \
+    awk -v t="${out#* }" 'BEGIN { exit !(t < 0.5) }'
+conn "$RP"
+send 'POST /v1/check?limit=l&key=expect HTTP/1.1\r\nHost: x\r\nContent-Length: 2048\r\nExpect: 100-continue\r\n\r\n'
+resp
+expect_eq "raw Expect: 100 Continue before the body is sent" "$(head -1 "$T/r1.h")" "HTTP/1.1 100 Continue"
+cat "$T/2k" >&3
+resp
+expect_eq "raw Expect: then the answer once the body came" "$(st) $(jf remaining)" "200 999"
+conn_close
+
+# --- request bodies --------------------------------------------------------
+conn "$M"
+send 'POST /v1/check?limit=l&key=chunk HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n'
+resp && resp
+expect_eq "chunked body accepted and ignored (the next request follows)" \
+    "$(st 1) $(jf remaining 1) $(st 2) $(cat "$T/r2.b")" "200 999 200 ok"
+conn_close
+
+head -c 65536 /dev/zero | tr '\0' y >"$T/64k"
+conn "$M"
+send 'POST /v1/check?limit=l&key=b64 HTTP/1.1\r\nHost: x\r\nContent-Length: 65536\r\n\r\n'
+cat "$T/64k" >&3
+resp
+expect_eq "a body of exactly 64 KB is accepted" "$(st) $(jf remaining)" "200 999"
+conn_close
+
+conn "$M"
+send 'POST /v1/check?limit=l&key=big HTTP/1.1\r\nHost: x\r\nContent-Length: 70000\r\n\r\n'
+resp
+expect_eq "Content-Length 70000: 413, Connection: close" "$(st) $(rh Connection)" "413 close"
+check "413: one-line JSON error" json_error
+check "413: then EOF" at_eof
+conn_close
+survived "Content-Length 70000"
+
+# 16 chunks of 4 KB are 64 KB; then one byte more.
+{
+    printf 'POST /v1/check?limit=l&key=cbig HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n'
+    for _ in $(seq 1 16); do printf '1000\r\n'; head -c 4096 "$T/64k"; printf '\r\n'; done
+} >"$T/chunk64k"
+conn "$M"
+{ cat "$T/chunk64k"; printf '0\r\n\r\n'; } >&3
+resp
+expect_eq "a chunked body of exactly 64 KB is accepted" "$(st) $(jf remaining)" "200 999"
+conn_close
+conn "$M"
+{ cat "$T/chunk64k"; printf '1\r\nz'; } >&3
+resp
+expect_eq "a chunked body growing past 64 KB: 413" "$(st) $(rh Connection)" "413 close"
+check "chunked 413: then EOF" at_eof
+conn_close
+survived "a chunked body past 64 KB"
+
+# --- heads -----------------------------------------------------------------
+h63=""
+for i in $(seq 1 63); do h63="${h63}X-H$i: v"$'\r\n'; done
+conn "$M"
+send 'POST /v1/check?limit=l&key=h64 HTTP/1.1\r\nHost: x\r\n%s\r\n' "$h63"
+resp
+expect_eq "64 header fields: answered" "$(st) $(jf remaining)" "200 999"
+conn_close
+conn "$M"
+send 'POST /v1/check?limit=l&key=h65 HTTP/1.1\r\nHost: x\r\n%sX-H64: v\r\n\r\n' "$h63"
+resp
+expect_eq "65 header fields: 431, Connection: close" "$(st) $(rh Connection)" "431 close"
+check "431: one-line JSON error" json_error
+check "431: then EOF" at_eof
+conn_close
+survived "65 header fields"
+
+conn "$M"
+send 'this is not http\r\n\r\n'
+resp
+expect_eq "garbage request line: 400, Connection: close" "$(st) $(rh Connection)" "400 close"
+check "garbage: one-line JSON error ($(head -c 100 "$T/r1.b" | tr -d '\n'))" json_error
+check "garbage: then EOF" at_eof
+conn_close
+survived "a garbage request line"
+
+conn "$M"
+send 'GET /healthz HTTP/1.1\r\nHost: a\0b\r\n\r\n'
+resp
+expect_eq "NUL in a header value: 400" "$(st)" 400
+check "NUL: one-line JSON error" json_error
+conn_close
+survived "NUL in a header value"
+conn "$M"
+send 'GET /heal\0thz HTTP/1.1\r\nHost: x\r\n\r\n'
+resp
+expect_eq "NUL in the request target: 400" "$(st)" 400
+conn_close
+survived "NUL in the request target"
+conn "$M"
+send 'GET /healthz HTTP/1.1\r\nHost: a\rb\r\n\r\n'
+resp
+expect_eq "bare CR in a header value: 400" "$(st)" 400
+conn_close
+survived "bare CR in a header value"
+conn "$M"
+send 'GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: 1\rX-B: 2\r\n\r\n'
+resp
+expect_eq "bare CR as a header line end: 400" "$(st)" 400
+conn_close
+survived "bare CR as a header line end"
+conn "$M"
+send 'GET /healthz HTTP/1.1\rHost: x\r\n\r\n'
+resp
+expect_eq "bare CR ending the request line: 400" "$(st)" 400
+conn_close
+survived "bare CR ending the request line"
+
+conn "$M"
+send 'POST http://x/v1/check?limit=l&key=abs HTTP/1.1\r\nHost: x\r\n\r\n'
+resp
+expect_eq "absolute-form target" "$(st) $(jf remaining) $(grep -o '"name":"l"' "$T/r1.b")" '200 999 "name":"l"'
+conn_close
+
+# --- HEAD ------------------------------------------------------------------
+conn "$M"
+send 'HEAD /v1/auth?limit=l&key=hd HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/auth?limit=l&key=hd HTTP/1.1\r\nHost: x\r\n\r\n'
+resp nobody && resp
+expect_eq "HEAD /v1/auth: 200 with the RateLimit header" "$(st 1) $(rh RateLimit 1)" '200 "l";r=999;t='"$(rh RateLimit 1 | sed 's/.*t=//')"
+expect_eq "HEAD: no body, the next answer on the connection parses" "$(st 2) $(jf remaining 2)" "200 998"
+expect_eq "HEAD: Content-Length is the GET body's length" "$(rh Content-Length 1)" "$(blen 2)"
+conn_close
+
+# --- a request in single bytes, 1 ms apart ----------------------------------
+req=$'POST /v1/check?limit=l&key=bytes HTTP/1.1\r\nHost: x\r\nX-Pad: byte-by-byte\r\n\r\n'
+conn "$RP"
+t0=$(date +%s%N)
+for ((i = 0; i < ${#req}; i++)); do
+    printf '%s' "${req:i:1}" >&3
+    sleep 0.001
+done
+ms=$((($(date +%s%N) - t0) / 1000000))
+resp
+expect_eq "request sent in ${#req} single bytes over $ms ms: answered" "$(st) $(jf remaining)" "200 999"
+conn_close
+
+# --- a client that half-closes at once --------------------------------------
+for s in mem:$M red:$RP; do
+    name=${s%%:*} port=${s#*:} id=http-$name
+    printf "$CHECK" half | halfclose "$port" >"$T/half.out" 2>"$T/half.err"
+    exec 3<"$T/half.out"
+    R=0
+    resp
+    expect_eq "$name: request then shutdown(SHUT_WR): answered" "$(st) $(jf remaining)" "200 999"
+    check "$name: then the server closes (all read)" at_eof
+    exec 3<&-
+    printf "$CHECK$CHECK$CHECK" half3 half3 half3 | halfclose "$port" >"$T/half.out" 2>"$T/half.err"
+    exec 3<"$T/half.out"
+    R=0
+    resp && resp && resp
+    NAME="$name: 3 pipelined then shutdown(SHUT_WR): all answered" answers_in_order 3 "$id" 999 998 997
+    check "$name: then the server closes" at_eof
+    exec 3<&-
+done
+
+# --- clients that vanish while their request waits on Redis ----------------
+# Each round Redis sleeps 0.3 s; meanwhile one client sends a check and
+# closes at once (FIN), another has its /healthz answer unread and its check
+# waiting when it closes (the kernel resets: the server's recv fails while
+# the request is in hand).
+redis-cli -p "$RPORT" DEBUG SLEEP 0.3 >"$T/dbg" 2>&1 &
+sp=$!
+sleep 0.05
+out=$(curl -s -m 3 -o /dev/null -w '%{http_code} %{time_total}' -X POST "http://127.0.0.1:$RP/v1/check?limit=l&key=probe")
+wait "$sp"
+check "DEBUG SLEEP 0.3 holds a check made meanwhile ($out s; redis-cli: $(cat "$T/dbg"))" \
+    awk -v c="${out% *}" -v t="${out#* }" 'BEGIN { exit !(c == 200 && t >= 0.15) }'
+printf "$CHECK" gone >"$T/gone.req"
+printf 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n'"$CHECK" gone2 >"$T/gone2.req"
+for i in $(seq 1 20); do
+    redis-cli -p "$RPORT" DEBUG SLEEP 0.3 >/dev/null &
+    sp=$!
+    sleep 0.03
+    exec 4<>"/dev/tcp/127.0.0.1/$RP"
+    cat "$T/gone.req" >&4
+    exec 4<&- 4>&-
+    exec 4<>"/dev/tcp/127.0.0.1/$RP"
+    cat "$T/gone2.req" >&4
+    sleep 0.02
+    exec 4<&- 4>&-
+    wait "$sp"
+done
+check "vanishing clients: server still running" kill -0 "$FGPID_red"
+expect_eq "vanishing clients: /healthz" "$(http GET "http://127.0.0.1:$RP/healthz")" 200
+# Every abandoned check reached Redis and was counted (20 each).
+conn "$RP"
+send "$CHECK$CHECK" gone gone2
+resp && resp
+expect_eq "vanishing clients: their 20 + 20 checks were all made" \
+    "$(jf remaining 1) $(jf remaining 2)" "979 979"
+conn_close
+check "vanishing clients: no error in the server log" \
+    bash -c "! grep -iE 'error|fail|abort' '$T/red.log'"
+
+# --- 200 connections aborted mid-request ------------------------------------
+t0=$(date +%s%N)
+fds=""
+for i in $(seq 1 200); do
+    exec {fd}<>"/dev/tcp/127.0.0.1/$M" || break
+    printf 'POST /v1/check?limit=l&key=abort HTTP/1.1\r\nHost: x\r\nX-Pad: ' >&$fd
+    fds="$fds $fd"
+done
+n=0
+for _ in $(seq 1 25); do # a sweep (1 s) updates the gauge
+    n=$(metric "$M" floodgate_connections)
+    [ "${n:-0}" -ge 200 ] && break
+    sleep 0.1
+done
+check "200 half-sent requests counted in floodgate_connections ($n)" [ "${n:-0}" -ge 200 ]
+for fd in $fds; do exec {fd}>&-; done
+left=""
+while [ $((($(date +%s%N) - t0) / 1000000)) -lt 4700 ]; do
+    left=$(metric "$M" floodgate_connections)
+    [ "${left:-999}" -le 3 ] && break
+    sleep 0.1
+done
+check "aborted connections gone from floodgate_connections before request_timeout ($left)" \
+    [ "${left:-999}" -le 3 ]
+
+# --- unknown methods ---------------------------------------------------------
+conn "$M"
+send 'DELETE /v1/check?limit=l&key=del HTTP/1.1\r\nHost: x\r\n\r\n'
+resp
+expect_eq "DELETE /v1/check: 405 with Allow: POST" "$(st) $(rh Allow)" "405 POST"
+check "405: one-line JSON error" json_error
+send 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n'
+resp
+expect_eq "after 405 the connection goes on" "$(st)" 200
+send 'BREW / HTTP/1.1\r\nHost: x\r\n\r\n'
+resp
+check "BREW /: a 4xx ($(st))" grep -q '^HTTP/1.1 4[0-9][0-9] ' "$T/r3.h"
+conn_close
+survived "BREW /"
+
+# --- both servers stop cleanly (a sanitizer's exit report lands in the log) --
+for s in mem red; do
+    pid=$MPID
+    [ $s = red ] && pid=$FGPID_red
+    kill -TERM "$pid"
+    wait "$pid"
+    expect_eq "$s: exits 0 on SIGTERM" "$?" 0
+done
+finish

@@ -511,7 +511,10 @@ static void request_done(fg__hconn *c)
     c->inlen -= c->parsed;
     c->parsed = 0;
     reset_request(c);
-    http_parser_pause(&c->p, 0);
+    /* After an error the parser stays failed (the connection closes):
+     * only a paused one resumes. */
+    if (HTTP_PARSER_ERRNO(&c->p) == HPE_PAUSED)
+        http_parser_pause(&c->p, 0);
     c->deadline_us = fg__mono_precise_us() + timeout_us(c->h);
     if (c->read_off && !c->eof && c->fd >= 0) {
         c->read_off = 0;
@@ -636,7 +639,7 @@ static int on_headers_complete(http_parser *p)
     if (has_body && p->content_length > FG_HTTP_MAX_BODY) {
         c->err_status = 413;
         c->err = "request body too large";
-        return 1;
+        return -1; /* an error: 1 would mean "no body" */
     }
     /* A client that waits for "100 Continue" before its body gets it. */
     if (has_body && p->http_major == 1 && p->http_minor == 1)

@@ -1,22 +1,47 @@
 /* store_memory.c -- counters in this process's memory.
  *
- * The table is split into stripes, each with its own spinlock and share of
- * 'max_keys'. A stripe is an open-addressing table with linear probing:
- * an array of one-byte tags (7 bits of the key's hash, 0 for empty) beside
- * an array of 64-byte slots, each holding a key's whole state and, when the
- * key is at most 24 bytes, the key itself. A check locks one stripe, scans
- * the tags (a few bytes, usually cached), touches the one slot whose tag
- * matches, runs the algorithm on it in place and unlocks: one cache line of
- * the table per check, no allocation unless the key is new.
+ * The keys are split into stripes, each with its own share of 'max_keys'.
+ * A stripe is an open-addressing table with linear probing: an array of
+ * one-byte tags (7 bits of the key's hash, 0 for empty) beside an array of
+ * 64-byte slots, each holding a key's whole state and, when the key is at
+ * most 24 bytes, the key itself.
+ *
+ * Locking. Each slot has its own lock word; the stripe's spinlock is taken
+ * only for structural change (insert, evict, remove, grow, count). A check
+ * of a known key loads the stripe's current table, scans the tags from the
+ * key's home, locks the one slot whose tag matches, confirms the key under
+ * that lock, runs the algorithm in place and unlocks: the only shared line
+ * it writes is the key's own slot, so threads checking different keys do
+ * not trade cache lines. A check that does not find its key that way (a
+ * new key, or one moving under a removal or a growth) takes the slow path:
+ * the stripe lock, an exact probe (every structural change holds that
+ * lock), an insert if the key is still absent.
+ *
+ * Every writer of a slot's contents or tag holds the slot's lock, so a
+ * slot seen under its lock is consistent: its tag and key say whether it
+ * is the key's one live copy. A slot's lock word is:
+ *   SLOT_DEAD   0  not a live slot (a retired table's released memory)
+ *   SLOT_OPEN   1  live and unlocked
+ *   SLOT_HELD   2  locked
+ *   SLOT_MOVED  3  its table was retired by a growth
+ * Dead and moved mean "look again, in the current table" (the slow path).
  *
  * Tables start small and grow by half as keys arrive, up to 80% full at
- * 'max_keys'. When a stripe is full, a clock hand samples the next 16 slots
- * and reclaims an expired one, or else the least recently used of the
- * sample (as Redis approximates LRU), so memory stays bounded. */
+ * 'max_keys'. A growth locks every slot of the old table for good (MOVED),
+ * copies the keys and publishes the new table. The old one cannot be freed
+ * while a check may still be scanning it, so it is kept until the store
+ * closes, but its pages are given back to the kernel: a late reader then
+ * sees zeros (an empty tag, a dead slot) and looks again. When a stripe is
+ * full, a clock hand samples the next 16 slots and reclaims an expired
+ * one, or else the least recently used of the sample (as Redis
+ * approximates LRU), so memory stays bounded. */
 #include <sched.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "hash.h"
 #include "store.h"
@@ -26,6 +51,14 @@
 #define DEFAULT_MAX_KEYS 1000000u
 #define INLINE_KEY       24
 #define MIN_SLOTS        16
+/* Threads read the clock before they lock: another may have stamped a key
+ * with a later time, up to this many ms (as long as a thread may wait). */
+#define AHEAD_MS 60000u
+/* Growths per stripe: a stripe holds at most 2^34 keys (2^40 among 64),
+ * and from 16 slots by half each time that is at most 53 growths. */
+#define RETIRED_MAX 64
+
+enum { SLOT_DEAD = 0, SLOT_OPEN = 1, SLOT_HELD = 2, SLOT_MOVED = 3 };
 
 /* One key. Expiry and last use are kept coarse (seconds, milliseconds):
  * they only choose what to evict. */
@@ -36,19 +69,30 @@ typedef struct mem_slot {
     uint32_t touched_ms;  /* compared as an age, so it may wrap */
     uint32_t owner;       /* the limiter's id: limiters never share */
     uint16_t keylen;
-    uint16_t pad;
+    _Atomic uint16_t lock; /* SLOT_* */
 } mem_slot;
 
 _Static_assert(sizeof(mem_slot) == 64, "a slot is one cache line");
 
-typedef struct mem_stripe {
-    atomic_int lock;
-    uint32_t hand;
+/* The bytes of a slot but its lock word. */
+#define SLOT_BODY offsetof(mem_slot, lock)
+
+/* One allocation: this header, the tags, then the slots on a cache line. */
+typedef struct mem_table {
     size_t size; /* slots, not a power of two */
+    _Atomic uint8_t *tags;
+    mem_slot *slots;
+} mem_table;
+
+typedef struct mem_stripe {
+    /* Read by every check; written only when a growth publishes. */
+    _Atomic(mem_table *) table;
+    /* Written by slow paths only, on a line of their own. */
+    _Alignas(64) atomic_int lock;
+    uint32_t hand;
     uint64_t count, cap, max_size;
-    uint8_t *tags;
-    mem_slot *slots; /* cache-line aligned within 'slots_mem' */
-    void *slots_mem;
+    unsigned nretired;
+    mem_table *retired[RETIRED_MAX]; /* kept until close */
 } __attribute__((aligned(64))) mem_stripe;
 
 typedef struct mem_store {
@@ -56,6 +100,7 @@ typedef struct mem_store {
     fg_clock_fn clock;
     void *clock_ctx;
     uint64_t seed;
+    size_t page;
     unsigned nstripes;
     mem_stripe *stripes; /* aligned to a cache line within 'stripes_mem' */
     void *stripes_mem;
@@ -70,24 +115,76 @@ static inline void cpu_relax(void)
 #endif
 }
 
+/* Wait a little; after a while give the CPU away, since on a busy machine
+ * the holder may be waiting for it. */
+static inline void backoff(unsigned *spins)
+{
+    if (++*spins >= 64) {
+        sched_yield();
+        *spins = 0;
+    } else {
+        cpu_relax();
+    }
+}
+
 static void stripe_lock(mem_stripe *s)
 {
-    for (unsigned spins = 0;; spins++) {
+    for (unsigned spins = 0;; backoff(&spins))
         if (!atomic_load_explicit(&s->lock, memory_order_relaxed) &&
             !atomic_exchange_explicit(&s->lock, 1, memory_order_acquire))
             return;
-        if (spins >= 64) {
-            sched_yield();
-            spins = 0;
-        } else {
-            cpu_relax();
-        }
-    }
 }
 
 static void stripe_unlock(mem_stripe *s)
 {
     atomic_store_explicit(&s->lock, 0, memory_order_release);
+}
+
+/* Lock 'sl', which must be seen open first: a failed compare-and-swap
+ * still writes its line, and a retired table's released pages must stay
+ * released. Returns 0, without writing, when the slot is dead or moved. */
+static inline int slot_lock(mem_slot *sl)
+{
+    for (unsigned spins = 0;;) {
+        uint16_t w = atomic_load_explicit(&sl->lock, memory_order_relaxed);
+        if (w == SLOT_OPEN) {
+            if (atomic_compare_exchange_weak_explicit(&sl->lock, &w, SLOT_HELD,
+                                                      memory_order_acquire,
+                                                      memory_order_relaxed))
+                return 1;
+            continue;
+        }
+        if (w != SLOT_HELD)
+            return 0;
+        backoff(&spins);
+    }
+}
+
+static inline void slot_unlock(mem_slot *sl)
+{
+    atomic_store_explicit(&sl->lock, SLOT_OPEN, memory_order_release);
+}
+
+/* Lock 'sl' of a retiring table for good, once its holder lets go. */
+static void slot_retire(mem_slot *sl)
+{
+    for (unsigned spins = 0;; backoff(&spins)) {
+        uint16_t w = SLOT_OPEN;
+        if (atomic_compare_exchange_weak_explicit(&sl->lock, &w, SLOT_MOVED,
+                                                  memory_order_acquire,
+                                                  memory_order_relaxed))
+            return;
+    }
+}
+
+static inline uint8_t tag_get(const mem_table *t, size_t i)
+{
+    return atomic_load_explicit(&t->tags[i], memory_order_relaxed);
+}
+
+static inline void tag_set(mem_table *t, size_t i, uint8_t tag)
+{
+    atomic_store_explicit(&t->tags[i], tag, memory_order_relaxed);
 }
 
 static inline uint64_t key_hash(const mem_store *m, uint32_t owner,
@@ -123,6 +220,13 @@ static inline const char *slot_key(const mem_slot *sl)
     return p;
 }
 
+static inline int slot_is(const mem_slot *sl, uint32_t owner, const char *key,
+                          size_t keylen)
+{
+    return sl->owner == owner && sl->keylen == keylen &&
+           (keylen == 0 || memcmp(slot_key(sl), key, keylen) == 0);
+}
+
 static inline uint32_t coarse_s(uint64_t us)
 {
     return (uint32_t)(us / 1000000u + (us % 1000000u != 0));
@@ -134,116 +238,151 @@ static void slot_free_key(mem_slot *sl)
         fg__free((void *)slot_key(sl));
 }
 
-/* Allocate an empty table of 'size' slots; all three NULL on failure. */
-static int table_alloc(size_t size, uint8_t **tags, mem_slot **slots,
-                       void **mem)
+/* An empty table of 'size' slots, every slot open; NULL on failure. */
+static mem_table *table_new(size_t size)
 {
-    *tags = fg__calloc(size, 1);
-    *mem = fg__malloc(size * sizeof(mem_slot) + 63);
-    if (!*tags || !*mem) {
-        fg__free(*tags);
-        fg__free(*mem);
-        *tags = NULL;
-        *mem = NULL;
-        return FG_ENOMEM;
+    if (size > (SIZE_MAX - sizeof(mem_table) - 64) / (sizeof(mem_slot) + 1))
+        return NULL;
+    mem_table *t = fg__malloc(sizeof(*t) + size + 63 + size * sizeof(mem_slot));
+    if (!t)
+        return NULL;
+    t->size = size;
+    t->tags = (_Atomic uint8_t *)(t + 1);
+    uintptr_t at = (uintptr_t)(t->tags + size);
+    t->slots = (mem_slot *)((at + 63) & ~(uintptr_t)63);
+    for (size_t i = 0; i < size; i++) {
+        atomic_init(&t->tags[i], 0);
+        atomic_init(&t->slots[i].lock, SLOT_OPEN);
     }
-    *slots = (mem_slot *)(((uintptr_t)*mem + 63) & ~(uintptr_t)63);
-    return FG_OK;
+    return t;
+}
+
+/* Give a retired table's whole pages back to the kernel, all but the
+ * header that late readers still use: they read zeros after this, or the
+ * old contents (dead or moved either way), and write nothing. */
+static void table_release(const mem_store *m, mem_table *t)
+{
+#ifdef MADV_DONTNEED
+    uintptr_t from = ((uintptr_t)(t + 1) + m->page - 1) & ~(m->page - 1);
+    uintptr_t to = (uintptr_t)(t->slots + t->size) & ~(m->page - 1);
+    if (from < to)
+        (void)madvise((void *)from, to - from, MADV_DONTNEED);
+#else
+    (void)m;
+    (void)t;
+#endif
 }
 
 /* Grow the table of 's' by half (at most to its final size), moving every
- * key to its place in the new one. */
+ * key to its place in the new one. The stripe lock is held. */
 static int stripe_grow(const mem_store *m, mem_stripe *s)
 {
-    size_t size = s->size + s->size / 2;
+    mem_table *old = atomic_load_explicit(&s->table, memory_order_relaxed);
+    size_t size = old->size + old->size / 2;
     if (size > s->max_size)
         size = s->max_size;
-    uint8_t *tags;
-    mem_slot *slots;
-    void *mem;
-    if (table_alloc(size, &tags, &slots, &mem) != FG_OK)
+    if (s->nretired == RETIRED_MAX)
+        return FG_ENOMEM; /* unreachable by the bound above */
+    mem_table *t = table_new(size);
+    if (!t)
         return FG_ENOMEM;
-    for (size_t j = 0; j < s->size; j++) {
-        if (!s->tags[j])
+    for (size_t j = 0; j < old->size; j++) {
+        mem_slot *sl = &old->slots[j];
+        /* From here on a check that finds this slot looks again (in the
+         * new table once published); one that holds it finishes first and
+         * its update is copied. */
+        slot_retire(sl);
+        uint8_t tag = tag_get(old, j);
+        if (!tag)
             continue;
-        const mem_slot *sl = &s->slots[j];
         uint64_t h = key_hash(m, sl->owner, slot_key(sl), sl->keylen);
         size_t i = home(h, size);
-        while (tags[i])
+        while (tag_get(t, i))
             i = next(i, size);
-        tags[i] = s->tags[j];
-        slots[i] = *sl;
+        memcpy(&t->slots[i], sl, SLOT_BODY);
+        tag_set(t, i, tag);
     }
-    fg__free(s->tags);
-    fg__free(s->slots_mem);
-    s->tags = tags;
-    s->slots = slots;
-    s->slots_mem = mem;
-    s->size = size;
+    atomic_store_explicit(&s->table, t, memory_order_release);
+    s->retired[s->nretired++] = old;
+    table_release(m, old);
     return FG_OK;
 }
 
-/* Remove the key at 'i' by shifting back the keys of its probe run (no
- * tombstones, so probes stay short under churn). */
-static void slot_remove(const mem_store *m, mem_stripe *s, size_t i)
+/* Remove the key at 'i' of the current table 't' by shifting back the keys
+ * of its probe run (no tombstones, so probes stay short under churn). The
+ * stripe lock is held; each slot written is locked, the hole always. A
+ * check that misses a key while it moves takes the slow path. */
+static void slot_remove(const mem_store *m, mem_stripe *s, mem_table *t,
+                        size_t i)
 {
-    slot_free_key(&s->slots[i]);
-    s->tags[i] = 0;
+    slot_lock(&t->slots[i]);
+    slot_free_key(&t->slots[i]);
+    tag_set(t, i, 0);
     s->count--;
-    for (size_t j = next(i, s->size); s->tags[j]; j = next(j, s->size)) {
-        const mem_slot *sl = &s->slots[j];
+    for (size_t j = next(i, t->size); tag_get(t, j); j = next(j, t->size)) {
+        mem_slot *sl = &t->slots[j];
         size_t k =
-            home(key_hash(m, sl->owner, slot_key(sl), sl->keylen), s->size);
+            home(key_hash(m, sl->owner, slot_key(sl), sl->keylen), t->size);
         /* Leave the key if its home lies cyclically in (i, j]. */
         int stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
         if (!stays) {
-            s->slots[i] = *sl;
-            s->tags[i] = s->tags[j];
-            s->tags[j] = 0;
+            slot_lock(sl);
+            memcpy(&t->slots[i], sl, SLOT_BODY);
+            tag_set(t, i, tag_get(t, j));
+            tag_set(t, j, 0);
+            slot_unlock(&t->slots[i]);
             i = j;
         }
     }
+    slot_unlock(&t->slots[i]);
 }
 
 /* Make room for one key: reclaim an expired key among the next few the
  * clock hand passes, or else the least recently used of them. */
 static void stripe_evict(const mem_store *m, mem_stripe *s, uint64_t now_us)
 {
-    size_t victim = SIZE_MAX, seen = 0, i = s->hand % s->size;
+    mem_table *t = atomic_load_explicit(&s->table, memory_order_relaxed);
+    size_t victim = SIZE_MAX, seen = 0, i = s->hand % t->size;
     uint32_t now_s = (uint32_t)(now_us / 1000000u);
-    uint32_t now_ms = (uint32_t)(now_us / 1000u), oldest = 0;
-    for (size_t step = 0; step < s->size && seen < EVICT_SAMPLE; step++) {
-        if (s->tags[i]) {
-            const mem_slot *sl = &s->slots[i];
+    uint32_t now_ms = (uint32_t)(now_us / 1000u);
+    int32_t oldest = 0;
+    for (size_t step = 0; step < t->size && seen < EVICT_SAMPLE; step++) {
+        if (tag_get(t, i)) {
+            mem_slot *sl = &t->slots[i];
             seen++;
-            if (sl->expires_s <= now_s) {
+            /* A check may be updating these two right now. */
+            slot_lock(sl);
+            uint32_t expires_s = sl->expires_s;
+            /* Signed: keys touched after this thread read the clock
+             * (it may have waited for the lock) keep their order. */
+            int32_t age = (int32_t)(now_ms - sl->touched_ms);
+            slot_unlock(sl);
+            if (expires_s <= now_s) {
                 victim = i;
                 break;
             }
-            uint32_t age = now_ms - sl->touched_ms;
             if (victim == SIZE_MAX || age > oldest) {
                 oldest = age;
                 victim = i;
             }
         }
-        i = next(i, s->size);
+        i = next(i, t->size);
     }
     s->hand = (uint32_t)i;
     if (victim != SIZE_MAX)
-        slot_remove(m, s, victim);
+        slot_remove(m, s, t, victim);
 }
 
-/* Find the slot of ('owner', 'key') in 's', or the empty slot where it
- * would go: returns its index and sets '*found'. */
-static size_t stripe_find(const mem_stripe *s, uint64_t h, uint32_t owner,
-                          const char *key, size_t keylen, int *found)
+/* Find ('owner', 'key') in 't' under the stripe lock, where the tags and
+ * keys stand still: returns the slot's index, or that of the empty slot
+ * where it would go, and sets '*found'. */
+static size_t table_find(const mem_table *t, uint64_t h, uint32_t owner,
+                         const char *key, size_t keylen, int *found)
 {
     uint8_t tag = tag_of(h);
-    size_t i = home(h, s->size);
-    for (uint8_t t; (t = s->tags[i]) != 0; i = next(i, s->size)) {
-        const mem_slot *sl = &s->slots[i];
-        if (t == tag && sl->owner == owner && sl->keylen == keylen &&
-            (keylen == 0 || memcmp(slot_key(sl), key, keylen) == 0)) {
+    size_t i = home(h, t->size);
+    for (uint8_t x; (x = tag_get(t, i)) != 0; i = next(i, t->size)) {
+        if (x == tag && slot_is(&t->slots[i], owner, key, keylen)) {
             *found = 1;
             return i;
         }
@@ -252,11 +391,12 @@ static size_t stripe_find(const mem_stripe *s, uint64_t h, uint32_t owner,
     return i;
 }
 
-/* Insert a new key whose probe ended at 'i': make room first when the
- * stripe is full or its table is crowded. */
+/* Insert a new key (the stripe lock held): make room first when the
+ * stripe is full or its table is crowded. The new slot is returned
+ * locked. */
 static int stripe_insert(const mem_store *m, mem_stripe *s, uint64_t h,
                          uint32_t owner, const char *key, size_t keylen,
-                         uint64_t now_us, size_t *at)
+                         uint64_t now_us, mem_slot **out)
 {
     char *copy = NULL;
     if (keylen > INLINE_KEY) {
@@ -265,33 +405,81 @@ static int stripe_insert(const mem_store *m, mem_stripe *s, uint64_t h,
             return FG_ENOMEM;
         memcpy(copy, key, keylen);
     }
-    int moved = 0;
+    mem_table *t = atomic_load_explicit(&s->table, memory_order_relaxed);
     if (s->count >= s->cap) {
         stripe_evict(m, s, now_us);
-        moved = 1;
-    } else if ((s->count + 1) * 5 > s->size * 4 && s->size < s->max_size) {
+    } else if ((s->count + 1) * 5 > t->size * 4 && t->size < s->max_size) {
         if (stripe_grow(m, s) != FG_OK) {
             fg__free(copy);
             return FG_ENOMEM;
         }
-        moved = 1;
+        t = atomic_load_explicit(&s->table, memory_order_relaxed);
     }
-    size_t i = *at;
-    if (moved)
-        for (i = home(h, s->size); s->tags[i]; i = next(i, s->size))
-            ;
-    mem_slot *sl = &s->slots[i];
-    memset(sl, 0, sizeof(*sl));
+    size_t i = home(h, t->size);
+    while (tag_get(t, i))
+        i = next(i, t->size);
+    mem_slot *sl = &t->slots[i];
+    /* An empty slot, but a check may hold it after reading a stale tag. */
+    slot_lock(sl);
+    memset(sl, 0, SLOT_BODY);
+    sl->touched_ms = (uint32_t)(now_us / 1000u);
     sl->owner = owner;
     sl->keylen = (uint16_t)keylen;
     if (copy)
         memcpy(sl->key, &copy, sizeof(copy));
     else if (keylen)
         memcpy(sl->key, key, keylen);
-    s->tags[i] = tag_of(h);
+    tag_set(t, i, tag_of(h));
     s->count++;
-    *at = i;
+    *out = sl;
     return FG_OK;
+}
+
+/* The fast path: the slot of ('owner', 'key') in the current table,
+ * locked, or NULL when it is not found that way (absent, moving, or its
+ * table retired). Writes nothing shared but the slot it locks. */
+static inline mem_slot *fast_find(mem_stripe *s, uint64_t h, uint32_t owner,
+                                  const char *key, size_t keylen)
+{
+    mem_table *t = atomic_load_explicit(&s->table, memory_order_acquire);
+    uint8_t tag = tag_of(h);
+    size_t size = t->size, i = home(h, size);
+    /* Bounded, since keys may move ahead of the scan. */
+    for (size_t n = 0; n < size; n++, i = next(i, size)) {
+        uint8_t x = tag_get(t, i);
+        if (x == 0)
+            return NULL;
+        if (x != tag)
+            continue;
+        mem_slot *sl = &t->slots[i];
+        if (!slot_lock(sl))
+            return NULL;
+        if (tag_get(t, i) == tag && slot_is(sl, owner, key, keylen))
+            return sl;
+        slot_unlock(sl);
+    }
+    return NULL;
+}
+
+/* The slow path, under the stripe lock: the key's slot, locked, inserted
+ * when absent and 'insert' is set; '*out' NULL when absent otherwise. */
+static int slow_find(const mem_store *m, mem_stripe *s, uint64_t h,
+                     uint32_t owner, const char *key, size_t keylen,
+                     uint64_t now_us, int insert, mem_slot **out)
+{
+    int found, rc = FG_OK;
+    *out = NULL;
+    stripe_lock(s);
+    mem_table *t = atomic_load_explicit(&s->table, memory_order_relaxed);
+    size_t i = table_find(t, h, owner, key, keylen, &found);
+    if (found) {
+        *out = &t->slots[i];
+        slot_lock(*out);
+    } else if (insert) {
+        rc = stripe_insert(m, s, h, owner, key, keylen, now_us, out);
+    }
+    stripe_unlock(s);
+    return rc;
 }
 
 static int mem_check(fg_store *st, fg_limiter *l, const char *key,
@@ -302,19 +490,21 @@ static int mem_check(fg_store *st, fg_limiter *l, const char *key,
     uint64_t h = key_hash(m, owner, key, keylen);
     mem_stripe *s = &m->stripes[(h >> 8) & (m->nstripes - 1)];
     uint64_t now = m->clock(m->clock_ctx), expires;
-    int found, rc = FG_OK;
 
-    stripe_lock(s);
-    size_t i = stripe_find(s, h, owner, key, keylen, &found);
-    if (!found)
-        rc = stripe_insert(m, s, h, owner, key, keylen, now, &i);
-    if (rc == FG_OK) {
-        mem_slot *sl = &s->slots[i];
-        rc = fg__algo_check(&l->p, &sl->state, now, cost, d, &expires);
-        sl->expires_s = coarse_s(expires);
-        sl->touched_ms = (uint32_t)(now / 1000u);
+    mem_slot *sl = fast_find(s, h, owner, key, keylen);
+    if (!sl) {
+        int rc = slow_find(m, s, h, owner, key, keylen, now, 1, &sl);
+        if (rc != FG_OK)
+            return rc;
     }
-    stripe_unlock(s);
+    int rc = fg__algo_check(&l->p, &sl->state, now, cost, d, &expires);
+    sl->expires_s = coarse_s(expires);
+    /* Never back in time: a check that read the clock before a later one
+     * took the slot must not make the key look older than it is. */
+    uint32_t now_ms = (uint32_t)(now / 1000u);
+    if (sl->touched_ms - now_ms > AHEAD_MS)
+        sl->touched_ms = now_ms;
+    slot_unlock(sl);
     return rc;
 }
 
@@ -326,13 +516,14 @@ static int mem_refund(fg_store *st, fg_limiter *l, const char *key,
     uint64_t h = key_hash(m, owner, key, keylen);
     mem_stripe *s = &m->stripes[(h >> 8) & (m->nstripes - 1)];
     uint64_t now = m->clock(m->clock_ctx);
-    int found;
 
-    stripe_lock(s);
-    size_t i = stripe_find(s, h, owner, key, keylen, &found);
-    if (found)
-        fg__algo_refund(&l->p, &s->slots[i].state, now, cost);
-    stripe_unlock(s);
+    mem_slot *sl = fast_find(s, h, owner, key, keylen);
+    if (!sl)
+        slow_find(m, s, h, owner, key, keylen, now, 0, &sl);
+    if (sl) {
+        fg__algo_refund(&l->p, &sl->state, now, cost);
+        slot_unlock(sl);
+    }
     return FG_OK;
 }
 
@@ -362,11 +553,14 @@ static void mem_close(fg_store *st)
         return;
     for (unsigned i = 0; m->stripes && i < m->nstripes; i++) {
         mem_stripe *s = &m->stripes[i];
-        for (size_t j = 0; s->tags && j < s->size; j++)
-            if (s->tags[j])
-                slot_free_key(&s->slots[j]);
-        fg__free(s->tags);
-        fg__free(s->slots_mem);
+        mem_table *t = atomic_load_explicit(&s->table, memory_order_relaxed);
+        /* Retired tables hold copies of the current keys' pointers. */
+        for (size_t j = 0; t && j < t->size; j++)
+            if (tag_get(t, j))
+                slot_free_key(&t->slots[j]);
+        fg__free(t);
+        for (unsigned k = 0; k < s->nretired; k++)
+            fg__free(s->retired[k]);
     }
     fg__free(m->stripes_mem);
     fg__free(m);
@@ -416,6 +610,8 @@ fg_store *fg__store_memory_open(const fg_memory_options *opt, char *err,
     m->clock = opt && opt->clock ? opt->clock : fg__mono_us;
     m->clock_ctx = opt ? opt->clock_ctx : NULL;
     m->seed = (uint64_t)(uintptr_t)m ^ fg__wall_us() ^ 0x6a09e667f3bcc909ull;
+    long page = sysconf(_SC_PAGESIZE);
+    m->page = page > 0 && (page & (page - 1)) == 0 ? (size_t)page : 4096;
 
     /* Enough stripes that two threads rarely meet, few enough that each
      * holds at least a thousand keys. */
@@ -423,8 +619,8 @@ fg_store *fg__store_memory_open(const fg_memory_options *opt, char *err,
     while (n < STRIPES_MAX && max_keys / (n * 2) >= 1024)
         n *= 2;
     m->nstripes = n;
-    /* Each stripe on its own cache line, so that two threads locking two
-     * stripes never share one; the allocator promises only 16 bytes. */
+    /* Each stripe on its own cache lines, so that two threads working in
+     * two stripes never share one; the allocator promises only 16 bytes. */
     m->stripes_mem = fg__malloc(sizeof(mem_stripe) * n + 63);
     if (!m->stripes_mem)
         goto nomem;
@@ -436,9 +632,12 @@ fg_store *fg__store_memory_open(const fg_memory_options *opt, char *err,
         s->cap = max_keys / n + (i < max_keys % n);
         /* Full, the table is 80% occupied; +1 keeps an empty slot. */
         s->max_size = s->cap + s->cap / 4 + 1;
-        s->size = s->max_size < MIN_SLOTS ? s->max_size : MIN_SLOTS;
-        if (table_alloc(s->size, &s->tags, &s->slots, &s->slots_mem) != FG_OK)
+        mem_table *t =
+            table_new(s->max_size < MIN_SLOTS ? s->max_size : MIN_SLOTS);
+        if (!t)
             goto nomem;
+        atomic_init(&s->table, t);
+        atomic_init(&s->lock, 0);
     }
     return &m->base;
 nomem:

@@ -57,10 +57,13 @@ static void print_decision(const fg_decision *d, int json)
         printf(
             "{\"allowed\":%s,\"limit\":%llu,\"remaining\":%llu,"
             "\"reset_ms\":%llu,\"retry_after_ms\":%llu,"
+            "\"reset_us\":%llu,\"retry_after_us\":%llu,"
             "\"source\":\"%s\"}\n",
             d->allowed ? "true" : "false", (unsigned long long)d->limit,
             (unsigned long long)d->remaining, (unsigned long long)d->reset_ms,
-            (unsigned long long)d->retry_after_ms, fg_source_name(d->source));
+            (unsigned long long)d->retry_after_ms,
+            (unsigned long long)d->reset_us,
+            (unsigned long long)d->retry_after_us, fg_source_name(d->source));
     else if (d->allowed)
         printf("allowed remaining=%llu reset_ms=%llu%s%s\n",
                (unsigned long long)d->remaining,

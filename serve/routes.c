@@ -345,10 +345,12 @@ static void answer_cached(fg__ctx *c, unsigned k, const fg__blocked_hit *h,
     d->allowed = 0;
     d->limit = h->limit;
     d->remaining = 0;
-    d->retry_after_ms = h->retry_us > now ? ms_up(h->retry_us - now) : 1;
-    d->reset_ms = h->reset_us > now ? ms_up(h->reset_us - now) : 0;
-    if (d->reset_ms < d->retry_after_ms)
-        d->reset_ms = d->retry_after_ms;
+    d->retry_after_us = h->retry_us > now ? h->retry_us - now : 1000;
+    d->reset_us = h->reset_us > now ? h->reset_us - now : 0;
+    if (d->reset_us < d->retry_after_us)
+        d->reset_us = d->retry_after_us;
+    d->retry_after_ms = ms_up(d->retry_after_us);
+    d->reset_ms = ms_up(d->reset_us);
     d->source = FG_SOURCE_CACHE;
     count_decision(c, k);
     c->i = k + 1;

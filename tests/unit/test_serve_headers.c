@@ -50,13 +50,23 @@ static void test_json(void)
 {
     char mem[512];
     fg__sbuf b;
-    fg_decision d = {1, 10, 9, 100, 0, FG_SOURCE_STORE};
+    fg_decision d = {.allowed = 1,
+                     .limit = 10,
+                     .remaining = 9,
+                     .reset_ms = 100,
+                     .retry_after_ms = 0,
+                     .source = FG_SOURCE_STORE};
     fg__sbuf_init(&b, mem, sizeof(mem));
     fg__fmt_decision_json(&b, "bookings", &d, 0);
     CHECK_STR(mem, "{\"allowed\":true,\"limit\":10,\"remaining\":9,"
                    "\"reset_ms\":100,\"retry_after_ms\":0,\"source\":"
                    "\"store\",\"name\":\"bookings\"}\n");
-    fg_decision r = {0, 10, 0, 900, 120, FG_SOURCE_CACHE};
+    fg_decision r = {.allowed = 0,
+                     .limit = 10,
+                     .remaining = 0,
+                     .reset_ms = 900,
+                     .retry_after_ms = 120,
+                     .source = FG_SOURCE_CACHE};
     fg__sbuf_init(&b, mem, sizeof(mem));
     fg__fmt_decision_json(&b, "bookings", &r, 1);
     CHECK_STR(mem, "{\"booked\":false,\"allowed\":false,\"limit\":10,"

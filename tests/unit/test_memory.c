@@ -540,8 +540,9 @@ static void async_cb(int rc, const fg_decision *d, void *data)
     async_calls++;
 }
 
-/* One whole life: open, limiter (local fallback), checks of new keys,
- * free, close. Returns 1 when every step succeeded. */
+/* One whole life: open, limiter (local fallback), checks of new keys
+ * (growing the table, long keys), free, close. Returns 1 when every step
+ * succeeded. */
 static int scenario(void)
 {
     fg_memory_options o = {.max_keys = 1000, .clock = fake_clock};
@@ -573,6 +574,23 @@ static int scenario(void)
         else
             CHECK_EQ(d.allowed, 1);
     }
+    /* Enough new keys that the table grows three times (16 slots to 54),
+     * every other one too long to live in its slot: a failed growth or
+     * key copy refuses that check and leaves the store as it was. */
+    for (int i = 0; i < 40; i++) {
+        char key[64];
+        int len =
+            snprintf(key, sizeof(key),
+                     i % 2 ? "grow%d" : "grow-a-key-longer-than-24-%d", i);
+        fg_decision d;
+        int rc = fg_check(l, key, (size_t)len, 1, &d);
+        CHECK(rc == FG_OK || rc == FG_ENOMEM);
+        if (rc != FG_OK)
+            all_ok = 0;
+        else
+            CHECK_EQ(d.allowed, 1);
+    }
+    CHECK(fg_store_keys(st) <= 44);
     async_calls = 0;
     int rc = fg_check_async(l, "akey", 4, 1, async_cb, NULL);
     CHECK(rc == FG_OK || rc == FG_ENOMEM);

@@ -547,13 +547,15 @@ static int mem_check(fg_store *st, fg_limiter *l, const char *key,
             return rc;
     }
     int rc = fg__algo_check(&l->p, &sl->state, now, cost, d, &expires);
-    sl->expires =
-        (uint32_t)((expires + (1u << EXPIRES_SHIFT) - 1) >> EXPIRES_SHIFT);
-    /* Never back in time: a check that read the clock before a later one
-     * took the slot must not make the key look older than it is. */
-    uint32_t now_t = (uint32_t)(now >> TOUCHED_SHIFT);
-    if (sl->touched - now_t > AHEAD_TICKS)
-        sl->touched = now_t;
+    if (rc == FG_OK) {
+        sl->expires =
+            (uint32_t)((expires + (1u << EXPIRES_SHIFT) - 1) >> EXPIRES_SHIFT);
+        /* Never back in time: a check that read the clock before a later
+         * one took the slot must not make the key look older. */
+        uint32_t now_t = (uint32_t)(now >> TOUCHED_SHIFT);
+        if (sl->touched - now_t > AHEAD_TICKS)
+            sl->touched = now_t;
+    }
     slot_unlock(sl);
     return rc;
 }

@@ -26,9 +26,19 @@ uint64_t fg__hash(const void *key, size_t len, uint64_t seed)
         p += 8;
         len -= 8;
     }
+    /* The last 0..7 bytes, as a little-endian load of them would give, by
+     * two overlapping 4-byte loads (or three single bytes): a memcpy of a
+     * variable length compiles to a byte loop and a reload that stalls. */
     uint64_t w = 0;
-    if (len)
-        memcpy(&w, p, len);
+    if (len >= 4) {
+        uint32_t lo, hi;
+        memcpy(&lo, p, 4);
+        memcpy(&hi, p + len - 4, 4);
+        w = lo | (uint64_t)hi << (8 * (len - 4));
+    } else if (len) {
+        w = (uint64_t)p[0] | (uint64_t)p[len / 2] << (8 * (len / 2)) |
+            (uint64_t)p[len - 1] << (8 * (len - 1));
+    }
     h = (h ^ w) * 0x9e3779b97f4a7c15ull;
     return mix(h);
 }

@@ -133,6 +133,12 @@ run() {
     total=$(awk '/requests in/ { print $1 }' "$T/wrk.out")
     echo "${rps:-0} ${p99:-0} ${total:-0}"
 }
+# best A B: of two "REQS P99 TOTAL" results, the one with more requests/s.
+best() { awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " ");
+    print (x[1] + 0 >= y[1] + 0 ? a : b) }'; }
+# The reference and floodgate alternate, twice, and each keeps its best
+# round: a neighbour that slows one round slows one of either.
+run_nginx_again() { NREF=$(best "$NREF" "$(run "http://127.0.0.1:$NPORT/")"); }
 cmds() { redis-cli -p "$RPORT" info commandstats | tr -d '\r' |
     awk -F'[:=,]' '/^cmdstat_/ && $1 != "cmdstat_info" { s += $3 } END { print s + 0 }'; }
 # Commands sent by clients (a script's inner calls are counted by Redis too).
@@ -149,26 +155,34 @@ row() { # row NAME FG NGINX TARGET
         "$(ratio "$1" "$4")" "$(ratio "$2" "$5")" "$target"
 }
 
-n0=$(run "http://127.0.0.1:$NPORT/")
+NREF=$(run "http://127.0.0.1:$NPORT/")
 h=$(run "http://127.0.0.1:$PORT_mem/healthz")
+run_nginx_again
+h=$(best "$h" "$(run "http://127.0.0.1:$PORT_mem/healthz")")
+n0=$NREF
 row "HTTP alone (/healthz)" "$h" "$n0" ""
-n1=$(run "http://127.0.0.1:$NPORT/")
+NREF=$(run "http://127.0.0.1:$NPORT/")
 m=$(run "http://127.0.0.1:$PORT_mem/v1/check?limit=bench&key=user1")
+run_nginx_again
+m=$(best "$m" "$(run "http://127.0.0.1:$PORT_mem/v1/check?limit=bench&key=user1")")
+n1=$NREF
 row "memory store" "$m" "$n1" ">=0.70"
-n2=$(run "http://127.0.0.1:$NPORT/")
-c0=$(cmds)
-r=$(run "http://127.0.0.1:$PORT_red/v1/check?limit=bench&key=user1")
-c1=$(cmds)
-row "redis exact, token_bucket" "$r" "$n2" ">=0.50"
-set -- $r
-echo "  $(ratio $((c1 - c0)) "$3") Redis commands per request (one EVALSHA round trip; the script's TIME, GET and SET counted too)"
-n4=$(run "http://127.0.0.1:$NPORT/")
-c0=$(cmds)
-r=$(run "http://127.0.0.1:$PORT_red/v1/check?limit=benchfw&key=user1")
-c1=$(cmds)
-row "redis exact, fixed_window" "$r" "$n4" ">=0.50"
-set -- $r
-echo "  $(ratio $((c1 - c0)) "$3") Redis commands per request (INCRBY, and PEXPIRE NX once per window)"
+redis_row() { # redis_row NAME LIMIT NOTE
+    local u="http://127.0.0.1:$PORT_red/v1/check?limit=$2&key=user1" r r2 c0 c1
+    NREF=$(run "http://127.0.0.1:$NPORT/")
+    c0=$(cmds)
+    r=$(run "$u")
+    c1=$(cmds)
+    run_nginx_again
+    r2=$(run "$u")
+    row "$1" "$(best "$r" "$r2")" "$NREF" ">=0.50"
+    set -- $r
+    echo "  $(ratio $((c1 - c0)) "$3") Redis commands per request ($NOTE)"
+}
+NOTE="one EVALSHA round trip; the script's TIME, GET and SET counted too"
+redis_row "redis exact, token_bucket" bench
+NOTE="INCRBY, and PEXPIRE NX once per window"
+redis_row "redis exact, fixed_window" benchfw
 # One user floods at 100x the limit of its key, paced by fgload (wrk
 # cannot pace), then as fast as wrk can send.
 FGLOAD=${FGLOAD:-$BUILD/tests/serve/fgload}

@@ -107,7 +107,9 @@ max_header_bytes = 8192
 url = memory
 [limit l]
 key = query:key
-algorithm = token_bucket
+; a day's window: its edge (midnight UTC) is the only moment a count here
+; could reset mid-test; reset_ms keeps its length from one answer to the next
+algorithm = fixed_window
 rate = 1000/day
 INI
 MEMN=0

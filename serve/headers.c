@@ -1,7 +1,5 @@
 /* headers.c -- RateLimit headers and JSON bodies (pure). */
 #include <inttypes.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "headers.h"
@@ -32,23 +30,7 @@ void fg__sbuf_puts(fg__sbuf *b, const char *s)
     put(b, s, strlen(s));
 }
 
-void fg__sbuf_printf(fg__sbuf *b, const char *fmt, ...)
-{
-    if (b->overflow)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= b->cap - b->len) {
-        b->overflow = 1;
-        b->p[b->len] = '\0';
-        return;
-    }
-    b->len += (size_t)n;
-}
-
-void fg__sbuf_u64(fg__sbuf *b, uint64_t v)
+size_t fg__u64_digits(char *p, uint64_t v)
 {
     char tmp[20];
     size_t n = sizeof(tmp);
@@ -56,7 +38,14 @@ void fg__sbuf_u64(fg__sbuf *b, uint64_t v)
         tmp[--n] = (char)('0' + v % 10);
         v /= 10;
     } while (v);
-    put(b, tmp + n, sizeof(tmp) - n);
+    memcpy(p, tmp + n, sizeof(tmp) - n);
+    return sizeof(tmp) - n;
+}
+
+void fg__sbuf_u64(fg__sbuf *b, uint64_t v)
+{
+    char tmp[20];
+    put(b, tmp, fg__u64_digits(tmp, v));
 }
 
 uint64_t fg__ms_to_s_up(uint64_t ms)

@@ -22,10 +22,10 @@ typedef struct fg__sbuf {
 
 void fg__sbuf_init(fg__sbuf *b, char *mem, size_t cap);
 void fg__sbuf_puts(fg__sbuf *b, const char *s);
+/* The decimal digits of 'v' at 'p' (at most 20); returns their count. */
+size_t fg__u64_digits(char *p, uint64_t v);
 /* The decimal digits of 'v'. */
 void fg__sbuf_u64(fg__sbuf *b, uint64_t v);
-void fg__sbuf_printf(fg__sbuf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
 
 /* Whole seconds, rounded up: never tell a client to come back early. */
 uint64_t fg__ms_to_s_up(uint64_t ms);

@@ -472,19 +472,6 @@ static void put_date(fg__http *h, fg__hconn *c)
     out_put(c, h->date, strlen(h->date));
 }
 
-static size_t put_uint(char *p, uint64_t v)
-{
-    char tmp[24];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (size_t i = 0; i < n; i++)
-        p[i] = tmp[n - 1 - i];
-    return n;
-}
-
 void fg__http_add_header(fg__hreq *r, const char *name, const char *value)
 {
     fg__hconn *c = r->conn;
@@ -544,7 +531,7 @@ void fg__http_reply(fg__hreq *r, int status, const char *ctype,
         char *p = c->out + c->outlen;
         memcpy(p, "HTTP/1.1 ", 9);
         p += 9;
-        p += put_uint(p, (uint64_t)status);
+        p += fg__u64_digits(p, (uint64_t)status);
         *p++ = ' ';
         size_t rl = strlen(reason);
         memcpy(p, reason, rl);
@@ -556,7 +543,7 @@ void fg__http_reply(fg__hreq *r, int status, const char *ctype,
         p += cl;
         memcpy(p, "\r\nContent-Length: ", 18);
         p += 18;
-        p += put_uint(p, len);
+        p += fg__u64_digits(p, len);
         *p++ = '\r';
         *p++ = '\n';
         c->outlen = (size_t)(p - c->out);

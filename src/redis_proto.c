@@ -71,41 +71,68 @@ static const char lua_sliding[] = LUA_COMMON
     "elseif prev > 0 then reset = left end\n"
     "return {allowed, remaining, reset, retry}\n";
 
-/* GCRA of algo.c on one integer key: the theoretical arrival time in units
- * of 1/scale us since FG__REDIS_EPOCH. ARGV: scale, t_scaled, burst, cost,
- * now_us ('' = Redis TIME). The key expires when TAT has passed. */
+/* GCRA of algo.c for one or more checks in one call: KEYS[i] is check i's
+ * integer key, the theoretical arrival time in units of 1/scale us since
+ * FG__REDIS_EPOCH; ARGV[5i-4 .. 5i] its scale, t_scaled, burst, cost and
+ * now_us ('' = Redis TIME, read once per call). The checks run in order,
+ * as if each were its own call: a key seen twice starts from the first's
+ * result. Keys are read with one GET or MGET and each changed key written
+ * once, at the end, to expire when its TAT has passed; a clock out of range
+ * fails the whole call before anything is written. Returns {allowed,
+ * remaining, reset_us, retry_after_us} per check, in one flat array. */
 static const char lua_token[] = LUA_COMMON
-    "local scale, t, cost = tonumber(ARGV[1]), tonumber(ARGV[2]),\n"
-    "                       tonumber(ARGV[4])\n"
-    "local depth = ARGV[3] * t\n"
-    "local rel\n"
-    "if ARGV[5] == '' then\n"
-    "  local tm = redis.call('TIME')\n"
-    "  rel = (tm[1] - " STR(FG__REDIS_EPOCH_S) ") * 1000000 + tm[2]\n"
-    "else\n"
-    "  rel = ARGV[5] - " STR(FG__REDIS_EPOCH_S) "000000\n"
+    "local n = #KEYS\n"
+    "local tats\n"
+    "if n == 1 then tats = {redis.call('GET', KEYS[1])}\n"
+    "else tats = redis.call('MGET', unpack(KEYS)) end\n"
+    "local tatof, ttl, out = {}, {}, {}\n"
+    "local rtime\n"
+    "for i = 1, n do\n"
+    "  local a = i * 5 - 5\n"
+    "  local scale, t, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]),\n"
+    "                         tonumber(ARGV[a + 4])\n"
+    "  local depth = ARGV[a + 3] * t\n"
+    "  local rel = ARGV[a + 5]\n"
+    "  if rel == '' then\n"
+    "    if not rtime then\n"
+    "      local tm = redis.call('TIME')\n"
+    "      rtime = (tm[1] - " STR(FG__REDIS_EPOCH_S) ") * 1000000 + tm[2]\n"
+    "    end\n"
+    "    rel = rtime\n"
+    "  else\n"
+    "    rel = rel - " STR(FG__REDIS_EPOCH_S) "000000\n"
+    "  end\n"
+    "  local now = rel * scale\n"
+    "  if rel < 1 or now + 4 * depth >= 9007199254740992 then\n"
+    "    return redis.error_reply('ERR floodgate: clock outside the exact range')\n"
+    "  end\n"
+    "  local k = KEYS[i]\n"
+    "  local real = now\n"
+    "  local tat = tatof[k] or tonumber(tats[i] or 0)\n"
+    "  if tat > now and tat - now > depth then now = tat - depth end\n"
+    "  local base = now\n"
+    "  if tat > now then base = tat end\n"
+    "  local nxt = base + cost * t\n"
+    "  local allowed, retry = 0, 0\n"
+    "  if nxt - now <= depth then\n"
+    "    allowed = 1\n"
+    "    base = nxt\n"
+    "    tatof[k] = nxt\n"
+    "    ttl[k] = cdiv(cdiv(nxt - real, scale), 1000) + 1\n"
+    "  else\n"
+    "    retry = cdiv(nxt - now - depth, scale)\n"
+    "  end\n"
+    "  local ahead = base - now\n"
+    "  local o = i * 4 - 4\n"
+    "  out[o + 1] = allowed\n"
+    "  out[o + 2] = idiv(depth - ahead, t)\n"
+    "  out[o + 3] = cdiv(ahead, scale)\n"
+    "  out[o + 4] = retry\n"
     "end\n"
-    "local now = rel * scale\n"
-    "if rel < 1 or now + 4 * depth >= 9007199254740992 then\n"
-    "  return redis.error_reply('ERR floodgate: clock outside the exact range')\n"
+    "for k, ms in pairs(ttl) do\n"
+    "  redis.call('SET', k, string.format('%d', tatof[k]), 'PX', ms)\n"
     "end\n"
-    "local real = now\n"
-    "local tat = tonumber(redis.call('GET', KEYS[1]) or 0)\n"
-    "if tat > now and tat - now > depth then now = tat - depth end\n"
-    "local base = now\n"
-    "if tat > now then base = tat end\n"
-    "local nxt = base + cost * t\n"
-    "local allowed, retry = 0, 0\n"
-    "if nxt - now <= depth then\n"
-    "  allowed = 1\n"
-    "  base = nxt\n"
-    "  redis.call('SET', KEYS[1], string.format('%d', nxt), 'PX',\n"
-    "             cdiv(cdiv(nxt - real, scale), 1000) + 1)\n"
-    "else\n"
-    "  retry = cdiv(nxt - now - depth, scale)\n"
-    "end\n"
-    "local ahead = base - now\n"
-    "return {allowed, idiv(depth - ahead, t), cdiv(ahead, scale), retry}\n";
+    "return out\n";
 
 /* fg__algo_refund of algo.c: give back ARGV[2] units, never below zero,
  * never creating a key, keeping each key's expiry. ARGV[1] says which:
@@ -217,12 +244,26 @@ size_t fg__redis_u64(char *buf, uint64_t v)
     return n;
 }
 
+size_t fg__redis_bulk(char *buf, const char *s, size_t len)
+{
+    size_t n = 0;
+    buf[n++] = '$';
+    n += fg__redis_u64(buf + n, len);
+    buf[n++] = '\r';
+    buf[n++] = '\n';
+    memcpy(buf + n, s, len);
+    n += len;
+    buf[n++] = '\r';
+    buf[n++] = '\n';
+    return n;
+}
+
 size_t fg__redis_format(char *buf, size_t cap, int argc, const char **argv,
                         const size_t *len)
 {
     size_t n = 0;
-    /* "*argc\r\n", then "$len\r\n" bytes "\r\n" per argument; 21 digits
-     * and 3 framing bytes bound each header. */
+    /* A count or length takes at most 20 digits: 24 bytes bound the header
+     * and FG__REDIS_BULK_OVER each argument's framing. */
     if (argc < 0 || cap < 24)
         return 0;
     buf[n++] = '*';
@@ -230,16 +271,9 @@ size_t fg__redis_format(char *buf, size_t cap, int argc, const char **argv,
     buf[n++] = '\r';
     buf[n++] = '\n';
     for (int i = 0; i < argc; i++) {
-        if (len[i] > cap || cap - n < len[i] + 26)
+        if (len[i] > cap || cap - n < len[i] + FG__REDIS_BULK_OVER)
             return 0;
-        buf[n++] = '$';
-        n += fg__redis_u64(buf + n, len[i]);
-        buf[n++] = '\r';
-        buf[n++] = '\n';
-        memcpy(buf + n, argv[i], len[i]);
-        n += len[i];
-        buf[n++] = '\r';
-        buf[n++] = '\n';
+        n += fg__redis_bulk(buf + n, argv[i], len[i]);
     }
     return n;
 }
@@ -293,6 +327,27 @@ int fg__redis_error_code(const char *s, size_t len)
     return FG_EPROTO;
 }
 
+int fg__redis_script_values(const redisReply *r, size_t i, uint64_t limit,
+                            fg_decision *d)
+{
+    redisReply *const *e;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements / 4 <= i)
+        return FG_EPROTO;
+    e = r->element + 4 * i;
+    for (size_t j = 0; j < 4; j++)
+        if (e[j]->type != REDIS_REPLY_INTEGER || e[j]->integer < 0)
+            return FG_EPROTO;
+    if (e[0]->integer > 1)
+        return FG_EPROTO;
+    d->allowed = (int)e[0]->integer;
+    d->limit = limit;
+    d->remaining = (uint64_t)e[1]->integer;
+    d->reset_us = (uint64_t)e[2]->integer;
+    d->retry_after_us = (uint64_t)e[3]->integer;
+    fg__decision_ms(d);
+    return FG_OK;
+}
+
 int fg__redis_script_reply(const redisReply *r, uint64_t limit, fg_decision *d)
 {
     if (!r)
@@ -301,19 +356,7 @@ int fg__redis_script_reply(const redisReply *r, uint64_t limit, fg_decision *d)
         return fg__redis_error_code(r->str, r->len);
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 4)
         return FG_EPROTO;
-    for (size_t i = 0; i < 4; i++)
-        if (r->element[i]->type != REDIS_REPLY_INTEGER ||
-            r->element[i]->integer < 0)
-            return FG_EPROTO;
-    if (r->element[0]->integer > 1)
-        return FG_EPROTO;
-    d->allowed = (int)r->element[0]->integer;
-    d->limit = limit;
-    d->remaining = (uint64_t)r->element[1]->integer;
-    d->reset_us = (uint64_t)r->element[2]->integer;
-    d->retry_after_us = (uint64_t)r->element[3]->integer;
-    fg__decision_ms(d);
-    return FG_OK;
+    return fg__redis_script_values(r, 0, limit, d);
 }
 
 void fg__redis_window_decision(const fg__algo_params *p, uint64_t now_us,

@@ -56,6 +56,12 @@ int fg__redis_error_code(const char *s, size_t len);
  * rounded up). FG_OK, the error's code for an error reply, or FG_EPROTO. */
 int fg__redis_script_reply(const redisReply *r, uint64_t limit, fg_decision *d);
 
+/* Fill 'd' from check 'i' of the token script's flat reply (four integers
+ * per check), whose errors the caller has already handled. FG_OK, or
+ * FG_EPROTO when 'r' is not such an array or holds no check 'i'. */
+int fg__redis_script_values(const redisReply *r, size_t i, uint64_t limit,
+                            fg_decision *d);
+
 /* A fixed window decision (fixed_window, naive_get_set) from the count the
  * window held before this request, as the C algorithm makes it. */
 void fg__redis_window_decision(const fg__algo_params *p, uint64_t now_us,
@@ -71,6 +77,13 @@ uint64_t fg__redis_window_ttl_ms(const fg__algo_params *p, uint64_t now_us);
  * bytes, without allocating. Returns the length, or 0 when it does not fit. */
 size_t fg__redis_format(char *buf, size_t cap, int argc, const char **argv,
                         const size_t *len);
+
+/* The bytes a bulk string adds beyond its data, NUL scratch included. */
+#define FG__REDIS_BULK_OVER 26
+
+/* Write 's' ('len' bytes) as one RESP bulk string into 'buf', which has
+ * room for len + FG__REDIS_BULK_OVER bytes; its length. */
+size_t fg__redis_bulk(char *buf, const char *s, size_t len);
 
 /* Unsigned decimal of 'v' into 'buf' (at least 21 bytes); its length. */
 size_t fg__redis_u64(char *buf, uint64_t v);

@@ -8,7 +8,11 @@
  *   - asynchronous (fg_check_async): one hiredis async context on the
  *     caller's libevent loop. Commands are appended as checks arrive and
  *     written together when the loop next runs (one write per iteration);
- *     deadlines are one libevent timer, since hiredis 0.14 has none.
+ *     token bucket checks wait for that moment and go out as one EVALSHA
+ *     of up to BATCH_MAX checks, which Redis runs in order, as if each were
+ *     its own call (the script's call overhead, TIME, and a hot key's GET
+ *     and SET are then paid once per batch); deadlines are one libevent
+ *     timer, since hiredis 0.14 has none.
  * A context whose I/O or protocol failed, or whose deadline passed, is
  * freed, never reused (error replies leave it in step). After a connect,
  * I/O or protocol failure (not a mere passed deadline) a new one is made
@@ -21,6 +25,7 @@
  *   fixed_window   INCRBY k cost; PEXPIRE k ttl NX   (pipelined, no Lua)
  *   sliding_window EVALSHA sliding 1 base period limit cost now
  *   token_bucket   EVALSHA token 1 k scale t burst cost now
+ *                  (async: EVALSHA token n k1..kn, then the five per check)
  *   naive_get_set  GET k, then SET k n PX ttl        (two round trips)
  * Refunds (fg_refund): EVALSHA refund 1 k kind cost now p1 [p2], one
  * script for the three atomic algorithms; naive_get_set has none.
@@ -59,6 +64,10 @@
  * CLOCK_MONOTONIC_COARSE (often 4 ms ticks); EVENT_BASE_FLAG_PRECISE_TIMER
  * makes deadlines exact (README, "The Redis store"). */
 #define TIMER_SLACK_US 100u
+/* The most token bucket checks one EVALSHA carries. The batch's keys must
+ * live on one node: true of a single Redis (sharding and Cluster would
+ * batch per node). */
+#define BATCH_MAX 64
 
 /* Why a blocking context must not be reused. */
 enum { SC_OK, SC_LATE, SC_FAILED };
@@ -114,6 +123,8 @@ typedef struct redis_store {
     struct aslot *free_slots;
     struct rfund *free_refunds; /* records of refunds no longer in flight */
     struct aconn *flushing;     /* in ev_flush: writes left over wait on fd */
+    char *bbuf;                 /* a batch's command, formatted */
+    size_t bcap;
     int closing;
 } redis_store;
 
@@ -135,6 +146,9 @@ typedef struct aconn {
     int dead;    /* takes no more commands */
     int fail_rc; /* what its unanswered checks fail with */
     int hs_left; /* handshake replies still awaited */
+    /* Token bucket checks waiting for the next write, in order. */
+    struct aslot *bhead, *btail;
+    int bn;
 } aconn;
 
 typedef struct aslot {
@@ -146,6 +160,8 @@ typedef struct aslot {
     int eval;             /* NOSCRIPT seen: sent again with EVAL */
     int stage;            /* naive_get_set: 0 GET, 1 SET */
     fg_decision d;        /* naive_get_set: decided after GET */
+    struct aslot *bnext;  /* the next check of the same batch */
+    int bcount;           /* in a batch's first slot: its checks */
 } aslot;
 
 static const fg__store_ops redis_ops, redis_async_ops;
@@ -970,12 +986,15 @@ static void ev_read(evutil_socket_t fd, short what, void *arg)
     redisAsyncHandleRead(((aconn *)arg)->ac);
 }
 
+static void batch_flush(aconn *cn);
+
 static void ev_write(evutil_socket_t fd, short what, void *arg)
 {
     aconn *cn = arg;
     (void)fd;
     (void)what;
     cn->writing = 0; /* a fired EV_WRITE is no longer pending */
+    batch_flush(cn);
     redisAsyncHandleWrite(cn->ac);
 }
 
@@ -985,6 +1004,9 @@ static void ev_flush(evutil_socket_t fd, short what, void *arg)
     redis_store *st = cn->st;
     (void)fd;
     (void)what;
+    /* The batch is appended while 'flush_pending' still says a write is
+     * coming: it asks for no second one. */
+    batch_flush(cn);
     cn->flush_pending = 0;
     /* hiredis may free the context (and 'cn') inside; 'flushing' lives in
      * the store. */
@@ -1051,11 +1073,18 @@ static void conn_kill(aconn *cn, int rc)
 
 /* hiredis frees the context: every callback has run (with NULL replies for
  * the unanswered), so nothing refers to 'cn' any more. */
+static void chain_fail(redis_store *st, aslot *s, int rc);
+
 static void hook_cleanup(void *p)
 {
     aconn *cn = p;
+    aslot *batch = cn->bhead;
     if (!cn->dead)
         conn_kill(cn, FG_EBACKEND);
+    /* Checks still waiting for the batch's write never went out. */
+    cn->bhead = cn->btail = NULL;
+    cn->bn = 0;
+    chain_fail(cn->st, batch, cn->fail_rc);
     event_free(cn->rev);
     event_free(cn->wev);
     event_free(cn->flush);
@@ -1141,6 +1170,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 
 static int async_send_script(redis_store *st, aslot *s);
 static void on_reply(redisAsyncContext *ac, void *reply, void *priv);
+static void batch_add(aslot *s);
 
 /* The reply to a fixed window's PEXPIRE NX: only an error matters. */
 static void on_pexpire(redisAsyncContext *ac, void *reply, void *priv)
@@ -1161,7 +1191,14 @@ static int async_send(redis_store *st, aslot *s)
     fg_limiter *l = req->l;
     redisAsyncContext *ac = s->conn->ac;
     cmd k;
-    int rc = build_key(&k, l, req->key, req->keylen, s->now_us);
+    int rc;
+    if (l->p.algorithm == FG_TOKEN_BUCKET) {
+        if (req->keylen > FG_MAX_KEY) /* what build_key refuses */
+            return FG_EKEY;
+        batch_add(s);
+        return FG_OK;
+    }
+    rc = build_key(&k, l, req->key, req->keylen, s->now_us);
     if (rc != FG_OK)
         return rc;
     switch (l->p.algorithm) {
@@ -1281,6 +1318,194 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
     if (rc != FG_OK)
         check_error(st, rc);
     slot_finish(st, s, rc, rc == FG_OK ? &d : NULL);
+}
+
+/* ---- Token bucket batches --------------------------------------------- */
+
+static void on_batch(redisAsyncContext *ac, void *reply, void *priv);
+
+/* Complete every check of the batch chain at 's' with the error 'rc'. */
+static void chain_fail(redis_store *st, aslot *s, int rc)
+{
+    if (s)
+        check_error(st, rc);
+    while (s) {
+        aslot *next = s->bnext; /* 's' is recycled by slot_finish */
+        slot_finish(st, s, rc, NULL);
+        s = next;
+    }
+}
+
+/* Format the token script's call for the 'n' checks of the chain at
+ * 'first' into 'st->bbuf' (grown as needed, then reused): EVALSHA (EVAL
+ * when 'eval' or the SHA is not known), n, the n keys, then scale,
+ * t_scaled, burst, cost and now per check. Its length, or 0 when out of
+ * memory. */
+static size_t batch_format(redis_store *st, aslot *first, int n, int eval)
+{
+    int sha = !eval && sha_ready(st, FG__LUA_TOKEN);
+    const char *script =
+        sha ? st->sha[FG__LUA_TOKEN] : fg__redis_lua[FG__LUA_TOKEN];
+    size_t slen = sha ? 40 : strlen(script);
+    size_t need = 24 + 3 * FG__REDIS_BULK_OVER + 7 + slen + 20, len = 0;
+    char num[21], *b;
+    for (aslot *s = first; s; s = s->bnext) {
+        const rlim *rl = s->req->l->store_data;
+        need += 6 * FG__REDIS_BULK_OVER + rl->kplen + s->req->keylen + 2 +
+                3 * 20 + 2 * 20;
+    }
+    if (need > st->bcap) {
+        if (!(b = fg__malloc(need)))
+            return 0;
+        fg__free(st->bbuf);
+        st->bbuf = b;
+        st->bcap = need;
+    }
+    b = st->bbuf;
+    b[len++] = '*';
+    len += fg__redis_u64(b + len, 3 + 6 * (uint64_t)n);
+    b[len++] = '\r';
+    b[len++] = '\n';
+    len += sha ? fg__redis_bulk(b + len, "EVALSHA", 7)
+               : fg__redis_bulk(b + len, "EVAL", 4);
+    len += fg__redis_bulk(b + len, script, slen);
+    len += fg__redis_bulk(b + len, num, fg__redis_u64(num, (uint64_t)n));
+    for (aslot *s = first; s; s = s->bnext) {
+        /* The key as build_key makes it: the layout's "}:" less the ':'. */
+        const rlim *rl = s->req->l->store_data;
+        size_t kl = rl->kplen + s->req->keylen + 1;
+        b[len++] = '$';
+        len += fg__redis_u64(b + len, kl);
+        b[len++] = '\r';
+        b[len++] = '\n';
+        fg__redis_key(b + len, rl->kp, rl->kplen, s->req->key, s->req->keylen,
+                      -1);
+        len += kl;
+        b[len++] = '\r';
+        b[len++] = '\n';
+    }
+    for (aslot *s = first; s; s = s->bnext) {
+        const rlim *rl = s->req->l->store_data;
+        for (int i = 0; i < 3; i++)
+            len += fg__redis_bulk(b + len, rl->stat[i], rl->statlen[i]);
+        len += fg__redis_bulk(b + len, num, fg__redis_u64(num, s->req->cost));
+        len += s->now_us
+                   ? fg__redis_bulk(b + len, num, fg__redis_u64(num, s->now_us))
+                   : fg__redis_bulk(b + len, "", 0);
+    }
+    return len;
+}
+
+/* Send the chain at 'first' as one call of the token script; on_batch
+ * completes its checks. A check whose deadline already passed is dropped
+ * from it. */
+static void batch_emit(redis_store *st, aconn *cn, aslot *first, int eval)
+{
+    aslot *live = NULL, **tail = &live;
+    int n = 0;
+    while (first) {
+        aslot *next = first->bnext;
+        if (first->req) {
+            *tail = first;
+            tail = &first->bnext;
+            n++;
+        } else {
+            slot_finish(st, first, FG_OK, NULL);
+        }
+        first = next;
+    }
+    *tail = NULL;
+    if (!live)
+        return;
+    if (cn->dead) {
+        chain_fail(st, live, cn->fail_rc);
+        return;
+    }
+    size_t len = batch_format(st, live, n, eval);
+    if (!len) {
+        chain_fail(st, live, FG_ENOMEM);
+        return;
+    }
+    live->bcount = n;
+    live->eval = eval;
+    if (redisAsyncFormattedCommand(cn->ac, on_batch, live, st->bbuf, len) !=
+        REDIS_OK) {
+        conn_kill(cn, FG_EBACKEND); /* hiredis refused: it is closing */
+        chain_fail(st, live, FG_EBACKEND);
+    }
+}
+
+/* Send the checks waiting on 'cn', if any. */
+static void batch_flush(aconn *cn)
+{
+    aslot *first = cn->bhead;
+    if (!first)
+        return;
+    cn->bhead = cn->btail = NULL;
+    cn->bn = 0;
+    batch_emit(cn->st, cn, first, 0);
+}
+
+/* Queue the token bucket check of 's' for its connection's next write,
+ * which is made to come; a full batch goes at once. */
+static void batch_add(aslot *s)
+{
+    aconn *cn = s->conn;
+    s->bnext = NULL;
+    if (cn->btail)
+        cn->btail->bnext = s;
+    else
+        cn->bhead = s;
+    cn->btail = s;
+    if (++cn->bn >= BATCH_MAX) {
+        batch_flush(cn);
+    } else if (!cn->flush_pending && !cn->writing) {
+        cn->flush_pending = 1;
+        event_active(cn->flush, EV_WRITE, 0);
+    }
+}
+
+/* The reply to a batch: four integers per check, in order. */
+static void on_batch(redisAsyncContext *ac, void *reply, void *priv)
+{
+    aslot *s = priv;
+    aconn *cn = s->conn;
+    redis_store *st = cn->st;
+    redisReply *r = reply;
+    int rc = FG_OK;
+    (void)ac;
+    if (!r) {
+        /* The connection is going away: its error decides. */
+        conn_kill(cn, FG_EBACKEND);
+        rc = cn->fail_rc;
+    } else if (r->type == REDIS_REPLY_ERROR) {
+        rc = fg__redis_error_code(r->str, r->len);
+    } else if (r->type != REDIS_REPLY_ARRAY ||
+               r->elements != 4 * (size_t)s->bcount) {
+        rc = FG_EPROTO;
+    }
+    if (rc == FG__REDIS_NOSCRIPT && !s->eval && !cn->dead) {
+        batch_emit(st, cn, s, 1);
+        return;
+    }
+    if (rc == FG__REDIS_NOSCRIPT)
+        rc = FG_EPROTO;
+    if (rc != FG_OK) {
+        chain_fail(st, s, rc);
+        return;
+    }
+    for (size_t i = 0; s; i++) {
+        aslot *next = s->bnext;
+        fg_decision d;
+        int drc = FG_OK;
+        if (s->req) {
+            drc = fg__redis_script_values(r, i, s->req->l->p.burst, &d);
+            if (drc != FG_OK)
+                check_error(st, drc);
+        }
+        slot_finish(st, s, drc, drc == FG_OK ? &d : NULL);
+        s = next;
+    }
 }
 
 static void on_connect(const redisAsyncContext *ac, int status)
@@ -1432,16 +1657,16 @@ static void redis_check_async(fg_store *s, fg__req *req)
     else
         st->head = sl;
     st->tail = sl;
-    rc = async_send(st, sl);
-    if (rc > 0)
-        return;
-    if (rc != FG_OK) {
-        if (rc == FG_EBACKEND) /* hiredis refused: the context is closing */
-            conn_kill(cn, rc);
-        slot_finish(st, sl, rc, NULL);
-        return;
-    }
+    /* Armed first: a full batch is sent, and may complete, inside
+     * async_send. A check completed early leaves a timer that finds
+     * nothing to do. */
     timer_arm(st, sl->deadline_us, t0);
+    rc = async_send(st, sl);
+    if (rc > 0 || rc == FG_OK)
+        return;
+    if (rc == FG_EBACKEND) /* hiredis refused: the context is closing */
+        conn_kill(cn, rc);
+    slot_finish(st, sl, rc, NULL);
 }
 
 /* The reply to a queued refund: nobody waits for it. NOSCRIPT sends it
@@ -1574,6 +1799,7 @@ static void redis_close(fg_store *s)
     }
     if (st->timer)
         event_free(st->timer);
+    fg__free(st->bbuf);
     for (int i = 0; i < st->nidle; i++)
         redisFree(st->idle[i].c);
     pthread_mutex_destroy(&st->mu);

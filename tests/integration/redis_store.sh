@@ -110,6 +110,7 @@ done
 #    and the length limit; allocation failures.
 run threads "$URL"
 run flush "$URL"
+run batch "$URL"
 run slow "$URL"
 run expiry "$URL"
 run refund "$URL"

@@ -7,6 +7,7 @@
  *                                     P processes x N checks on one key
  *   redis_check threads URL          8 threads sharing one blocking store
  *   redis_check flush URL            SCRIPT FLUSH between checks
+ *   redis_check batch URL            async token bucket batches vs C
  *   redis_check slow URL             one slow reply fails only its check
  *   redis_check expiry URL           every fixed-window key has an expiry
  *   redis_check refund URL           fg_refund vs the memory store
@@ -464,6 +465,145 @@ static void flush(const char *url)
         fg_limiter_free(ls[j]);
     fg_store_close(st);
     fg_store_close(ast);
+    event_base_free(base);
+    redisFree(admin);
+    fg__redis_url_free(&u);
+}
+
+/* ---- token bucket batches ----------------------------------------------- */
+
+static long long evalsha_calls(redisContext *admin)
+{
+    redisReply *r = redisCommand(admin, "INFO commandstats");
+    long long n = 0;
+    const char *p;
+    if (r && r->type == REDIS_REPLY_STRING) {
+        for (p = r->str; (p = strstr(p, "cmdstat_eval")); p++) {
+            const char *c = strstr(p, "calls=");
+            if (c)
+                n += atoll(c + 6);
+        }
+    }
+    freeReplyObject(r);
+    return n;
+}
+
+/* Many token bucket checks submitted at once on the async client go out as
+ * batches (one EVALSHA of up to 64): each must decide exactly as the C
+ * algorithm does when the same checks run one by one, in submission order
+ * (keys repeated within a batch, several limits, costs 1-3). Some rounds
+ * follow a SCRIPT FLUSH, so a whole batch meets NOSCRIPT and is sent again
+ * with EVAL; checks of another algorithm are interleaved. */
+static void batch(const char *url)
+{
+    static const struct {
+        const char *rate;
+        uint64_t burst;
+    } cases[] = {{"10/s", 0}, {"9/s", 3}, {"3/7s", 0}, {"1000/min", 50}};
+    enum { NL = sizeof cases / sizeof *cases, NK = 5, MAXN = 200 };
+    fg__redis_url u;
+    char err[256];
+    if (fg__redis_url_parse(url, &u, err, sizeof err) != FG_OK)
+        return;
+    redisContext *admin = redisConnect(u.host, u.port);
+    struct event_base *base = new_base();
+    fg_store *st = fg_store_open_async(url, base, err, sizeof err);
+    CHECK(admin && !admin->err && st);
+    if (!admin || admin->err || !st)
+        return;
+    CHECK_EQ(fg__store_redis_set_clock(st, fake_clock, NULL), FG_OK);
+    fg_limiter *ls[NL], *fw;
+    fg__algo_state s[NL][NK];
+    char name[64];
+    memset(s, 0, sizeof s);
+    for (int i = 0; i < NL; i++) {
+        unique(name, sizeof name, "batch");
+        name[0] = (char)('a' + i);
+        ls[i] = limiter(st, cases[i].rate, FG_TOKEN_BUCKET, cases[i].burst, 1,
+                        FG_FAIL_CLOSED, 2000, name);
+        CHECK(ls[i] != NULL);
+        if (!ls[i])
+            return;
+    }
+    unique(name, sizeof name, "batchfw");
+    fw = limiter(st, "1000000/h", FG_FIXED_WINDOW, 0, 1, FG_FAIL_CLOSED, 2000,
+                 name);
+    CHECK(fw != NULL);
+    if (!fw)
+        return;
+    static result res[MAXN], fwres[MAXN];
+    static fg_decision want[MAXN];
+    int checks = 0, allowed = 0, mismatches = 0, flushed = 0;
+    long long calls = 0;
+    fake_now = 1764000000000000ull + rnd() % 10000000;
+    for (int round = 0; round < 40; round++) {
+        int n = 1 + (int)(rnd() % MAXN);
+        if (round % 8 == 3) {
+            freeReplyObject(redisCommand(admin, "SCRIPT FLUSH"));
+            flushed++;
+        }
+        fake_now += rnd() % 400000;
+        long long c0 = evalsha_calls(admin);
+        memset(res, 0, sizeof res);
+        memset(fwres, 0, sizeof fwres);
+        for (int i = 0; i < n; i++) {
+            int li = (int)(rnd() % NL), k = (int)(rnd() % NK);
+            const fg__algo_params *p = &ls[li]->p;
+            uint64_t cost = 1 + rnd() % (p->burst < 3 ? p->burst : 3), exp;
+            char key[8] = {'k', (char)('0' + k), 0};
+            fg__algo_check(p, &s[li][k], fake_now, cost, &want[i], &exp);
+            pending++;
+            if (fg_check_async(ls[li], key, 2, cost, on_done, &res[i]) !=
+                FG_OK) {
+                pending--;
+                res[i].rc = FG_EPROTO;
+            }
+            if (i % 7 == 0) {
+                pending++;
+                if (fg_check_async(fw, key, 2, 1, on_done, &fwres[i]) != FG_OK)
+                    pending--;
+            }
+        }
+        drain(base);
+        calls += evalsha_calls(admin) - c0;
+        for (int i = 0; i < n; i++) {
+            const fg_decision *w = &want[i], *g = &res[i].d;
+            checks++;
+            allowed += res[i].rc == FG_OK && g->allowed;
+            if (res[i].rc != FG_OK || g->allowed != w->allowed ||
+                g->remaining != w->remaining || g->reset_us != w->reset_us ||
+                g->retry_after_us != w->retry_after_us ||
+                g->limit != w->limit) {
+                if (mismatches++ < 5)
+                    fprintf(stderr,
+                            "round %d check %d/%d: rc %d C %d/%llu/%llu/%llu "
+                            "redis %d/%llu/%llu/%llu\n",
+                            round, i, n, res[i].rc, w->allowed,
+                            (unsigned long long)w->remaining,
+                            (unsigned long long)w->reset_us,
+                            (unsigned long long)w->retry_after_us, g->allowed,
+                            (unsigned long long)g->remaining,
+                            (unsigned long long)g->reset_us,
+                            (unsigned long long)g->retry_after_us);
+            }
+            if (i % 7 == 0)
+                CHECK(fwres[i].done && fwres[i].rc == FG_OK &&
+                      fwres[i].d.allowed);
+        }
+    }
+    printf("batches: %d token bucket checks in 40 rounds (%d after SCRIPT "
+           "FLUSH), %d allowed, %d mismatches, %lld script calls\n",
+           checks, flushed, allowed, mismatches, calls);
+    CHECK_EQ(mismatches, 0);
+    CHECK(allowed > checks / 10 && allowed < checks);
+    /* Batched: far fewer calls than checks (up to 64 a call, plus the
+     * NOSCRIPT answers sent again with EVAL). */
+    CHECK(calls > 0 && calls <= checks / 16 + 3 * 40);
+    CHECK(calls < checks / 4);
+    for (int i = 0; i < NL; i++)
+        fg_limiter_free(ls[i]);
+    fg_limiter_free(fw);
+    fg_store_close(st);
     event_base_free(base);
     redisFree(admin);
     fg__redis_url_free(&u);
@@ -1317,6 +1457,8 @@ int main(int argc, char **argv)
         threads(argv[2]);
     } else if (argc >= 3 && strcmp(argv[1], "flush") == 0) {
         flush(argv[2]);
+    } else if (argc >= 3 && strcmp(argv[1], "batch") == 0) {
+        batch(argv[2]);
     } else if (argc >= 3 && strcmp(argv[1], "slow") == 0) {
         slow(argv[2]);
     } else if (argc >= 3 && strcmp(argv[1], "refund") == 0) {

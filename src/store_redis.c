@@ -149,6 +149,7 @@ typedef struct aconn {
     /* Token bucket checks waiting for the next write, in order. */
     struct aslot *bhead, *btail;
     int bn;
+    int bflight; /* batches sent and not answered */
 } aconn;
 
 typedef struct aslot {
@@ -1432,22 +1433,42 @@ static void batch_emit(redis_store *st, aconn *cn, aslot *first, int eval)
         REDIS_OK) {
         conn_kill(cn, FG_EBACKEND); /* hiredis refused: it is closing */
         chain_fail(st, live, FG_EBACKEND);
+        return;
     }
+    cn->bflight++;
 }
 
-/* Send the checks waiting on 'cn', if any. */
+/* Send the checks waiting on 'cn': when no batch is in flight, or when
+ * they fill one. */
 static void batch_flush(aconn *cn)
 {
     aslot *first = cn->bhead;
-    if (!first)
+    if (!first || (cn->bflight > 0 && cn->bn < BATCH_MAX))
         return;
     cn->bhead = cn->btail = NULL;
     cn->bn = 0;
     batch_emit(cn->st, cn, first, 0);
 }
 
-/* Queue the token bucket check of 's' for its connection's next write,
- * which is made to come; a full batch goes at once. */
+/* Make the batch waiting on 'cn' go out with the loop's next write (once
+ * the batch in flight is answered, unless it is full). */
+static void batch_want(aconn *cn)
+{
+    if (cn->bflight > 0 && cn->bn < BATCH_MAX)
+        return; /* on_batch asks again */
+    if (cn->bn >= BATCH_MAX) {
+        batch_flush(cn);
+    } else if (!cn->flush_pending && !cn->writing) {
+        cn->flush_pending = 1;
+        event_active(cn->flush, EV_WRITE, 0);
+    }
+}
+
+/* Queue the token bucket check of 's' on its connection. Checks that
+ * arrive while a batch is in flight wait for its answer and then go
+ * together (group commit): under load a call carries more checks, and
+ * Redis's per-call cost is paid less often; an idle connection sends at
+ * the loop's next write, as before. */
 static void batch_add(aslot *s)
 {
     aconn *cn = s->conn;
@@ -1457,12 +1478,8 @@ static void batch_add(aslot *s)
     else
         cn->bhead = s;
     cn->btail = s;
-    if (++cn->bn >= BATCH_MAX) {
-        batch_flush(cn);
-    } else if (!cn->flush_pending && !cn->writing) {
-        cn->flush_pending = 1;
-        event_active(cn->flush, EV_WRITE, 0);
-    }
+    if (cn->bn++ == 0 || cn->bn >= BATCH_MAX)
+        batch_want(cn);
 }
 
 /* The reply to a batch: four integers per check, in order. */
@@ -1474,6 +1491,7 @@ static void on_batch(redisAsyncContext *ac, void *reply, void *priv)
     redisReply *r = reply;
     int rc = FG_OK;
     (void)ac;
+    cn->bflight--;
     if (!r) {
         /* The connection is going away: its error decides. */
         conn_kill(cn, FG_EBACKEND);
@@ -1485,9 +1503,14 @@ static void on_batch(redisAsyncContext *ac, void *reply, void *priv)
         rc = FG_EPROTO;
     }
     if (rc == FG__REDIS_NOSCRIPT && !s->eval && !cn->dead) {
-        batch_emit(st, cn, s, 1);
-        return;
+        batch_emit(st, cn, s, 1); /* first: the checks stay in order */
+        s = NULL;
     }
+    /* Checks queued behind this batch go now (none in flight). */
+    if (r && cn->bflight == 0 && cn->bhead)
+        batch_want(cn);
+    if (!s)
+        return;
     if (rc == FG__REDIS_NOSCRIPT)
         rc = FG_EPROTO;
     if (rc != FG_OK) {

@@ -493,7 +493,9 @@ static long long evalsha_calls(redisContext *admin)
  * algorithm does when the same checks run one by one, in submission order
  * (keys repeated within a batch, several limits, costs 1-3). Some rounds
  * follow a SCRIPT FLUSH, so a whole batch meets NOSCRIPT and is sent again
- * with EVAL; checks of another algorithm are interleaved. */
+ * with EVAL; checks of another algorithm are interleaved; in odd rounds the
+ * loop runs between submissions, so checks also queue behind a batch in
+ * flight. */
 static void batch(const char *url)
 {
     static const struct {
@@ -563,6 +565,10 @@ static void batch(const char *url)
                 if (fg_check_async(fw, key, 2, 1, on_done, &fwres[i]) != FG_OK)
                     pending--;
             }
+            /* Odd rounds let the loop run now and then: checks then
+             * arrive while a batch is in flight and queue behind it. */
+            if (round % 2 && rnd() % 16 == 0)
+                event_base_loop(base, EVLOOP_NONBLOCK);
         }
         drain(base);
         calls += evalsha_calls(admin) - c0;

@@ -105,8 +105,12 @@ static void fixed_window(const fg__algo_params *p, fg__algo_state *s,
     }
     d->remaining = p->limit - count;
     d->reset_us = count ? end - now : 0;
-    d->retry_after_us = d->allowed ? 0 : end - now;
-    fg__decision_ms(d);
+    d->reset_ms = fg__us_to_ms_up(d->reset_us);
+    d->retry_after_us = d->retry_after_ms = 0;
+    if (!d->allowed) {
+        d->retry_after_us = end - now;
+        d->retry_after_ms = fg__us_to_ms_up(d->retry_after_us);
+    }
     *expires = end;
 }
 
@@ -220,9 +224,13 @@ static int token_bucket(const fg__algo_params *p, fg__algo_state *s,
     /* Time is whole microseconds: the first instant at which the bucket
      * has drained enough is the scaled wait rounded up. */
     d->reset_us = scaled_to_us_up(ahead, &p->by_scale);
-    d->retry_after_us =
-        d->allowed ? 0 : scaled_to_us_up(next - depth, &p->by_scale);
-    fg__decision_ms(d);
+    d->reset_ms = fg__us_to_ms_up(d->reset_us);
+    d->retry_after_us = 0;
+    d->retry_after_ms = 0;
+    if (!d->allowed) {
+        d->retry_after_us = scaled_to_us_up(next - depth, &p->by_scale);
+        d->retry_after_ms = fg__us_to_ms_up(d->retry_after_us);
+    }
     *expires = s->a + 1 > now ? s->a + 1 : now;
     return FG_OK;
 }
@@ -274,6 +282,13 @@ int fg__algo_check(const fg__algo_params *p, fg__algo_state *s, uint64_t now_us,
 {
     if (fg__algo_check_cost(p, cost) != FG_OK)
         return FG_ECOST;
+    return fg__algo_decide(p, s, now_us, cost, d, expires_us);
+}
+
+int fg__algo_decide(const fg__algo_params *p, fg__algo_state *s,
+                    uint64_t now_us, uint64_t cost, fg_decision *d,
+                    uint64_t *expires_us)
+{
     switch (p->algorithm) {
     case FG_FIXED_WINDOW:
     case FG_NAIVE_GET_SET:

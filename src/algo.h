@@ -78,6 +78,12 @@ static inline int fg__algo_check_cost(const fg__algo_params *p, uint64_t cost)
 int fg__algo_check(const fg__algo_params *p, fg__algo_state *s, uint64_t now_us,
                    uint64_t cost, fg_decision *d, uint64_t *expires_us);
 
+/* As fg__algo_check, for a 'cost' that fg__algo_check_cost has already
+ * accepted (the limiter validates every check before a store sees it). */
+int fg__algo_decide(const fg__algo_params *p, fg__algo_state *s,
+                    uint64_t now_us, uint64_t cost, fg_decision *d,
+                    uint64_t *expires_us);
+
 /* Give back 'cost' units taken from 's' by an allowed check: they return
  * only while the window (or the bucket's debt) that holds them lasts, and
  * never more than the state holds. */

@@ -136,19 +136,23 @@ const char *fg_limiter_breaker(fg_limiter *l)
 }
 
 /* Validate a check before any store sees it. */
-static int validate(fg_limiter *l, const char *key, size_t keylen,
-                    uint64_t cost, fg_decision *out)
+static inline int validate(fg_limiter *l, const char *key, size_t keylen,
+                           uint64_t cost)
 {
-    out->allowed = 0;
-    out->limit = l->p.algorithm == FG_TOKEN_BUCKET ? l->p.burst : l->p.limit;
-    out->remaining = out->reset_ms = out->retry_after_ms = 0;
-    out->reset_us = out->retry_after_us = 0;
-    out->source = FG_SOURCE_STORE;
     if (!key && keylen)
         return FG_EINVAL;
     if (keylen > FG_MAX_KEY)
         return FG_EKEY;
     return fg__algo_check_cost(&l->p, cost);
+}
+
+/* The decision for a check refused before any store saw it: nothing
+ * consumed, nothing to wait for. */
+static void refuse_invalid(fg_limiter *l, fg_decision *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->limit = l->p.algorithm == FG_TOKEN_BUCKET ? l->p.burst : l->p.limit;
+    out->source = FG_SOURCE_STORE;
 }
 
 /* Decide without the store, which failed with 'rc' or was skipped. */
@@ -218,9 +222,11 @@ static inline int breaker_allow(fg_limiter *l)
 int fg_check(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
              fg_decision *out)
 {
-    int rc = validate(l, key, keylen, cost, out);
-    if (rc != FG_OK)
+    int rc = validate(l, key, keylen, cost);
+    if (__builtin_expect(rc != FG_OK, 0)) {
+        refuse_invalid(l, out);
         return rc;
+    }
     if (!breaker_allow(l))
         return decide_without_store(l, FG_EBREAKER, key, keylen, cost, out);
     rc = l->st->ops->check(l->st, l, key, keylen, cost, out);
@@ -231,7 +237,7 @@ int fg_check_async(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
                    fg_check_cb cb, void *data)
 {
     fg_decision d;
-    int rc = validate(l, key, keylen, cost, &d);
+    int rc = validate(l, key, keylen, cost);
     if (rc != FG_OK)
         return rc;
     if (!cb)
@@ -267,8 +273,7 @@ int fg_check_async(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
 
 int fg_refund(fg_limiter *l, const char *key, size_t keylen, uint64_t cost)
 {
-    fg_decision d;
-    int rc = validate(l, key, keylen, cost, &d);
+    int rc = validate(l, key, keylen, cost);
     if (rc != FG_OK)
         return rc;
     if (!l->st->ops->refund)

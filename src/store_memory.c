@@ -209,7 +209,7 @@ static inline uint64_t store_now(const mem_store *m)
 static inline uint64_t key_hash(const mem_store *m, uint32_t owner,
                                 const char *key, size_t keylen)
 {
-    return fg__hash(key, keylen, m->seed ^ owner);
+    return fg__hash_inline(key, keylen, m->seed ^ owner);
 }
 
 /* The key's home slot among 'size': the hash scaled to the range (no
@@ -546,7 +546,7 @@ static int mem_check(fg_store *st, fg_limiter *l, const char *key,
         if (rc != FG_OK)
             return rc;
     }
-    int rc = fg__algo_check(&l->p, &sl->state, now, cost, d, &expires);
+    int rc = fg__algo_decide(&l->p, &sl->state, now, cost, d, &expires);
     if (rc == FG_OK) {
         sl->expires =
             (uint32_t)((expires + (1u << EXPIRES_SHIFT) - 1) >> EXPIRES_SHIFT);

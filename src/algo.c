@@ -73,47 +73,6 @@ int fg__algo_params_init(const fg_limit *lim, fg__algo_params *p, char *err,
     return FG_OK;
 }
 
-/* The window index + 1 of 'now': usually the state's own window 'a', which
- * two multiplications confirm without a division. */
-static inline uint64_t window_of(uint64_t a, uint64_t now, uint64_t period)
-{
-    if (a && now >= (a - 1) * period && now - (a - 1) * period < period)
-        return a;
-    return now / period + 1;
-}
-
-/* Fixed window: 'a' is the window index + 1, 'b' its count. A clock that
- * steps back into an earlier window is clamped to the stored window. */
-static void fixed_window(const fg__algo_params *p, fg__algo_state *s,
-                         uint64_t now, uint64_t cost, fg_decision *d,
-                         uint64_t *expires)
-{
-    uint64_t w = window_of(s->a, now, p->period_us);
-    if (s->a > w) {
-        w = s->a;
-        now = (w - 1) * p->period_us;
-    }
-    uint64_t count = s->a == w ? s->b : 0;
-    uint64_t end = w * p->period_us;
-
-    d->limit = p->limit;
-    d->allowed = count + cost <= p->limit;
-    if (d->allowed) {
-        count += cost;
-        s->a = w;
-        s->b = count;
-    }
-    d->remaining = p->limit - count;
-    d->reset_us = count ? end - now : 0;
-    d->reset_ms = fg__us_to_ms_up(d->reset_us);
-    d->retry_after_us = d->retry_after_ms = 0;
-    if (!d->allowed) {
-        d->retry_after_us = end - now;
-        d->retry_after_ms = fg__us_to_ms_up(d->retry_after_us);
-    }
-    *expires = end;
-}
-
 /* Sliding window: the count of the current window plus the previous window's
  * count weighted by how much of it still overlaps the last period:
  *   prev * (period - elapsed) / period + cur + cost <= limit,
@@ -121,12 +80,12 @@ static void fixed_window(const fg__algo_params *p, fg__algo_state *s,
  * products need up to 53 + 45 bits: they are taken in 128. */
 typedef unsigned __int128 u128;
 
-static void sliding_window(const fg__algo_params *p, fg__algo_state *s,
-                           uint64_t now, uint64_t cost, fg_decision *d,
-                           uint64_t *expires)
+void fg__sliding_window(const fg__algo_params *p, fg__algo_state *s,
+                        uint64_t now, uint64_t cost, fg_decision *d,
+                        uint64_t *expires)
 {
     const uint64_t period = p->period_us, limit = p->limit;
-    uint64_t w = window_of(s->a, now, period);
+    uint64_t w = fg__window_of(s->a, now, period);
     if (s->a > w) {
         w = s->a;
         now = (w - 1) * period;
@@ -177,64 +136,6 @@ static void sliding_window(const fg__algo_params *p, fg__algo_state *s,
     *expires = (w + 1) * period;
 }
 
-/* Scaled units (below 2^63) to whole microseconds, rounded up. */
-static inline uint64_t scaled_to_us_up(uint64_t v, const fg__divisor *scale)
-{
-    uint64_t q = fg__div(scale, v);
-    return q + (q * scale->d != v);
-}
-
-/* Token bucket as GCRA: each unit moves the theoretical arrival time TAT on
- * by T = period / limit; a request fits when the new TAT is at most
- * burst * T ahead of now. TAT is kept as whole microseconds ('a') and a
- * fraction in units of 1/scale us ('b'), so T is exact and nothing drifts,
- * while only differences from now (at most two bucket depths) are ever
- * scaled: any clock origin works. */
-static int token_bucket(const fg__algo_params *p, fg__algo_state *s,
-                        uint64_t now, uint64_t cost, fg_decision *d,
-                        uint64_t *expires)
-{
-    const uint64_t depth = p->burst * p->t_scaled, scale = p->scale;
-    /* How far TAT is ahead of now, in scaled units. A clock that stepped
-     * back leaves it more than a full bucket ahead: clamp, so that the wait
-     * is never longer than draining the bucket. */
-    uint64_t ahead = 0;
-    if (s->a > now || (s->a == now && s->b > 0)) {
-        uint64_t diff_us = s->a - now;
-        if (diff_us > fg__div(&p->by_scale, depth) + 1)
-            ahead = depth;
-        else
-            ahead = diff_us * scale + s->b;
-        if (ahead > depth)
-            ahead = depth;
-    }
-    uint64_t next = ahead + cost * p->t_scaled; /* <= 2 * depth */
-
-    d->limit = p->burst;
-    d->allowed = next <= depth;
-    if (d->allowed) {
-        uint64_t next_us = fg__div(&p->by_scale, next);
-        if (now > UINT64_MAX - next_us - 1)
-            return FG_ERANGE;
-        s->a = now + next_us;
-        s->b = next - next_us * scale;
-        ahead = next;
-    }
-    d->remaining = fg__div(&p->by_t, depth - ahead);
-    /* Time is whole microseconds: the first instant at which the bucket
-     * has drained enough is the scaled wait rounded up. */
-    d->reset_us = scaled_to_us_up(ahead, &p->by_scale);
-    d->reset_ms = fg__us_to_ms_up(d->reset_us);
-    d->retry_after_us = 0;
-    d->retry_after_ms = 0;
-    if (!d->allowed) {
-        d->retry_after_us = scaled_to_us_up(next - depth, &p->by_scale);
-        d->retry_after_ms = fg__us_to_ms_up(d->retry_after_us);
-    }
-    *expires = s->a + 1 > now ? s->a + 1 : now;
-    return FG_OK;
-}
-
 void fg__algo_refund(const fg__algo_params *p, fg__algo_state *s,
                      uint64_t now_us, uint64_t cost)
 {
@@ -246,7 +147,7 @@ void fg__algo_refund(const fg__algo_params *p, fg__algo_state *s,
     case FG_SLIDING_WINDOW: {
         /* The units sit in the stored window's count: this window's, or
          * the previous one's for a sliding window. */
-        uint64_t w = window_of(s->a, now_us, p->period_us);
+        uint64_t w = fg__window_of(s->a, now_us, p->period_us);
         int holds =
             s->a == w || (p->algorithm == FG_SLIDING_WINDOW && s->a + 1 == w);
         if (holds)
@@ -283,22 +184,4 @@ int fg__algo_check(const fg__algo_params *p, fg__algo_state *s, uint64_t now_us,
     if (fg__algo_check_cost(p, cost) != FG_OK)
         return FG_ECOST;
     return fg__algo_decide(p, s, now_us, cost, d, expires_us);
-}
-
-int fg__algo_decide(const fg__algo_params *p, fg__algo_state *s,
-                    uint64_t now_us, uint64_t cost, fg_decision *d,
-                    uint64_t *expires_us)
-{
-    switch (p->algorithm) {
-    case FG_FIXED_WINDOW:
-    case FG_NAIVE_GET_SET:
-        fixed_window(p, s, now_us, cost, d, expires_us);
-        return FG_OK;
-    case FG_SLIDING_WINDOW:
-        sliding_window(p, s, now_us, cost, d, expires_us);
-        return FG_OK;
-    case FG_TOKEN_BUCKET:
-        return token_bucket(p, s, now_us, cost, d, expires_us);
-    }
-    return FG_EINVAL;
 }

@@ -45,6 +45,7 @@ int fg__algo_params_init(const fg_limit *lim, fg__algo_params *p, char *err,
     p->burst = lim->burst ? lim->burst : lim->limit;
     p->scale = 1;
     p->t_scaled = 0;
+    p->depth = p->depth_us = 0;
     if (p->burst > FG_MAX_COUNT)
         return fg__seterr(err, errlen, FG_ERANGE,
                           "burst must be between 1 and 2^53");
@@ -65,6 +66,8 @@ int fg__algo_params_init(const fg_limit *lim, fg__algo_params *p, char *err,
                               "token_bucket: burst %llu at this rate is too "
                               "large to count exactly",
                               (unsigned long long)p->burst);
+        p->depth = p->burst * p->t_scaled;
+        p->depth_us = fg__div(&p->by_scale, p->depth);
         break;
     }
     default:

@@ -40,6 +40,8 @@ typedef struct fg__algo_params {
     uint64_t scale;
     uint64_t t_scaled;
     fg__divisor by_scale, by_t; /* the two divisions of every check */
+    uint64_t depth;             /* burst * t_scaled: a full bucket, scaled */
+    uint64_t depth_us;          /* depth / scale, rounded down */
 } fg__algo_params;
 
 /* The state of one key. An all-zero state is a key never seen.
@@ -105,7 +107,8 @@ static inline void fg__decision_ms(fg_decision *d)
  * two multiplications confirm without a division. */
 static inline uint64_t fg__window_of(uint64_t a, uint64_t now, uint64_t period)
 {
-    if (a && now >= (a - 1) * period && now - (a - 1) * period < period)
+    /* Unsigned: a 'now' before the window's start wraps to beyond it. */
+    if (a && now - (a - 1) * period < period)
         return a;
     return now / period + 1;
 }
@@ -159,14 +162,14 @@ static inline int fg__token_bucket(const fg__algo_params *p, fg__algo_state *s,
                                    uint64_t now, uint64_t cost, fg_decision *d,
                                    uint64_t *expires)
 {
-    const uint64_t depth = p->burst * p->t_scaled, scale = p->scale;
+    const uint64_t depth = p->depth, scale = p->scale;
     /* How far TAT is ahead of now, in scaled units. A clock that stepped
      * back leaves it more than a full bucket ahead: clamp, so that the wait
      * is never longer than draining the bucket. */
     uint64_t ahead = 0;
     if (s->a > now || (s->a == now && s->b > 0)) {
         uint64_t diff_us = s->a - now;
-        if (diff_us > fg__div(&p->by_scale, depth) + 1)
+        if (diff_us > p->depth_us + 1)
             ahead = depth;
         else
             ahead = diff_us * scale + s->b;

@@ -236,9 +236,17 @@ int fg_cmd_serve(int argc, char **argv)
     else
         fg__log("store", "url=%s",
                 fg__log_value(redact(c->store_url, v, 300), v + 300, 300));
-    fg__log("listening", "addr=%s workers=%u id=%s limits=%u pid=%ld", addr,
+    static const char *const handover[] = {"off", "bpf", "sysctl"};
+    if (srv.handover == FG__HANDOVER_OFF)
+        fg__log("handover_off",
+                "reason=%s note=\"a drain resets the connections queued on a "
+                "listening socket as it closes: give CAP_BPF or set "
+                "net.ipv4.tcp_migrate_req=1\"",
+                fg__log_value(srv.handover_off, v, sizeof(v)));
+    fg__log("listening",
+            "addr=%s workers=%u id=%s limits=%u pid=%ld handover=%s", addr,
             srv.nworkers, fg__log_value(c->id, v, sizeof(v)), c->nlimits,
-            (long)getpid());
+            (long)getpid(), handover[srv.handover]);
     event_base_dispatch(srv.main_base);
     fg__workers_join(&srv);
     fg__log("exit", "status=0");

@@ -89,7 +89,15 @@ struct fg__server {
     pthread_cond_t start_cv;
     unsigned started, start_failed;
     uint64_t seed;
+    /* What happens at a drain to the connections queued on a listening
+     * socket as it closes: FG__HANDOVER_OFF, they are reset (with the
+     * reason in 'handover_off'); else the kernel moves them to another
+     * socket of the port. */
+    int handover;
+    char handover_off[128];
 };
+
+enum { FG__HANDOVER_OFF, FG__HANDOVER_BPF, FG__HANDOVER_SYSCTL };
 
 /* Monotonic microseconds: the library's precise clock (src/store.h),
  * fg__mono_precise_us(). */

@@ -3,6 +3,7 @@
  * each. */
 #include <errno.h>
 #include <event2/event.h>
+#include <linux/bpf.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,6 +39,56 @@ static int split_addr(const char *listen, char *host, size_t hostlen,
     host[hl] = '\0';
     strcpy(port, colon + 1);
     return 0;
+}
+
+/* Closing a listening socket resets the connections waiting in its accept
+ * queue and those still in their handshake. Under SO_REUSEPORT Linux
+ * (5.14) can move them to another socket of the port instead, so that a
+ * server draining while another takes its place loses nothing: for every
+ * port when net.ipv4.tcp_migrate_req is 1, or for one port's sockets once
+ * a BPF_SK_REUSEPORT_SELECT_OR_MIGRATE program is attached to them. The
+ * program here only answers SK_PASS: the kernel goes on spreading new
+ * connections by hash, and picks where queued ones move by hash too.
+ * Attached to one socket, it serves every socket of the port, of this
+ * process and of the others sharing it. Loading it needs CAP_BPF (or
+ * CAP_SYS_ADMIN). Returns FG__HANDOVER_*, with the reason when it is
+ * FG__HANDOVER_OFF. */
+static int enable_handover(int fd, char *why, size_t whylen)
+{
+    char v = '0';
+    FILE *f = fopen("/proc/sys/net/ipv4/tcp_migrate_req", "r");
+    if (f) {
+        if (fread(&v, 1, 1, f) != 1)
+            v = '0';
+        fclose(f);
+    }
+    if (v == '1')
+        return FG__HANDOVER_SYSCTL;
+    struct bpf_insn insns[2];
+    memset(insns, 0, sizeof(insns));
+    insns[0].code = BPF_ALU64 | BPF_MOV | BPF_K; /* r0 = SK_PASS */
+    insns[0].dst_reg = BPF_REG_0;
+    insns[0].imm = SK_PASS;
+    insns[1].code = BPF_JMP | BPF_EXIT;
+    union bpf_attr a;
+    memset(&a, 0, sizeof(a));
+    a.prog_type = BPF_PROG_TYPE_SK_REUSEPORT;
+    a.expected_attach_type = BPF_SK_REUSEPORT_SELECT_OR_MIGRATE;
+    a.insns = (uint64_t)(uintptr_t)insns;
+    a.insn_cnt = 2;
+    a.license = (uint64_t)(uintptr_t) "GPL"; /* calls no helper */
+    int prog = (int)syscall(SYS_bpf, BPF_PROG_LOAD, &a, sizeof(a));
+    if (prog < 0) {
+        snprintf(why, whylen, "loading the program: %s", strerror(errno));
+        return FG__HANDOVER_OFF;
+    }
+    /* The port's sockets hold the program from now on. */
+    int rc = setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_EBPF, &prog,
+                        sizeof(prog));
+    if (rc != 0)
+        snprintf(why, whylen, "attaching the program: %s", strerror(errno));
+    close(prog);
+    return rc == 0 ? FG__HANDOVER_BPF : FG__HANDOVER_OFF;
 }
 
 int fg__workers_bind(fg__server *srv, const char *laddr, char *addr,
@@ -86,6 +138,8 @@ int fg__workers_bind(fg__server *srv, const char *laddr, char *addr,
                      ss.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", h, p);
         }
     }
+    srv->handover = enable_handover(srv->w[0].fd, srv->handover_off,
+                                    sizeof(srv->handover_off));
     return 0;
 }
 
@@ -143,10 +197,12 @@ static int backlog_empty(fg__worker *w)
 /* Draining, in three steps. Grace: keep accepting and answering (healthz
  * 503, Connection: close) so that a load balancer sees the 503 and the
  * other servers on the port take over. Then close the listening socket,
- * at a moment its accept queue is empty: Linux resets the connections
- * queued in a closed SO_REUSEPORT socket. Then wait for the requests in
- * flight, and for connections accepted whose first request is still on
- * its way, up to drain_timeout. */
+ * at a moment its accept queue is empty. The connections the kernel still
+ * queues there in between (the port keeps hashing new ones to it until
+ * the close itself) move to another socket of the port when the handover
+ * is on (enable_handover()); without it Linux resets them. Then wait for
+ * the requests in flight, and for connections accepted whose first
+ * request is still on its way, up to drain_timeout. */
 static void tick(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;

@@ -3,8 +3,9 @@
 # (SO_REUSEPORT) under a continuous load of new connections; each in turn
 # is stopped with SIGTERM while a fresh one takes its place. During the
 # drain grace the stopping server still answers, its /healthz exactly 503;
-# then it closes its listening socket only when nothing waits in its accept
-# queue, answers what it accepted and exits 0. The client sees no error.
+# then it closes its listening sockets, whose queued connections the kernel
+# moves to the new server's, answers what it accepted and exits 0. The
+# client sees no error.
 . "$(dirname "$0")/../serve/lib.sh"
 
 conf() { # conf NAME
@@ -53,15 +54,19 @@ for new in b c; do
     wait "$LOADPID"
     out=$(cat "$T/load.$new")
     echo "SIGTERM $old under load: $out"
-    # At most one connection error in the whole run (about 70,000
-    # requests): a connection the kernel queues on the old socket in the
-    # microseconds between its last accept and its close is reset (Linux
-    # resets what waits in a closed SO_REUSEPORT listener's queue); about
-    # one run in five meets it. Every other request must be answered 200.
-    errs=$(echo "$out" | tr ' ' '\n' | grep '^errors=' | cut -d= -f2)
-    check "SIGTERM $old under load: at most one connection reset at the listener's close (errors=$errs)" [ "${errs:-9}" -le 1 ]
-    check "SIGTERM $old under load: every other request answered 200" \
-        bash -c "[ \$(( $(echo "$out" | grep -o 'sent=[0-9]*' | cut -d= -f2) - ${errs:-9} )) = '$(echo "$out" | grep -o 's200=[0-9]*' | cut -d= -f2)' ]"
+    # Not one request lost: the connections the kernel queued on the old
+    # server's sockets as they closed were moved to another socket of the
+    # port (handover=bpf or sysctl), not reset. Without either (no CAP_BPF,
+    # net.ipv4.tcp_migrate_req=0) Linux resets them: that cannot be
+    # promised, and is said so rather than checked.
+    if grep -q 'event=listening.* handover=\(bpf\|sysctl\)' "$T/$old.log"; then
+        expect_eq "SIGTERM $old under load: no error" \
+            "$(echo "$out" | tr ' ' '\n' | grep '^errors=' | cut -d= -f2)" 0
+        check "SIGTERM $old under load: every request answered 200" \
+            bash -c "[ '$(echo "$out" | grep -o 'sent=[0-9]*' | cut -d= -f2)' = '$(echo "$out" | grep -o 's200=[0-9]*' | cut -d= -f2)' ]"
+    else
+        echo "skip SIGTERM $old under load: no request lost (the listener's queue is reset at its close: $(grep -o 'event=handover_off.*' "$T/$old.log"))"
+    fi
     check "SIGTERM $old under load: both served" \
         bash -c "echo '$out' | grep -q 'served_by=.*$old:' && echo '$out' | grep -q 'served_by=.*$new:'"
     for _ in $(seq 1 300); do kill -0 "$opid" 2>/dev/null || break; sleep 0.01; done

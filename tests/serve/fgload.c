@@ -8,11 +8,17 @@
  * servers). Prints one line: sent=N s200=A s429=B s503=C s4xx=D other=E
  * errors=F bad_headers=G max_us=M p99_us=P served_by=id:n,... bad_headers
  * counts answers to a decision (200/403/429) missing the RateLimit headers or
- * X-Served-By, and 429s without a whole-second Retry-After of at least 1. */
+ * X-Served-By, and 429s without a whole-second Retry-After of at least 1.
+ * Each error (no answer) is also told on stderr: what libevent saw, errno,
+ * when (ms since the start), the request's age and its local port, to be
+ * matched with the servers' logs. */
+#include <errno.h>
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +55,38 @@ static uint64_t now_us(void)
 typedef struct rq {
     struct evhttp_connection *conn;
     uint64_t t0;
+    int lport;
 } rq;
+
+static const char *const err_kind[] = {
+    "timeout", "eof", "invalid_header", "buffer_error", "cancel", "too_long"};
+
+static void on_error(enum evhttp_request_error e, void *arg)
+{
+    rq *r = arg;
+    int err = errno; /* what the failing socket call left */
+    uint64_t now = now_us();
+    fprintf(stderr,
+            "fgload: error %s errno=\"%s\" t_ms=%llu age_us=%llu "
+            "lport=%d\n",
+            (unsigned)e < 6 ? err_kind[e] : "other", strerror(err),
+            (unsigned long long)((now - start_us) / 1000),
+            (unsigned long long)(now - r->t0), r->lport);
+}
+
+/* The local port of the connection of 'r', 0 when it has no socket. */
+static int local_port(const rq *r)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    evutil_socket_t fd =
+        bufferevent_getfd(evhttp_connection_get_bufferevent(r->conn));
+    if (fd < 0 || getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
+        return 0;
+    if (ss.ss_family == AF_INET6)
+        return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
 
 static void fire(void);
 
@@ -143,6 +180,7 @@ static void fire(void)
                                              port > 0 ? port : 80);
         evhttp_connection_set_timeout(r->conn, 5);
         struct evhttp_request *req = evhttp_request_new(on_done, r);
+        evhttp_request_set_error_cb(req, on_error);
         struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
         evhttp_add_header(oh, "Host", evhttp_uri_get_host(u));
         evhttp_add_header(oh, "Connection", "close");
@@ -166,6 +204,7 @@ static void fire(void)
             continue;
         }
         evhttp_connection_free_on_completion(r->conn);
+        r->lport = local_port(r);
     }
 }
 

@@ -65,11 +65,11 @@ url = memory
 [limit per_ip]
 key = ip
 algorithm = fixed_window
-rate = 6/h
+rate = 6/day
 [limit bookings]
 key = header:X-User-Id
 algorithm = fixed_window
-rate = 5/h
+rate = 5/day
 [limit otp]
 key = query:user
 algorithm = token_bucket
@@ -88,7 +88,7 @@ for i in 1 2 3 4 5 6; do
 done
 expect_eq "bookings: 5 allowed then 429" "$codes" " 200 200 200 200 200 429"
 check "429 Retry-After = ceil(retry_after_ms / 1000) ($(header Retry-After))" retry_after_ok
-expect_eq "429 RateLimit-Policy" "$(header RateLimit-Policy)" '"per_ip";q=6;w=3600, "bookings";q=5;w=3600'
+expect_eq "429 RateLimit-Policy" "$(header RateLimit-Policy)" '"per_ip";q=6;w=86400, "bookings";q=5;w=86400'
 check "429 RateLimit has r=0 for bookings" grep -qi '^RateLimit: .*"bookings";r=0;t=[0-9]' "$T/h"
 expect_eq "X-Served-By" "$(header X-Served-By)" basic-1
 check "429 body" grep -q '"booked":false,"allowed":false,"limit":5,"remaining":0,"reset_ms":[0-9]*,"retry_after_ms":[1-9][0-9]*,"source":"store"' "$T/b"
@@ -119,7 +119,7 @@ codes=""
 for i in 1 2 3 4 5 6 7; do
     codes="$codes $(http POST $B/bookings -H "X-User-Id: f$i" -H 'X-Forwarded-For: 198.51.100.1' -H 'X-Forwarded-For: 198.51.100.77')"
 done
-expect_eq "the last X-Forwarded-For line counts (6/h per IP)" "$codes" " 200 200 200 200 200 200 429"
+expect_eq "the last X-Forwarded-For line counts (6/day per IP)" "$codes" " 200 200 200 200 200 200 429"
 
 # /v1/check
 expect_eq "check allowed" "$(http POST "$B/v1/check?limit=otp&key=u1")" 200
@@ -202,7 +202,7 @@ check "metrics: http 400s counted" grep -q '^floodgate_http_responses_total{code
 check "metrics: slow requests closed" grep -q '^floodgate_slow_requests_closed_total [1-9]' "$T/b"
 
 # Reload with a good file: the new rate applies.
-sed -i 's#^rate = 5/h#rate = 2/h#' "$T/fg.ini"
+sed -i 's#^rate = 5/day#rate = 2/day#' "$T/fg.ini"
 kill -HUP "$FGPID_s"
 for _ in $(seq 1 100); do grep -q 'event=reload result=ok' "$T/s.log" && break; sleep 0.01; done
 check "reload logged" grep -q 'event=reload result=ok' "$T/s.log"
@@ -212,8 +212,8 @@ codes=""
 for i in 1 2 3; do
     codes="$codes $(http POST $B/bookings -H 'X-User-Id: dave' -H 'X-Forwarded-For: 198.51.100.9')"
 done
-expect_eq "reloaded limit (2/h) enforced" "$codes" " 200 200 429"
-check "reloaded policy header" grep -qi '^RateLimit-Policy: .*"bookings";q=2;w=3600' "$T/h"
+expect_eq "reloaded limit (2/day) enforced" "$codes" " 200 200 429"
+check "reloaded policy header" grep -qi '^RateLimit-Policy: .*"bookings";q=2;w=86400' "$T/h"
 # Reload with a bad file: refused, logged with file:line, old config kept.
 printf '[server]\ndemo_api = on\n[limit bookings]\nrate = 1/s\nkey = nowhere\n' >"$T/fg.ini"
 kill -HUP "$FGPID_s"

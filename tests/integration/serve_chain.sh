@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Several limits on one request: a limit that refuses makes the others
 # consume nothing (the earlier ones are refunded), so the blocked-key cache
-# cannot change an outcome. per_ip 5/h + bookings 2/h, one client address:
+# cannot change an outcome. per_ip 5/day + bookings 2/day, one client address:
 # alice books six times, then bob three times. Nothing refused is counted,
 # so per_ip has counted alice's two bookings alone and bob gets two:
 #   alice 200 200 429 429 429 429, bob 200 200 429
@@ -30,19 +30,19 @@ timeout = 500ms
 [limit per_ip]
 key = ip
 algorithm = fixed_window
-rate = 5/h
+rate = 5/day
 [limit bookings]
 key = header:X-User-Id
 algorithm = fixed_window
-rate = 2/h
+rate = 2/day
 [limit ip2]
 key = ip
 algorithm = fixed_window
-rate = 2/h
+rate = 2/day
 [limit bk2]
 key = header:X-User-Id
 algorithm = sliding_window
-rate = 1/h
+rate = 1/day
 [limit tb]
 key = query:k
 algorithm = token_bucket
@@ -92,7 +92,7 @@ for store in memory "redis://127.0.0.1:$RPORT"; do
             expect_eq "$what: a refused key again" "$code" 429
             check "$what: answered from the cache" grep -q '"source":"cache"' "$T/b"
             expect_eq "$what: RateLimit-Policy lists every limit" \
-                "$(header RateLimit-Policy)" '"per_ip";q=5;w=3600, "bookings";q=2;w=3600'
+                "$(header RateLimit-Policy)" '"per_ip";q=5;w=86400, "bookings";q=2;w=86400'
             expect_eq "$what: RateLimit the cached limit" \
                 "$(header RateLimit | sed 's/t=[0-9]*/t=T/')" '"bookings";r=0;t=T'
         fi

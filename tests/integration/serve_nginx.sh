@@ -15,7 +15,7 @@ trusted_proxies = 127.0.0.1
 [limit bookings]
 key = header:X-User-Id
 algorithm = fixed_window
-rate = 3/h
+rate = 3/day
 INI
 start_fg s -c "$T/fg.ini" --listen 127.0.0.1:0 || { bad "floodgate starts"; finish; }
 NPORT=$(free_port)
@@ -49,7 +49,7 @@ check "allowed request reached the app" grep -q '"booked":true' "$T/first"
 ra=$(header Retry-After)
 check "429 carries Retry-After from floodgate ($ra)" bash -c "[[ '$ra' =~ ^[0-9]+$ ]] && [ '$ra' -ge 1 ]"
 check "429 carries RateLimit" grep -qi '^RateLimit: "bookings";r=0;t=' "$T/h"
-check "429 carries RateLimit-Policy" grep -qi '^RateLimit-Policy: "bookings";q=3;w=3600' "$T/h"
+check "429 carries RateLimit-Policy" grep -qi '^RateLimit-Policy: "bookings";q=3;w=86400' "$T/h"
 expect_eq "another user is not affected" "$(http POST $N/bookings -H 'X-User-Id: bob')" 200
 # floodgate counted the nginx subrequests.
 curl -s "http://127.0.0.1:$FGPORT_s/metrics" >"$T/m"

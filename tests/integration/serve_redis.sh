@@ -35,13 +35,13 @@ on_failure = closed
 [limit local_l]
 key = query:k
 algorithm = fixed_window
-rate = 80/min
+rate = 80/day
 on_failure = local
 fallback_servers = 4
 [limit exact_l]
 key = query:k
 algorithm = fixed_window
-rate = 10/h
+rate = 10/day
 [limit slow_l]
 key = query:k
 rate = 1000/min

@@ -244,13 +244,19 @@ size_t fg__redis_u64(char *buf, uint64_t v)
     return n;
 }
 
+size_t fg__redis_head(char *buf, char type, uint64_t n)
+{
+    size_t len = 0;
+    buf[len++] = type;
+    len += fg__redis_u64(buf + len, n);
+    buf[len++] = '\r';
+    buf[len++] = '\n';
+    return len;
+}
+
 size_t fg__redis_bulk(char *buf, const char *s, size_t len)
 {
-    size_t n = 0;
-    buf[n++] = '$';
-    n += fg__redis_u64(buf + n, len);
-    buf[n++] = '\r';
-    buf[n++] = '\n';
+    size_t n = fg__redis_head(buf, '$', len);
     memcpy(buf + n, s, len);
     n += len;
     buf[n++] = '\r';
@@ -266,10 +272,7 @@ size_t fg__redis_format(char *buf, size_t cap, int argc, const char **argv,
      * and FG__REDIS_BULK_OVER each argument's framing. */
     if (argc < 0 || cap < 24)
         return 0;
-    buf[n++] = '*';
-    n += fg__redis_u64(buf + n, (uint64_t)argc);
-    buf[n++] = '\r';
-    buf[n++] = '\n';
+    n = fg__redis_head(buf, '*', (uint64_t)argc);
     for (int i = 0; i < argc; i++) {
         if (len[i] > cap || cap - n < len[i] + FG__REDIS_BULK_OVER)
             return 0;

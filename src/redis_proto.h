@@ -81,6 +81,10 @@ size_t fg__redis_format(char *buf, size_t cap, int argc, const char **argv,
 /* The bytes a bulk string adds beyond its data, NUL scratch included. */
 #define FG__REDIS_BULK_OVER 26
 
+/* Write a RESP header, 'type' ('*' array, '$' bulk) and 'n', into 'buf'
+ * (at least 24 bytes); its length. */
+size_t fg__redis_head(char *buf, char type, uint64_t n);
+
 /* Write 's' ('len' bytes) as one RESP bulk string into 'buf', which has
  * room for len + FG__REDIS_BULK_OVER bytes; its length. */
 size_t fg__redis_bulk(char *buf, const char *s, size_t len);

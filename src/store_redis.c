@@ -1194,8 +1194,6 @@ static int async_send(redis_store *st, aslot *s)
     cmd k;
     int rc;
     if (l->p.algorithm == FG_TOKEN_BUCKET) {
-        if (req->keylen > FG_MAX_KEY) /* what build_key refuses */
-            return FG_EKEY;
         batch_add(s);
         return FG_OK;
     }
@@ -1363,22 +1361,17 @@ static size_t batch_format(redis_store *st, aslot *first, int n, int eval)
         st->bcap = need;
     }
     b = st->bbuf;
-    b[len++] = '*';
-    len += fg__redis_u64(b + len, 3 + 6 * (uint64_t)n);
-    b[len++] = '\r';
-    b[len++] = '\n';
+    len = fg__redis_head(b, '*', 3 + 6 * (uint64_t)n);
     len += sha ? fg__redis_bulk(b + len, "EVALSHA", 7)
                : fg__redis_bulk(b + len, "EVAL", 4);
     len += fg__redis_bulk(b + len, script, slen);
     len += fg__redis_bulk(b + len, num, fg__redis_u64(num, (uint64_t)n));
     for (aslot *s = first; s; s = s->bnext) {
-        /* The key as build_key makes it: the layout's "}:" less the ':'. */
+        /* The key as build_key makes it: the layout's "}:" less the ':'
+         * (the limiter has checked its length). */
         const rlim *rl = s->req->l->store_data;
         size_t kl = rl->kplen + s->req->keylen + 1;
-        b[len++] = '$';
-        len += fg__redis_u64(b + len, kl);
-        b[len++] = '\r';
-        b[len++] = '\n';
+        len += fg__redis_head(b + len, '$', kl);
         fg__redis_key(b + len, rl->kp, rl->kplen, s->req->key, s->req->keylen,
                       -1);
         len += kl;
@@ -1454,11 +1447,10 @@ static void batch_flush(aconn *cn)
  * the batch in flight is answered, unless it is full). */
 static void batch_want(aconn *cn)
 {
-    if (cn->bflight > 0 && cn->bn < BATCH_MAX)
-        return; /* on_batch asks again */
     if (cn->bn >= BATCH_MAX) {
         batch_flush(cn);
-    } else if (!cn->flush_pending && !cn->writing) {
+    } else if (cn->bflight == 0 && !cn->flush_pending && !cn->writing) {
+        /* (With a batch in flight, on_batch asks again.) */
         cn->flush_pending = 1;
         event_active(cn->flush, EV_WRITE, 0);
     }

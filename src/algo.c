@@ -53,6 +53,10 @@ int fg__algo_params_init(const fg_limit *lim, fg__algo_params *p, char *err,
         return fg__seterr(err, errlen, FG_EINVAL,
                           "burst applies to token_bucket only");
 
+    p->max_cost = p->algorithm == FG_TOKEN_BUCKET ? p->burst : p->limit;
+    if (p->max_cost >= FG_MAX_COUNT)
+        p->max_cost = FG_MAX_COUNT - 1;
+
     switch (p->algorithm) {
     case FG_TOKEN_BUCKET: {
         uint64_t g = gcd(p->period_us, p->limit);

@@ -42,6 +42,7 @@ typedef struct fg__algo_params {
     fg__divisor by_scale, by_t; /* the two divisions of every check */
     uint64_t depth;             /* burst * t_scaled: a full bucket, scaled */
     uint64_t depth_us;          /* depth / scale, rounded down */
+    uint64_t max_cost; /* the largest valid cost: burst or limit, < 2^53 */
 } fg__algo_params;
 
 /* The state of one key. An all-zero state is a key never seen.
@@ -64,10 +65,8 @@ int fg__algo_params_init(const fg_limit *lim, fg__algo_params *p, char *err,
  * burst, or FG_MAX_COUNT and beyond). */
 static inline int fg__algo_check_cost(const fg__algo_params *p, uint64_t cost)
 {
-    uint64_t max = p->algorithm == FG_TOKEN_BUCKET ? p->burst : p->limit;
-    if (cost < 1 || cost > max || cost >= FG_MAX_COUNT)
-        return FG_ECOST;
-    return FG_OK;
+    /* Unsigned: a cost of 0 wraps to beyond any maximum. */
+    return cost - 1 < p->max_cost ? FG_OK : FG_ECOST;
 }
 
 /* Decide whether 'cost' units fit at time 'now_us' and, when they do, update
@@ -115,12 +114,12 @@ static inline uint64_t fg__window_of(uint64_t a, uint64_t now, uint64_t period)
 
 /* Fixed window: 'a' is the window index + 1, 'b' its count. A clock that
  * steps back into an earlier window is clamped to the stored window. */
-static inline void fg__fixed_window(const fg__algo_params *p, fg__algo_state *s,
-                                    uint64_t now, uint64_t cost, fg_decision *d,
-                                    uint64_t *expires)
+static inline __attribute__((always_inline)) void
+fg__fixed_window(const fg__algo_params *p, fg__algo_state *s, uint64_t now,
+                 uint64_t cost, fg_decision *d, uint64_t *expires)
 {
     uint64_t w = fg__window_of(s->a, now, p->period_us);
-    if (s->a > w) {
+    if (__builtin_expect(s->a > w, 0)) {
         w = s->a;
         now = (w - 1) * p->period_us;
     }
@@ -128,21 +127,25 @@ static inline void fg__fixed_window(const fg__algo_params *p, fg__algo_state *s,
     uint64_t end = w * p->period_us;
 
     d->limit = p->limit;
-    d->allowed = count + cost <= p->limit;
-    if (d->allowed) {
+    *expires = end;
+    if (__builtin_expect(count + cost <= p->limit, 1)) {
+        /* Allowed: the window now holds at least 'cost'. */
         count += cost;
         s->a = w;
         s->b = count;
+        d->allowed = 1;
+        d->remaining = p->limit - count;
+        d->reset_us = end - now;
+        d->reset_ms = fg__us_to_ms_up(d->reset_us);
+        d->retry_after_us = d->retry_after_ms = 0;
+        return;
     }
+    d->allowed = 0;
     d->remaining = p->limit - count;
     d->reset_us = count ? end - now : 0;
     d->reset_ms = fg__us_to_ms_up(d->reset_us);
-    d->retry_after_us = d->retry_after_ms = 0;
-    if (!d->allowed) {
-        d->retry_after_us = end - now;
-        d->retry_after_ms = fg__us_to_ms_up(d->retry_after_us);
-    }
-    *expires = end;
+    d->retry_after_us = end - now;
+    d->retry_after_ms = fg__us_to_ms_up(d->retry_after_us);
 }
 
 /* Scaled units (below 2^63) to whole microseconds, rounded up. */
@@ -158,47 +161,48 @@ static inline uint64_t fg__scaled_to_us_up(uint64_t v, const fg__divisor *scale)
  * fraction in units of 1/scale us ('b'), so T is exact and nothing drifts,
  * while only differences from now (at most two bucket depths) are ever
  * scaled: any clock origin works. */
-static inline int fg__token_bucket(const fg__algo_params *p, fg__algo_state *s,
-                                   uint64_t now, uint64_t cost, fg_decision *d,
-                                   uint64_t *expires)
+static inline __attribute__((always_inline)) int
+fg__token_bucket(const fg__algo_params *p, fg__algo_state *s, uint64_t now,
+                 uint64_t cost, fg_decision *d, uint64_t *expires)
 {
     const uint64_t depth = p->depth, scale = p->scale;
     /* How far TAT is ahead of now, in scaled units. A clock that stepped
      * back leaves it more than a full bucket ahead: clamp, so that the wait
      * is never longer than draining the bucket. */
     uint64_t ahead = 0;
-    if (s->a > now || (s->a == now && s->b > 0)) {
+    if (s->a >= now) {
         uint64_t diff_us = s->a - now;
-        if (diff_us > p->depth_us + 1)
-            ahead = depth;
-        else
-            ahead = diff_us * scale + s->b;
+        ahead = diff_us > p->depth_us + 1 ? depth : diff_us * scale + s->b;
         if (ahead > depth)
             ahead = depth;
     }
     uint64_t next = ahead + cost * p->t_scaled; /* <= 2 * depth */
 
     d->limit = p->burst;
-    d->allowed = next <= depth;
-    if (d->allowed) {
-        uint64_t next_us = fg__div(&p->by_scale, next);
-        if (now > UINT64_MAX - next_us - 1)
+    if (__builtin_expect(next <= depth, 1)) {
+        /* Allowed: TAT moves to now + next, whole us 'q' and fraction 'r';
+         * the bucket is full again at now + next rounded up to the us. */
+        uint64_t q = fg__div(&p->by_scale, next), r = next - q * scale;
+        if (now > UINT64_MAX - q - 1)
             return FG_ERANGE;
-        s->a = now + next_us;
-        s->b = next - next_us * scale;
-        ahead = next;
+        s->a = now + q;
+        s->b = r;
+        d->allowed = 1;
+        d->remaining = fg__div(&p->by_t, depth - next);
+        d->reset_us = q + (r != 0);
+        d->reset_ms = fg__us_to_ms_up(d->reset_us);
+        d->retry_after_us = d->retry_after_ms = 0;
+        *expires = s->a + 1;
+        return FG_OK;
     }
+    d->allowed = 0;
     d->remaining = fg__div(&p->by_t, depth - ahead);
     /* Time is whole microseconds: the first instant at which the bucket
      * has drained enough is the scaled wait rounded up. */
     d->reset_us = fg__scaled_to_us_up(ahead, &p->by_scale);
     d->reset_ms = fg__us_to_ms_up(d->reset_us);
-    d->retry_after_us = 0;
-    d->retry_after_ms = 0;
-    if (!d->allowed) {
-        d->retry_after_us = fg__scaled_to_us_up(next - depth, &p->by_scale);
-        d->retry_after_ms = fg__us_to_ms_up(d->retry_after_us);
-    }
+    d->retry_after_us = fg__scaled_to_us_up(next - depth, &p->by_scale);
+    d->retry_after_ms = fg__us_to_ms_up(d->retry_after_us);
     *expires = s->a + 1 > now ? s->a + 1 : now;
     return FG_OK;
 }
@@ -211,9 +215,9 @@ void fg__sliding_window(const fg__algo_params *p, fg__algo_state *s,
  * accepted (the limiter validates every check before a store sees it).
  * Inline, with fixed window and token bucket, so that a store's check is
  * one function: no call, no spilled arguments. */
-static inline int fg__algo_decide(const fg__algo_params *p, fg__algo_state *s,
-                                  uint64_t now_us, uint64_t cost,
-                                  fg_decision *d, uint64_t *expires_us)
+static inline __attribute__((always_inline)) int
+fg__algo_decide(const fg__algo_params *p, fg__algo_state *s, uint64_t now_us,
+                uint64_t cost, fg_decision *d, uint64_t *expires_us)
 {
     switch (p->algorithm) {
     case FG_FIXED_WINDOW:

@@ -190,6 +190,16 @@ static int decide_without_store(fg_limiter *l, int rc, const char *key,
     return rc;
 }
 
+int fg__settle_failure(fg_limiter *l, int rc, const char *key, size_t keylen,
+                       uint64_t cost, fg_decision *out)
+{
+    if (is_store_failure(rc))
+        fg__breaker_failure(&l->policy->breaker, fg__mono_us(NULL));
+    else
+        fg__breaker_release(&l->policy->breaker);
+    return decide_without_store(l, rc, key, keylen, cost, out);
+}
+
 /* Record the store's answer in the breaker and apply the policy. */
 static inline int settle(fg_limiter *l, int rc, const char *key, size_t keylen,
                          uint64_t cost, fg_decision *out)
@@ -203,11 +213,7 @@ static inline int settle(fg_limiter *l, int rc, const char *key, size_t keylen,
         out->source = FG_SOURCE_STORE;
         return FG_OK;
     }
-    if (is_store_failure(rc))
-        fg__breaker_failure(&l->policy->breaker, fg__mono_us(NULL));
-    else
-        fg__breaker_release(&l->policy->breaker);
-    return decide_without_store(l, rc, key, keylen, cost, out);
+    return fg__settle_failure(l, rc, key, keylen, cost, out);
 }
 
 /* The breaker is closed nearly always: read the clock only when it is not. */
@@ -219,18 +225,38 @@ static inline int breaker_allow(fg_limiter *l)
     return fg__breaker_allow(b, fg__mono_us(NULL));
 }
 
+/* A check through a store that does not settle its own result: the
+ * breaker first, the policy after. */
+static __attribute__((noinline)) int check_settled(fg_limiter *l,
+                                                   const char *key,
+                                                   size_t keylen, uint64_t cost,
+                                                   fg_decision *out)
+{
+    if (!breaker_allow(l))
+        return decide_without_store(l, FG_EBREAKER, key, keylen, cost, out);
+    int rc = l->st->ops->check(l->st, l, key, keylen, cost, out);
+    return settle(l, rc, key, keylen, cost, out);
+}
+
+static __attribute__((noinline, cold)) int
+check_invalid(fg_limiter *l, int rc, fg_decision *out)
+{
+    refuse_invalid(l, out);
+    return rc;
+}
+
+/* Every path is a tail call: the common one, to a store that settles its
+ * own result (the memory store), runs in no frame of this function. */
 int fg_check(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
              fg_decision *out)
 {
     int rc = validate(l, key, keylen, cost);
-    if (__builtin_expect(rc != FG_OK, 0)) {
-        refuse_invalid(l, out);
-        return rc;
-    }
-    if (!breaker_allow(l))
-        return decide_without_store(l, FG_EBREAKER, key, keylen, cost, out);
-    rc = l->st->ops->check(l->st, l, key, keylen, cost, out);
-    return settle(l, rc, key, keylen, cost, out);
+    if (__builtin_expect(rc != FG_OK, 0))
+        return check_invalid(l, rc, out);
+    const fg__store_ops *ops = l->st->ops;
+    if (ops->settles)
+        return ops->check(l->st, l, key, keylen, cost, out);
+    return check_settled(l, key, keylen, cost, out);
 }
 
 int fg_check_async(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
@@ -249,7 +275,8 @@ int fg_check_async(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
     }
     if (!l->st->ops->check_async) {
         rc = l->st->ops->check(l->st, l, key, keylen, cost, &d);
-        rc = settle(l, rc, key, keylen, cost, &d);
+        if (!l->st->ops->settles)
+            rc = settle(l, rc, key, keylen, cost, &d);
         cb(rc, &d, data);
         return FG_OK;
     }

@@ -42,6 +42,12 @@ typedef struct fg__store_ops {
                   uint64_t cost);
     uint64_t (*keys)(fg_store *st);
     void (*close)(fg_store *st);
+    /* Set when 'check' settles its own result: it fills 'd->source' and
+     * passes its failures to fg__settle_failure, so that fg_check returns
+     * what it returns, without a frame of its own. For a store whose only
+     * failures are this process's own (the memory store: out of memory, a
+     * clock out of range), for which the breaker never opens. */
+    int settles;
 } fg__store_ops;
 
 /* Every store begins with this header. */
@@ -58,6 +64,11 @@ struct fg_limiter {
     void *store_data; /* from ops->limiter_init */
     struct fg__policy *policy; /* breaker and local fallback (limiter.c) */
 };
+
+/* Apply the limit's failure policy to a store's failure 'rc' (see
+ * fg_check): fill 'out' as the policy decides and return 'rc'. */
+int fg__settle_failure(fg_limiter *l, int rc, const char *key, size_t keylen,
+                       uint64_t cost, fg_decision *out);
 
 /* Complete 'req' with the store's result: apply the failure policy, call the
  * user's callback once, free 'req'. 'd' is ignored when 'rc' < 0. */

@@ -109,6 +109,7 @@ typedef struct mem_store {
     uint64_t seed;
     size_t page;
     unsigned nstripes;
+    size_t stripe_mask; /* nstripes - 1 */
     mem_stripe *stripes; /* aligned to a cache line within 'stripes_mem' */
     void *stripes_mem;
 } mem_store;
@@ -210,6 +211,13 @@ static inline uint64_t key_hash(const mem_store *m, uint32_t owner,
                                 const char *key, size_t keylen)
 {
     return fg__hash_inline(key, keylen, m->seed ^ owner);
+}
+
+/* The stripe of a key's hash: bits apart from those that pick its home
+ * slot and its tag. */
+static inline mem_stripe *stripe_of(const mem_store *m, uint64_t h)
+{
+    return &m->stripes[(h >> 8) & m->stripe_mask];
 }
 
 /* The key's home slot among 'size': the hash scaled to the range (no
@@ -493,6 +501,9 @@ fast_find(mem_stripe *s, uint64_t h, uint32_t owner, const char *key,
     mem_table *t = atomic_load_explicit(&s->table, memory_order_acquire);
     uint8_t tag = tag_of(h);
     size_t size = t->size, i = home(h, size);
+    /* The key is most often at home: fetch its slot while its tag loads
+     * (in a large table both miss the cache). */
+    __builtin_prefetch(&t->slots[i], 1);
     /* Bounded, since keys may move ahead of the scan. */
     for (size_t n = 0; n < size; n++, i = next(i, size)) {
         uint8_t x = tag_get(t, i);
@@ -531,23 +542,15 @@ static int slow_find(const mem_store *m, mem_stripe *s, uint64_t h,
     return rc;
 }
 
-static int mem_check(fg_store *st, fg_limiter *l, const char *key,
-                     size_t keylen, uint64_t cost, fg_decision *d)
+/* Decide for the locked slot 'sl', stamp its expiry and last use, and
+ * unlock it. */
+static inline __attribute__((always_inline)) int
+slot_decide(const fg_limiter *l, mem_slot *sl, uint64_t now, uint64_t cost,
+            fg_decision *d)
 {
-    mem_store *m = (mem_store *)st;
-    uint32_t owner = (uint32_t)l->id;
-    uint64_t h = key_hash(m, owner, key, keylen);
-    mem_stripe *s = &m->stripes[(h >> 8) & (m->nstripes - 1)];
-    uint64_t now = store_now(m), expires;
-
-    mem_slot *sl = fast_find(s, h, owner, key, keylen);
-    if (!sl) {
-        int rc = slow_find(m, s, h, owner, key, keylen, now, 1, &sl);
-        if (rc != FG_OK)
-            return rc;
-    }
+    uint64_t expires;
     int rc = fg__algo_decide(&l->p, &sl->state, now, cost, d, &expires);
-    if (rc == FG_OK) {
+    if (__builtin_expect(rc == FG_OK, 1)) {
         sl->expires =
             (uint32_t)((expires + (1u << EXPIRES_SHIFT) - 1) >> EXPIRES_SHIFT);
         /* Never back in time: a check that read the clock before a later
@@ -560,13 +563,55 @@ static int mem_check(fg_store *st, fg_limiter *l, const char *key,
     return rc;
 }
 
+/* A check whose key the fast path did not find: new, moving, or behind a
+ * growth. Out of line, so that the common path keeps its registers. */
+static __attribute__((noinline)) int
+mem_decide_slow(mem_store *m, const fg_limiter *l, const char *key,
+                size_t keylen, uint64_t cost, fg_decision *d, uint64_t h)
+{
+    mem_stripe *s = stripe_of(m, h);
+    uint64_t now = store_now(m);
+    mem_slot *sl;
+    int rc = slow_find(m, s, h, (uint32_t)l->id, key, keylen, now, 1, &sl);
+    if (rc != FG_OK)
+        return rc;
+    return slot_decide(l, sl, now, cost, d);
+}
+
+/* The store's decision: FG_OK with 'd' filled but its source, or a
+ * failure. */
+static inline __attribute__((always_inline)) int
+mem_decide(mem_store *m, const fg_limiter *l, const char *key, size_t keylen,
+           uint64_t cost, fg_decision *d)
+{
+    uint32_t owner = (uint32_t)l->id;
+    uint64_t h = key_hash(m, owner, key, keylen);
+    mem_slot *sl = fast_find(stripe_of(m, h), h, owner, key, keylen);
+    if (__builtin_expect(!sl, 0))
+        return mem_decide_slow(m, l, key, keylen, cost, d, h);
+    return slot_decide(l, sl, store_now(m), cost, d);
+}
+
+/* fg_check's whole work for this store (the store settles its own
+ * result): the decision, and the limit's policy for a failure. */
+static int mem_check(fg_store *st, fg_limiter *l, const char *key,
+                     size_t keylen, uint64_t cost, fg_decision *d)
+{
+    int rc = mem_decide((mem_store *)st, l, key, keylen, cost, d);
+    if (__builtin_expect(rc == FG_OK, 1)) {
+        d->source = FG_SOURCE_STORE;
+        return FG_OK;
+    }
+    return fg__settle_failure(l, rc, key, keylen, cost, d);
+}
+
 static int mem_refund(fg_store *st, fg_limiter *l, const char *key,
                       size_t keylen, uint64_t cost)
 {
     mem_store *m = (mem_store *)st;
     uint32_t owner = (uint32_t)l->id;
     uint64_t h = key_hash(m, owner, key, keylen);
-    mem_stripe *s = &m->stripes[(h >> 8) & (m->nstripes - 1)];
+    mem_stripe *s = stripe_of(m, h);
     uint64_t now = store_now(m);
 
     mem_slot *sl = fast_find(s, h, owner, key, keylen);
@@ -582,7 +627,8 @@ static int mem_refund(fg_store *st, fg_limiter *l, const char *key,
 static void mem_check_async(fg_store *st, fg__req *req)
 {
     fg_decision d;
-    int rc = mem_check(st, req->l, req->key, req->keylen, req->cost, &d);
+    int rc = mem_decide((mem_store *)st, req->l, req->key, req->keylen,
+                        req->cost, &d);
     fg__req_done(req, rc, &d);
 }
 
@@ -645,6 +691,7 @@ static const fg__store_ops mem_ops = {
     .refund = mem_refund,
     .keys = mem_keys,
     .close = mem_close,
+    .settles = 1,
 };
 
 fg_store *fg__store_memory_open(const fg_memory_options *opt, char *err,
@@ -671,6 +718,7 @@ fg_store *fg__store_memory_open(const fg_memory_options *opt, char *err,
     while (n < STRIPES_MAX && max_keys / (n * 2) >= 1024)
         n *= 2;
     m->nstripes = n;
+    m->stripe_mask = n - 1;
     /* Each stripe on its own cache lines, so that two threads working in
      * two stripes never share one; the allocator promises only 16 bytes. */
     m->stripes_mem = fg__malloc(sizeof(mem_stripe) * n + 63);

@@ -238,8 +238,8 @@ static __attribute__((noinline)) int check_settled(fg_limiter *l,
     return settle(l, rc, key, keylen, cost, out);
 }
 
-static __attribute__((noinline, cold)) int
-check_invalid(fg_limiter *l, int rc, fg_decision *out)
+static __attribute__((noinline, cold)) int check_invalid(fg_limiter *l, int rc,
+                                                         fg_decision *out)
 {
     refuse_invalid(l, out);
     return rc;

@@ -109,7 +109,7 @@ typedef struct mem_store {
     uint64_t seed;
     size_t page;
     unsigned nstripes;
-    size_t stripe_mask; /* nstripes - 1 */
+    size_t stripe_mask;  /* nstripes - 1 */
     mem_stripe *stripes; /* aligned to a cache line within 'stripes_mem' */
     void *stripes_mem;
 } mem_store;

@@ -567,10 +567,10 @@ slot_decide(const fg_limiter *l, mem_slot *sl, uint64_t now, uint64_t cost,
  * growth. Out of line, so that the common path keeps its registers. */
 static __attribute__((noinline)) int
 mem_decide_slow(mem_store *m, const fg_limiter *l, const char *key,
-                size_t keylen, uint64_t cost, fg_decision *d, uint64_t h)
+                size_t keylen, uint64_t cost, fg_decision *d, uint64_t h,
+                uint64_t now)
 {
     mem_stripe *s = stripe_of(m, h);
-    uint64_t now = store_now(m);
     mem_slot *sl;
     int rc = slow_find(m, s, h, (uint32_t)l->id, key, keylen, now, 1, &sl);
     if (rc != FG_OK)
@@ -584,12 +584,13 @@ static inline __attribute__((always_inline)) int
 mem_decide(mem_store *m, const fg_limiter *l, const char *key, size_t keylen,
            uint64_t cost, fg_decision *d)
 {
+    uint64_t now = store_now(m);
     uint32_t owner = (uint32_t)l->id;
     uint64_t h = key_hash(m, owner, key, keylen);
     mem_slot *sl = fast_find(stripe_of(m, h), h, owner, key, keylen);
     if (__builtin_expect(!sl, 0))
-        return mem_decide_slow(m, l, key, keylen, cost, d, h);
-    return slot_decide(l, sl, store_now(m), cost, d);
+        return mem_decide_slow(m, l, key, keylen, cost, d, h, now);
+    return slot_decide(l, sl, now, cost, d);
 }
 
 /* fg_check's whole work for this store (the store settles its own

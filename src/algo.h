@@ -43,6 +43,9 @@ typedef struct fg__algo_params {
     uint64_t depth;             /* burst * t_scaled: a full bucket, scaled */
     uint64_t depth_us;          /* depth / scale, rounded down */
     uint64_t max_cost; /* the largest valid cost: burst or limit, < 2^53 */
+    /* token_bucket: one unit, T, as whole us and a fraction (t_scaled =
+     * unit_us * scale + unit_frac), and T rounded up to the us and ms. */
+    uint64_t unit_us, unit_frac, unit_up_us, unit_up_ms;
 } fg__algo_params;
 
 /* The state of one key. An all-zero state is a key never seen.
@@ -175,6 +178,21 @@ fg__token_bucket(const fg__algo_params *p, fg__algo_state *s, uint64_t now,
         ahead = diff_us > p->depth_us + 1 ? depth : diff_us * scale + s->b;
         if (ahead > depth)
             ahead = depth;
+    } else if (cost == 1) {
+        /* The common case of a key not checked for a while: a full bucket
+         * and one unit, decided from values derived once per limit. */
+        if (now > UINT64_MAX - p->unit_us - 1)
+            return FG_ERANGE;
+        s->a = now + p->unit_us;
+        s->b = p->unit_frac;
+        d->limit = p->burst;
+        d->allowed = 1;
+        d->remaining = p->burst - 1;
+        d->reset_us = p->unit_up_us;
+        d->reset_ms = p->unit_up_ms;
+        d->retry_after_us = d->retry_after_ms = 0;
+        *expires = s->a + 1;
+        return FG_OK;
     }
     uint64_t next = ahead + cost * p->t_scaled; /* <= 2 * depth */
 

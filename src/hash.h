@@ -67,13 +67,13 @@ static inline uint64_t fg__hash_inline(const void *key, size_t len,
     } else {
         size_t n = len;
         for (; n > 16; p += 16, n -= 16)
-            seed = fg__hash_fold(fg__hash_load64(p) ^ FG__HASH_K1,
+            seed = fg__hash_fold(fg__hash_load64(p) ^ seed ^ FG__HASH_K1,
                                  fg__hash_load64(p + 8) ^ seed);
         a = fg__hash_load64(p + n - 16);
         b = fg__hash_load64(p + n - 8);
     }
-    /* The seed enters both factors, so that no key known in advance makes
-     * one of them zero. */
+    /* The seed enters both factors of every fold, so that no key made in
+     * advance can zero one of them (and so lose the seed). */
     uint64_t h = fg__hash_fold(a ^ seed ^ FG__HASH_K1, b ^ seed);
     return fg__hash_fold(h ^ FG__HASH_K2, len ^ FG__HASH_K0);
 }

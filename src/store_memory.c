@@ -109,7 +109,6 @@ typedef struct mem_store {
     uint64_t seed;
     size_t page;
     unsigned nstripes;
-    size_t stripe_mask;  /* nstripes - 1 */
     mem_stripe *stripes; /* aligned to a cache line within 'stripes_mem' */
     void *stripes_mem;
 } mem_store;
@@ -217,7 +216,7 @@ static inline uint64_t key_hash(const mem_store *m, uint32_t owner,
  * slot and its tag. */
 static inline mem_stripe *stripe_of(const mem_store *m, uint64_t h)
 {
-    return &m->stripes[(h >> 8) & m->stripe_mask];
+    return &m->stripes[(h >> 8) & (m->nstripes - 1)];
 }
 
 /* The key's home slot among 'size': the hash scaled to the range (no
@@ -719,7 +718,6 @@ fg_store *fg__store_memory_open(const fg_memory_options *opt, char *err,
     while (n < STRIPES_MAX && max_keys / (n * 2) >= 1024)
         n *= 2;
     m->nstripes = n;
-    m->stripe_mask = n - 1;
     /* Each stripe on its own cache lines, so that two threads working in
      * two stripes never share one; the allocator promises only 16 bytes. */
     m->stripes_mem = fg__malloc(sizeof(mem_stripe) * n + 63);

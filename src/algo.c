@@ -15,16 +15,12 @@ static uint64_t gcd(uint64_t a, uint64_t b)
 
 void fg__divisor_init(fg__divisor *v, uint64_t d)
 {
-    v->d = d;
-    if ((d & (d - 1)) == 0) {
-        v->m = 0;
-        v->shift = (unsigned)__builtin_ctzll(d);
-        return;
-    }
-    unsigned l = 64 - (unsigned)__builtin_clzll(d - 1); /* ceil(log2 d) */
+    /* l = ceil(log2 d); for a power of two 2^l, m is 2^63. */
+    unsigned l = d > 1 ? 64 - (unsigned)__builtin_clzll(d - 1) : 0;
     unsigned __int128 num = (unsigned __int128)1 << (63 + l);
+    v->d = d;
     v->m = (uint64_t)((num + d - 1) / d);
-    v->shift = 63 + l;
+    v->shift = l;
 }
 
 int fg__algo_params_init(const fg_limit *lim, fg__algo_params *p, char *err,

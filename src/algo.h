@@ -11,19 +11,20 @@
 /* Division by an invariant 'd' as a multiplication: exact for every
  * dividend below 2^63 (Granlund and Montgomery's round-up method: with
  * l = ceil(log2 d) and m = ceil(2^(63+l) / d), floor(x * m / 2^(63+l)) is
- * floor(x / d)). Powers of two are shifts. */
+ * floor(x / d)). The dividend is doubled first, so that the high word of
+ * the product is shifted by l alone: one multiplication and one shift,
+ * the same for every divisor, powers of two and 1 included. */
 typedef struct fg__divisor {
-    uint64_t d, m; /* m = 0: d is 2^shift */
-    unsigned shift;
+    uint64_t d, m;
+    unsigned shift; /* l */
 } fg__divisor;
 
+/* For a divisor from 1 to 2^63. */
 void fg__divisor_init(fg__divisor *v, uint64_t d);
 
 static inline uint64_t fg__div(const fg__divisor *v, uint64_t x)
 {
-    if (!v->m)
-        return x >> v->shift;
-    return (uint64_t)(((unsigned __int128)x * v->m) >> v->shift);
+    return (uint64_t)(((unsigned __int128)(x << 1) * v->m) >> 64) >> v->shift;
 }
 
 /* Derived, validated parameters of a limit. */

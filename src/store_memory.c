@@ -15,7 +15,10 @@
  * not trade cache lines. A check that does not find its key that way (a
  * new key, or one moving under a removal or a growth) takes the slow path:
  * the stripe lock, an exact probe (every structural change holds that
- * lock), an insert if the key is still absent.
+ * lock), an insert if the key is still absent. Up to the slot's lock a
+ * check of a short key calls nothing and stores nothing, since a locked
+ * instruction waits for every earlier store to reach the cache: the clock
+ * is read after it.
  *
  * Every writer of a slot's contents or tag holds the slot's lock, so a
  * slot seen under its lock is consistent: its tag and key say whether it
@@ -57,9 +60,10 @@
  * use in units of 2^10 us (about a millisecond). */
 #define EXPIRES_SHIFT 20
 #define TOUCHED_SHIFT 10
-/* Threads read the clock before they lock: another may have stamped a key
- * with a later time, up to this many units (about 67 s, as long as a
- * thread may wait for a slot). */
+/* A check reads the clock once it holds its key's slot, but an insert or
+ * an eviction reads it before it locks: another thread may have stamped
+ * a key with a later time, up to this many units (about 67 s, as long as
+ * a thread may wait for a lock). */
 #define AHEAD_TICKS (1u << 16)
 /* Growths per stripe: a stripe holds at most 2^34 keys (2^40 among 64),
  * and from 16 slots by half each time that is at most 53 growths. */
@@ -106,6 +110,7 @@ typedef struct mem_store {
     fg_store base;
     fg_clock_fn clock;
     void *clock_ctx;
+    fg__gettime_fn gettime; /* for the default clock */
     uint64_t seed;
     size_t page;
     unsigned nstripes;
@@ -149,8 +154,10 @@ static void stripe_unlock(mem_stripe *s)
 
 /* Lock 'sl', which must be seen open first: a failed compare-and-swap
  * still writes its line, and a retired table's released pages must stay
- * released. Returns 0, without writing, when the slot is dead or moved. */
-static inline int slot_lock(mem_slot *sl)
+ * released. Returns 0, without writing, when the slot is dead or moved,
+ * or held and 'wait' is not set. */
+static inline __attribute__((always_inline)) int slot_lock_if(mem_slot *sl,
+                                                              int wait)
 {
     for (unsigned spins = 0;;) {
         uint16_t w = atomic_load_explicit(&sl->lock, memory_order_relaxed);
@@ -161,10 +168,15 @@ static inline int slot_lock(mem_slot *sl)
                 return 1;
             continue;
         }
-        if (w != SLOT_HELD)
+        if (w != SLOT_HELD || !wait)
             return 0;
         backoff(&spins);
     }
+}
+
+static inline int slot_lock(mem_slot *sl)
+{
+    return slot_lock_if(sl, 1);
 }
 
 static inline void slot_unlock(mem_slot *sl)
@@ -195,14 +207,15 @@ static inline void tag_set(mem_table *t, size_t i, uint8_t tag)
 }
 
 /* The store's clock. The default is read here rather than through the
- * pointer: the same CLOCK_MONOTONIC_COARSE as fg__mono_us, one call less
- * on every check. */
+ * pointer: the same CLOCK_MONOTONIC_COARSE as fg__mono_us, straight from
+ * the vDSO, two calls less on every check. */
 static inline uint64_t store_now(const mem_store *m)
 {
     if (m->clock != fg__mono_us)
         return m->clock(m->clock_ctx);
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    if (__builtin_expect(m->gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0, 0))
+        return fg__mono_us(NULL);
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
@@ -491,11 +504,12 @@ static int stripe_insert(const mem_store *m, mem_stripe *s, uint64_t h,
 }
 
 /* The fast path: the slot of ('owner', 'key') in the current table,
- * locked, or NULL when it is not found that way (absent, moving, or its
- * table retired). Writes nothing shared but the slot it locks. */
+ * locked, or NULL when it is not found that way (absent, moving, its
+ * table retired, or held by another thread and 'wait' not set). Writes
+ * nothing shared but the slot it locks. */
 static inline __attribute__((always_inline)) mem_slot *
 fast_find(mem_stripe *s, uint64_t h, uint32_t owner, const char *key,
-          size_t keylen)
+          size_t keylen, int wait)
 {
     mem_table *t = atomic_load_explicit(&s->table, memory_order_acquire);
     uint8_t tag = tag_of(h);
@@ -511,7 +525,7 @@ fast_find(mem_stripe *s, uint64_t h, uint32_t owner, const char *key,
         if (x != tag)
             continue;
         mem_slot *sl = &t->slots[i];
-        if (!slot_lock(sl))
+        if (!slot_lock_if(sl, wait))
             return NULL;
         if (tag_get(t, i) == tag && slot_is(sl, owner, key, keylen))
             return sl;
@@ -566,9 +580,9 @@ slot_decide(const fg_limiter *l, mem_slot *sl, uint64_t now, uint64_t cost,
  * growth. Out of line, so that the common path keeps its registers. */
 static __attribute__((noinline)) int
 mem_decide_slow(mem_store *m, const fg_limiter *l, const char *key,
-                size_t keylen, uint64_t cost, fg_decision *d, uint64_t h,
-                uint64_t now)
+                size_t keylen, uint64_t cost, fg_decision *d, uint64_t h)
 {
+    uint64_t now = store_now(m);
     mem_stripe *s = stripe_of(m, h);
     mem_slot *sl;
     int rc = slow_find(m, s, h, (uint32_t)l->id, key, keylen, now, 1, &sl);
@@ -579,30 +593,62 @@ mem_decide_slow(mem_store *m, const fg_limiter *l, const char *key,
 
 /* The store's decision: FG_OK with 'd' filled but its source, or a
  * failure. */
-static inline __attribute__((always_inline)) int
-mem_decide(mem_store *m, const fg_limiter *l, const char *key, size_t keylen,
-           uint64_t cost, fg_decision *d)
+static int mem_decide(mem_store *m, const fg_limiter *l, const char *key,
+                      size_t keylen, uint64_t cost, fg_decision *d)
 {
-    uint64_t now = store_now(m);
     uint32_t owner = (uint32_t)l->id;
     uint64_t h = key_hash(m, owner, key, keylen);
-    mem_slot *sl = fast_find(stripe_of(m, h), h, owner, key, keylen);
-    if (__builtin_expect(!sl, 0))
-        return mem_decide_slow(m, l, key, keylen, cost, d, h, now);
-    return slot_decide(l, sl, now, cost, d);
+    mem_slot *sl = fast_find(stripe_of(m, h), h, owner, key, keylen, 1);
+    if (!sl)
+        return mem_decide_slow(m, l, key, keylen, cost, d, h);
+    return slot_decide(l, sl, store_now(m), cost, d);
 }
 
-/* fg_check's whole work for this store (the store settles its own
- * result): the decision, and the limit's policy for a failure. */
-static int mem_check(fg_store *st, fg_limiter *l, const char *key,
-                     size_t keylen, uint64_t cost, fg_decision *d)
+/* fg_check's work once its key's slot is locked: the clock, the decision,
+ * and the limit's policy for a failure. */
+static __attribute__((noinline)) int
+mem_check_locked(fg_limiter *l, mem_slot *sl, const char *key, size_t keylen,
+                 uint64_t cost, fg_decision *d)
 {
-    int rc = mem_decide((mem_store *)st, l, key, keylen, cost, d);
+    int rc = slot_decide(l, sl, store_now((mem_store *)l->st), cost, d);
     if (__builtin_expect(rc == FG_OK, 1)) {
         d->source = FG_SOURCE_STORE;
         return FG_OK;
     }
     return fg__settle_failure(l, rc, key, keylen, cost, d);
+}
+
+/* fg_check's work for a key the fast path did not find or found held. */
+static __attribute__((noinline)) int
+mem_check_slow(fg_store *st, fg_limiter *l, const char *key, size_t keylen,
+               uint64_t cost, fg_decision *d)
+{
+    int rc = mem_decide((mem_store *)st, l, key, keylen, cost, d);
+    if (rc == FG_OK) {
+        d->source = FG_SOURCE_STORE;
+        return FG_OK;
+    }
+    return fg__settle_failure(l, rc, key, keylen, cost, d);
+}
+
+/* fg_check's whole work for this store (the store settles its own
+ * result). Up to the slot's lock it calls nothing and stores nothing: a
+ * locked instruction waits for every earlier store to reach the cache, so
+ * the clock (a call) and the registers the decision needs come after it,
+ * in mem_check_locked. */
+static int mem_check(fg_store *st, fg_limiter *l, const char *key,
+                     size_t keylen, uint64_t cost, fg_decision *d)
+{
+    /* A key kept apart from its slot is compared by a call. */
+    if (__builtin_expect(keylen > INLINE_KEY, 0))
+        return mem_check_slow(st, l, key, keylen, cost, d);
+    mem_store *m = (mem_store *)st;
+    uint32_t owner = (uint32_t)l->id;
+    uint64_t h = key_hash(m, owner, key, keylen);
+    mem_slot *sl = fast_find(stripe_of(m, h), h, owner, key, keylen, 0);
+    if (__builtin_expect(!sl, 0))
+        return mem_check_slow(st, l, key, keylen, cost, d);
+    return mem_check_locked(l, sl, key, keylen, cost, d);
 }
 
 static int mem_refund(fg_store *st, fg_limiter *l, const char *key,
@@ -614,7 +660,7 @@ static int mem_refund(fg_store *st, fg_limiter *l, const char *key,
     mem_stripe *s = stripe_of(m, h);
     uint64_t now = store_now(m);
 
-    mem_slot *sl = fast_find(s, h, owner, key, keylen);
+    mem_slot *sl = fast_find(s, h, owner, key, keylen, 1);
     if (!sl)
         slow_find(m, s, h, owner, key, keylen, now, 0, &sl);
     if (sl) {
@@ -708,6 +754,7 @@ fg_store *fg__store_memory_open(const fg_memory_options *opt, char *err,
     m->base.ops = &mem_ops;
     m->clock = opt && opt->clock ? opt->clock : fg__mono_us;
     m->clock_ctx = opt ? opt->clock_ctx : NULL;
+    m->gettime = fg__clock_gettime_fn();
     m->seed = (uint64_t)(uintptr_t)m ^ fg__wall_us() ^ 0x6a09e667f3bcc909ull;
     long page = sysconf(_SC_PAGESIZE);
     m->page = page > 0 && (page & (page - 1)) == 0 ? (size_t)page : 4096;

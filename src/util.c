@@ -1,4 +1,6 @@
 /* util.c -- allocation, clocks, error text and names shared by the library. */
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,6 +80,26 @@ uint64_t fg__mono_us(void *ctx)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static fg__gettime_fn vdso_gettime = clock_gettime;
+static pthread_once_t vdso_once = PTHREAD_ONCE_INIT;
+
+static void vdso_find(void)
+{
+    void *vdso = dlopen("linux-vdso.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (!vdso)
+        return;
+    void *fn = dlvsym(vdso, "__vdso_clock_gettime", "LINUX_2.6");
+    if (fn)
+        vdso_gettime = (fg__gettime_fn)fn;
+    /* The vDSO stays mapped for the life of the process. */
+}
+
+fg__gettime_fn fg__clock_gettime_fn(void)
+{
+    pthread_once(&vdso_once, vdso_find);
+    return vdso_gettime;
 }
 
 uint64_t fg__mono_precise_us(void)

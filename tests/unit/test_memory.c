@@ -3,7 +3,7 @@
  * counters, bounded memory under churn (10 million keys; 2 million when
  * built with AddressSanitizer; FG_TEST_CHURN_KEYS=N sets another count),
  * exact counts under two threads, bad input, and allocation failure at
- * every allocation of a whole scenario. */
+ * every allocation of a whole scenario; and the default clock. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -92,6 +92,49 @@ static void test_tenth_and_eleventh(void)
         fg_limiter_free(l);
         fg_store_close(st);
     }
+}
+
+static uint64_t coarse_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * SEC + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/* The default clock (read straight from the vDSO when there is one) is
+ * CLOCK_MONOTONIC_COARSE in microseconds: a fixed window of one day ends
+ * at the next multiple of a day on that clock, so the 'now' behind each
+ * decision's reset_us lies between two readings taken around it. Short
+ * keys and long ones (compared apart from their slot) alike. */
+static void test_default_clock(void)
+{
+    fg_store *st = fg_store_open_memory(NULL, NULL, 0);
+    CHECK(st != NULL);
+    fg_limit lim;
+    CHECK_EQ(fg_limit_parse("1000/day", &lim), FG_OK);
+    lim.algorithm = FG_FIXED_WINDOW;
+    fg_limiter *l = fg_limiter_new(st, &lim, NULL, 0);
+    CHECK(l != NULL);
+    const uint64_t day = 86400 * SEC;
+    static const char *keys[] = {"k", "user:12345",
+                                 "a key longer than twenty-four bytes"};
+    int outside = 0;
+    for (int i = 0; i < 300; i++) {
+        const char *key = keys[i % 3];
+        fg_decision d;
+        uint64_t before = coarse_us();
+        CHECK_EQ(fg_check(l, key, strlen(key), 1, &d), FG_OK);
+        uint64_t after = coarse_us();
+        uint64_t end = (before / day + 1) * day;
+        if (after >= end)
+            continue; /* a day's edge between the readings */
+        uint64_t now = end - d.reset_us;
+        outside += now < before || now > after;
+    }
+    CHECK_EQ(outside, 0);
+    CHECK_EQ(fg_store_keys(st), 3);
+    fg_limiter_free(l);
+    fg_store_close(st);
 }
 
 static void test_binary_keys(void)
@@ -630,6 +673,7 @@ static void test_alloc_failure(void)
 int main(void)
 {
     test_tenth_and_eleventh();
+    test_default_clock();
     test_binary_keys();
     test_limiters_separate();
     test_bad_input();

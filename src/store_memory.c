@@ -15,10 +15,7 @@
  * not trade cache lines. A check that does not find its key that way (a
  * new key, or one moving under a removal or a growth) takes the slow path:
  * the stripe lock, an exact probe (every structural change holds that
- * lock), an insert if the key is still absent. Up to the slot's lock a
- * check of a short key calls nothing and stores nothing, since a locked
- * instruction waits for every earlier store to reach the cache: the clock
- * is read after it.
+ * lock), an insert if the key is still absent.
  *
  * Every writer of a slot's contents or tag holds the slot's lock, so a
  * slot seen under its lock is consistent: its tag and key say whether it
@@ -60,10 +57,9 @@
  * use in units of 2^10 us (about a millisecond). */
 #define EXPIRES_SHIFT 20
 #define TOUCHED_SHIFT 10
-/* A check reads the clock once it holds its key's slot, but an insert or
- * an eviction reads it before it locks: another thread may have stamped
- * a key with a later time, up to this many units (about 67 s, as long as
- * a thread may wait for a lock). */
+/* Threads read the clock before they lock: another may have stamped a key
+ * with a later time, up to this many units (about 67 s, as long as a
+ * thread may wait for a slot). */
 #define AHEAD_TICKS (1u << 16)
 /* Growths per stripe: a stripe holds at most 2^34 keys (2^40 among 64),
  * and from 16 slots by half each time that is at most 53 growths. */
@@ -580,9 +576,9 @@ slot_decide(const fg_limiter *l, mem_slot *sl, uint64_t now, uint64_t cost,
  * growth. Out of line, so that the common path keeps its registers. */
 static __attribute__((noinline)) int
 mem_decide_slow(mem_store *m, const fg_limiter *l, const char *key,
-                size_t keylen, uint64_t cost, fg_decision *d, uint64_t h)
+                size_t keylen, uint64_t cost, fg_decision *d, uint64_t h,
+                uint64_t now)
 {
-    uint64_t now = store_now(m);
     mem_stripe *s = stripe_of(m, h);
     mem_slot *sl;
     int rc = slow_find(m, s, h, (uint32_t)l->id, key, keylen, now, 1, &sl);
@@ -596,21 +592,22 @@ mem_decide_slow(mem_store *m, const fg_limiter *l, const char *key,
 static int mem_decide(mem_store *m, const fg_limiter *l, const char *key,
                       size_t keylen, uint64_t cost, fg_decision *d)
 {
+    uint64_t now = store_now(m);
     uint32_t owner = (uint32_t)l->id;
     uint64_t h = key_hash(m, owner, key, keylen);
     mem_slot *sl = fast_find(stripe_of(m, h), h, owner, key, keylen, 1);
     if (!sl)
-        return mem_decide_slow(m, l, key, keylen, cost, d, h);
-    return slot_decide(l, sl, store_now(m), cost, d);
+        return mem_decide_slow(m, l, key, keylen, cost, d, h, now);
+    return slot_decide(l, sl, now, cost, d);
 }
 
-/* fg_check's work once its key's slot is locked: the clock, the decision,
- * and the limit's policy for a failure. */
+/* fg_check's work once its key's slot is locked: the decision, and the
+ * limit's policy for a failure. */
 static __attribute__((noinline)) int
 mem_check_locked(fg_limiter *l, mem_slot *sl, const char *key, size_t keylen,
-                 uint64_t cost, fg_decision *d)
+                 uint64_t cost, fg_decision *d, uint64_t now)
 {
-    int rc = slot_decide(l, sl, store_now((mem_store *)l->st), cost, d);
+    int rc = slot_decide(l, sl, now, cost, d);
     if (__builtin_expect(rc == FG_OK, 1)) {
         d->source = FG_SOURCE_STORE;
         return FG_OK;
@@ -632,10 +629,11 @@ mem_check_slow(fg_store *st, fg_limiter *l, const char *key, size_t keylen,
 }
 
 /* fg_check's whole work for this store (the store settles its own
- * result). Up to the slot's lock it calls nothing and stores nothing: a
- * locked instruction waits for every earlier store to reach the cache, so
- * the clock (a call) and the registers the decision needs come after it,
- * in mem_check_locked. */
+ * result). The clock is read first, so that it overlaps the hash, the
+ * probe and, for a key out of the cache, the wait for its slot. A long key
+ * (compared by a call), a slot held by another thread and a key not found
+ * go out of line, so that the common path keeps its registers and takes
+ * the slot's lock at its first try. */
 static int mem_check(fg_store *st, fg_limiter *l, const char *key,
                      size_t keylen, uint64_t cost, fg_decision *d)
 {
@@ -643,12 +641,13 @@ static int mem_check(fg_store *st, fg_limiter *l, const char *key,
     if (__builtin_expect(keylen > INLINE_KEY, 0))
         return mem_check_slow(st, l, key, keylen, cost, d);
     mem_store *m = (mem_store *)st;
+    uint64_t now = store_now(m);
     uint32_t owner = (uint32_t)l->id;
     uint64_t h = key_hash(m, owner, key, keylen);
     mem_slot *sl = fast_find(stripe_of(m, h), h, owner, key, keylen, 0);
     if (__builtin_expect(!sl, 0))
         return mem_check_slow(st, l, key, keylen, cost, d);
-    return mem_check_locked(l, sl, key, keylen, cost, d);
+    return mem_check_locked(l, sl, key, keylen, cost, d, now);
 }
 
 static int mem_refund(fg_store *st, fg_limiter *l, const char *key,

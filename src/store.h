@@ -90,7 +90,7 @@ uint64_t fg__mono_us(void *ctx);
 /* clock_gettime's own entry in the kernel's vDSO when the process has one
  * (else clock_gettime): the same clocks, read without the C library's
  * wrapper, a call and a check less on every check of the memory store.
- * It returns 0, or a negative errno. */
+ * It returns 0, or non-zero on failure. */
 typedef int (*fg__gettime_fn)(clockid_t, struct timespec *);
 fg__gettime_fn fg__clock_gettime_fn(void);
 uint64_t fg__mono_precise_us(void);

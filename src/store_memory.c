@@ -204,7 +204,7 @@ static inline void tag_set(mem_table *t, size_t i, uint8_t tag)
 
 /* The store's clock. The default is read here rather than through the
  * pointer: the same CLOCK_MONOTONIC_COARSE as fg__mono_us, straight from
- * the vDSO, two calls less on every check. */
+ * the vDSO, without the C library's wrapper. */
 static inline uint64_t store_now(const mem_store *m)
 {
     if (m->clock != fg__mono_us)
@@ -587,12 +587,12 @@ mem_decide_slow(mem_store *m, const fg_limiter *l, const char *key,
     return slot_decide(l, sl, now, cost, d);
 }
 
-/* The store's decision: FG_OK with 'd' filled but its source, or a
- * failure. */
+/* The store's decision at 'now': FG_OK with 'd' filled but its source,
+ * or a failure. */
 static int mem_decide(mem_store *m, const fg_limiter *l, const char *key,
-                      size_t keylen, uint64_t cost, fg_decision *d)
+                      size_t keylen, uint64_t cost, fg_decision *d,
+                      uint64_t now)
 {
-    uint64_t now = store_now(m);
     uint32_t owner = (uint32_t)l->id;
     uint64_t h = key_hash(m, owner, key, keylen);
     mem_slot *sl = fast_find(stripe_of(m, h), h, owner, key, keylen, 1);
@@ -601,13 +601,11 @@ static int mem_decide(mem_store *m, const fg_limiter *l, const char *key,
     return slot_decide(l, sl, now, cost, d);
 }
 
-/* fg_check's work once its key's slot is locked: the decision, and the
- * limit's policy for a failure. */
-static __attribute__((noinline)) int
-mem_check_locked(fg_limiter *l, mem_slot *sl, const char *key, size_t keylen,
-                 uint64_t cost, fg_decision *d, uint64_t now)
+/* fg_check's result from the store's: the source, or the limit's policy
+ * for a failure. */
+static inline int mem_settle(fg_limiter *l, int rc, const char *key,
+                             size_t keylen, uint64_t cost, fg_decision *d)
 {
-    int rc = slot_decide(l, sl, now, cost, d);
     if (__builtin_expect(rc == FG_OK, 1)) {
         d->source = FG_SOURCE_STORE;
         return FG_OK;
@@ -615,17 +613,23 @@ mem_check_locked(fg_limiter *l, mem_slot *sl, const char *key, size_t keylen,
     return fg__settle_failure(l, rc, key, keylen, cost, d);
 }
 
-/* fg_check's work for a key the fast path did not find or found held. */
+/* fg_check's work once its key's slot is locked. */
+static __attribute__((noinline)) int
+mem_check_locked(fg_limiter *l, mem_slot *sl, const char *key, size_t keylen,
+                 uint64_t cost, fg_decision *d, uint64_t now)
+{
+    return mem_settle(l, slot_decide(l, sl, now, cost, d), key, keylen, cost,
+                      d);
+}
+
+/* fg_check's work for a long key, or one the fast path did not find or
+ * found held. */
 static __attribute__((noinline)) int
 mem_check_slow(fg_store *st, fg_limiter *l, const char *key, size_t keylen,
-               uint64_t cost, fg_decision *d)
+               uint64_t cost, fg_decision *d, uint64_t now)
 {
-    int rc = mem_decide((mem_store *)st, l, key, keylen, cost, d);
-    if (rc == FG_OK) {
-        d->source = FG_SOURCE_STORE;
-        return FG_OK;
-    }
-    return fg__settle_failure(l, rc, key, keylen, cost, d);
+    int rc = mem_decide((mem_store *)st, l, key, keylen, cost, d, now);
+    return mem_settle(l, rc, key, keylen, cost, d);
 }
 
 /* fg_check's whole work for this store (the store settles its own
@@ -637,16 +641,15 @@ mem_check_slow(fg_store *st, fg_limiter *l, const char *key, size_t keylen,
 static int mem_check(fg_store *st, fg_limiter *l, const char *key,
                      size_t keylen, uint64_t cost, fg_decision *d)
 {
-    /* A key kept apart from its slot is compared by a call. */
-    if (__builtin_expect(keylen > INLINE_KEY, 0))
-        return mem_check_slow(st, l, key, keylen, cost, d);
     mem_store *m = (mem_store *)st;
     uint64_t now = store_now(m);
+    if (__builtin_expect(keylen > INLINE_KEY, 0))
+        return mem_check_slow(st, l, key, keylen, cost, d, now);
     uint32_t owner = (uint32_t)l->id;
     uint64_t h = key_hash(m, owner, key, keylen);
     mem_slot *sl = fast_find(stripe_of(m, h), h, owner, key, keylen, 0);
     if (__builtin_expect(!sl, 0))
-        return mem_check_slow(st, l, key, keylen, cost, d);
+        return mem_check_slow(st, l, key, keylen, cost, d, now);
     return mem_check_locked(l, sl, key, keylen, cost, d, now);
 }
 
@@ -672,8 +675,9 @@ static int mem_refund(fg_store *st, fg_limiter *l, const char *key,
 static void mem_check_async(fg_store *st, fg__req *req)
 {
     fg_decision d;
-    int rc = mem_decide((mem_store *)st, req->l, req->key, req->keylen,
-                        req->cost, &d);
+    mem_store *m = (mem_store *)st;
+    int rc = mem_decide(m, req->l, req->key, req->keylen, req->cost, &d,
+                        store_now(m));
     fg__req_done(req, rc, &d);
 }
 

@@ -68,6 +68,7 @@ int fg__algo_params_init(const fg_limit *lim, fg__algo_params *p, char *err,
                               (unsigned long long)p->burst);
         p->depth = p->burst * p->t_scaled;
         p->depth_us = fg__div(&p->by_scale, p->depth);
+        p->depth_frac = p->depth - p->depth_us * p->scale;
         p->unit_us = fg__div(&p->by_scale, p->t_scaled);
         p->unit_frac = p->t_scaled - p->unit_us * p->scale;
         p->unit_up_us = p->unit_us + (p->unit_frac != 0);

@@ -43,6 +43,7 @@ typedef struct fg__algo_params {
     fg__divisor by_scale, by_t; /* the two divisions of every check */
     uint64_t depth;             /* burst * t_scaled: a full bucket, scaled */
     uint64_t depth_us;          /* depth / scale, rounded down */
+    uint64_t depth_frac;        /* depth - depth_us * scale */
     uint64_t max_cost; /* the largest valid cost: burst or limit, < 2^53 */
     /* token_bucket: one unit, T, as whole us and a fraction (t_scaled =
      * unit_us * scale + unit_frac), and T rounded up to the us and ms. */
@@ -92,7 +93,8 @@ void fg__algo_refund(const fg__algo_params *p, fg__algo_state *s,
 /* Microseconds to whole milliseconds, rounded up. */
 static inline uint64_t fg__us_to_ms_up(uint64_t us)
 {
-    return us / 1000 + (us % 1000 != 0);
+    return us <= UINT64_MAX - 999 ? (us + 999) / 1000
+                                  : us / 1000 + (us % 1000 != 0);
 }
 
 /* Fill 'd''s millisecond times from its exact microsecond times, rounded
@@ -175,6 +177,31 @@ fg__token_bucket(const fg__algo_params *p, fg__algo_state *s, uint64_t now,
      * is never longer than draining the bucket. */
     uint64_t ahead = 0;
     if (s->a >= now) {
+        /* One unit onto a bucket already draining (the common case of a
+         * busy key): TAT moves on by T as whole us and fraction, and fits
+         * when it is at most a bucket depth ahead, compared the same way.
+         * The same decision as below, with no multiplication before the
+         * state is written. Anything else is decided below. */
+        uint64_t tat1, frac = s->b + p->unit_frac;
+        uint64_t carry = frac >= scale;
+        frac -= carry ? scale : 0;
+        if (cost == 1 &&
+            !__builtin_add_overflow(s->a, p->unit_us + carry + 1, &tat1)) {
+            uint64_t q = tat1 - 1 - now; /* whole us of TAT ahead of now */
+            if (q < p->depth_us ||
+                (q == p->depth_us && frac <= p->depth_frac)) {
+                s->a = tat1 - 1;
+                s->b = frac;
+                d->limit = p->burst;
+                d->allowed = 1;
+                d->remaining = fg__div(&p->by_t, depth - (q * scale + frac));
+                d->reset_us = q + (frac != 0);
+                d->reset_ms = fg__us_to_ms_up(d->reset_us);
+                d->retry_after_us = d->retry_after_ms = 0;
+                *expires = tat1;
+                return FG_OK;
+            }
+        }
         uint64_t diff_us = s->a - now;
         ahead = diff_us > p->depth_us + 1 ? depth : diff_us * scale + s->b;
         if (ahead > depth)

@@ -632,6 +632,98 @@ static void property_run(fg_algorithm algo, const char *rate, uint64_t burst,
     }
 }
 
+/* Token bucket, one unit at a time, against GCRA in exact 128-bit
+ * arithmetic, from states all around the bucket's edge: TAT from behind
+ * now to past a full bucket (as a clock stepping back leaves it), at
+ * rates whose emission interval is whole, fractional or below a
+ * microsecond. The decision and the state after it must be the model's. */
+static void test_token_unit_model(void)
+{
+    static const char *rates[] = {"10/s", "3/s",    "7/2s",         "4099/s",
+                                  "1/ms", "1000/h", "1000000000/s", "999/7ms"};
+    static const uint64_t bursts[] = {0, 1, 2, 25, 1000};
+    typedef unsigned __int128 u128;
+    uint64_t wrong = 0, n = 0, allowed = 0;
+    for (size_t ri = 0; ri < sizeof(rates) / sizeof(rates[0]); ri++) {
+        for (size_t bi = 0; bi < sizeof(bursts) / sizeof(bursts[0]); bi++) {
+            fg__algo_params p = params(FG_TOKEN_BUCKET, rates[ri], bursts[bi]);
+            uint64_t sc = p.scale, t = p.t_scaled, depth = p.depth;
+            for (int k = 0; k < 4000; k++, n++) {
+                uint64_t now = 40ull * 86400 * SEC + rng() % SEC;
+                /* TAT: whole us from 3 before now to 3 past the depth,
+                 * often right at the depth, or exactly where one more
+                 * unit just fits; fraction anywhere below 1 us. */
+                uint64_t span = p.depth_us + 7;
+                uint64_t off =
+                    rng() % 4 ? rng() % span : p.depth_us + 3 - rng() % 3;
+                fg__algo_state st = {now + off - 3, rng() % sc, 0};
+                if (rng() % 8 == 0)
+                    st.b = sc - 1 - rng() % (sc < 3 ? sc : 3);
+                if (rng() % 4 == 0) {
+                    /* Within a scaled unit of the last one that fits. */
+                    uint64_t at = depth - t + rng() % 3 - 1;
+                    st.a = now + at / sc;
+                    st.b = at % sc;
+                }
+                /* The model: ahead = how far TAT is past now, scaled,
+                 * at most a full bucket; the unit fits when ahead + T is
+                 * at most the depth, and TAT becomes now + ahead + T. */
+                u128 tat = (u128)st.a * sc + st.b, nw = (u128)now * sc;
+                u128 ahead = tat > nw ? tat - nw : 0;
+                if (ahead > depth)
+                    ahead = depth;
+                u128 next = ahead + t;
+                int ok = next <= depth;
+                fg__algo_state want = st;
+                uint64_t rem, reset_us, retry_us;
+                if (ok) {
+                    u128 tat2 = nw + next;
+                    want.a = (uint64_t)(tat2 / sc);
+                    want.b = (uint64_t)(tat2 % sc);
+                    rem = (uint64_t)((depth - next) / t);
+                    reset_us = (uint64_t)((next + sc - 1) / sc);
+                    retry_us = 0;
+                } else {
+                    rem = (uint64_t)((depth - ahead) / t);
+                    reset_us = (uint64_t)((ahead + sc - 1) / sc);
+                    retry_us = (uint64_t)((next - depth + sc - 1) / sc);
+                }
+                /* Until then the state differs from a new key's. */
+                uint64_t want_exp =
+                    ok ? want.a + 1 : (st.a + 1 > now ? st.a + 1 : now);
+                fg_decision d;
+                fg__algo_state got = st;
+                uint64_t expires = 0;
+                int rc = fg__algo_check(&p, &got, now, 1, &d, &expires);
+                allowed += ok;
+                int bad =
+                    rc != FG_OK || d.allowed != ok || d.remaining != rem ||
+                    d.reset_us != reset_us || d.retry_after_us != retry_us ||
+                    d.reset_ms != (reset_us + 999) / 1000 ||
+                    d.retry_after_ms != (retry_us + 999) / 1000 ||
+                    got.a != want.a || got.b != want.b || expires != want_exp;
+                if (bad && wrong++ < 5)
+                    fprintf(stderr,
+                            "  %s burst %llu, TAT now%+lld us + %llu/%llu: "
+                            "allowed %d remaining %llu reset_us %llu "
+                            "retry_us %llu, want %d %llu %llu %llu\n",
+                            rates[ri], (unsigned long long)p.burst,
+                            (long long)(st.a - now), (unsigned long long)st.b,
+                            (unsigned long long)sc, d.allowed,
+                            (unsigned long long)d.remaining,
+                            (unsigned long long)d.reset_us,
+                            (unsigned long long)d.retry_after_us, ok,
+                            (unsigned long long)rem,
+                            (unsigned long long)reset_us,
+                            (unsigned long long)retry_us);
+            }
+        }
+    }
+    CHECK_EQ(wrong, 0);
+    /* Both outcomes were tried, many times. */
+    CHECK(allowed > n / 4 && allowed < n * 3 / 4);
+}
+
 static void test_properties(void)
 {
     static const char *rates[] = {"10/s",    "3/s",       "7/2s", "100/min",
@@ -727,6 +819,7 @@ int main(void)
     test_clock_back();
     test_no_drift();
     test_properties();
+    test_token_unit_model();
     test_large_values();
     return TEST_DONE();
 }

@@ -56,7 +56,8 @@ typedef struct fg__algo_params {
  *                                c = previous window's count
  *   token_bucket:                a = theoretical arrival time (TAT),
  *                                whole us; b = its fraction in units of
- *                                1/scale us (both 0 = never seen) */
+ *                                1/scale us, below scale (both 0 = never
+ *                                seen) */
 typedef struct fg__algo_state {
     uint64_t a, b, c;
 } fg__algo_state;

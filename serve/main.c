@@ -185,6 +185,7 @@ int fg_cmd_serve(int argc, char **argv)
         srv.seed = (uint64_t)getpid() * 0x9e3779b97f4a7c15ULL;
     pthread_mutex_init(&srv.start_mu, NULL);
     pthread_cond_init(&srv.start_cv, NULL);
+    pthread_mutex_init(&srv.close_mu, NULL);
     int status = 2;
     char err[512];
     struct event *sig[3] = {NULL, NULL, NULL};
@@ -263,5 +264,6 @@ out:
     event_base_free(srv.main_base);
     pthread_mutex_destroy(&srv.start_mu);
     pthread_cond_destroy(&srv.start_cv);
+    pthread_mutex_destroy(&srv.close_mu);
     return status;
 }

@@ -87,6 +87,9 @@ struct fg__server {
     struct event_base *main_base;
     pthread_mutex_t start_mu;
     pthread_cond_t start_cv;
+    /* Held while a draining worker closes its listening socket: the
+     * workers close theirs one at a time (see worker.c's tick()). */
+    pthread_mutex_t close_mu;
     unsigned started, start_failed;
     uint64_t seed;
     /* What happens at a drain to the connections queued on a listening

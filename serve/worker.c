@@ -224,7 +224,15 @@ static void tick(evutil_socket_t fd, short what, void *arg)
             tick_in(w, 1000);
             return;
         }
+        /* One worker at a time: as a listener closes, the kernel moves
+         * its queued connections to another socket of the port, picked
+         * by hash, and one moved to a listener that is closing at that
+         * same moment is reset. Closed in turn, this process's sockets
+         * hand over to each other and then to the port's other
+         * servers. */
+        pthread_mutex_lock(&w->srv->close_mu);
         fg__http_close_listener(w->http);
+        pthread_mutex_unlock(&w->srv->close_mu);
         w->drain_deadline_us =
             now + (uint64_t)w->cur->g->cfg.drain_timeout_ms * 1000;
     }

@@ -162,6 +162,26 @@ static inline uint64_t fg__scaled_to_us_up(uint64_t v, const fg__divisor *scale)
     return q + (q * scale->d != v);
 }
 
+/* A token bucket's allowed request: TAT moves to now + 'next' (scaled),
+ * 'q' whole us and fraction 'r'; the bucket is full again at that time
+ * rounded up to the us. The caller has checked that now + q + 1 fits. */
+static inline __attribute__((always_inline)) int
+fg__token_allow(const fg__algo_params *p, fg__algo_state *s, uint64_t now,
+                uint64_t q, uint64_t r, uint64_t next, fg_decision *d,
+                uint64_t *expires)
+{
+    s->a = now + q;
+    s->b = r;
+    d->limit = p->burst;
+    d->allowed = 1;
+    d->remaining = fg__div(&p->by_t, p->depth - next);
+    d->reset_us = q + (r != 0);
+    d->reset_ms = fg__us_to_ms_up(d->reset_us);
+    d->retry_after_us = d->retry_after_ms = 0;
+    *expires = s->a + 1;
+    return FG_OK;
+}
+
 /* Token bucket as GCRA: each unit moves the theoretical arrival time TAT on
  * by T = period / limit; a request fits when the new TAT is at most
  * burst * T ahead of now. TAT is kept as whole microseconds ('a') and a
@@ -183,25 +203,15 @@ fg__token_bucket(const fg__algo_params *p, fg__algo_state *s, uint64_t now,
          * when it is at most a bucket depth ahead, compared the same way.
          * The same decision as below, with no multiplication before the
          * state is written. Anything else is decided below. */
-        uint64_t tat1, frac = s->b + p->unit_frac;
+        uint64_t frac = s->b + p->unit_frac, tat1;
         uint64_t carry = frac >= scale;
         frac -= carry ? scale : 0;
         if (cost == 1 &&
             !__builtin_add_overflow(s->a, p->unit_us + carry + 1, &tat1)) {
             uint64_t q = tat1 - 1 - now; /* whole us of TAT ahead of now */
-            if (q < p->depth_us ||
-                (q == p->depth_us && frac <= p->depth_frac)) {
-                s->a = tat1 - 1;
-                s->b = frac;
-                d->limit = p->burst;
-                d->allowed = 1;
-                d->remaining = fg__div(&p->by_t, depth - (q * scale + frac));
-                d->reset_us = q + (frac != 0);
-                d->reset_ms = fg__us_to_ms_up(d->reset_us);
-                d->retry_after_us = d->retry_after_ms = 0;
-                *expires = tat1;
-                return FG_OK;
-            }
+            if (q < p->depth_us || (q == p->depth_us && frac <= p->depth_frac))
+                return fg__token_allow(p, s, now, q, frac, q * scale + frac, d,
+                                       expires);
         }
         uint64_t diff_us = s->a - now;
         ahead = diff_us > p->depth_us + 1 ? depth : diff_us * scale + s->b;
@@ -227,20 +237,10 @@ fg__token_bucket(const fg__algo_params *p, fg__algo_state *s, uint64_t now,
 
     d->limit = p->burst;
     if (__builtin_expect(next <= depth, 1)) {
-        /* Allowed: TAT moves to now + next, whole us 'q' and fraction 'r';
-         * the bucket is full again at now + next rounded up to the us. */
         uint64_t q = fg__div(&p->by_scale, next), r = next - q * scale;
         if (now > UINT64_MAX - q - 1)
             return FG_ERANGE;
-        s->a = now + q;
-        s->b = r;
-        d->allowed = 1;
-        d->remaining = fg__div(&p->by_t, depth - next);
-        d->reset_us = q + (r != 0);
-        d->reset_ms = fg__us_to_ms_up(d->reset_us);
-        d->retry_after_us = d->retry_after_ms = 0;
-        *expires = s->a + 1;
-        return FG_OK;
+        return fg__token_allow(p, s, now, q, r, next, d, expires);
     }
     d->allowed = 0;
     d->remaining = fg__div(&p->by_t, depth - ahead);

@@ -614,7 +614,7 @@ static inline int mem_settle(fg_limiter *l, int rc, const char *key,
 }
 
 /* fg_check's work once its key's slot is locked. */
-static __attribute__((noinline)) int
+static inline __attribute__((always_inline)) int
 mem_check_locked(fg_limiter *l, mem_slot *sl, const char *key, size_t keylen,
                  uint64_t cost, fg_decision *d, uint64_t now)
 {

@@ -2,13 +2,20 @@
  *
  * The keys are split into stripes, each with its own share of 'max_keys'.
  * A stripe is an open-addressing table with linear probing: an array of
- * one-byte tags (7 bits of the key's hash, 0 for empty) beside an array of
  * 64-byte slots, each holding a key's whole state and, when the key is at
- * most 24 bytes, the key itself.
+ * most 24 bytes, the key itself, followed by an array of one-byte tags (7
+ * bits of the key's hash, 0 for empty).
+ *
+ * A check finds its stripe's table in one word, its view: the slots'
+ * address and the table's size packed together, in a dense array of the
+ * store (eight views to a cache line, so that they stay in the nearest
+ * cache while keys stream through it). From the view alone it computes
+ * the key's home and the tags' address: no load waits on another before
+ * the key's tag and slot are fetched.
  *
  * Locking. Each slot has its own lock word; the stripe's spinlock is taken
  * only for structural change (insert, evict, remove, grow, count). A check
- * of a known key loads the stripe's current table, scans the tags from the
+ * of a known key loads its stripe's view, scans the tags from the
  * key's home, locks the one slot whose tag matches, confirms the key under
  * that lock, runs the algorithm in place and unlocks: the only shared line
  * it writes is the key's own slot, so threads checking different keys do
@@ -28,8 +35,8 @@
  *
  * Tables start small and grow by half as keys arrive, up to 80% full at
  * 'max_keys'. A growth locks every slot of the old table for good (MOVED),
- * copies the keys and publishes the new table. The old one cannot be freed
- * while a check may still be scanning it, so it is kept until the store
+ * copies the keys and publishes the new table's view. The old one cannot be
+ * freed while a check may still be scanning it, so it is kept until the store
  * closes, but its pages are given back to the kernel: a late reader then
  * sees zeros (an empty tag, a dead slot) and looks again. When a stripe is
  * full, a clock hand samples the next 16 slots and reclaims an expired
@@ -84,20 +91,27 @@ _Static_assert(sizeof(mem_slot) == 64, "a slot is one cache line");
 /* The bytes of a slot but its lock word. */
 #define SLOT_BODY offsetof(mem_slot, lock)
 
-/* One allocation: this header, the tags, then the slots on a cache line. */
+/* One allocation: this header, then the slots on a cache line, then the
+ * tags. */
 typedef struct mem_table {
     size_t size; /* slots, not a power of two */
     _Atomic uint8_t *tags;
     mem_slot *slots;
 } mem_table;
 
+/* A view packs a table's slots address (a multiple of 64, below 2^48) with
+ * its size as a 16-bit mantissa (the top bits) shifted left by the low 6
+ * bits: sizes below 65,536 are exact, larger ones are rounded up to fit. */
+#define VIEW_ADDR  0x0000ffffffffffc0ull
+#define VIEW_SHIFT 0x3fu
+
+/* Written by slow paths only: each on its own cache lines. */
 typedef struct mem_stripe {
-    /* Read by every check; written only when a growth publishes. */
-    _Atomic(mem_table *) table;
-    /* Written by slow paths only, on a line of their own. */
-    _Alignas(64) atomic_int lock;
+    atomic_int lock;
+    mem_table *table; /* the current one, under the lock */
     uint32_t hand;
     uint64_t count, cap, max_size;
+    uint64_t slow; /* lookups that took the slow path */
     unsigned nretired;
     mem_table *retired[RETIRED_MAX]; /* kept until close */
 } __attribute__((aligned(64))) mem_stripe;
@@ -110,7 +124,11 @@ typedef struct mem_store {
     uint64_t seed;
     size_t page;
     unsigned nstripes;
-    mem_stripe *stripes; /* aligned to a cache line within 'stripes_mem' */
+    /* Each stripe's current view, read by every check and written only
+     * when a growth publishes; then the stripes. Both aligned to a cache
+     * line within 'stripes_mem'. */
+    _Atomic uint64_t *views;
+    mem_stripe *stripes;
     void *stripes_mem;
 } mem_store;
 
@@ -223,9 +241,44 @@ static inline uint64_t key_hash(const mem_store *m, uint32_t owner,
 
 /* The stripe of a key's hash: bits apart from those that pick its home
  * slot and its tag. */
+static inline size_t stripe_index(const mem_store *m, uint64_t h)
+{
+    return (size_t)(h >> 8) & (m->nstripes - 1);
+}
+
 static inline mem_stripe *stripe_of(const mem_store *m, uint64_t h)
 {
-    return &m->stripes[(h >> 8) & (m->nstripes - 1)];
+    return &m->stripes[stripe_index(m, h)];
+}
+
+/* The smallest size at least 'n' that a view can hold. */
+static size_t view_round(size_t n)
+{
+    unsigned shift = 0;
+    while ((n + ((size_t)1 << shift) - 1) >> shift > 0xffff)
+        shift++;
+    return ((n + ((size_t)1 << shift) - 1) >> shift) << shift;
+}
+
+static inline mem_slot *view_slots(uint64_t v)
+{
+    return (mem_slot *)(uintptr_t)(v & VIEW_ADDR);
+}
+
+static inline size_t view_size(uint64_t v)
+{
+    return (size_t)(v >> 48) << (v & VIEW_SHIFT);
+}
+
+/* The view of 't', whose size view_round() gave and whose address
+ * table_new() checked. */
+static uint64_t view_of(const mem_table *t)
+{
+    unsigned shift = 0;
+    while (t->size >> shift > 0xffff)
+        shift++;
+    return (uint64_t)(uintptr_t)t->slots | (uint64_t)(t->size >> shift) << 48 |
+           shift;
 }
 
 /* The key's home slot among 'size': the hash scaled to the range (no
@@ -302,18 +355,24 @@ static void slot_free_key(mem_slot *sl)
         fg__free((void *)slot_key(sl));
 }
 
-/* An empty table of 'size' slots, every slot open; NULL on failure. */
+/* An empty table of 'size' slots (a size view_round() gave), every slot
+ * open; NULL on failure. */
 static mem_table *table_new(size_t size)
 {
     if (size > (SIZE_MAX - sizeof(mem_table) - 64) / (sizeof(mem_slot) + 1))
         return NULL;
-    mem_table *t = fg__malloc(sizeof(*t) + size + 63 + size * sizeof(mem_slot));
+    mem_table *t = fg__malloc(sizeof(*t) + 63 + size * sizeof(mem_slot) + size);
     if (!t)
         return NULL;
     t->size = size;
-    t->tags = (_Atomic uint8_t *)(t + 1);
-    uintptr_t at = (uintptr_t)(t->tags + size);
-    t->slots = (mem_slot *)((at + 63) & ~(uintptr_t)63);
+    t->slots = (mem_slot *)(((uintptr_t)(t + 1) + 63) & ~(uintptr_t)63);
+    t->tags = (_Atomic uint8_t *)(t->slots + size);
+    /* A view has 48 bits for the address: every address a process gets
+     * from malloc on today's 64-bit systems. */
+    if ((uintptr_t)t->slots & ~(uintptr_t)VIEW_ADDR) {
+        fg__free(t);
+        return NULL;
+    }
     for (size_t i = 0; i < size; i++) {
         atomic_init(&t->tags[i], 0);
         atomic_init(&t->slots[i].lock, SLOT_OPEN);
@@ -328,7 +387,7 @@ static void table_release(const mem_store *m, mem_table *t)
 {
 #ifdef MADV_DONTNEED
     uintptr_t from = ((uintptr_t)(t + 1) + m->page - 1) & ~(m->page - 1);
-    uintptr_t to = (uintptr_t)(t->slots + t->size) & ~(m->page - 1);
+    uintptr_t to = (uintptr_t)(t->tags + t->size) & ~(m->page - 1);
     if (from < to)
         (void)madvise((void *)from, to - from, MADV_DONTNEED);
 #else
@@ -341,8 +400,8 @@ static void table_release(const mem_store *m, mem_table *t)
  * key to its place in the new one. The stripe lock is held. */
 static int stripe_grow(const mem_store *m, mem_stripe *s)
 {
-    mem_table *old = atomic_load_explicit(&s->table, memory_order_relaxed);
-    size_t size = old->size + old->size / 2;
+    mem_table *old = s->table;
+    size_t size = view_round(old->size + old->size / 2);
     if (size > s->max_size)
         size = s->max_size;
     if (s->nretired == RETIRED_MAX)
@@ -366,7 +425,9 @@ static int stripe_grow(const mem_store *m, mem_stripe *s)
         memcpy(&t->slots[i], sl, SLOT_BODY);
         tag_set(t, i, tag);
     }
-    atomic_store_explicit(&s->table, t, memory_order_release);
+    s->table = t;
+    atomic_store_explicit(&m->views[s - m->stripes], view_of(t),
+                          memory_order_release);
     s->retired[s->nretired++] = old;
     table_release(m, old);
     return FG_OK;
@@ -405,7 +466,7 @@ static void slot_remove(const mem_store *m, mem_stripe *s, mem_table *t,
  * clock hand passes, or else the least recently used of them. */
 static void stripe_evict(const mem_store *m, mem_stripe *s, uint64_t now_us)
 {
-    mem_table *t = atomic_load_explicit(&s->table, memory_order_relaxed);
+    mem_table *t = s->table;
     size_t victim = SIZE_MAX, seen = 0, i = s->hand % t->size;
     uint32_t now_e = (uint32_t)(now_us >> EXPIRES_SHIFT);
     uint32_t now_t = (uint32_t)(now_us >> TOUCHED_SHIFT);
@@ -469,7 +530,7 @@ static int stripe_insert(const mem_store *m, mem_stripe *s, uint64_t h,
             return FG_ENOMEM;
         memcpy(copy, key, keylen);
     }
-    mem_table *t = atomic_load_explicit(&s->table, memory_order_relaxed);
+    mem_table *t = s->table;
     if (s->count >= s->cap) {
         stripe_evict(m, s, now_us);
     } else if ((s->count + 1) * 5 > t->size * 4 && t->size < s->max_size) {
@@ -477,7 +538,7 @@ static int stripe_insert(const mem_store *m, mem_stripe *s, uint64_t h,
             fg__free(copy);
             return FG_ENOMEM;
         }
-        t = atomic_load_explicit(&s->table, memory_order_relaxed);
+        t = s->table;
     }
     size_t i = home(h, t->size);
     while (tag_get(t, i))
@@ -504,26 +565,30 @@ static int stripe_insert(const mem_store *m, mem_stripe *s, uint64_t h,
  * table retired, or held by another thread and 'wait' not set). Writes
  * nothing shared but the slot it locks. */
 static inline __attribute__((always_inline)) mem_slot *
-fast_find(mem_stripe *s, uint64_t h, uint32_t owner, const char *key,
+fast_find(const mem_store *m, uint64_t h, uint32_t owner, const char *key,
           size_t keylen, int wait)
 {
-    mem_table *t = atomic_load_explicit(&s->table, memory_order_acquire);
+    uint64_t v = atomic_load_explicit(&m->views[stripe_index(m, h)],
+                                      memory_order_acquire);
+    mem_slot *slots = view_slots(v);
+    size_t size = view_size(v), i = home(h, size);
+    _Atomic uint8_t *tags = (_Atomic uint8_t *)(slots + size);
     uint8_t tag = tag_of(h);
-    size_t size = t->size, i = home(h, size);
     /* The key is most often at home: fetch its slot while its tag loads
      * (in a large table both miss the cache). */
-    __builtin_prefetch(&t->slots[i], 1);
+    __builtin_prefetch(&slots[i], 1);
     /* Bounded, since keys may move ahead of the scan. */
     for (size_t n = 0; n < size; n++, i = next(i, size)) {
-        uint8_t x = tag_get(t, i);
+        uint8_t x = atomic_load_explicit(&tags[i], memory_order_relaxed);
         if (x == 0)
             return NULL;
         if (x != tag)
             continue;
-        mem_slot *sl = &t->slots[i];
+        mem_slot *sl = &slots[i];
         if (!slot_lock_if(sl, wait))
             return NULL;
-        if (tag_get(t, i) == tag && slot_is(sl, owner, key, keylen))
+        if (atomic_load_explicit(&tags[i], memory_order_relaxed) == tag &&
+            slot_is(sl, owner, key, keylen))
             return sl;
         slot_unlock(sl);
     }
@@ -539,7 +604,8 @@ static int slow_find(const mem_store *m, mem_stripe *s, uint64_t h,
     int found, rc = FG_OK;
     *out = NULL;
     stripe_lock(s);
-    mem_table *t = atomic_load_explicit(&s->table, memory_order_relaxed);
+    s->slow++;
+    mem_table *t = s->table;
     size_t i = table_find(t, h, owner, key, keylen, &found);
     if (found) {
         *out = &t->slots[i];
@@ -595,7 +661,7 @@ static int mem_decide(mem_store *m, const fg_limiter *l, const char *key,
 {
     uint32_t owner = (uint32_t)l->id;
     uint64_t h = key_hash(m, owner, key, keylen);
-    mem_slot *sl = fast_find(stripe_of(m, h), h, owner, key, keylen, 1);
+    mem_slot *sl = fast_find(m, h, owner, key, keylen, 1);
     if (!sl)
         return mem_decide_slow(m, l, key, keylen, cost, d, h, now);
     return slot_decide(l, sl, now, cost, d);
@@ -647,7 +713,7 @@ static int mem_check(fg_store *st, fg_limiter *l, const char *key,
         return mem_check_slow(st, l, key, keylen, cost, d, now);
     uint32_t owner = (uint32_t)l->id;
     uint64_t h = key_hash(m, owner, key, keylen);
-    mem_slot *sl = fast_find(stripe_of(m, h), h, owner, key, keylen, 0);
+    mem_slot *sl = fast_find(m, h, owner, key, keylen, 0);
     if (__builtin_expect(!sl, 0))
         return mem_check_slow(st, l, key, keylen, cost, d, now);
     return mem_check_locked(l, sl, key, keylen, cost, d, now);
@@ -662,7 +728,7 @@ static int mem_refund(fg_store *st, fg_limiter *l, const char *key,
     mem_stripe *s = stripe_of(m, h);
     uint64_t now = store_now(m);
 
-    mem_slot *sl = fast_find(s, h, owner, key, keylen, 1);
+    mem_slot *sl = fast_find(m, h, owner, key, keylen, 1);
     if (!sl)
         slow_find(m, s, h, owner, key, keylen, now, 0, &sl);
     if (sl) {
@@ -700,7 +766,7 @@ static void mem_close(fg_store *st)
         return;
     for (unsigned i = 0; m->stripes && i < m->nstripes; i++) {
         mem_stripe *s = &m->stripes[i];
-        mem_table *t = atomic_load_explicit(&s->table, memory_order_relaxed);
+        mem_table *t = s->table;
         /* Retired tables hold copies of the current keys' pointers. */
         for (size_t j = 0; t && j < t->size; j++)
             if (tag_get(t, j))
@@ -743,6 +809,20 @@ static const fg__store_ops mem_ops = {
     .settles = 1,
 };
 
+uint64_t fg__store_memory_slow_paths(fg_store *st)
+{
+    if (!st || st->ops != &mem_ops)
+        return 0;
+    mem_store *m = (mem_store *)st;
+    uint64_t n = 0;
+    for (unsigned i = 0; i < m->nstripes; i++) {
+        stripe_lock(&m->stripes[i]);
+        n += m->stripes[i].slow;
+        stripe_unlock(&m->stripes[i]);
+    }
+    return n;
+}
+
 fg_store *fg__store_memory_open(const fg_memory_options *opt, char *err,
                                 size_t errlen)
 {
@@ -768,24 +848,28 @@ fg_store *fg__store_memory_open(const fg_memory_options *opt, char *err,
     while (n < STRIPES_MAX && max_keys / (n * 2) >= 1024)
         n *= 2;
     m->nstripes = n;
-    /* Each stripe on its own cache lines, so that two threads working in
-     * two stripes never share one; the allocator promises only 16 bytes. */
-    m->stripes_mem = fg__malloc(sizeof(mem_stripe) * n + 63);
+    /* The views, then each stripe on its own cache lines, so that two
+     * threads working in two stripes never share one; the allocator
+     * promises only 16 bytes. */
+    size_t views = (n * sizeof(uint64_t) + 63) & ~(size_t)63;
+    m->stripes_mem = fg__malloc(views + sizeof(mem_stripe) * n + 63);
     if (!m->stripes_mem)
         goto nomem;
-    m->stripes =
-        (mem_stripe *)(((uintptr_t)m->stripes_mem + 63) & ~(uintptr_t)63);
+    uintptr_t at = ((uintptr_t)m->stripes_mem + 63) & ~(uintptr_t)63;
+    m->views = (_Atomic uint64_t *)at;
+    m->stripes = (mem_stripe *)(at + views);
     memset(m->stripes, 0, sizeof(mem_stripe) * n);
     for (unsigned i = 0; i < n; i++) {
         mem_stripe *s = &m->stripes[i];
         s->cap = max_keys / n + (i < max_keys % n);
         /* Full, the table is 80% occupied; +1 keeps an empty slot. */
-        s->max_size = s->cap + s->cap / 4 + 1;
+        s->max_size = view_round(s->cap + s->cap / 4 + 1);
         mem_table *t =
             table_new(s->max_size < MIN_SLOTS ? s->max_size : MIN_SLOTS);
         if (!t)
             goto nomem;
-        atomic_init(&s->table, t);
+        s->table = t;
+        atomic_init(&m->views[i], view_of(t));
         atomic_init(&s->lock, 0);
     }
     return &m->base;

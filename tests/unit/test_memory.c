@@ -2,7 +2,8 @@
  * clock: exact counts, binary-safe keys, limiters that never share
  * counters, bounded memory under churn (10 million keys; 2 million when
  * built with AddressSanitizer; FG_TEST_CHURN_KEYS=N sets another count),
- * exact counts under two threads, bad input, and allocation failure at
+ * tables past 65,535 slots, exact counts under two threads, bad input,
+ * and allocation failure at
  * every allocation of a whole scenario; and the default clock. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -14,6 +15,7 @@
 
 #include "../harness.h"
 #include "floodgate.h"
+#include "store.h"
 
 #define SEC 1000000ull
 #define MS  1000ull
@@ -286,6 +288,39 @@ static void test_churn(void)
            "per new key\n",
            (unsigned long long)n, (unsigned long long)max_keys,
            (unsigned long long)fg_store_keys(st), n ? ns / (double)n : 0.0);
+    fg_limiter_free(l);
+    fg_store_close(st);
+}
+
+/* Tables past 65,535 slots, whose sizes the store rounds to fit the word a
+ * check finds them by: 3.6 million keys in a store of 4 million (about
+ * 56,000 keys and 70,000 slots a stripe), each found again with its count
+ * after every growth, and found without the slow path. */
+static void test_large_tables(void)
+{
+    const uint64_t n = 3600000;
+    fg_store *st = open_store(4000000);
+    fg_limiter *l = new_limiter(st, "1/h", FG_FIXED_WINDOW);
+    uint64_t first = 0, again = 0, slow = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1)
+            slow = fg__store_memory_slow_paths(st);
+        for (uint64_t i = 0; i < n; i++) {
+            char key[8];
+            memcpy(key, &i, sizeof(key));
+            int r = try_key(l, key, sizeof(key), 1);
+            if (pass == 0)
+                first += r == 1;
+            else
+                again += r == 0;
+        }
+    }
+    CHECK_EQ(first, n);
+    CHECK_EQ(again, n);
+    /* Every new key went the slow way; no known key did. */
+    CHECK(slow >= n);
+    CHECK_EQ(fg__store_memory_slow_paths(st), slow);
+    CHECK_EQ(fg_store_keys(st), n);
     fg_limiter_free(l);
     fg_store_close(st);
 }
@@ -681,6 +716,7 @@ int main(void)
     test_threads();
     test_threads_many_keys();
     test_bytes_per_key();
+    test_large_tables();
     test_alloc_failure();
     test_churn();
     return TEST_DONE();

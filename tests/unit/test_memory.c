@@ -3,8 +3,8 @@
  * counters, bounded memory under churn (10 million keys; 2 million when
  * built with AddressSanitizer; FG_TEST_CHURN_KEYS=N sets another count),
  * tables past 65,535 slots, exact counts under two threads, bad input,
- * and allocation failure at
- * every allocation of a whole scenario; and the default clock. */
+ * and allocation failure at every allocation of a whole scenario; and the
+ * default clock. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>

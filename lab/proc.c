@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,20 +134,48 @@ static struct sockaddr_in loopback(int port)
     return a;
 }
 
-/* The kernel picks a free port; the window between closing it here and the
- * child binding it is small, and a lost race shows as a start-up error. */
+/* The ports handed out last, newest at 'recent_next - 1': more than one
+ * run's worth (four clusters of at most 64 servers and a balancer each,
+ * and Redis), all of which may be listening at once. */
+#define RECENT_PORTS 1024
+static uint16_t recent[RECENT_PORTS];
+static unsigned recent_next;
+static pthread_mutex_t recent_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int recently_handed(int port)
+{
+    for (unsigned i = 0; i < RECENT_PORTS; i++)
+        if (recent[i] == port)
+            return 1;
+    return 0;
+}
+
+/* The kernel picks a free port. Once this probe closes, the kernel may
+ * pick the same port again for the next one, and floodgate serve binds
+ * with SO_REUSEPORT (as HAProxy does), so two servers given one port
+ * would both start and split its connections between them: a port the lab
+ * handed out recently is never handed out again. The window between
+ * closing the probe and the child binding the port is small, and a port
+ * taken by another program in it shows as a start-up error. */
 int fg__lab_free_port(void)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    struct sockaddr_in a = loopback(0);
-    socklen_t alen = sizeof a;
     int port = -1;
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &alen) == 0)
-        port = ntohs(a.sin_port);
-    close(fd);
+    pthread_mutex_lock(&recent_lock);
+    for (int tries = 0; tries < 64 && port < 0; tries++) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            break;
+        struct sockaddr_in a = loopback(0);
+        socklen_t alen = sizeof a;
+        if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+            getsockname(fd, (struct sockaddr *)&a, &alen) == 0 &&
+            !recently_handed(ntohs(a.sin_port)))
+            port = ntohs(a.sin_port);
+        close(fd);
+    }
+    if (port > 0)
+        recent[recent_next++ % RECENT_PORTS] = (uint16_t)port;
+    pthread_mutex_unlock(&recent_lock);
     return port;
 }
 

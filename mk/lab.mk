@@ -38,3 +38,8 @@ $(LAB_ASSETS_C): $(LAB_WEB) mk/lab.mk
 $(LAB_ASSETS_O): $(LAB_ASSETS_C)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Ilab -c $< -o $@
+
+# The unit tests of the lab's process helpers link lab/proc.o.
+LAB_TESTS := $(filter $(BUILD)/tests/test_lab_%,$(TESTS))
+$(LAB_TESTS): $(BUILD)/obj/lab/proc.o
+$(LAB_TESTS): override LDFLAGS += $(BUILD)/obj/lab/proc.o

@@ -251,12 +251,19 @@ static inline mem_stripe *stripe_of(const mem_store *m, uint64_t h)
     return &m->stripes[stripe_index(m, h)];
 }
 
-/* The smallest size at least 'n' that a view can hold. */
-static size_t view_round(size_t n)
+/* The least shift that brings 'n', rounded up, within a 16-bit mantissa. */
+static unsigned view_shift(size_t n)
 {
     unsigned shift = 0;
     while ((n + ((size_t)1 << shift) - 1) >> shift > 0xffff)
         shift++;
+    return shift;
+}
+
+/* The smallest size at least 'n' that a view can hold. */
+static size_t view_round(size_t n)
+{
+    unsigned shift = view_shift(n);
     return ((n + ((size_t)1 << shift) - 1) >> shift) << shift;
 }
 
@@ -274,9 +281,7 @@ static inline size_t view_size(uint64_t v)
  * table_new() checked. */
 static uint64_t view_of(const mem_table *t)
 {
-    unsigned shift = 0;
-    while (t->size >> shift > 0xffff)
-        shift++;
+    unsigned shift = view_shift(t->size);
     return (uint64_t)(uintptr_t)t->slots | (uint64_t)(t->size >> shift) << 48 |
            shift;
 }
@@ -747,16 +752,23 @@ static void mem_check_async(fg_store *st, fg__req *req)
     fg__req_done(req, rc, &d);
 }
 
-static uint64_t mem_keys(fg_store *st)
+/* The keys held and the slow-path lookups, over every stripe. */
+static void stripes_tally(const mem_store *m, uint64_t *keys, uint64_t *slow)
 {
-    mem_store *m = (mem_store *)st;
-    uint64_t n = 0;
+    *keys = *slow = 0;
     for (unsigned i = 0; i < m->nstripes; i++) {
         stripe_lock(&m->stripes[i]);
-        n += m->stripes[i].count;
+        *keys += m->stripes[i].count;
+        *slow += m->stripes[i].slow;
         stripe_unlock(&m->stripes[i]);
     }
-    return n;
+}
+
+static uint64_t mem_keys(fg_store *st)
+{
+    uint64_t keys, slow;
+    stripes_tally((mem_store *)st, &keys, &slow);
+    return keys;
 }
 
 static void mem_close(fg_store *st)
@@ -813,14 +825,9 @@ uint64_t fg__store_memory_slow_paths(fg_store *st)
 {
     if (!st || st->ops != &mem_ops)
         return 0;
-    mem_store *m = (mem_store *)st;
-    uint64_t n = 0;
-    for (unsigned i = 0; i < m->nstripes; i++) {
-        stripe_lock(&m->stripes[i]);
-        n += m->stripes[i].slow;
-        stripe_unlock(&m->stripes[i]);
-    }
-    return n;
+    uint64_t keys, slow;
+    stripes_tally((mem_store *)st, &keys, &slow);
+    return slow;
 }
 
 fg_store *fg__store_memory_open(const fg_memory_options *opt, char *err,

@@ -53,6 +53,8 @@ int fg__algo_params_init(const fg_limit *lim, fg__algo_params *p, char *err,
     if (p->max_cost >= FG_MAX_COUNT)
         p->max_cost = FG_MAX_COUNT - 1;
 
+    if (p->period_us <= (uint64_t)1 << 63)
+        fg__divisor_init(&p->by_period, p->period_us);
     switch (p->algorithm) {
     case FG_TOKEN_BUCKET: {
         uint64_t g = gcd(p->period_us, p->limit);
@@ -93,7 +95,7 @@ void fg__sliding_window(const fg__algo_params *p, fg__algo_state *s,
                         uint64_t *expires)
 {
     const uint64_t period = p->period_us, limit = p->limit;
-    uint64_t w = fg__window_of(s->a, now, period);
+    uint64_t w = fg__window_of(p, now);
     if (s->a > w) {
         w = s->a;
         now = (w - 1) * period;
@@ -155,7 +157,7 @@ void fg__algo_refund(const fg__algo_params *p, fg__algo_state *s,
     case FG_SLIDING_WINDOW: {
         /* The units sit in the stored window's count: this window's, or
          * the previous one's for a sliding window. */
-        uint64_t w = fg__window_of(s->a, now_us, p->period_us);
+        uint64_t w = fg__window_of(p, now_us);
         int holds =
             s->a == w || (p->algorithm == FG_SLIDING_WINDOW && s->a + 1 == w);
         if (holds)

@@ -41,10 +41,12 @@ typedef struct fg__algo_params {
     uint64_t scale;
     uint64_t t_scaled;
     fg__divisor by_scale, by_t; /* the two divisions of every check */
-    uint64_t depth;             /* burst * t_scaled: a full bucket, scaled */
-    uint64_t depth_us;          /* depth / scale, rounded down */
-    uint64_t depth_frac;        /* depth - depth_us * scale */
-    uint64_t max_cost; /* the largest valid cost: burst or limit, < 2^53 */
+    /* The windowed algorithms: now / period_us, when period_us <= 2^63. */
+    fg__divisor by_period;
+    uint64_t depth;      /* burst * t_scaled: a full bucket, scaled */
+    uint64_t depth_us;   /* depth / scale, rounded down */
+    uint64_t depth_frac; /* depth - depth_us * scale */
+    uint64_t max_cost;   /* the largest valid cost: burst or limit, < 2^53 */
     /* token_bucket: one unit, T, as whole us and a fraction (t_scaled =
      * unit_us * scale + unit_frac), and T rounded up to the us and ms. */
     uint64_t unit_us, unit_frac, unit_up_us, unit_up_ms;
@@ -109,14 +111,15 @@ static inline void fg__decision_ms(fg_decision *d)
 /* The algorithms a store runs on every check, inline (sliding window,
  * the rarest and largest, is a call). */
 
-/* The window index + 1 of 'now': usually the state's own window 'a', which
- * two multiplications confirm without a division. */
-static inline uint64_t fg__window_of(uint64_t a, uint64_t now, uint64_t period)
+/* The window index + 1 of 'now'. A multiplication by the period's
+ * reciprocal, from 'now' alone: it is ready before the key's state arrives
+ * from memory, and no branch waits on that state to choose how to compute
+ * it. */
+static inline uint64_t fg__window_of(const fg__algo_params *p, uint64_t now)
 {
-    /* Unsigned: a 'now' before the window's start wraps to beyond it. */
-    if (a && now - (a - 1) * period < period)
-        return a;
-    return now / period + 1;
+    if (__builtin_expect((now | p->period_us) >> 63, 0))
+        return now / p->period_us + 1;
+    return fg__div(&p->by_period, now) + 1;
 }
 
 /* Fixed window: 'a' is the window index + 1, 'b' its count. A clock that
@@ -125,7 +128,7 @@ static inline __attribute__((always_inline)) void
 fg__fixed_window(const fg__algo_params *p, fg__algo_state *s, uint64_t now,
                  uint64_t cost, fg_decision *d, uint64_t *expires)
 {
-    uint64_t w = fg__window_of(s->a, now, p->period_us);
+    uint64_t w = fg__window_of(p, now);
     if (__builtin_expect(s->a > w, 0)) {
         w = s->a;
         now = (w - 1) * p->period_us;

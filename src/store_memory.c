@@ -634,10 +634,12 @@ slot_decide(const fg_limiter *l, mem_slot *sl, uint64_t now, uint64_t cost,
         sl->expires =
             (uint32_t)((expires + (1u << EXPIRES_SHIFT) - 1) >> EXPIRES_SHIFT);
         /* Never back in time: a check that read the clock before a later
-         * one took the slot must not make the key look older. */
-        uint32_t now_t = (uint32_t)(now >> TOUCHED_SHIFT);
-        if (sl->touched - now_t > AHEAD_TICKS)
-            sl->touched = now_t;
+         * one took the slot must not make the key look older. A select,
+         * not a branch: whether the key was used in this same unit is
+         * anyone's guess, and a mispredicted branch on a slot just fetched
+         * from memory would throw away the work begun after it. */
+        uint32_t now_t = (uint32_t)(now >> TOUCHED_SHIFT), was = sl->touched;
+        sl->touched = was - now_t > AHEAD_TICKS ? now_t : was;
     }
     slot_unlock(sl);
     return rc;

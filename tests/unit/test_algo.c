@@ -769,6 +769,61 @@ static void test_large_values(void)
     }
 }
 
+/* The window of 'now', found by the period's reciprocal (or, from 2^63
+ * on, by division): a fresh key's window index and reset are exactly those
+ * of now / period, for periods of many sizes and for 'now' on, just before
+ * and just after window edges, at random, and around 2^63. */
+static void test_window_index(void)
+{
+    static const char *rates[] = {"1/ms",    "3/7ms",   "10/s",   "7/2s",
+                                  "100/min", "5/15min", "1000/h", "50000/day"};
+    const uint64_t top = (uint64_t)1 << 63;
+    uint64_t x = 0x2545f4914f6cdd1dull, wrong = 0, n = 0;
+    for (size_t i = 0; i < sizeof(rates) / sizeof(rates[0]); i++) {
+        for (int algo = 0; algo < 2; algo++) {
+            fg__algo_params p =
+                params(algo ? FG_SLIDING_WINDOW : FG_FIXED_WINDOW, rates[i], 0);
+            uint64_t period = p.period_us;
+            for (int r = 0; r < 3000; r++) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                uint64_t now;
+                switch (r % 6) {
+                case 0: /* an edge, and either side of it */
+                case 1:
+                case 2: {
+                    uint64_t k = (x >> (r % 40 + 20)) / period + 1;
+                    now = k * period + (uint64_t)(r % 3) - 1;
+                    break;
+                }
+                case 3:
+                    now = x >> (r % 60);
+                    break;
+                case 4: /* around 2^63 */
+                    now = top - 2 + (uint64_t)(r % 5);
+                    break;
+                default: /* above it, leaving room for the window's end */
+                    now = top + (x >> 2);
+                    break;
+                }
+                fg__algo_state s = {0};
+                fg_decision d;
+                n++;
+                /* A sliding window's reset also waits out this window's
+                 * weight on the next: only the fixed window's is the rest
+                 * of the window. */
+                if (check(&p, &s, now, 1, &d) != FG_OK || !d.allowed ||
+                    s.a != now / period + 1 ||
+                    (!algo && d.reset_us != period - now % period))
+                    wrong++;
+            }
+        }
+    }
+    CHECK_EQ(wrong, 0);
+    CHECK(n == 2 * 8 * 3000);
+}
+
 /* Division by an invariant as a multiplication: exact against '/' for
  * divisors of every size (powers of two, their neighbours, random) and
  * dividends up to 2^63 - 1, the edges included. */
@@ -808,6 +863,7 @@ static void test_divisor(void)
 int main(void)
 {
     test_divisor();
+    test_window_index();
     test_tenth_and_eleventh();
     test_fixed_window_edge();
     test_sliding_window_edge();

@@ -41,15 +41,15 @@ typedef struct fg__algo_params {
     uint64_t scale;
     uint64_t t_scaled;
     fg__divisor by_scale, by_t; /* the two divisions of every check */
-    /* The windowed algorithms: now / period_us, when period_us <= 2^63. */
-    fg__divisor by_period;
-    uint64_t depth;      /* burst * t_scaled: a full bucket, scaled */
-    uint64_t depth_us;   /* depth / scale, rounded down */
-    uint64_t depth_frac; /* depth - depth_us * scale */
-    uint64_t max_cost;   /* the largest valid cost: burst or limit, < 2^53 */
+    uint64_t depth;             /* burst * t_scaled: a full bucket, scaled */
+    uint64_t depth_us;          /* depth / scale, rounded down */
+    uint64_t depth_frac;        /* depth - depth_us * scale */
+    uint64_t max_cost; /* the largest valid cost: burst or limit, < 2^53 */
     /* token_bucket: one unit, T, as whole us and a fraction (t_scaled =
      * unit_us * scale + unit_frac), and T rounded up to the us and ms. */
     uint64_t unit_us, unit_frac, unit_up_us, unit_up_ms;
+    /* The windowed algorithms: now / period_us, when period_us <= 2^63. */
+    fg__divisor by_period;
 } fg__algo_params;
 
 /* The state of one key. An all-zero state is a key never seen.

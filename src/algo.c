@@ -53,7 +53,8 @@ int fg__algo_params_init(const fg_limit *lim, fg__algo_params *p, char *err,
     if (p->max_cost >= FG_MAX_COUNT)
         p->max_cost = FG_MAX_COUNT - 1;
 
-    if (p->period_us <= (uint64_t)1 << 63)
+    /* fg__window_of divides instead from 2^63 on. */
+    if (!(p->period_us >> 63))
         fg__divisor_init(&p->by_period, p->period_us);
     switch (p->algorithm) {
     case FG_TOKEN_BUCKET: {

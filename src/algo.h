@@ -48,7 +48,7 @@ typedef struct fg__algo_params {
     /* token_bucket: one unit, T, as whole us and a fraction (t_scaled =
      * unit_us * scale + unit_frac), and T rounded up to the us and ms. */
     uint64_t unit_us, unit_frac, unit_up_us, unit_up_ms;
-    /* The windowed algorithms: now / period_us, when period_us <= 2^63. */
+    /* The windowed algorithms: now / period_us, when period_us < 2^63. */
     fg__divisor by_period;
 } fg__algo_params;
 

@@ -778,7 +778,7 @@ static void test_window_index(void)
     static const char *rates[] = {"1/ms",    "3/7ms",   "10/s",   "7/2s",
                                   "100/min", "5/15min", "1000/h", "50000/day"};
     const uint64_t top = (uint64_t)1 << 63;
-    uint64_t x = 0x2545f4914f6cdd1dull, wrong = 0, n = 0;
+    uint64_t x = 0x2545f4914f6cdd1dull, wrong = 0;
     for (size_t i = 0; i < sizeof(rates) / sizeof(rates[0]); i++) {
         for (int algo = 0; algo < 2; algo++) {
             fg__algo_params p =
@@ -809,7 +809,6 @@ static void test_window_index(void)
                 }
                 fg__algo_state s = {0};
                 fg_decision d;
-                n++;
                 /* A sliding window's reset also waits out this window's
                  * weight on the next: only the fixed window's is the rest
                  * of the window. */
@@ -821,7 +820,6 @@ static void test_window_index(void)
         }
     }
     CHECK_EQ(wrong, 0);
-    CHECK(n == 2 * 8 * 3000);
 }
 
 /* Division by an invariant as a multiplication: exact against '/' for

@@ -262,14 +262,16 @@ void fg__sliding_window(const fg__algo_params *p, fg__algo_state *s,
                         uint64_t *expires);
 
 /* As fg__algo_check, for a 'cost' that fg__algo_check_cost has already
- * accepted (the limiter validates every check before a store sees it).
- * Inline, with fixed window and token bucket, so that a store's check is
- * one function: no call, no spilled arguments. */
+ * accepted (the limiter validates every check before a store sees it), by
+ * 'algorithm' (p->algorithm, or a constant for a check made for one
+ * algorithm). Inline, with fixed window and token bucket, so that a
+ * store's check is one function: no call, no spilled arguments. */
 static inline __attribute__((always_inline)) int
-fg__algo_decide(const fg__algo_params *p, fg__algo_state *s, uint64_t now_us,
-                uint64_t cost, fg_decision *d, uint64_t *expires_us)
+fg__algo_decide_as(fg_algorithm algorithm, const fg__algo_params *p,
+                   fg__algo_state *s, uint64_t now_us, uint64_t cost,
+                   fg_decision *d, uint64_t *expires_us)
 {
-    switch (p->algorithm) {
+    switch (algorithm) {
     case FG_FIXED_WINDOW:
     case FG_NAIVE_GET_SET:
         fg__fixed_window(p, s, now_us, cost, d, expires_us);
@@ -281,6 +283,13 @@ fg__algo_decide(const fg__algo_params *p, fg__algo_state *s, uint64_t now_us,
         return fg__token_bucket(p, s, now_us, cost, d, expires_us);
     }
     return FG_EINVAL;
+}
+
+static inline __attribute__((always_inline)) int
+fg__algo_decide(const fg__algo_params *p, fg__algo_state *s, uint64_t now_us,
+                uint64_t cost, fg_decision *d, uint64_t *expires_us)
+{
+    return fg__algo_decide_as(p->algorithm, p, s, now_us, cost, d, expires_us);
 }
 
 #endif

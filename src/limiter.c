@@ -19,6 +19,9 @@ struct fg__policy {
 
 static atomic_ullong next_limiter_id = 1;
 
+static int check_settled(fg_limiter *l, const char *key, size_t keylen,
+                         uint64_t cost, fg_decision *out);
+
 static int is_store_failure(int rc)
 {
     switch (rc) {
@@ -69,6 +72,7 @@ fg_limiter *fg_limiter_new(fg_store *st, const fg_limit *lim, char *err,
         fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
         goto fail_nostore;
     }
+    l->check = check_settled;
     if (st->ops->limiter_init(st, l, &l->store_data, err, errlen) != FG_OK)
         goto fail_nostore;
 
@@ -246,17 +250,15 @@ static __attribute__((noinline, cold)) int check_invalid(fg_limiter *l, int rc,
 }
 
 /* Every path is a tail call: the common one, to a store that settles its
- * own result (the memory store), runs in no frame of this function. */
+ * own result (the memory store's check for this limiter's algorithm), runs
+ * in no frame of this function. */
 int fg_check(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
              fg_decision *out)
 {
     int rc = validate(l, key, keylen, cost);
     if (__builtin_expect(rc != FG_OK, 0))
         return check_invalid(l, rc, out);
-    const fg__store_ops *ops = l->st->ops;
-    if (ops->settles)
-        return ops->check(l->st, l, key, keylen, cost, out);
-    return check_settled(l, key, keylen, cost, out);
+    return l->check(l, key, keylen, cost, out);
 }
 
 int fg_check_async(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
@@ -274,9 +276,12 @@ int fg_check_async(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
         return FG_OK;
     }
     if (!l->st->ops->check_async) {
-        rc = l->st->ops->check(l->st, l, key, keylen, cost, &d);
-        if (!l->st->ops->settles)
+        if (l->check != check_settled) {
+            rc = l->check(l, key, keylen, cost, &d);
+        } else {
+            rc = l->st->ops->check(l->st, l, key, keylen, cost, &d);
             rc = settle(l, rc, key, keylen, cost, &d);
+        }
         cb(rc, &d, data);
         return FG_OK;
     }

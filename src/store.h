@@ -27,7 +27,8 @@ typedef struct fg__req {
 typedef struct fg__store_ops {
     const char *scheme;
     /* Prepare per-limiter data in '*out' (may stay NULL), or refuse a limit
-     * this store cannot enforce, with the reason in 'err'. */
+     * this store cannot enforce, with the reason in 'err'. It may set
+     * 'l->check' (see struct fg_limiter). */
     int (*limiter_init)(fg_store *st, fg_limiter *l, void **out, char *err,
                         size_t errlen);
     void (*limiter_free)(fg_store *st, fg_limiter *l, void *data);
@@ -44,13 +45,13 @@ typedef struct fg__store_ops {
                   uint64_t cost);
     uint64_t (*keys)(fg_store *st);
     void (*close)(fg_store *st);
-    /* Set when 'check' settles its own result: it fills 'd->source' and
-     * passes its failures to fg__settle_failure, so that fg_check returns
-     * what it returns, without a frame of its own. For a store whose only
-     * failures are this process's own (the memory store: out of memory, a
-     * clock out of range), for which the breaker never opens. */
-    int settles;
 } fg__store_ops;
+
+/* A check that settles its own result: it fills 'd->source' and passes its
+ * failures to fg__settle_failure, so that fg_check returns what it
+ * returns, without a frame of its own. */
+typedef int (*fg__check_fn)(fg_limiter *l, const char *key, size_t keylen,
+                            uint64_t cost, fg_decision *d);
 
 /* Every store begins with this header. */
 struct fg_store {
@@ -65,6 +66,13 @@ struct fg_limiter {
     uint64_t id;      /* unique in the process: namespaces memory keys */
     void *store_data; /* from ops->limiter_init */
     struct fg__policy *policy; /* breaker and local fallback (limiter.c) */
+    /* fg_check's whole work for this limiter, after validation: the
+     * store's 'check' between the breaker and the policy, unless the store
+     * replaced it (in limiter_init) with a check of its own, chosen once
+     * for the limiter's algorithm. The memory store does: its only
+     * failures are this process's own (out of memory, a clock out of
+     * range), for which the breaker never opens. */
+    fg__check_fn check;
 };
 
 /* Apply the limit's failure policy to a store's failure 'rc' (see

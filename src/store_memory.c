@@ -124,6 +124,7 @@ typedef struct mem_store {
     uint64_t seed;
     size_t page;
     unsigned nstripes;
+    uint64_t stripe_mask; /* nstripes - 1 */
     /* Each stripe's current view, read by every check and written only
      * when a growth publishes; then the stripes. Both aligned to a cache
      * line within 'stripes_mem'. */
@@ -243,7 +244,7 @@ static inline uint64_t key_hash(const mem_store *m, uint32_t owner,
  * slot and its tag. */
 static inline size_t stripe_index(const mem_store *m, uint64_t h)
 {
-    return (size_t)(h >> 8) & (m->nstripes - 1);
+    return (size_t)(h >> 8) & m->stripe_mask;
 }
 
 static inline mem_stripe *stripe_of(const mem_store *m, uint64_t h)
@@ -352,6 +353,17 @@ static inline int slot_is(const mem_slot *sl, uint32_t owner, const char *key,
 {
     return sl->owner == owner && sl->keylen == keylen &&
            key_eq(slot_key(sl), key, keylen);
+}
+
+/* As slot_is, for a key of at most INLINE_KEY bytes when the caller knows
+ * its length (a constant test then): a short key is in its slot. Owner and
+ * length are compared apart: a word across them and the lock word would
+ * wait for the lock's store to reach the cache. */
+static inline int slot_is_short(const mem_slot *sl, uint32_t owner,
+                                const char *key, size_t keylen)
+{
+    return sl->owner == owner && sl->keylen == keylen &&
+           key_eq(keylen <= INLINE_KEY ? sl->key : slot_key(sl), key, keylen);
 }
 
 static void slot_free_key(mem_slot *sl)
@@ -593,7 +605,7 @@ fast_find(const mem_store *m, uint64_t h, uint32_t owner, const char *key,
         if (!slot_lock_if(sl, wait))
             return NULL;
         if (atomic_load_explicit(&tags[i], memory_order_relaxed) == tag &&
-            slot_is(sl, owner, key, keylen))
+            slot_is_short(sl, owner, key, keylen))
             return sl;
         slot_unlock(sl);
     }
@@ -622,14 +634,15 @@ static int slow_find(const mem_store *m, mem_stripe *s, uint64_t h,
     return rc;
 }
 
-/* Decide for the locked slot 'sl', stamp its expiry and last use, and
- * unlock it. */
+/* Decide for the locked slot 'sl' by 'algorithm' (the limiter's), stamp
+ * its expiry and last use, and unlock it. */
 static inline __attribute__((always_inline)) int
-slot_decide(const fg_limiter *l, mem_slot *sl, uint64_t now, uint64_t cost,
-            fg_decision *d)
+slot_decide(const fg_limiter *l, fg_algorithm algorithm, mem_slot *sl,
+            uint64_t now, uint64_t cost, fg_decision *d)
 {
     uint64_t expires;
-    int rc = fg__algo_decide(&l->p, &sl->state, now, cost, d, &expires);
+    int rc = fg__algo_decide_as(algorithm, &l->p, &sl->state, now, cost, d,
+                                &expires);
     if (__builtin_expect(rc == FG_OK, 1)) {
         sl->expires =
             (uint32_t)((expires + (1u << EXPIRES_SHIFT) - 1) >> EXPIRES_SHIFT);
@@ -657,7 +670,7 @@ mem_decide_slow(mem_store *m, const fg_limiter *l, const char *key,
     int rc = slow_find(m, s, h, (uint32_t)l->id, key, keylen, now, 1, &sl);
     if (rc != FG_OK)
         return rc;
-    return slot_decide(l, sl, now, cost, d);
+    return slot_decide(l, l->p.algorithm, sl, now, cost, d);
 }
 
 /* The store's decision at 'now': FG_OK with 'd' filled but its source,
@@ -671,7 +684,7 @@ static int mem_decide(mem_store *m, const fg_limiter *l, const char *key,
     mem_slot *sl = fast_find(m, h, owner, key, keylen, 1);
     if (!sl)
         return mem_decide_slow(m, l, key, keylen, cost, d, h, now);
-    return slot_decide(l, sl, now, cost, d);
+    return slot_decide(l, l->p.algorithm, sl, now, cost, d);
 }
 
 /* fg_check's result from the store's: the source, or the limit's policy
@@ -686,44 +699,67 @@ static inline int mem_settle(fg_limiter *l, int rc, const char *key,
     return fg__settle_failure(l, rc, key, keylen, cost, d);
 }
 
-/* fg_check's work once its key's slot is locked. */
-static inline __attribute__((always_inline)) int
-mem_check_locked(fg_limiter *l, mem_slot *sl, const char *key, size_t keylen,
-                 uint64_t cost, fg_decision *d, uint64_t now)
-{
-    return mem_settle(l, slot_decide(l, sl, now, cost, d), key, keylen, cost,
-                      d);
-}
-
 /* fg_check's work for a long key, or one the fast path did not find or
  * found held. */
 static __attribute__((noinline)) int
-mem_check_slow(fg_store *st, fg_limiter *l, const char *key, size_t keylen,
-               uint64_t cost, fg_decision *d, uint64_t now)
+mem_check_slow(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
+               fg_decision *d, uint64_t now)
 {
-    int rc = mem_decide((mem_store *)st, l, key, keylen, cost, d, now);
+    int rc = mem_decide((mem_store *)l->st, l, key, keylen, cost, d, now);
     return mem_settle(l, rc, key, keylen, cost, d);
 }
 
 /* fg_check's whole work for this store (the store settles its own
- * result). The clock is read first, so that it overlaps the hash, the
- * probe and, for a key out of the cache, the wait for its slot. A long key
- * (compared by a call), a slot held by another thread and a key not found
- * go out of line, so that the common path keeps its registers and takes
- * the slot's lock at its first try. */
-static int mem_check(fg_store *st, fg_limiter *l, const char *key,
-                     size_t keylen, uint64_t cost, fg_decision *d)
+ * result), made for one algorithm: a check dispatches on nothing. The
+ * clock is read first, so that it overlaps the hash, the probe and, for a
+ * key out of the cache, the wait for its slot. A long key (compared by a
+ * call), a slot held by another thread and a key not found go out of
+ * line, so that the common path keeps its registers and takes the slot's
+ * lock at its first try. */
+static inline __attribute__((always_inline)) int
+mem_check_as(fg_algorithm algorithm, fg_limiter *l, const char *key,
+             size_t keylen, uint64_t cost, fg_decision *d)
 {
-    mem_store *m = (mem_store *)st;
+    mem_store *m = (mem_store *)l->st;
     uint64_t now = store_now(m);
     if (__builtin_expect(keylen > INLINE_KEY, 0))
-        return mem_check_slow(st, l, key, keylen, cost, d, now);
+        return mem_check_slow(l, key, keylen, cost, d, now);
     uint32_t owner = (uint32_t)l->id;
     uint64_t h = key_hash(m, owner, key, keylen);
     mem_slot *sl = fast_find(m, h, owner, key, keylen, 0);
     if (__builtin_expect(!sl, 0))
-        return mem_check_slow(st, l, key, keylen, cost, d, now);
-    return mem_check_locked(l, sl, key, keylen, cost, d, now);
+        return mem_check_slow(l, key, keylen, cost, d, now);
+    return mem_settle(l, slot_decide(l, algorithm, sl, now, cost, d), key,
+                      keylen, cost, d);
+}
+
+/* Fixed window (and naive_get_set, the same here), token bucket, and the
+ * sliding window, whose algorithm is a call anyway. */
+static int mem_check_fixed(fg_limiter *l, const char *key, size_t keylen,
+                           uint64_t cost, fg_decision *d)
+{
+    return mem_check_as(FG_FIXED_WINDOW, l, key, keylen, cost, d);
+}
+
+static int mem_check_token(fg_limiter *l, const char *key, size_t keylen,
+                           uint64_t cost, fg_decision *d)
+{
+    return mem_check_as(FG_TOKEN_BUCKET, l, key, keylen, cost, d);
+}
+
+static int mem_check_sliding(fg_limiter *l, const char *key, size_t keylen,
+                             uint64_t cost, fg_decision *d)
+{
+    return mem_check_as(FG_SLIDING_WINDOW, l, key, keylen, cost, d);
+}
+
+/* The store interface's check, unsettled (fg_check takes the limiter's own
+ * check instead). */
+static int mem_check(fg_store *st, fg_limiter *l, const char *key,
+                     size_t keylen, uint64_t cost, fg_decision *d)
+{
+    mem_store *m = (mem_store *)st;
+    return mem_decide(m, l, key, keylen, cost, d, store_now(m));
 }
 
 static int mem_refund(fg_store *st, fg_limiter *l, const char *key,
@@ -797,10 +833,23 @@ static int mem_limiter_init(fg_store *st, fg_limiter *l, void **out, char *err,
                             size_t errlen)
 {
     (void)st;
-    (void)l;
-    (void)err;
-    (void)errlen;
     *out = NULL;
+    switch (l->p.algorithm) {
+    case FG_FIXED_WINDOW:
+    case FG_NAIVE_GET_SET:
+        l->check = mem_check_fixed;
+        break;
+    case FG_TOKEN_BUCKET:
+        l->check = mem_check_token;
+        break;
+    case FG_SLIDING_WINDOW:
+        l->check = mem_check_sliding;
+        break;
+    }
+    if (!l->check)
+        return fg__seterr(err, errlen, FG_EINVAL,
+                          "memory store: unknown algorithm %d",
+                          (int)l->p.algorithm);
     return FG_OK;
 }
 
@@ -820,7 +869,6 @@ static const fg__store_ops mem_ops = {
     .refund = mem_refund,
     .keys = mem_keys,
     .close = mem_close,
-    .settles = 1,
 };
 
 uint64_t fg__store_memory_slow_paths(fg_store *st)
@@ -857,6 +905,7 @@ fg_store *fg__store_memory_open(const fg_memory_options *opt, char *err,
     while (n < STRIPES_MAX && max_keys / (n * 2) >= 1024)
         n *= 2;
     m->nstripes = n;
+    m->stripe_mask = n - 1;
     /* The views, then each stripe on its own cache lines, so that two
      * threads working in two stripes never share one; the allocator
      * promises only 16 bytes. */

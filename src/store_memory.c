@@ -224,14 +224,26 @@ static inline void tag_set(mem_table *t, size_t i, uint8_t tag)
 /* The store's clock. The default is read here rather than through the
  * pointer: the same CLOCK_MONOTONIC_COARSE as fg__mono_us, straight from
  * the vDSO, without the C library's wrapper. */
-static inline uint64_t store_now(const mem_store *m)
+static inline __attribute__((always_inline)) uint64_t
+store_now_as(int own_clock, const mem_store *m)
 {
-    if (m->clock != fg__mono_us)
+    if (own_clock)
         return m->clock(m->clock_ctx);
     struct timespec ts;
     if (__builtin_expect(m->gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0, 0))
         return fg__mono_us(NULL);
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* 1 when the store reads a caller's clock. */
+static inline int store_own_clock(const mem_store *m)
+{
+    return m->clock != fg__mono_us;
+}
+
+static inline uint64_t store_now(const mem_store *m)
+{
+    return store_now_as(store_own_clock(m), m);
 }
 
 static inline uint64_t key_hash(const mem_store *m, uint32_t owner,
@@ -710,18 +722,19 @@ mem_check_slow(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
 }
 
 /* fg_check's whole work for this store (the store settles its own
- * result), made for one algorithm: a check dispatches on nothing. The
+ * result), made for one algorithm and one kind of clock (the default, or
+ * the caller's): a check dispatches on nothing. The
  * clock is read first, so that it overlaps the hash, the probe and, for a
  * key out of the cache, the wait for its slot. A long key (compared by a
  * call), a slot held by another thread and a key not found go out of
  * line, so that the common path keeps its registers and takes the slot's
  * lock at its first try. */
 static inline __attribute__((always_inline)) int
-mem_check_as(fg_algorithm algorithm, fg_limiter *l, const char *key,
-             size_t keylen, uint64_t cost, fg_decision *d)
+mem_check_as(fg_algorithm algorithm, int own_clock, fg_limiter *l,
+             const char *key, size_t keylen, uint64_t cost, fg_decision *d)
 {
     mem_store *m = (mem_store *)l->st;
-    uint64_t now = store_now(m);
+    uint64_t now = store_now_as(own_clock, m);
     if (__builtin_expect(keylen > INLINE_KEY, 0))
         return mem_check_slow(l, key, keylen, cost, d, now);
     uint32_t owner = (uint32_t)l->id;
@@ -734,24 +747,20 @@ mem_check_as(fg_algorithm algorithm, fg_limiter *l, const char *key,
 }
 
 /* Fixed window (and naive_get_set, the same here), token bucket, and the
- * sliding window, whose algorithm is a call anyway. */
-static int mem_check_fixed(fg_limiter *l, const char *key, size_t keylen,
-                           uint64_t cost, fg_decision *d)
-{
-    return mem_check_as(FG_FIXED_WINDOW, l, key, keylen, cost, d);
-}
-
-static int mem_check_token(fg_limiter *l, const char *key, size_t keylen,
-                           uint64_t cost, fg_decision *d)
-{
-    return mem_check_as(FG_TOKEN_BUCKET, l, key, keylen, cost, d);
-}
-
-static int mem_check_sliding(fg_limiter *l, const char *key, size_t keylen,
-                             uint64_t cost, fg_decision *d)
-{
-    return mem_check_as(FG_SLIDING_WINDOW, l, key, keylen, cost, d);
-}
+ * sliding window, whose algorithm is a call anyway; each with the default
+ * clock and with a caller's. */
+#define MEM_CHECK(name, algorithm, own_clock)                                  \
+    static int name(fg_limiter *l, const char *key, size_t keylen,             \
+                    uint64_t cost, fg_decision *d)                             \
+    {                                                                          \
+        return mem_check_as(algorithm, own_clock, l, key, keylen, cost, d);    \
+    }
+MEM_CHECK(mem_check_fixed, FG_FIXED_WINDOW, 0)
+MEM_CHECK(mem_check_token, FG_TOKEN_BUCKET, 0)
+MEM_CHECK(mem_check_sliding, FG_SLIDING_WINDOW, 0)
+MEM_CHECK(mem_check_fixed_clock, FG_FIXED_WINDOW, 1)
+MEM_CHECK(mem_check_token_clock, FG_TOKEN_BUCKET, 1)
+MEM_CHECK(mem_check_sliding_clock, FG_SLIDING_WINDOW, 1)
 
 /* The store interface's check, unsettled (fg_check takes the limiter's own
  * check instead). */
@@ -832,18 +841,19 @@ static void mem_close(fg_store *st)
 static int mem_limiter_init(fg_store *st, fg_limiter *l, void **out, char *err,
                             size_t errlen)
 {
-    (void)st;
+    int own = store_own_clock((mem_store *)st);
     *out = NULL;
+    l->check = NULL;
     switch (l->p.algorithm) {
     case FG_FIXED_WINDOW:
     case FG_NAIVE_GET_SET:
-        l->check = mem_check_fixed;
+        l->check = own ? mem_check_fixed_clock : mem_check_fixed;
         break;
     case FG_TOKEN_BUCKET:
-        l->check = mem_check_token;
+        l->check = own ? mem_check_token_clock : mem_check_token;
         break;
     case FG_SLIDING_WINDOW:
-        l->check = mem_check_sliding;
+        l->check = own ? mem_check_sliding_clock : mem_check_sliding;
         break;
     }
     if (!l->check)

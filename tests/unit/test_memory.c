@@ -139,6 +139,57 @@ static void test_default_clock(void)
     fg_store_close(st);
 }
 
+/* Each algorithm's check with the default clock (the store picks one per
+ * algorithm and clock when the limiter is made): 5/day, five allowed with
+ * exact remaining, the sixth refused with the wait its own algorithm
+ * gives, placed in time between two readings of the clock. The token
+ * bucket waits one emission interval (a day / 5); the fixed window, until
+ * the day ends; the sliding window, until a fifth of the next day has
+ * passed (then the 5 of this day weigh 4). Short and long keys. */
+static void test_default_clock_algorithms(void)
+{
+    const uint64_t day = 86400 * SEC, fifth = day / 5;
+    static const char *keys[] = {"user:1",
+                                 "a key longer than twenty-four bytes"};
+    int wrong = 0, edges = 0;
+    for (int a = 0; a < 3; a++) {
+        for (int k = 0; k < 2; k++) {
+            fg_store *st = fg_store_open_memory(NULL, NULL, 0);
+            fg_limiter *l = st ? new_limiter(st, "5/day", all_algos[a]) : NULL;
+            CHECK(l != NULL);
+            if (!l) {
+                fg_store_close(st);
+                return;
+            }
+            const char *key = keys[k];
+            fg_decision d;
+            for (uint64_t n = 1; n <= 5; n++) {
+                CHECK_EQ(fg_check(l, key, strlen(key), 1, &d), FG_OK);
+                wrong += !d.allowed || d.remaining != 5 - n || d.limit != 5;
+            }
+            uint64_t before = coarse_us();
+            CHECK_EQ(fg_check(l, key, strlen(key), 1, &d), FG_OK);
+            uint64_t after = coarse_us();
+            uint64_t end = (before / day + 1) * day;
+            wrong += d.allowed || d.remaining != 0;
+            if (all_algos[a] == FG_TOKEN_BUCKET) {
+                wrong += d.retry_after_us != fifth;
+            } else if (after >= end || d.retry_after_us > end + fifth) {
+                edges++; /* a day's edge between the readings */
+            } else {
+                uint64_t now = all_algos[a] == FG_FIXED_WINDOW
+                                   ? end - d.retry_after_us
+                                   : end + fifth - d.retry_after_us;
+                wrong += now < before || now > after;
+            }
+            fg_limiter_free(l);
+            fg_store_close(st);
+        }
+    }
+    CHECK_EQ(wrong, 0);
+    CHECK(edges < 6);
+}
+
 static void test_binary_keys(void)
 {
     fg_store *st = open_store(0);
@@ -709,6 +760,7 @@ int main(void)
 {
     test_tenth_and_eleventh();
     test_default_clock();
+    test_default_clock_algorithms();
     test_binary_keys();
     test_limiters_separate();
     test_bad_input();

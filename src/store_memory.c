@@ -723,12 +723,11 @@ mem_check_slow(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
 
 /* fg_check's whole work for this store (the store settles its own
  * result), made for one algorithm and one kind of clock (the default, or
- * the caller's): a check dispatches on nothing. The
- * clock is read first, so that it overlaps the hash, the probe and, for a
- * key out of the cache, the wait for its slot. A long key (compared by a
- * call), a slot held by another thread and a key not found go out of
- * line, so that the common path keeps its registers and takes the slot's
- * lock at its first try. */
+ * the caller's): a check dispatches on nothing. The clock is read first,
+ * so that it overlaps the hash, the probe and, for a key out of the cache,
+ * the wait for its slot. A long key (compared by a call), a slot held by
+ * another thread and a key not found go out of line, so that the common
+ * path keeps its registers and takes the slot's lock at its first try. */
 static inline __attribute__((always_inline)) int
 mem_check_as(fg_algorithm algorithm, int own_clock, fg_limiter *l,
              const char *key, size_t keylen, uint64_t cost, fg_decision *d)
@@ -762,8 +761,8 @@ MEM_CHECK(mem_check_fixed_clock, FG_FIXED_WINDOW, 1)
 MEM_CHECK(mem_check_token_clock, FG_TOKEN_BUCKET, 1)
 MEM_CHECK(mem_check_sliding_clock, FG_SLIDING_WINDOW, 1)
 
-/* The store interface's check, unsettled (fg_check takes the limiter's own
- * check instead). */
+/* The store interface's check, unsettled: for a limit's local fallback,
+ * which sets the source itself (fg_check takes the limiter's own check). */
 static int mem_check(fg_store *st, fg_limiter *l, const char *key,
                      size_t keylen, uint64_t cost, fg_decision *d)
 {

@@ -123,8 +123,7 @@ typedef struct mem_store {
     fg__gettime_fn gettime; /* for the default clock */
     uint64_t seed;
     size_t page;
-    unsigned nstripes;
-    uint64_t stripe_mask; /* nstripes - 1 */
+    uint64_t stripe_mask; /* the stripes' count, a power of two, less 1 */
     /* Each stripe's current view, read by every check and written only
      * when a growth publishes; then the stripes. Both aligned to a cache
      * line within 'stripes_mem'. */
@@ -360,19 +359,12 @@ static inline int key_eq(const char *a, const char *b, size_t n)
            (a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1]);
 }
 
+/* Owner and length are compared apart: a word across them and the lock
+ * word would wait for the lock's store to reach the cache. Once the
+ * lengths are equal, a short key is in the slot (a constant test when the
+ * caller knows the length). */
 static inline int slot_is(const mem_slot *sl, uint32_t owner, const char *key,
                           size_t keylen)
-{
-    return sl->owner == owner && sl->keylen == keylen &&
-           key_eq(slot_key(sl), key, keylen);
-}
-
-/* As slot_is, for a key of at most INLINE_KEY bytes when the caller knows
- * its length (a constant test then): a short key is in its slot. Owner and
- * length are compared apart: a word across them and the lock word would
- * wait for the lock's store to reach the cache. */
-static inline int slot_is_short(const mem_slot *sl, uint32_t owner,
-                                const char *key, size_t keylen)
 {
     return sl->owner == owner && sl->keylen == keylen &&
            key_eq(keylen <= INLINE_KEY ? sl->key : slot_key(sl), key, keylen);
@@ -617,7 +609,7 @@ fast_find(const mem_store *m, uint64_t h, uint32_t owner, const char *key,
         if (!slot_lock_if(sl, wait))
             return NULL;
         if (atomic_load_explicit(&tags[i], memory_order_relaxed) == tag &&
-            slot_is_short(sl, owner, key, keylen))
+            slot_is(sl, owner, key, keylen))
             return sl;
         slot_unlock(sl);
     }
@@ -802,7 +794,7 @@ static void mem_check_async(fg_store *st, fg__req *req)
 static void stripes_tally(const mem_store *m, uint64_t *keys, uint64_t *slow)
 {
     *keys = *slow = 0;
-    for (unsigned i = 0; i < m->nstripes; i++) {
+    for (uint64_t i = 0; i <= m->stripe_mask; i++) {
         stripe_lock(&m->stripes[i]);
         *keys += m->stripes[i].count;
         *slow += m->stripes[i].slow;
@@ -822,7 +814,7 @@ static void mem_close(fg_store *st)
     mem_store *m = (mem_store *)st;
     if (!m)
         return;
-    for (unsigned i = 0; m->stripes && i < m->nstripes; i++) {
+    for (uint64_t i = 0; m->stripes && i <= m->stripe_mask; i++) {
         mem_stripe *s = &m->stripes[i];
         mem_table *t = s->table;
         /* Retired tables hold copies of the current keys' pointers. */
@@ -913,7 +905,6 @@ fg_store *fg__store_memory_open(const fg_memory_options *opt, char *err,
     unsigned n = 1;
     while (n < STRIPES_MAX && max_keys / (n * 2) >= 1024)
         n *= 2;
-    m->nstripes = n;
     m->stripe_mask = n - 1;
     /* The views, then each stripe on its own cache lines, so that two
      * threads working in two stripes never share one; the allocator

@@ -187,7 +187,9 @@ static void test_default_clock_algorithms(void)
         }
     }
     CHECK_EQ(wrong, 0);
-    CHECK(edges < 6);
+    /* A day's edge falls between two readings a few us apart at most
+     * once a run; more means waits that no algorithm gives. */
+    CHECK(edges <= 1);
 }
 
 static void test_binary_keys(void)

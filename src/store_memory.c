@@ -42,12 +42,15 @@
  * full, a clock hand samples the next 16 slots and reclaims an expired
  * one, or else the least recently used of the sample (as Redis
  * approximates LRU), so memory stays bounded. */
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -71,8 +74,25 @@
 /* Growths per stripe: a stripe holds at most 2^34 keys (2^40 among 64),
  * and from 16 slots by half each time that is at most 53 growths. */
 #define RETIRED_MAX 64
+/* Slots a growth retires at a time: a barrier, if one is needed, for each
+ * chunk. */
+#define GROW_CHUNK 1024
 
 enum { SLOT_DEAD = 0, SLOT_OPEN = 1, SLOT_HELD = 2, SLOT_MOVED = 3 };
+/* A lock word from BIAS_FIRST up is a slot biased to the thread of that
+ * mark: open, and its owner enters without an atomic instruction. Marks
+ * are lent to at most BIAS_MARKS threads at a time; a thread without one
+ * (BIAS_NONE) is never an owner. */
+#define BIAS_FIRST 4u
+#define BIAS_MARKS 192u
+#define BIAS_NONE  255u
+/* Biased slots taken back after which a store biases no new key: its
+ * keys are shared between threads. */
+#define BIAS_REVOKED_MAX 1024u
+
+/* How a slot is held: by its lock, by its owner (without the lock), or
+ * by its lock until it is let go biased to this thread (a new key). */
+enum { HOLD_NONE = 0, HOLD_LOCK, HOLD_OWNER, HOLD_GRANT };
 
 /* One key. Expiry and last use are kept coarse: they only choose what to
  * evict. */
@@ -83,12 +103,14 @@ typedef struct mem_slot {
     uint32_t touched;     /* in 2^10 us; compared as an age, may wrap */
     uint32_t owner;       /* the limiter's id: limiters never share */
     uint16_t keylen;
-    _Atomic uint16_t lock; /* SLOT_* */
+    _Atomic uint8_t
+        lock;           /* SLOT_*, or the mark of the thread it is biased to */
+    _Atomic uint8_t in; /* 1 while its owner is in it without the lock */
 } mem_slot;
 
 _Static_assert(sizeof(mem_slot) == 64, "a slot is one cache line");
 
-/* The bytes of a slot but its lock word. */
+/* The bytes of a slot but its lock word and its owner's flag. */
 #define SLOT_BODY offsetof(mem_slot, lock)
 
 /* One allocation: this header, then the slots on a cache line, then the
@@ -130,6 +152,10 @@ typedef struct mem_store {
     _Atomic uint64_t *views;
     mem_stripe *stripes;
     void *stripes_mem;
+    /* Written only when a thread takes a slot biased to another: on a
+     * line of their own. */
+    _Alignas(64) atomic_int bias_on; /* new keys are biased to their thread */
+    atomic_ullong revoked;           /* biased slots taken back */
 } mem_store;
 
 static inline void cpu_relax(void)
@@ -166,48 +192,254 @@ static void stripe_unlock(mem_stripe *s)
     atomic_store_explicit(&s->lock, 0, memory_order_release);
 }
 
-/* Lock 'sl', which must be seen open first: a failed compare-and-swap
- * still writes its line, and a retired table's released pages must stay
- * released. Returns 0, without writing, when the slot is dead or moved,
- * or held and 'wait' is not set. */
-static inline __attribute__((always_inline)) int slot_lock_if(mem_slot *sl,
-                                                              int wait)
+/* ---- biased slots -----------------------------------------------------
+ * A key is most often checked by the thread that inserted it, and the
+ * lock's compare-and-swap is then the dearest part of a check: it waits
+ * for the slot's line and holds back every load after it. So a new key's
+ * slot is biased to its thread: the lock word holds the thread's mark, and
+ * the owner enters by raising the slot's 'in' flag and seeing its mark
+ * still there, with a plain store and load. Another thread takes the slot
+ * by swapping the mark for SLOT_HELD, then waits for 'in' to fall; the
+ * slot is unbiased from then on. The owner's store of 'in' and its load of
+ * the lock word may pass each other in the processor; the taker's
+ * membarrier(2) makes every running thread of the process order its memory
+ * accesses before it returns, so either the owner sees SLOT_HELD or the
+ * taker sees 'in' (Dekker's pattern, one side's fence made by the other).
+ * Without the expedited membarrier no slot is biased. */
+
+#ifndef MEMBARRIER_CMD_QUERY
+#define MEMBARRIER_CMD_QUERY                      0
+#define MEMBARRIER_CMD_GLOBAL                     1
+#define MEMBARRIER_CMD_PRIVATE_EXPEDITED          8
+#define MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED 16
+#endif
+
+static long membarrier(int cmd)
 {
+#ifdef SYS_membarrier
+    return syscall(SYS_membarrier, cmd, 0, 0);
+#else
+    (void)cmd;
+    return -1;
+#endif
+}
+
+/* 1 when this process may bias slots: the expedited barrier is there and
+ * registered (once, for every store). */
+static int bias_supported(void)
+{
+    static atomic_int supported = -1;
+    int v = atomic_load_explicit(&supported, memory_order_acquire);
+    if (v >= 0)
+        return v;
+    long cmds = membarrier(MEMBARRIER_CMD_QUERY);
+    v = cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+        (cmds & MEMBARRIER_CMD_GLOBAL) &&
+        membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+    atomic_store_explicit(&supported, v, memory_order_release);
+    return v;
+}
+
+/* Order every running thread's memory accesses. The expedited barrier
+ * needs the process registered, which a child of fork(2) may not be: then
+ * register again, and as a last resort take the global barrier (slower,
+ * but it needs nothing). */
+static void bias_barrier(void)
+{
+    if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0)
+        return;
+    if (membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 &&
+        membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0)
+        return;
+    if (membarrier(MEMBARRIER_CMD_GLOBAL) == 0)
+        return;
+    /* Not reached on a kernel that answered the query: going on without
+     * exclusion would corrupt counts without a trace. */
+    fputs("floodgate: membarrier failed; cannot take a biased slot\n", stderr);
+    abort();
+}
+
+/* The marks lent out, one bit each; a thread gives its mark back when it
+ * exits. A mark lent again makes its new thread the owner of the slots
+ * still biased to it, which is safe: their old owner is in none of them. */
+static _Atomic uint64_t marks_lent[BIAS_MARKS / 64];
+static pthread_key_t mark_key;
+static int mark_key_made;
+static pthread_once_t mark_once = PTHREAD_ONCE_INIT;
+static _Thread_local uint8_t self_mark; /* 0 until this thread asks */
+
+static void mark_return(void *v)
+{
+    unsigned i = (unsigned)(uintptr_t)v - BIAS_FIRST;
+    atomic_fetch_and_explicit(&marks_lent[i / 64], ~(1ull << (i % 64)),
+                              memory_order_release);
+    /* A later check in this exiting thread (another destructor's) owns
+     * nothing. */
+    self_mark = BIAS_NONE;
+}
+
+static void mark_key_make(void)
+{
+    mark_key_made = pthread_key_create(&mark_key, mark_return) == 0;
+}
+
+/* Lend this thread a free mark, or BIAS_NONE when there is none. */
+static __attribute__((noinline, cold)) uint8_t mark_take(void)
+{
+    unsigned v = BIAS_NONE;
+    pthread_once(&mark_once, mark_key_make);
+    for (unsigned w = 0; mark_key_made && w < BIAS_MARKS / 64; w++) {
+        uint64_t lent =
+            atomic_load_explicit(&marks_lent[w], memory_order_relaxed);
+        while (~lent) {
+            unsigned b = (unsigned)__builtin_ctzll(~lent);
+            if (atomic_compare_exchange_weak_explicit(
+                    &marks_lent[w], &lent, lent | 1ull << b,
+                    memory_order_acquire, memory_order_relaxed)) {
+                v = BIAS_FIRST + w * 64 + b;
+                break;
+            }
+        }
+        if (v != BIAS_NONE)
+            break;
+    }
+    if (v != BIAS_NONE &&
+        pthread_setspecific(mark_key, (void *)(uintptr_t)v) != 0) {
+        mark_return((void *)(uintptr_t)v);
+        v = BIAS_NONE;
+    }
+    self_mark = (uint8_t)v;
+    return self_mark;
+}
+
+static inline uint8_t mark_self(void)
+{
+    uint8_t v = self_mark;
+    return __builtin_expect(v != 0, 1) ? v : mark_take();
+}
+
+/* After taking 'sl' from its owner: wait until the owner is out. */
+static __attribute__((noinline)) void slot_revoke(mem_store *m, mem_slot *sl)
+{
+    bias_barrier();
+    for (unsigned spins = 0;
+         atomic_load_explicit(&sl->in, memory_order_acquire); backoff(&spins))
+        ;
+    unsigned long long n =
+        atomic_fetch_add_explicit(&m->revoked, 1, memory_order_relaxed) + 1;
+    if (n >= BIAS_REVOKED_MAX)
+        atomic_store_explicit(&m->bias_on, 0, memory_order_relaxed);
+}
+
+/* The owner's way into 'sl', biased to 'self': 1 when in, 0 when the
+ * slot was taken meanwhile. */
+static inline __attribute__((always_inline)) int slot_enter(mem_slot *sl,
+                                                            uint8_t self)
+{
+    atomic_store_explicit(&sl->in, 1, memory_order_relaxed);
+    /* The compiler keeps the order; a taker's barrier orders the
+     * processor. */
+    atomic_signal_fence(memory_order_seq_cst);
+    if (__builtin_expect(
+            atomic_load_explicit(&sl->lock, memory_order_acquire) == self, 1))
+        return 1;
+    atomic_store_explicit(&sl->in, 0, memory_order_release);
+    return 0;
+}
+
+/* Hold 'sl' if that needs no waiting: biased to this thread, or open (it
+ * must be seen open first: a failed compare-and-swap still writes its
+ * line, and a retired table's released pages must stay released). Returns
+ * how it is held, or HOLD_NONE, without writing, when it is dead, moved,
+ * held or biased to another thread. */
+static inline __attribute__((always_inline)) int slot_try(mem_slot *sl)
+{
+    const uint8_t self = mark_self();
+    uint8_t w = atomic_load_explicit(&sl->lock, memory_order_relaxed);
+    if (w == self)
+        return slot_enter(sl, self) ? HOLD_OWNER : HOLD_NONE;
+    if (w == SLOT_OPEN && atomic_compare_exchange_strong_explicit(
+                              &sl->lock, &w, SLOT_HELD, memory_order_acquire,
+                              memory_order_relaxed))
+        return HOLD_LOCK;
+    return HOLD_NONE;
+}
+
+/* Hold 'sl', waiting for its holder and taking it from the thread it is
+ * biased to. Returns how it is held, or HOLD_NONE, without writing, when
+ * it is dead or moved. */
+static int slot_lock(mem_store *m, mem_slot *sl)
+{
+    const uint8_t self = mark_self();
     for (unsigned spins = 0;;) {
-        uint16_t w = atomic_load_explicit(&sl->lock, memory_order_relaxed);
-        if (w == SLOT_OPEN) {
-            if (atomic_compare_exchange_weak_explicit(&sl->lock, &w, SLOT_HELD,
-                                                      memory_order_acquire,
-                                                      memory_order_relaxed))
-                return 1;
+        uint8_t w = atomic_load_explicit(&sl->lock, memory_order_relaxed);
+        if (w == self) {
+            if (slot_enter(sl, self))
+                return HOLD_OWNER;
             continue;
         }
-        if (w != SLOT_HELD || !wait)
-            return 0;
+        if (w == SLOT_OPEN || w >= BIAS_FIRST) {
+            if (atomic_compare_exchange_weak_explicit(&sl->lock, &w, SLOT_HELD,
+                                                      memory_order_acquire,
+                                                      memory_order_relaxed)) {
+                if (w != SLOT_OPEN)
+                    slot_revoke(m, sl);
+                return HOLD_LOCK;
+            }
+            continue;
+        }
+        if (w != SLOT_HELD)
+            return HOLD_NONE;
         backoff(&spins);
     }
 }
 
-static inline int slot_lock(mem_slot *sl)
+/* Let go of 'sl', held as 'how'. */
+static inline void slot_unlock(mem_slot *sl, int how)
 {
-    return slot_lock_if(sl, 1);
+    if (how == HOLD_OWNER)
+        atomic_store_explicit(&sl->in, 0, memory_order_release);
+    else
+        atomic_store_explicit(&sl->lock,
+                              how == HOLD_GRANT ? self_mark : SLOT_OPEN,
+                              memory_order_release);
 }
 
-static inline void slot_unlock(mem_slot *sl)
+/* Let go of 'sl', emptied while held as 'how': open, unbiased, for the
+ * next key of whichever thread. */
+static void slot_release_empty(mem_slot *sl, int how)
 {
-    atomic_store_explicit(&sl->lock, SLOT_OPEN, memory_order_release);
+    if (how == HOLD_OWNER) {
+        /* A taker that swapped the mark first waits for 'in' instead. */
+        uint8_t w = self_mark;
+        atomic_compare_exchange_strong_explicit(&sl->lock, &w, SLOT_OPEN,
+                                                memory_order_release,
+                                                memory_order_relaxed);
+    }
+    slot_unlock(sl, how);
 }
 
-/* Lock 'sl' of a retiring table for good, once its holder lets go. */
-static void slot_retire(mem_slot *sl)
+/* Lock 'sl' of a retiring table for good, once its holder lets go.
+ * Returns the lock word it had: open, or the mark of the thread it was
+ * biased to (an owner who may still be in it, until a barrier and its 'in'
+ * flag say otherwise). */
+static uint8_t slot_retire(mem_slot *sl)
 {
     for (unsigned spins = 0;; backoff(&spins)) {
-        uint16_t w = SLOT_OPEN;
+        uint8_t w = atomic_load_explicit(&sl->lock, memory_order_relaxed);
+        if (w == SLOT_HELD)
+            continue;
         if (atomic_compare_exchange_weak_explicit(&sl->lock, &w, SLOT_MOVED,
                                                   memory_order_acquire,
                                                   memory_order_relaxed))
-            return;
+            return w;
     }
+}
+
+/* 1 when a lock word is a bias to another thread than 'self'. */
+static inline int biased_elsewhere(uint8_t w, uint8_t self)
+{
+    return w >= BIAS_FIRST && w != self;
 }
 
 static inline uint8_t tag_get(const mem_table *t, size_t i)
@@ -397,6 +629,7 @@ static mem_table *table_new(size_t size)
     for (size_t i = 0; i < size; i++) {
         atomic_init(&t->tags[i], 0);
         atomic_init(&t->slots[i].lock, SLOT_OPEN);
+        atomic_init(&t->slots[i].in, 0);
     }
     return t;
 }
@@ -419,7 +652,7 @@ static void table_release(const mem_store *m, mem_table *t)
 
 /* Grow the table of 's' by half (at most to its final size), moving every
  * key to its place in the new one. The stripe lock is held. */
-static int stripe_grow(const mem_store *m, mem_stripe *s)
+static int stripe_grow(mem_store *m, mem_stripe *s)
 {
     mem_table *old = s->table;
     size_t size = view_round(old->size + old->size / 2);
@@ -430,21 +663,41 @@ static int stripe_grow(const mem_store *m, mem_stripe *s)
     mem_table *t = table_new(size);
     if (!t)
         return FG_ENOMEM;
-    for (size_t j = 0; j < old->size; j++) {
-        mem_slot *sl = &old->slots[j];
-        /* From here on a check that finds this slot looks again (in the
-         * new table once published); one that holds it finishes first and
-         * its update is copied. */
-        slot_retire(sl);
-        uint8_t tag = tag_get(old, j);
-        if (!tag)
-            continue;
-        uint64_t h = key_hash(m, sl->owner, slot_key(sl), sl->keylen);
-        size_t i = home(h, size);
-        while (tag_get(t, i))
-            i = next(i, size);
-        memcpy(&t->slots[i], sl, SLOT_BODY);
-        tag_set(t, i, tag);
+    const uint8_t self = mark_self();
+    for (size_t from = 0; from < old->size; from += GROW_CHUNK) {
+        size_t n =
+            old->size - from < GROW_CHUNK ? old->size - from : GROW_CHUNK;
+        mem_slot *sl = &old->slots[from];
+        /* From here on a check that finds one of these slots looks again
+         * (in the new table once published); one that holds it finishes
+         * first and its update is copied. The owners of slots biased to
+         * other threads are waited for after one barrier for the chunk. */
+        uint8_t was[GROW_CHUNK];
+        int barrier = 0;
+        for (size_t j = 0; j < n; j++)
+            barrier |= biased_elsewhere(was[j] = slot_retire(&sl[j]), self);
+        if (barrier)
+            bias_barrier();
+        for (size_t j = 0; j < n; j++) {
+            for (unsigned spins = 0;
+                 biased_elsewhere(was[j], self) &&
+                 atomic_load_explicit(&sl[j].in, memory_order_acquire);
+                 backoff(&spins))
+                ;
+            uint8_t tag = tag_get(old, from + j);
+            if (!tag)
+                continue;
+            uint64_t h =
+                key_hash(m, sl[j].owner, slot_key(&sl[j]), sl[j].keylen);
+            size_t i = home(h, size);
+            while (tag_get(t, i))
+                i = next(i, size);
+            /* The key keeps its bias: the new table is not yet seen. */
+            memcpy(&t->slots[i], &sl[j], SLOT_BODY);
+            atomic_store_explicit(&t->slots[i].lock, was[j],
+                                  memory_order_relaxed);
+            tag_set(t, i, tag);
+        }
     }
     s->table = t;
     atomic_store_explicit(&m->views[s - m->stripes], view_of(t),
@@ -458,10 +711,9 @@ static int stripe_grow(const mem_store *m, mem_stripe *s)
  * of its probe run (no tombstones, so probes stay short under churn). The
  * stripe lock is held; each slot written is locked, the hole always. A
  * check that misses a key while it moves takes the slow path. */
-static void slot_remove(const mem_store *m, mem_stripe *s, mem_table *t,
-                        size_t i)
+static void slot_remove(mem_store *m, mem_stripe *s, mem_table *t, size_t i)
 {
-    slot_lock(&t->slots[i]);
+    int how = slot_lock(m, &t->slots[i]);
     slot_free_key(&t->slots[i]);
     tag_set(t, i, 0);
     s->count--;
@@ -472,20 +724,21 @@ static void slot_remove(const mem_store *m, mem_stripe *s, mem_table *t,
         /* Leave the key if its home lies cyclically in (i, j]. */
         int stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
         if (!stays) {
-            slot_lock(sl);
+            int held = slot_lock(m, sl);
             memcpy(&t->slots[i], sl, SLOT_BODY);
             tag_set(t, i, tag_get(t, j));
             tag_set(t, j, 0);
-            slot_unlock(&t->slots[i]);
+            slot_unlock(&t->slots[i], how);
             i = j;
+            how = held;
         }
     }
-    slot_unlock(&t->slots[i]);
+    slot_release_empty(&t->slots[i], how);
 }
 
 /* Make room for one key: reclaim an expired key among the next few the
  * clock hand passes, or else the least recently used of them. */
-static void stripe_evict(const mem_store *m, mem_stripe *s, uint64_t now_us)
+static void stripe_evict(mem_store *m, mem_stripe *s, uint64_t now_us)
 {
     mem_table *t = s->table;
     size_t victim = SIZE_MAX, seen = 0, i = s->hand % t->size;
@@ -496,13 +749,14 @@ static void stripe_evict(const mem_store *m, mem_stripe *s, uint64_t now_us)
         if (tag_get(t, i)) {
             mem_slot *sl = &t->slots[i];
             seen++;
-            /* A check may be updating these two right now. */
-            slot_lock(sl);
-            uint32_t expires = sl->expires;
+            /* A check may be updating these two right now: each is read
+             * whole, without the slot's lock (taking it would take a
+             * biased slot from its owner). */
+            uint32_t expires = __atomic_load_n(&sl->expires, __ATOMIC_RELAXED);
             /* Signed: keys touched after this thread read the clock
-             * (it may have waited for the lock) keep their order. */
-            int32_t age = (int32_t)(now_t - sl->touched);
-            slot_unlock(sl);
+             * (it may have waited for the stripe lock) keep their order. */
+            int32_t age = (int32_t)(now_t - __atomic_load_n(&sl->touched,
+                                                            __ATOMIC_RELAXED));
             if (expires <= now_e) {
                 victim = i;
                 break;
@@ -538,11 +792,11 @@ static size_t table_find(const mem_table *t, uint64_t h, uint32_t owner,
 }
 
 /* Insert a new key (the stripe lock held): make room first when the
- * stripe is full or its table is crowded. The new slot is returned
- * locked. */
-static int stripe_insert(const mem_store *m, mem_stripe *s, uint64_t h,
+ * stripe is full or its table is crowded. The new slot is returned held,
+ * as '*how'. */
+static int stripe_insert(mem_store *m, mem_stripe *s, uint64_t h,
                          uint32_t owner, const char *key, size_t keylen,
-                         uint64_t now_us, mem_slot **out)
+                         uint64_t now_us, mem_slot **out, int *how)
 {
     char *copy = NULL;
     if (keylen > INLINE_KEY) {
@@ -565,8 +819,13 @@ static int stripe_insert(const mem_store *m, mem_stripe *s, uint64_t h,
     while (tag_get(t, i))
         i = next(i, t->size);
     mem_slot *sl = &t->slots[i];
-    /* An empty slot, but a check may hold it after reading a stale tag. */
-    slot_lock(sl);
+    /* An empty slot, but a check may hold it after reading a stale tag.
+     * Locked, the new key is biased to this thread when it is let go. */
+    *how = slot_lock(m, sl);
+    if (*how == HOLD_LOCK &&
+        atomic_load_explicit(&m->bias_on, memory_order_relaxed) &&
+        self_mark != BIAS_NONE)
+        *how = HOLD_GRANT;
     memset(sl, 0, SLOT_BODY);
     sl->touched = (uint32_t)(now_us >> TOUCHED_SHIFT);
     sl->owner = owner;
@@ -581,13 +840,13 @@ static int stripe_insert(const mem_store *m, mem_stripe *s, uint64_t h,
     return FG_OK;
 }
 
-/* The fast path: the slot of ('owner', 'key') in the current table,
- * locked, or NULL when it is not found that way (absent, moving, its
+/* The fast path: the slot of ('owner', 'key') in the current table, held
+ * as '*how', or NULL when it is not found that way (absent, moving, its
  * table retired, or held by another thread and 'wait' not set). Writes
- * nothing shared but the slot it locks. */
+ * nothing shared but the slot it holds. */
 static inline __attribute__((always_inline)) mem_slot *
-fast_find(const mem_store *m, uint64_t h, uint32_t owner, const char *key,
-          size_t keylen, int wait)
+fast_find(mem_store *m, uint64_t h, uint32_t owner, const char *key,
+          size_t keylen, int wait, int *how)
 {
     uint64_t v = atomic_load_explicit(&m->views[stripe_index(m, h)],
                                       memory_order_acquire);
@@ -606,21 +865,22 @@ fast_find(const mem_store *m, uint64_t h, uint32_t owner, const char *key,
         if (x != tag)
             continue;
         mem_slot *sl = &slots[i];
-        if (!slot_lock_if(sl, wait))
+        if (!(*how = wait ? slot_lock(m, sl) : slot_try(sl)))
             return NULL;
         if (atomic_load_explicit(&tags[i], memory_order_relaxed) == tag &&
             slot_is(sl, owner, key, keylen))
             return sl;
-        slot_unlock(sl);
+        slot_unlock(sl, *how);
     }
     return NULL;
 }
 
-/* The slow path, under the stripe lock: the key's slot, locked, inserted
- * when absent and 'insert' is set; '*out' NULL when absent otherwise. */
-static int slow_find(const mem_store *m, mem_stripe *s, uint64_t h,
-                     uint32_t owner, const char *key, size_t keylen,
-                     uint64_t now_us, int insert, mem_slot **out)
+/* The slow path, under the stripe lock: the key's slot, held as '*how',
+ * inserted when absent and 'insert' is set; '*out' NULL when absent
+ * otherwise. */
+static int slow_find(mem_store *m, mem_stripe *s, uint64_t h, uint32_t owner,
+                     const char *key, size_t keylen, uint64_t now_us,
+                     int insert, mem_slot **out, int *how)
 {
     int found, rc = FG_OK;
     *out = NULL;
@@ -630,35 +890,39 @@ static int slow_find(const mem_store *m, mem_stripe *s, uint64_t h,
     size_t i = table_find(t, h, owner, key, keylen, &found);
     if (found) {
         *out = &t->slots[i];
-        slot_lock(*out);
+        *how = slot_lock(m, *out);
     } else if (insert) {
-        rc = stripe_insert(m, s, h, owner, key, keylen, now_us, out);
+        rc = stripe_insert(m, s, h, owner, key, keylen, now_us, out, how);
     }
     stripe_unlock(s);
     return rc;
 }
 
-/* Decide for the locked slot 'sl' by 'algorithm' (the limiter's), stamp
- * its expiry and last use, and unlock it. */
+/* Decide for the slot 'sl', held as 'how', by 'algorithm' (the
+ * limiter's), stamp its expiry and last use, and let it go. */
 static inline __attribute__((always_inline)) int
-slot_decide(const fg_limiter *l, fg_algorithm algorithm, mem_slot *sl,
+slot_decide(const fg_limiter *l, fg_algorithm algorithm, mem_slot *sl, int how,
             uint64_t now, uint64_t cost, fg_decision *d)
 {
     uint64_t expires;
     int rc = fg__algo_decide_as(algorithm, &l->p, &sl->state, now, cost, d,
                                 &expires);
     if (__builtin_expect(rc == FG_OK, 1)) {
-        sl->expires =
-            (uint32_t)((expires + (1u << EXPIRES_SHIFT) - 1) >> EXPIRES_SHIFT);
+        /* Each whole, for an eviction reading them without the lock. */
+        __atomic_store_n(
+            &sl->expires,
+            (uint32_t)((expires + (1u << EXPIRES_SHIFT) - 1) >> EXPIRES_SHIFT),
+            __ATOMIC_RELAXED);
         /* Never back in time: a check that read the clock before a later
          * one took the slot must not make the key look older. A select,
          * not a branch: whether the key was used in this same unit is
          * anyone's guess, and a mispredicted branch on a slot just fetched
          * from memory would throw away the work begun after it. */
         uint32_t now_t = (uint32_t)(now >> TOUCHED_SHIFT), was = sl->touched;
-        sl->touched = was - now_t > AHEAD_TICKS ? now_t : was;
+        __atomic_store_n(&sl->touched, was - now_t > AHEAD_TICKS ? now_t : was,
+                         __ATOMIC_RELAXED);
     }
-    slot_unlock(sl);
+    slot_unlock(sl, how);
     return rc;
 }
 
@@ -671,10 +935,12 @@ mem_decide_slow(mem_store *m, const fg_limiter *l, const char *key,
 {
     mem_stripe *s = stripe_of(m, h);
     mem_slot *sl;
-    int rc = slow_find(m, s, h, (uint32_t)l->id, key, keylen, now, 1, &sl);
+    int how;
+    int rc =
+        slow_find(m, s, h, (uint32_t)l->id, key, keylen, now, 1, &sl, &how);
     if (rc != FG_OK)
         return rc;
-    return slot_decide(l, l->p.algorithm, sl, now, cost, d);
+    return slot_decide(l, l->p.algorithm, sl, how, now, cost, d);
 }
 
 /* The store's decision at 'now': FG_OK with 'd' filled but its source,
@@ -685,10 +951,11 @@ static int mem_decide(mem_store *m, const fg_limiter *l, const char *key,
 {
     uint32_t owner = (uint32_t)l->id;
     uint64_t h = key_hash(m, owner, key, keylen);
-    mem_slot *sl = fast_find(m, h, owner, key, keylen, 1);
+    int how;
+    mem_slot *sl = fast_find(m, h, owner, key, keylen, 1, &how);
     if (!sl)
         return mem_decide_slow(m, l, key, keylen, cost, d, h, now);
-    return slot_decide(l, l->p.algorithm, sl, now, cost, d);
+    return slot_decide(l, l->p.algorithm, sl, how, now, cost, d);
 }
 
 /* fg_check's result from the store's: the source, or the limit's policy
@@ -730,10 +997,11 @@ mem_check_as(fg_algorithm algorithm, int own_clock, fg_limiter *l,
         return mem_check_slow(l, key, keylen, cost, d, now);
     uint32_t owner = (uint32_t)l->id;
     uint64_t h = key_hash(m, owner, key, keylen);
-    mem_slot *sl = fast_find(m, h, owner, key, keylen, 0);
+    int how;
+    mem_slot *sl = fast_find(m, h, owner, key, keylen, 0, &how);
     if (__builtin_expect(!sl, 0))
         return mem_check_slow(l, key, keylen, cost, d, now);
-    return mem_settle(l, slot_decide(l, algorithm, sl, now, cost, d), key,
+    return mem_settle(l, slot_decide(l, algorithm, sl, how, now, cost, d), key,
                       keylen, cost, d);
 }
 
@@ -771,12 +1039,13 @@ static int mem_refund(fg_store *st, fg_limiter *l, const char *key,
     mem_stripe *s = stripe_of(m, h);
     uint64_t now = store_now(m);
 
-    mem_slot *sl = fast_find(m, h, owner, key, keylen, 1);
+    int how;
+    mem_slot *sl = fast_find(m, h, owner, key, keylen, 1, &how);
     if (!sl)
-        slow_find(m, s, h, owner, key, keylen, now, 0, &sl);
+        slow_find(m, s, h, owner, key, keylen, now, 0, &sl, &how);
     if (sl) {
         fg__algo_refund(&l->p, &sl->state, now, cost);
-        slot_unlock(sl);
+        slot_unlock(sl, how);
     }
     return FG_OK;
 }
@@ -881,6 +1150,31 @@ uint64_t fg__store_memory_slow_paths(fg_store *st)
     return slow;
 }
 
+void fg__store_memory_bias(fg_store *st, fg__mem_bias *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!st || st->ops != &mem_ops)
+        return;
+    mem_store *m = (mem_store *)st;
+    out->on = atomic_load(&m->bias_on);
+    out->revoked = atomic_load(&m->revoked);
+    for (uint64_t i = 0; i <= m->stripe_mask; i++) {
+        mem_stripe *s = &m->stripes[i];
+        stripe_lock(s);
+        for (size_t j = 0; j < s->table->size; j++)
+            if (tag_get(s->table, j) &&
+                atomic_load(&s->table->slots[j].lock) >= BIAS_FIRST)
+                out->biased++;
+        stripe_unlock(s);
+    }
+}
+
+void fg__store_memory_bias_set(fg_store *st, int on)
+{
+    if (st && st->ops == &mem_ops)
+        atomic_store(&((mem_store *)st)->bias_on, on && bias_supported());
+}
+
 fg_store *fg__store_memory_open(const fg_memory_options *opt, char *err,
                                 size_t errlen)
 {
@@ -899,6 +1193,8 @@ fg_store *fg__store_memory_open(const fg_memory_options *opt, char *err,
     m->seed = (uint64_t)(uintptr_t)m ^ fg__wall_us() ^ 0x6a09e667f3bcc909ull;
     long page = sysconf(_SC_PAGESIZE);
     m->page = page > 0 && (page & (page - 1)) == 0 ? (size_t)page : 4096;
+    atomic_init(&m->bias_on, bias_supported());
+    atomic_init(&m->revoked, 0);
 
     /* Enough stripes that two threads rarely meet, few enough that each
      * holds at least a thousand keys. */

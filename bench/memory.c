@@ -17,6 +17,7 @@
 
 #include "floodgate.h"
 #include "hash.h"
+#include "store.h"
 
 #define OPS    2000000u /* checks in a key sequence */
 #define SEG    250000u  /* checks in a round: an eighth of the sequence */
@@ -127,39 +128,86 @@ static uint64_t fg_run(fg_limiter *l, const keyset *ks, size_t from, size_t n)
     return allowed;
 }
 
+/* Work for one of the two threads: a run of checks, or nothing (ks NULL). */
 typedef struct job {
     int baseline;
     base_table *t;
     fg_limiter *l;
     keyset *ks;
-    size_t from;
+    size_t from, n;
+    uint64_t t0, t1; /* when it ran */
 } job;
 
-static void *job_run(void *arg)
+/* The two threads live through the whole run and each keeps its key set,
+ * as a server's threads do: the keys a thread inserted stay biased to it
+ * (store_memory.c), and no round pays for starting threads. */
+static job jobs[2];
+static pthread_barrier_t go, done;
+static int quitting;
+
+static void *worker(void *arg)
 {
     job *j = arg;
-    volatile uint64_t sink = j->baseline ? base_run(j->t, j->ks, j->from, SEG)
-                                         : fg_run(j->l, j->ks, j->from, SEG);
-    (void)sink;
-    return NULL;
+    for (;;) {
+        pthread_barrier_wait(&go);
+        if (quitting)
+            return NULL;
+        if (j->ks) {
+            j->t0 = now_ns();
+            volatile uint64_t sink = j->baseline
+                                         ? base_run(j->t, j->ks, j->from, j->n)
+                                         : fg_run(j->l, j->ks, j->from, j->n);
+            (void)sink;
+            j->t1 = now_ns();
+        }
+        pthread_barrier_wait(&done);
+    }
 }
 
-/* One round of 'threads' threads, each on its own key set, from check
- * 'from' of its sequence: nanoseconds per check (for two threads, over the
- * wall time of the pair). */
-static double round_ns(int baseline, int threads, base_table *t, fg_limiter *l,
-                       keyset *ks, size_t from)
+static pthread_t workers[2];
+
+static void workers_start(void)
 {
-    job jobs[2];
-    pthread_t th[2];
-    uint64_t t0 = now_ns();
-    for (int i = 0; i < threads; i++) {
-        jobs[i] = (job){baseline, &t[i], l, &ks[i], from};
-        pthread_create(&th[i], NULL, job_run, &jobs[i]);
+    pthread_barrier_init(&go, NULL, 3);
+    pthread_barrier_init(&done, NULL, 3);
+    for (int i = 0; i < 2; i++)
+        if (pthread_create(&workers[i], NULL, worker, &jobs[i]) != 0) {
+            fprintf(stderr, "bench: cannot start a thread\n");
+            exit(1);
+        }
+}
+
+static void workers_stop(void)
+{
+    quitting = 1;
+    pthread_barrier_wait(&go);
+    for (int i = 0; i < 2; i++)
+        pthread_join(workers[i], NULL);
+    pthread_barrier_destroy(&go);
+    pthread_barrier_destroy(&done);
+}
+
+/* Threads 0 .. 'threads'-1 each run 'n' checks of its own key set from
+ * check 'from' ('only' >= 0: that thread alone): nanoseconds per check
+ * over the span from the first start to the last end. */
+static double run_on(int threads, int only, int baseline, base_table *t,
+                     fg_limiter *l, keyset *ks, size_t from, size_t n)
+{
+    for (int i = 0; i < 2; i++) {
+        int on = only >= 0 ? i == only : i < threads;
+        jobs[i] = (job){baseline, &t[i], l, on ? &ks[i] : NULL, from, n, 0, 0};
     }
-    for (int i = 0; i < threads; i++)
-        pthread_join(th[i], NULL);
-    return (double)(now_ns() - t0) / ((double)SEG * threads);
+    pthread_barrier_wait(&go);
+    pthread_barrier_wait(&done);
+    uint64_t t0 = UINT64_MAX, t1 = 0;
+    size_t checks = 0;
+    for (int i = 0; i < 2; i++)
+        if (jobs[i].ks) {
+            t0 = jobs[i].t0 < t0 ? jobs[i].t0 : t0;
+            t1 = jobs[i].t1 > t1 ? jobs[i].t1 : t1;
+            checks += n;
+        }
+    return (double)(t1 - t0) / (double)checks;
 }
 
 /* The best of ROUNDS rounds of each loop, the rounds alternating between
@@ -173,8 +221,8 @@ static void measure(int threads, base_table *t, fg_limiter *l, keyset *ks,
     best[0] = best[1] = 1e18;
     for (int r = 0; r < ROUNDS; r++) {
         for (int which = 0; which < 2; which++) {
-            double ns = round_ns(!which, threads, t, l, ks,
-                                 (size_t)(r % (OPS / SEG)) * SEG);
+            double ns = run_on(threads, -1, !which, t, l, ks,
+                               (size_t)(r % (OPS / SEG)) * SEG, SEG);
             if (ns < best[which])
                 best[which] = ns;
         }
@@ -223,12 +271,37 @@ static void memory_per_key(void)
     fg_store_close(st);
 }
 
+/* A limiter of a billion a second on a new store of two million keys,
+ * whose slots are biased to their thread or not. */
+static fg_limiter *bench_limiter(const char *algo, int bias, fg_store **st)
+{
+    char err[256];
+    fg_memory_options mo = {.max_keys = 2 * 1000000};
+    fg_limit lim;
+    fg_limit_parse("1000000000/s", &lim);
+    fg_algorithm_parse(algo, &lim.algorithm);
+    *st = fg_store_open_memory(&mo, err, sizeof(err));
+    fg_limiter *l = *st ? fg_limiter_new(*st, &lim, err, sizeof(err)) : NULL;
+    if (!l) {
+        fprintf(stderr, "bench: %s\n", err);
+        exit(1);
+    }
+    fg__mem_bias b;
+    fg__store_memory_bias(*st, &b);
+    if (bias && !b.on)
+        printf("(this kernel has no expedited membarrier: no slot is "
+               "biased)\n");
+    if (!bias)
+        fg__store_memory_bias_set(*st, 0);
+    return l;
+}
+
 int main(void)
 {
     memory_per_key();
+    workers_start();
     static const size_t sizes[] = {1, 100000, 1000000};
     const char *algos[] = {"fixed_window", "token_bucket"};
-    char err[256];
 
     printf("memory store: ns per check (best of %d rounds of %u checks), "
            "beside the baseline loop in the same run\n",
@@ -243,29 +316,25 @@ int main(void)
         base_init(&bt[0], &ks[0]);
         base_init(&bt[1], &ks[1]);
         for (int ai = 0; ai < 2; ai++) {
-            fg_memory_options mo = {.max_keys = 2 * 1000000};
-            fg_store *st = fg_store_open_memory(&mo, err, sizeof(err));
-            fg_limit lim;
-            fg_limit_parse("1000000000/s", &lim);
-            fg_algorithm_parse(algos[ai], &lim.algorithm);
-            fg_limiter *l =
-                st ? fg_limiter_new(st, &lim, err, sizeof(err)) : NULL;
-            if (!l) {
-                fprintf(stderr, "bench: %s\n", err);
-                return 1;
-            }
+            /* The store measured, and one whose slots are not biased to
+             * their thread, for comparison. */
+            fg_store *st, *plain;
+            fg_limiter *l = bench_limiter(algos[ai], 1, &st);
+            fg_limiter *pl = bench_limiter(algos[ai], 0, &plain);
             /* One thread on its keys, then two threads each on its own.
              * The second thread's keys go into the same store, so the
              * two-thread run finds a store of twice the keys; one thread is
              * measured again on that store, so that the scaling compares
              * like with like (the baseline's tables are one per thread
              * and do not grow). */
-            double one[2], two[2], same[2];
-            fg_run(l, &ks[0], 0, OPS);
+            double one[2], two[2], same[2], unbiased[2];
+            run_on(1, 0, 0, bt, l, ks, 0, OPS);
             measure(1, bt, l, ks, one);
-            fg_run(l, &ks[1], 0, OPS);
+            run_on(1, 1, 0, bt, l, ks, 0, OPS);
             measure(2, bt, l, ks, two);
             measure(1, bt, l, ks, same);
+            run_on(1, 0, 0, bt, pl, ks, 0, OPS);
+            measure(1, bt, pl, ks, unbiased);
             const double *rows[2] = {one, two};
             for (int t = 0; t < 2; t++)
                 printf("%-14s %-8zu %-8d %12.1f %12.1f %7.2fx %s\n", algos[ai],
@@ -279,8 +348,19 @@ int main(void)
                    "baseline's scaling; one thread on the store of one "
                    "thread's keys %.1f ns, of both threads' %.1f ns\n",
                    algos[ai], sizes[si], sb, sf, sf / sb, one[1], same[1]);
+            fg__mem_bias b;
+            fg__store_memory_bias(st, &b);
+            printf("%-14s %-8zu one thread, slots not biased: %.1f ns, "
+                   "%.2fx the baseline (%.1f ns); biased keys %llu of %llu, "
+                   "%llu taken back\n",
+                   algos[ai], sizes[si], unbiased[1], unbiased[1] / unbiased[0],
+                   unbiased[0], (unsigned long long)b.biased,
+                   (unsigned long long)fg_store_keys(st),
+                   (unsigned long long)b.revoked);
             fg_limiter_free(l);
             fg_store_close(st);
+            fg_limiter_free(pl);
+            fg_store_close(plain);
         }
         for (int i = 0; i < 2; i++) {
             free(ks[i].keys);
@@ -288,5 +368,6 @@ int main(void)
             free(bt[i].slots);
         }
     }
+    workers_stop();
     return 0;
 }

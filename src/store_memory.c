@@ -91,8 +91,10 @@ enum { SLOT_DEAD = 0, SLOT_OPEN = 1, SLOT_HELD = 2, SLOT_MOVED = 3 };
 #define BIAS_REVOKED_MAX 1024u
 
 /* How a slot is held: by its lock, by its owner (without the lock), or
- * by its lock until it is let go biased to this thread (a new key). */
-enum { HOLD_NONE = 0, HOLD_LOCK, HOLD_OWNER, HOLD_GRANT };
+ * by its lock until it is let go biased to this thread (a new key). Not
+ * held: HOLD_NONE, or HOLD_SKIP for a slot biased to another thread that
+ * a probe passes by rather than take it for a key that may not be its. */
+enum { HOLD_NONE = 0, HOLD_LOCK, HOLD_OWNER, HOLD_GRANT, HOLD_SKIP };
 
 /* One key. Expiry and last use are kept coarse: they only choose what to
  * evict. */
@@ -350,8 +352,8 @@ static inline __attribute__((always_inline)) int slot_enter(mem_slot *sl,
 /* Hold 'sl' if that needs no waiting: biased to this thread, or open (it
  * must be seen open first: a failed compare-and-swap still writes its
  * line, and a retired table's released pages must stay released). Returns
- * how it is held, or HOLD_NONE, without writing, when it is dead, moved,
- * held or biased to another thread. */
+ * how it is held, or, without writing, HOLD_SKIP when it is biased to
+ * another thread and HOLD_NONE when it is dead, moved or held. */
 static inline __attribute__((always_inline)) int slot_try(mem_slot *sl)
 {
     const uint8_t self = mark_self();
@@ -362,13 +364,13 @@ static inline __attribute__((always_inline)) int slot_try(mem_slot *sl)
                               &sl->lock, &w, SLOT_HELD, memory_order_acquire,
                               memory_order_relaxed))
         return HOLD_LOCK;
-    return HOLD_NONE;
+    return w >= BIAS_FIRST ? HOLD_SKIP : HOLD_NONE;
 }
 
-/* Hold 'sl', waiting for its holder and taking it from the thread it is
- * biased to. Returns how it is held, or HOLD_NONE, without writing, when
- * it is dead or moved. */
-static int slot_lock(mem_store *m, mem_slot *sl)
+/* Hold 'sl', waiting for its holder, and taking it from the thread it is
+ * biased to when 'take' is set (else HOLD_SKIP). Returns how it is held,
+ * or HOLD_NONE, without writing, when it is dead or moved. */
+static int slot_lock_take(mem_store *m, mem_slot *sl, int take)
 {
     const uint8_t self = mark_self();
     for (unsigned spins = 0;;) {
@@ -378,6 +380,8 @@ static int slot_lock(mem_store *m, mem_slot *sl)
                 return HOLD_OWNER;
             continue;
         }
+        if (w >= BIAS_FIRST && !take)
+            return HOLD_SKIP;
         if (w == SLOT_OPEN || w >= BIAS_FIRST) {
             if (atomic_compare_exchange_weak_explicit(&sl->lock, &w, SLOT_HELD,
                                                       memory_order_acquire,
@@ -392,6 +396,12 @@ static int slot_lock(mem_store *m, mem_slot *sl)
             return HOLD_NONE;
         backoff(&spins);
     }
+}
+
+/* Hold 'sl', the one slot of a key, found under the stripe lock. */
+static int slot_lock(mem_store *m, mem_slot *sl)
+{
+    return slot_lock_take(m, sl, 1);
 }
 
 /* Let go of 'sl', held as 'how'. */
@@ -842,8 +852,8 @@ static int stripe_insert(mem_store *m, mem_stripe *s, uint64_t h,
 
 /* The fast path: the slot of ('owner', 'key') in the current table, held
  * as '*how', or NULL when it is not found that way (absent, moving, its
- * table retired, or held by another thread and 'wait' not set). Writes
- * nothing shared but the slot it holds. */
+ * table retired, biased to another thread, or held by another and 'wait'
+ * not set). Writes nothing shared but the slot it holds. */
 static inline __attribute__((always_inline)) mem_slot *
 fast_find(mem_store *m, uint64_t h, uint32_t owner, const char *key,
           size_t keylen, int wait, int *how)
@@ -865,7 +875,13 @@ fast_find(mem_store *m, uint64_t h, uint32_t owner, const char *key,
         if (x != tag)
             continue;
         mem_slot *sl = &slots[i];
-        if (!(*how = wait ? slot_lock(m, sl) : slot_try(sl)))
+        /* A slot biased to another thread may hold another key with the
+         * same tag: passed by, so that only the slow path, which knows,
+         * takes it. */
+        *how = wait ? slot_lock_take(m, sl, 0) : slot_try(sl);
+        if (*how == HOLD_SKIP)
+            continue;
+        if (*how == HOLD_NONE)
             return NULL;
         if (atomic_load_explicit(&tags[i], memory_order_relaxed) == tag &&
             slot_is(sl, owner, key, keylen))

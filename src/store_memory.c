@@ -16,22 +16,27 @@
  * Locking. Each slot has its own lock word; the stripe's spinlock is taken
  * only for structural change (insert, evict, remove, grow, count). A check
  * of a known key loads its stripe's view, scans the tags from the
- * key's home, locks the one slot whose tag matches, confirms the key under
- * that lock, runs the algorithm in place and unlocks: the only shared line
+ * key's home, holds the one slot whose tag matches, confirms the key while
+ * holding it, runs the algorithm in place and lets go: the only shared line
  * it writes is the key's own slot, so threads checking different keys do
  * not trade cache lines. A check that does not find its key that way (a
  * new key, or one moving under a removal or a growth) takes the slow path:
  * the stripe lock, an exact probe (every structural change holds that
  * lock), an insert if the key is still absent.
  *
- * Every writer of a slot's contents or tag holds the slot's lock, so a
- * slot seen under its lock is consistent: its tag and key say whether it
- * is the key's one live copy. A slot's lock word is:
+ * Every writer of a slot's contents or tag holds the slot, so a slot
+ * seen held is consistent: its tag and key say whether it is the key's
+ * one live copy. A slot's lock word is:
  *   SLOT_DEAD   0  not a live slot (a retired table's released memory)
  *   SLOT_OPEN   1  live and unlocked
  *   SLOT_HELD   2  locked
  *   SLOT_MOVED  3  its table was retired by a growth
+ *   4 to 195       biased to the thread of that mark (see "biased slots")
  * Dead and moved mean "look again, in the current table" (the slow path).
+ * A new key's slot is biased to the thread that inserted it, which then
+ * holds it with plain stores and loads, without the lock's atomic
+ * instruction; another thread takes it back, once, at the cost of a
+ * membarrier(2).
  *
  * Tables start small and grow by half as keys arrive, up to 80% full at
  * 'max_keys'. A growth locks every slot of the old table for good (MOVED),

@@ -159,10 +159,12 @@ typedef struct mem_store {
     _Atomic uint64_t *views;
     mem_stripe *stripes;
     void *stripes_mem;
-    /* Written only when a thread takes a slot biased to another: on a
-     * line of their own. */
-    _Alignas(64) atomic_int bias_on; /* new keys are biased to their thread */
-    atomic_ullong revoked;           /* biased slots taken back */
+    /* Written only when a thread takes a slot biased to another: a line
+     * away from what every check reads (the store is allocated without
+     * alignment to 64). */
+    char apart[64];
+    atomic_int bias_on;    /* new keys are biased to their thread */
+    atomic_ullong revoked; /* biased slots taken back */
 } mem_store;
 
 static inline void cpu_relax(void)

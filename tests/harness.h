@@ -12,6 +12,19 @@
 
 static unsigned long th_passed, th_failed;
 
+/* 1 when built with AddressSanitizer, which makes each check about four
+ * times slower: tests bounded in time do less work then. */
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_UNDER_ASAN 1
+#endif
+#endif
+#ifndef TEST_UNDER_ASAN
+#define TEST_UNDER_ASAN 0
+#endif
+
 #define CHECK(cond)                                                            \
     do {                                                                       \
         if (cond) {                                                            \

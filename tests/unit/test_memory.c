@@ -281,18 +281,8 @@ static void test_bad_input(void)
     fg_store_close(st);
 }
 
-/* Sanitizers make each check about four times slower: keep their run to
- * a few seconds. */
-#if defined(__SANITIZE_ADDRESS__)
-#define CHURN_DEFAULT 2000000u
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define CHURN_DEFAULT 2000000u
-#endif
-#endif
-#ifndef CHURN_DEFAULT
-#define CHURN_DEFAULT 10000000u
-#endif
+/* Under the sanitizers, a run of a few seconds. */
+#define CHURN_DEFAULT (TEST_UNDER_ASAN ? 2000000u : 10000000u)
 
 /* 10 million distinct keys through a store of 100,000: never more than
  * max_keys, and a hot key used all along keeps its count (it is never the

@@ -27,16 +27,7 @@
 #define DAY   (86400 * SEC)
 #define LIMIT 1000000u
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SCALE 4
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SCALE 4
-#endif
-#endif
-#ifndef SCALE
-#define SCALE 1
-#endif
+#define SCALE (TEST_UNDER_ASAN ? 4 : 1)
 
 /* 1 when this process can bias slots (the store opens with 'on' set). */
 static int bias_ok;

@@ -15,16 +15,7 @@
 #define DAY     (86400 * SEC)
 #define THREADS 3
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SCALE 4
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SCALE 4
-#endif
-#endif
-#ifndef SCALE
-#define SCALE 1
-#endif
+#define SCALE (TEST_UNDER_ASAN ? 4 : 1)
 
 static uint64_t still_clock(void *ctx)
 {

@@ -40,7 +40,7 @@ for new in b c; do
     conf "$new"
     start_fg "$new" -c "$T/$new.ini" --listen "127.0.0.1:$P" ||
         { bad "server $new starts on the same port"; break; }
-    "$FGLOAD" -d 2500 -c 8 "$U/v1/check?limit=big&key=k" >"$T/load.$new" &
+    "$FGLOAD" -d 2500 -c 8 "$U/v1/check?limit=big&key=k" >"$T/load.$new" 2>"$T/err.$new" &
     LOADPID=$!
     sleep 0.5
     eval "opid=\$FGPID_$old"
@@ -59,11 +59,20 @@ for new in b c; do
     # port (handover=bpf or sysctl), not reset. Without either (no CAP_BPF,
     # net.ipv4.tcp_migrate_req=0) Linux resets them: that cannot be
     # promised, and is said so rather than checked.
+    # One exception, from Linux itself: a connection whose handshake
+    # completes on a socket at the very moment it closes is lost (2 runs
+    # in 60 traced: one handed over to the other server 17 us after the
+    # close and already ended there, one reset; README). So: at most one
+    # such error, a connection ended within 1 ms of its request's start,
+    # and every other request answered 200.
+    cat "$T/err.$new" >&2
     if grep -q 'event=listening.* handover=\(bpf\|sysctl\)' "$T/$old.log"; then
-        expect_eq "SIGTERM $old under load: no error" \
-            "$(echo "$out" | tr ' ' '\n' | grep '^errors=' | cut -d= -f2)" 0
-        check "SIGTERM $old under load: every request answered 200" \
-            bash -c "[ '$(echo "$out" | grep -o 'sent=[0-9]*' | cut -d= -f2)' = '$(echo "$out" | grep -o 's200=[0-9]*' | cut -d= -f2)' ]"
+        nerr=$(field "$out" errors)
+        late=$(grep -c -v -E '^fgload: error eof .* age_us=[0-9]{1,3} ' "$T/err.$new")
+        check "SIGTERM $old under load: no error but at most one connection ended at the close ($nerr errors, $late of another kind)" \
+            bash -c "[ $nerr -le 1 ] && [ $late = 0 ]"
+        check "SIGTERM $old under load: every other request answered 200" \
+            bash -c "[ $(($(field "$out" sent) - nerr)) = $(field "$out" s200) ]"
     else
         echo "skip SIGTERM $old under load: no request lost (the listener's queue is reset at its close: $(grep -o 'event=handover_off.*' "$T/$old.log"))"
     fi

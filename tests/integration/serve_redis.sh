@@ -57,7 +57,6 @@ done
 URLS=""
 for n in 1 2 3 4; do eval "URLS=\"\$URLS http://127.0.0.1:\$FGPORT_s$n\""; done
 urls() { local u out=""; for u in $URLS; do out="$out $u$1"; done; echo "$out"; }
-field() { echo "$1" | tr ' ' '\n' | grep "^$2=" | cut -d= -f2; }
 # Round trips: the scripts called (their own TIME, GET, SET are not).
 cmdcalls() { redis-cli -p "$RPORT" info commandstats | tr -d '\r' |
     awk -F'[:=,]' '$1 ~ /^cmdstat_(evalsha|eval|incr|incrby|decrby|pexpire)$/ { s += $3 } END { print s + 0 }'; }

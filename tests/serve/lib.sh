@@ -40,6 +40,8 @@ check() { # check NAME COND-COMMAND...
 expect_eq() { # expect_eq NAME GOT WANT
     if [ "$2" = "$3" ]; then ok "$1"; else bad "$1: got '$2', want '$3'"; fi
 }
+# field OUT NAME: the value of NAME=... in fgload's summary line OUT.
+field() { echo "$1" | tr ' ' '\n' | grep "^$2=" | cut -d= -f2; }
 finish() {
     # Sanitizer reports of any server started here fail the test.
     if grep -l -E 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$T"/*.log 2>/dev/null; then

@@ -1219,10 +1219,10 @@ static void outage(const char *url, pid_t pid, const char *restart)
     uint64_t t0 = fg__mono_precise_us(), back_s = 0, back_a = 0;
     char lname[64];
     unique(lname, sizeof lname, "resume");
-    fg_limiter *ex = limiter(st, "5/h", FG_TOKEN_BUCKET, 0, 0, FG_FAIL_CLOSED,
-                             500, lname);
-    fg_limiter *exa = limiter(ast, "5/h", FG_TOKEN_BUCKET, 0, 0, FG_FAIL_CLOSED,
-                              500, lname);
+    fg_limiter *ex =
+        limiter(st, "5/h", FG_TOKEN_BUCKET, 0, 0, FG_FAIL_CLOSED, 500, lname);
+    fg_limiter *exa =
+        limiter(ast, "5/h", FG_TOKEN_BUCKET, 0, 0, FG_FAIL_CLOSED, 500, lname);
     while (fg__mono_precise_us() - t0 < 3000000 && (!back_s || !back_a)) {
         fg_decision d;
         if (!back_s && fg_check(ex, "probe-s", 7, 1, &d) == FG_OK &&

@@ -211,42 +211,26 @@ static double run_on(int threads, int only, int baseline, base_table *t,
     return (double)(t1 - t0) / (double)checks;
 }
 
-/* The best of ROUNDS rounds of each loop, the rounds alternating between
- * the baseline and fg_check so that a busy moment on the host slows both
- * alike: best[0] the baseline's, best[1] fg_check's. Rounds are short
- * (a few milliseconds) and many, so that the best of them is a moment
- * when nothing else ran. */
-static void measure(int threads, base_table *t, fg_limiter *l, keyset *ks,
-                    double best[2])
+/* The best of ROUNDS rounds of each loop on 1 + 'both' thread counts (one
+ * thread, then also two), the rounds alternating between the baseline and
+ * fg_check and between the thread counts, so that a busy moment on the
+ * host, or a stretch in which it takes the second core, slows all alike:
+ * best[k][0] the baseline's and best[k][1] fg_check's on k + 1 threads.
+ * Rounds are short (a few milliseconds) and many, so that the best of
+ * them is a moment when nothing else ran. */
+static void measure(int both, base_table *t, fg_limiter *l, keyset *ks,
+                    double best[][2])
 {
-    best[0] = best[1] = 1e18;
-    for (int r = 0; r < ROUNDS; r++) {
-        for (int which = 0; which < 2; which++) {
-            double ns = run_on(threads, -1, !which, t, l, ks,
-                               (size_t)(r % (OPS / SEG)) * SEG, SEG);
-            if (ns < best[which])
-                best[which] = ns;
-        }
-    }
-}
-
-/* One thread and two, their rounds alternating too, so that the second
- * core's being busy for a while (another tenant of the host) weighs on
- * both figures of a scaling alike: one[0], one[1] the baseline's and
- * fg_check's best on one thread, two[] on two. */
-static void measure_scaling(base_table *t, fg_limiter *l, keyset *ks,
-                            double one[2], double two[2])
-{
-    one[0] = one[1] = two[0] = two[1] = 1e18;
+    for (int k = 0; k <= both; k++)
+        best[k][0] = best[k][1] = 1e18;
     for (int r = 0; r < ROUNDS; r++) {
         size_t from = (size_t)(r % (OPS / SEG)) * SEG;
-        for (int which = 0; which < 4; which++) {
-            double *best = which < 2 ? &one[which] : &two[which - 2];
-            double ns = run_on(which < 2 ? 1 : 2, -1, !(which & 1), t, l, ks,
-                               from, SEG);
-            if (ns < *best)
-                *best = ns;
-        }
+        for (int k = 0; k <= both; k++)
+            for (int which = 0; which < 2; which++) {
+                double ns = run_on(k + 1, -1, !which, t, l, ks, from, SEG);
+                if (ns < best[k][which])
+                    best[k][which] = ns;
+            }
     }
 }
 
@@ -348,13 +332,15 @@ int main(void)
              * measured again on that store, so that the scaling compares
              * like with like (the baseline's tables are one per thread
              * and do not grow). */
-            double one[2], two[2], same[2], unbiased[2];
+            double alone[1][2], scaling[2][2], not_biased[1][2];
+            double *one = alone[0], *unbiased = not_biased[0];
+            double *same = scaling[0], *two = scaling[1];
             run_on(1, 0, 0, bt, l, ks, 0, OPS);
-            measure(1, bt, l, ks, one);
+            measure(0, bt, l, ks, alone);
             run_on(1, 1, 0, bt, l, ks, 0, OPS);
-            measure_scaling(bt, l, ks, same, two);
+            measure(1, bt, l, ks, scaling);
             run_on(1, 0, 0, bt, pl, ks, 0, OPS);
-            measure(1, bt, pl, ks, unbiased);
+            measure(0, bt, pl, ks, not_biased);
             const double *rows[2] = {one, two};
             for (int t = 0; t < 2; t++)
                 printf("%-14s %-8zu %-8d %12.1f %12.1f %7.2fx %s\n", algos[ai],

@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "../harness.h"
+#include "memory_keys.h"
 #include "floodgate.h"
 #include "store.h"
 
@@ -34,11 +35,6 @@ static int bias_ok;
 
 /* A day-long window that the still clock never leaves. */
 static uint64_t still_now = 10 * DAY + SEC;
-
-static uint64_t still_clock(void *ctx)
-{
-    return *(const uint64_t *)ctx;
-}
 
 /* Every read moves time on by a millisecond, so that the keys' ages tell
  * the least recently used. */
@@ -73,17 +69,6 @@ static uint64_t xorshift(uint64_t *x)
     *x ^= *x >> 7;
     *x ^= *x << 17;
     return *x;
-}
-
-/* Key 'i': short keys live in the slot, every fifth is longer than 24 bytes
- * and lives in its own allocation. */
-static size_t key_of(const char *prefix, uint64_t i, char *buf, size_t len)
-{
-    int n = i % 5 == 0
-                ? snprintf(buf, len, "%s:a-rather-long-key:%llu", prefix,
-                           (unsigned long long)i)
-                : snprintf(buf, len, "%s:%llu", prefix, (unsigned long long)i);
-    return (size_t)n;
 }
 
 /* A store of 'max_keys' read by 'clock' (the still clock when NULL), and

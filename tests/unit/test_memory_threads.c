@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "../harness.h"
+#include "memory_keys.h"
 #include "floodgate.h"
 
 #define SEC     1000000ull
@@ -16,22 +17,6 @@
 #define THREADS 3
 
 #define SCALE (TEST_UNDER_ASAN ? 4 : 1)
-
-static uint64_t still_clock(void *ctx)
-{
-    return *(const uint64_t *)ctx;
-}
-
-/* Key 'i': short keys live in the slot, every fifth is longer than 24 bytes
- * and lives in its own allocation, which moves and is freed with it. */
-static size_t key_of(const char *prefix, uint64_t i, char *buf, size_t len)
-{
-    int n = i % 5 == 0
-                ? snprintf(buf, len, "%s:a-rather-long-key:%llu", prefix,
-                           (unsigned long long)i)
-                : snprintf(buf, len, "%s:%llu", prefix, (unsigned long long)i);
-    return (size_t)n;
-}
 
 /* ---- growth: keys inserted while others are checked, store after store --
  * One stripe (max_keys below 2048) grows 13 times on the way to 1900 keys.

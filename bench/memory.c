@@ -9,7 +9,9 @@
  * rounds, and the rounds of the two loops alternate, so that a noisy
  * neighbour slows both alike. Two threads are compared with one thread on
  * the same store, which then holds both threads' keys, in rounds that
- * alternate too (one thread, two threads, each with both loops). */
+ * alternate too (one thread, two threads, each with every loop). The
+ * baseline's scaling is measured twice: with a table per thread, and with
+ * one table that holds both threads' keys, as the store does. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,8 +38,12 @@ typedef struct base_slot {
     uint64_t window, count;
 } base_slot;
 
+/* A baseline table: a slot every 2^spread base_slots, so that a table that
+ * both threads write can put one slot to a cache line, as the store does,
+ * and no line holds both threads' counts. */
 typedef struct base_table {
     size_t mask;
+    unsigned spread;
     base_slot *slots;
 } base_table;
 
@@ -75,25 +81,40 @@ static void keyset_init(keyset *ks, size_t n, char tag, uint64_t seed)
     }
 }
 
-static void base_init(base_table *t, const keyset *ks)
+/* A table, at most half full, of the keys of the 'nks' key sets 'ks'; its
+ * slots on cache lines. */
+static void base_init(base_table *t, const keyset *ks, int nks, unsigned spread)
 {
-    size_t size = 8;
-    while (size < ks->n * 2)
+    size_t size = 8, keys = 0;
+    for (int k = 0; k < nks; k++)
+        keys += ks[k].n;
+    while (size < keys * 2)
         size *= 2;
+    size_t bytes = (size << spread) * sizeof(base_slot);
     t->mask = size - 1;
-    t->slots = calloc(size, sizeof(base_slot));
-    for (size_t i = 0; i < ks->n; i++) {
-        uint64_t h = fg__hash(ks->keys[i], strlen(ks->keys[i]), 42);
-        size_t j = h & t->mask;
-        while (t->slots[j].key)
-            j = (j + 1) & t->mask;
-        t->slots[j].hash = h;
-        t->slots[j].key = ks->keys[i];
+    t->spread = spread;
+    t->slots = aligned_alloc(64, bytes);
+    if (!t->slots) {
+        fprintf(stderr, "bench: out of memory\n");
+        exit(1);
     }
+    memset(t->slots, 0, bytes);
+    for (int k = 0; k < nks; k++)
+        for (size_t i = 0; i < ks[k].n; i++) {
+            uint64_t h = fg__hash(ks[k].keys[i], strlen(ks[k].keys[i]), 42);
+            size_t j = h & t->mask;
+            while (t->slots[j << spread].key)
+                j = (j + 1) & t->mask;
+            t->slots[j << spread].hash = h;
+            t->slots[j << spread].key = ks[k].keys[i];
+        }
 }
 
-/* The baseline: a fixed window of 1e9 per second, in a plain table. */
-static uint64_t base_run(base_table *t, const keyset *ks, size_t from, size_t n)
+/* The baseline: a fixed window of 1e9 per second, in a plain table whose
+ * spread is a constant here. */
+static inline __attribute__((always_inline)) uint64_t
+base_run_as(unsigned spread, base_table *t, const keyset *ks, size_t from,
+            size_t n)
 {
     uint64_t allowed = 0;
     for (size_t i = from; i < from + n; i++) {
@@ -101,9 +122,10 @@ static uint64_t base_run(base_table *t, const keyset *ks, size_t from, size_t n)
         size_t len = strlen(key);
         uint64_t h = fg__hash(key, len, 42);
         size_t j = h & t->mask;
-        while (t->slots[j].hash != h || memcmp(t->slots[j].key, key, len))
+        while (t->slots[j << spread].hash != h ||
+               memcmp(t->slots[j << spread].key, key, len))
             j = (j + 1) & t->mask;
-        base_slot *s = &t->slots[j];
+        base_slot *s = &t->slots[j << spread];
         uint64_t w = coarse_us() / 1000000u;
         if (s->window != w) {
             s->window = w;
@@ -115,6 +137,12 @@ static uint64_t base_run(base_table *t, const keyset *ks, size_t from, size_t n)
         }
     }
     return allowed;
+}
+
+static uint64_t base_run(base_table *t, const keyset *ks, size_t from, size_t n)
+{
+    return t->spread ? base_run_as(1, t, ks, from, n)
+                     : base_run_as(0, t, ks, from, n);
 }
 
 static uint64_t fg_run(fg_limiter *l, const keyset *ks, size_t from, size_t n)
@@ -211,25 +239,33 @@ static double run_on(int threads, int only, int baseline, base_table *t,
     return (double)(t1 - t0) / (double)checks;
 }
 
+/* The loops a round runs: the baseline on a table per thread, fg_check,
+ * and the baseline on one table of both threads' keys. */
+enum { LOOP_BASE, LOOP_FG, LOOP_SHARED, LOOPS };
+
 /* The best of ROUNDS rounds of each loop on 1 + 'both' thread counts (one
- * thread, then also two), the rounds alternating between the baseline and
- * fg_check and between the thread counts, so that a busy moment on the
- * host, or a stretch in which it takes the second core, slows all alike:
- * best[k][0] the baseline's and best[k][1] fg_check's on k + 1 threads.
- * Rounds are short (a few milliseconds) and many, so that the best of
- * them is a moment when nothing else ran. */
-static void measure(int both, base_table *t, fg_limiter *l, keyset *ks,
-                    double best[][2])
+ * thread, then also two), the rounds alternating between the loops and
+ * between the thread counts, so that a busy moment on the host, or a
+ * stretch in which it takes the second core, slows all alike: best[k][w]
+ * loop w's on k + 1 threads. 'shared' (both elements the one table), or
+ * NULL when its loop is not wanted. Rounds are short (a few milliseconds)
+ * and many, so that the best of them is a moment when nothing else ran. */
+static void measure(int both, base_table *t, base_table *shared, fg_limiter *l,
+                    keyset *ks, double best[][LOOPS])
 {
+    int loops = shared ? LOOPS : LOOP_SHARED;
     for (int k = 0; k <= both; k++)
-        best[k][0] = best[k][1] = 1e18;
+        for (int w = 0; w < LOOPS; w++)
+            best[k][w] = 1e18;
     for (int r = 0; r < ROUNDS; r++) {
         size_t from = (size_t)(r % (OPS / SEG)) * SEG;
         for (int k = 0; k <= both; k++)
-            for (int which = 0; which < 2; which++) {
-                double ns = run_on(k + 1, -1, !which, t, l, ks, from, SEG);
-                if (ns < best[k][which])
-                    best[k][which] = ns;
+            for (int w = 0; w < loops; w++) {
+                double ns =
+                    run_on(k + 1, -1, w != LOOP_FG,
+                           w == LOOP_SHARED ? shared : t, l, ks, from, SEG);
+                if (ns < best[k][w])
+                    best[k][w] = ns;
             }
     }
 }
@@ -315,11 +351,13 @@ int main(void)
            "baseline_ns", "fg_check_ns", "ratio", "target");
     for (size_t si = 0; si < 3; si++) {
         keyset ks[2];
-        base_table bt[2];
+        base_table bt[2], shared[2];
         keyset_init(&ks[0], sizes[si], 'a', 88172645463325252ull);
         keyset_init(&ks[1], sizes[si], 'b', 1181783497276652981ull);
-        base_init(&bt[0], &ks[0]);
-        base_init(&bt[1], &ks[1]);
+        base_init(&bt[0], &ks[0], 1, 0);
+        base_init(&bt[1], &ks[1], 1, 0);
+        base_init(&shared[0], ks, 2, 1);
+        shared[1] = shared[0];
         for (int ai = 0; ai < 2; ai++) {
             /* The store measured, and one whose slots are not biased to
              * their thread, for comparison. */
@@ -331,36 +369,43 @@ int main(void)
              * two-thread run finds a store of twice the keys; one thread is
              * measured again on that store, so that the scaling compares
              * like with like (the baseline's tables are one per thread
-             * and do not grow). */
-            double alone[1][2], scaling[2][2], not_biased[1][2];
+             * and do not grow; its table of both threads' keys is
+             * measured beside them). */
+            double alone[1][LOOPS], scaling[2][LOOPS], not_biased[1][LOOPS];
             double *one = alone[0], *unbiased = not_biased[0];
             double *same = scaling[0], *two = scaling[1];
             run_on(1, 0, 0, bt, l, ks, 0, OPS);
-            measure(0, bt, l, ks, alone);
+            measure(0, bt, NULL, l, ks, alone);
             run_on(1, 1, 0, bt, l, ks, 0, OPS);
-            measure(1, bt, l, ks, scaling);
+            measure(1, bt, shared, l, ks, scaling);
             run_on(1, 0, 0, bt, pl, ks, 0, OPS);
-            measure(0, bt, pl, ks, not_biased);
+            measure(0, bt, NULL, pl, ks, not_biased);
             const double *rows[2] = {one, two};
             for (int t = 0; t < 2; t++)
                 printf("%-14s %-8zu %-8d %12.1f %12.1f %7.2fx %s\n", algos[ai],
-                       sizes[si], t + 1, rows[t][0], rows[t][1],
-                       rows[t][1] / rows[t][0], t == 0 ? "<= 1.5x" : "");
+                       sizes[si], t + 1, rows[t][LOOP_BASE], rows[t][LOOP_FG],
+                       rows[t][LOOP_FG] / rows[t][LOOP_BASE],
+                       t == 0 ? "<= 1.5x" : "");
             /* The host's second core is not always free: the baseline's
              * own scaling in the same run says how much was there. */
-            double sb = same[0] / two[0], sf = same[1] / two[1];
-            printf("%-14s %-8zu two threads vs one: baseline %.2fx, "
-                   "fg_check %.2fx (target >= 1.6x), %.2f of the "
-                   "baseline's scaling; one thread on the store of one "
+            double sb = same[LOOP_BASE] / two[LOOP_BASE];
+            double sf = same[LOOP_FG] / two[LOOP_FG];
+            double ss = same[LOOP_SHARED] / two[LOOP_SHARED];
+            printf("%-14s %-8zu two threads vs one: baseline %.2fx (a "
+                   "table per thread), %.2fx (one table of both threads' "
+                   "keys), fg_check %.2fx (target >= 1.6x), %.2f / %.2f of "
+                   "the baselines' scaling; one thread on the store of one "
                    "thread's keys %.1f ns, of both threads' %.1f ns\n",
-                   algos[ai], sizes[si], sb, sf, sf / sb, one[1], same[1]);
+                   algos[ai], sizes[si], sb, ss, sf, sf / sb, sf / ss,
+                   one[LOOP_FG], same[LOOP_FG]);
             fg__mem_bias b;
             fg__store_memory_bias(st, &b);
             printf("%-14s %-8zu one thread, slots not biased: %.1f ns, "
                    "%.2fx the baseline (%.1f ns); biased keys %llu of %llu, "
                    "%llu taken back\n",
-                   algos[ai], sizes[si], unbiased[1], unbiased[1] / unbiased[0],
-                   unbiased[0], (unsigned long long)b.biased,
+                   algos[ai], sizes[si], unbiased[LOOP_FG],
+                   unbiased[LOOP_FG] / unbiased[LOOP_BASE], unbiased[LOOP_BASE],
+                   (unsigned long long)b.biased,
                    (unsigned long long)fg_store_keys(st),
                    (unsigned long long)b.revoked);
             fg_limiter_free(l);
@@ -373,6 +418,7 @@ int main(void)
             free(ks[i].seq);
             free(bt[i].slots);
         }
+        free(shared[0].slots);
     }
     workers_stop();
     return 0;

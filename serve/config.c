@@ -10,14 +10,17 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "algo.h"
 #include "config.h"
+#include "redis_url.h"
 
 /* What a [limit] section said, before the rate (which resets every field
  * when parsed) is combined with the other keys. */
 typedef struct raw_limit {
     char rate[64];
+    int rate_line, burst_line; /* for messages */
     int has_alg, has_burst, has_onf, has_fb, has_clock;
     fg_algorithm alg;
     uint64_t burst;
@@ -25,6 +28,17 @@ typedef struct raw_limit {
     uint32_t timeout_ms, fb;
     int clock_client;
 } raw_limit;
+
+/* Keys a file may give: every key of [server] and [store], and of each
+ * limit, with room to spare (a key beyond these is refused anyway). */
+#define SEEN_MAX 160
+
+/* A key given, for refusing it a second time in its section. */
+typedef struct seen_key {
+    char section[128];
+    char key[32];
+    int line;
+} seen_key;
 
 typedef struct parser {
     FILE *f;
@@ -34,6 +48,10 @@ typedef struct parser {
     fg__serve_config *c;
     raw_limit raw[FG_SERVE_MAX_LIMITS];
     char section[128]; /* the section of the previous key */
+    int header_line;   /* the last "[section]" line read */
+    int header_new;    /* one was read since the previous key */
+    seen_key seen[SEEN_MAX];
+    unsigned nseen;
     int failed;
     char *err;
     size_t errlen;
@@ -128,6 +146,31 @@ static int parse_bool(const char *s, int *out)
     return 0;
 }
 
+int fg__listen_split(const char *listen, char *host, size_t hostlen, char *port,
+                     size_t portlen)
+{
+    const char *colon = strrchr(listen, ':');
+    if (!colon || colon == listen)
+        return FG_EINVAL;
+    const char *pt = colon + 1;
+    size_t pl = strlen(pt);
+    if (pl == 0 || pl > 5 || pl >= portlen || strspn(pt, "0123456789") != pl ||
+        atoi(pt) > 65535)
+        return FG_EINVAL;
+    const char *h = listen;
+    size_t hl = (size_t)(colon - listen);
+    if (h[0] == '[' && hl >= 2 && h[hl - 1] == ']') {
+        h++;
+        hl -= 2;
+    }
+    if (hl >= hostlen)
+        return FG_EINVAL;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    memcpy(port, pt, pl + 1);
+    return 0;
+}
+
 /* Limit names appear in store keys, JSON and quoted header strings. */
 static int valid_limit_name(const char *s, size_t n)
 {
@@ -190,9 +233,11 @@ static int server_key(parser *p, const char *k, const char *v)
     uint64_t u;
     uint32_t ms;
     if (!strcmp(k, "listen")) {
-        if (strlen(v) == 0 || strlen(v) >= sizeof(c->listen) ||
-            !strrchr(v, ':'))
-            return fail(p, p->line, "listen must be HOST:PORT");
+        char host[256], port[8];
+        if (strlen(v) >= sizeof(c->listen) ||
+            fg__listen_split(v, host, sizeof(host), port, sizeof(port)))
+            return fail(p, p->line,
+                        "listen must be HOST:PORT, the port 0..65535");
         strcpy(c->listen, v);
     } else if (!strcmp(k, "workers")) {
         if (parse_u64(v, 1, FG_SERVE_MAX_WORKERS, &u))
@@ -288,6 +333,13 @@ static int store_key(parser *p, const char *k, const char *v)
                         "url = %.*s=...: not supported yet (use one redis:// "
                         "URL or memory)",
                         (int)strcspn(v, "="), v);
+        if (strcmp(v, "memory") != 0 && strncmp(v, "memory?", 7) != 0) {
+            fg__redis_url u;
+            char why[200];
+            if (fg__redis_url_parse(v, &u, why, sizeof(why)))
+                return fail(p, p->line, "url: %s", why);
+            fg__redis_url_free(&u);
+        }
         strcpy(c->store_url, v);
     } else if (!strcmp(k, "prefix")) {
         if (strlen(v) >= sizeof(c->prefix))
@@ -325,12 +377,14 @@ static int limit_key(parser *p, unsigned i, const char *k, const char *v)
         if (fg_limit_parse_err(v, &tmp, why, sizeof(why)))
             return fail(p, p->line, "rate: %s", why);
         strcpy(r->rate, v);
+        r->rate_line = p->line;
         sl->has_rate = 1;
     } else if (!strcmp(k, "burst")) {
         if (parse_u64(v, 1, FG_MAX_COUNT - 1, &u))
             return fail(p, p->line, "burst must be a positive integer");
         r->burst = u;
         r->has_burst = 1;
+        r->burst_line = p->line;
     } else if (!strcmp(k, "mode")) {
         if (!strncmp(v, "sync:", 5) || !strcmp(v, "lease"))
             return fail(p, p->line,
@@ -372,11 +426,30 @@ static int on_key(void *user, const char *section, const char *k, const char *v)
         return 0;
     if (p->too_long)
         return fail(p, p->line, "line too long");
-    int new_section = strcmp(section, p->section) != 0;
+    /* A section opened again, even right after itself, is new. */
+    int new_section = strcmp(section, p->section) != 0 || p->header_new;
+    p->header_new = 0;
     if (new_section) {
         if (strlen(section) >= sizeof(p->section))
             return fail(p, p->line, "section name too long");
         strcpy(p->section, section);
+    }
+    if (!strncmp(section, "limit ", 6) || !strcmp(section, "server") ||
+        !strcmp(section, "store")) {
+        /* A limit's section opened again is refused below, as such. */
+        int reopened = new_section && !strncmp(section, "limit ", 6);
+        for (unsigned i = 0; i < p->nseen && !reopened; i++)
+            if (!strcmp(p->seen[i].section, section) &&
+                !strcmp(p->seen[i].key, k))
+                return fail(p, p->line,
+                            "'%s' given twice in [%s] (first on line %d)", k,
+                            section, p->seen[i].line);
+        if (p->nseen < SEEN_MAX && strlen(k) < sizeof(p->seen[0].key)) {
+            seen_key *sk = &p->seen[p->nseen++];
+            strcpy(sk->section, section);
+            strcpy(sk->key, k);
+            sk->line = p->line;
+        }
     }
     if (!strcmp(section, "server"))
         return server_key(p, k, v);
@@ -402,7 +475,7 @@ static int on_key(void *user, const char *section, const char *k, const char *v)
             fg__serve_limit *sl = &p->c->limits[i];
             memset(sl, 0, sizeof(*sl));
             memcpy(sl->lim.name, name, n + 1);
-            sl->line = p->line;
+            sl->line = p->header_line ? p->header_line : p->line;
         }
         return limit_key(p, (unsigned)i, k, v);
     }
@@ -419,6 +492,11 @@ static char *reader(char *str, int num, void *stream)
     if (!s)
         return NULL;
     size_t n = strlen(s);
+    size_t lead = strspn(s, " \t");
+    if (s[lead] == '[') {
+        p->header_line = p->line + 1;
+        p->header_new = 1;
+    }
     if (n > 0 && s[n - 1] == '\n') {
         p->line++;
     } else if (!feof(p->f)) {
@@ -449,7 +527,7 @@ static int finish(parser *p)
         if (!sl->has_key)
             return fail(p, sl->line, "[limit %s]: key is required", name);
         if (fg_limit_parse_err(r->rate, &sl->lim, why, sizeof(why)))
-            return fail(p, sl->line, "[limit %s]: rate: %s", name, why);
+            return fail(p, r->rate_line, "[limit %s]: rate: %s", name, why);
         memcpy(sl->lim.name, name, sizeof(name));
         if (r->has_alg)
             sl->lim.algorithm = r->alg;
@@ -463,9 +541,18 @@ static int finish(parser *p)
             sl->lim.fallback_servers = r->fb;
         if (r->has_clock)
             sl->lim.clock_client = r->clock_client;
+        /* A limit refused with its burst but not without it is refused
+         * at the burst's line, else at the rate's. */
         fg__algo_params ap;
-        if (fg__algo_params_init(&sl->lim, &ap, why, sizeof(why)))
-            return fail(p, sl->line, "[limit %s]: %s", name, why);
+        if (fg__algo_params_init(&sl->lim, &ap, why, sizeof(why))) {
+            fg_limit plain = sl->lim;
+            plain.burst = 0;
+            int line = r->has_burst && fg__algo_params_init(&plain, &ap, NULL,
+                                                            0) == FG_OK
+                           ? r->burst_line
+                           : r->rate_line;
+            return fail(p, line, "[limit %s]: %s", name, why);
+        }
     }
     if (c->demo_api) {
         const char *list = c->demo_limits[0] ? c->demo_limits : "bookings";
@@ -511,6 +598,12 @@ int fg__config_load(const char *path, fg__serve_config *c, char *err,
     FILE *f = fopen(path, "r");
     if (!f) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return FG_EINVAL;
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s: not a regular file", path);
+        fclose(f);
         return FG_EINVAL;
     }
     int rc = fg__config_parse(f, path, c, err, errlen);

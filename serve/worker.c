@@ -20,27 +20,6 @@
 #include "log.h"
 #include "server.h"
 
-/* Split "host:port" or "[v6]:port". */
-static int split_addr(const char *listen, char *host, size_t hostlen,
-                      char *port, size_t portlen)
-{
-    const char *colon = strrchr(listen, ':');
-    if (!colon || colon == listen || !colon[1])
-        return -1;
-    const char *h = listen;
-    size_t hl = (size_t)(colon - listen);
-    if (h[0] == '[' && hl >= 2 && h[hl - 1] == ']') {
-        h++;
-        hl -= 2;
-    }
-    if (hl >= hostlen || strlen(colon + 1) >= portlen)
-        return -1;
-    memcpy(host, h, hl);
-    host[hl] = '\0';
-    strcpy(port, colon + 1);
-    return 0;
-}
-
 /* Closing a listening socket resets the connections waiting in its accept
  * queue and those still in their handshake. Under SO_REUSEPORT Linux
  * (5.14) can move them to another socket of the port instead, so that a
@@ -95,8 +74,9 @@ int fg__workers_bind(fg__server *srv, const char *laddr, char *addr,
                      size_t addrlen, char *err, size_t errlen)
 {
     char host[256], port[16];
-    if (split_addr(laddr, host, sizeof(host), port, sizeof(port))) {
-        snprintf(err, errlen, "listen %s: expected HOST:PORT", laddr);
+    if (fg__listen_split(laddr, host, sizeof(host), port, sizeof(port))) {
+        snprintf(err, errlen,
+                 "listen %s: expected HOST:PORT, the port 0..65535", laddr);
         return -1;
     }
     struct addrinfo hints = {0}, *ai = NULL;

@@ -18,6 +18,14 @@ check "bad config names file:line" grep -q "$T/bad.ini:3: workers" "$T/bad.err"
 printf '[limit x]\nrate = 5/s\nkey = ip\nmode = sync:200ms\n' >"$T/bad2.ini"
 "$FLOODGATE" serve -c "$T/bad2.ini" --listen 127.0.0.1:0 2>"$T/bad2.err"
 check "mode sync refused as not supported yet" grep -q "bad2.ini:4: .*not supported yet" "$T/bad2.err"
+# A port beyond 65535 is refused, not wrapped onto another port.
+timeout 5 "$FLOODGATE" serve --listen 127.0.0.1:99999 2>"$T/port.err"
+expect_eq "--listen port 99999 exits 2" "$?" 2
+check "--listen port 99999: the reason" grep -q "listen 127.0.0.1:99999: expected HOST:PORT, the port 0..65535" "$T/port.err"
+# A folder is no configuration.
+timeout 5 "$FLOODGATE" serve -c "$T" --listen 127.0.0.1:0 2>"$T/dir.err"
+expect_eq "-c a folder exits 2" "$?" 2
+check "-c a folder: the reason" grep -q "$T: not a regular file" "$T/dir.err"
 
 # Every error answer of ours (4xx and 5xx other than a refusal, 429 or 403,
 # whose body is the decision) is checked as it comes: one line, a JSON

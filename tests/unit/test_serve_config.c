@@ -125,10 +125,11 @@ static void test_errors(void)
     CHECK_EQ(parse("[limit a]\nrate = 1/s\nkey = ip\nmode = fast\n"),
              FG_EINVAL);
     CHECK(err_is(4, "mode"));
+    /* What a whole section lacks is reported at its header. */
     CHECK_EQ(parse("[limit a]\nkey = ip\n"), FG_EINVAL);
-    CHECK(err_is(2, "rate is required"));
-    CHECK_EQ(parse("[limit a]\nrate = 1/s\n"), FG_EINVAL);
-    CHECK(err_is(2, "key is required"));
+    CHECK(err_is(1, "rate is required"));
+    CHECK_EQ(parse("[server]\nid = x\n\n[limit a]\nrate = 1/s\n"), FG_EINVAL);
+    CHECK(err_is(4, "key is required"));
     CHECK_EQ(parse("[limit a]\nrate = 1/s\nkey = ip\n[server]\nid = x\n"
                    "[limit a]\nburst = 2\n"),
              FG_EINVAL);
@@ -157,6 +158,86 @@ static void test_errors(void)
     snprintf(big, sizeof(big), "[server]\nid = %0400d\n", 7);
     CHECK_EQ(parse(big), FG_EINVAL);
     CHECK(err_is(2, "too long"));
+}
+
+/* Nothing given twice: a section opened again, even right after itself,
+ * and a key repeated in its section are refused at the second. */
+static void test_duplicates(void)
+{
+    CHECK_EQ(parse("[limit a]\nrate = 10/s\nkey = ip\n[limit a]\n"
+                   "rate = 5/s\n"),
+             FG_EINVAL);
+    CHECK(err_is(5, "[limit a] defined twice"));
+    CHECK_EQ(parse("[limit a]\nrate = 10/s\nrate = 2/s\nkey = ip\n"),
+             FG_EINVAL);
+    CHECK(err_is(3, "'rate' given twice in [limit a] (first on line 2)"));
+    CHECK_EQ(parse("[server]\nworkers = 1\n; c\nworkers = 2\n"), FG_EINVAL);
+    CHECK(err_is(4, "'workers' given twice in [server]"));
+    CHECK_EQ(parse("[store]\ntimeout = 5ms\n[server]\nid = x\n[store]\n"
+                   "timeout = 6ms\n"),
+             FG_EINVAL);
+    CHECK(err_is(6, "'timeout' given twice in [store] (first on line 2)"));
+    /* The same key in two limits is no repeat. */
+    CHECK_EQ(parse("[limit a]\nrate = 1/s\nkey = ip\n[limit b]\nrate = 2/s\n"
+                   "key = ip\n"),
+             0);
+    CHECK_EQ(cfg.nlimits, 2);
+}
+
+/* The line at fault: a bad store URL at its own, a burst the algorithm
+ * refuses at the burst's, a rate the algorithm refuses at the rate's. */
+static void test_lines(void)
+{
+    CHECK_EQ(parse("[server]\nid = x\n[store]\nurl = redis://127.0.0.1:abc\n"),
+             FG_EINVAL);
+    CHECK(err_is(4, "url: redis url: port"));
+    CHECK_EQ(parse("[store]\nurl = http://x\n"), FG_EINVAL);
+    CHECK(err_is(2, "url: redis url: expected redis:// or unix://"));
+    CHECK_EQ(parse("[store]\nurl = memory\n"), 0);
+    CHECK_EQ(parse("[store]\nurl = redis://127.0.0.1:6380/2\n"), 0);
+    CHECK_EQ(parse("[limit a]\nrate = 10/s\nkey = ip\nalgorithm = "
+                   "fixed_window\nburst = 50\n"),
+             FG_EINVAL);
+    CHECK(err_is(5, "burst applies to token_bucket only"));
+    CHECK_EQ(parse("[limit a]\nkey = ip\nrate = 9007199254740992/s\n"),
+             FG_EINVAL);
+    CHECK(err_is(3, "too large to count exactly"));
+}
+
+/* A listen address: HOST:PORT, the port digits of 0 to 65535. */
+static void test_listen(void)
+{
+    static const char *bad[] = {"127.0.0.1:99999",
+                                "127.0.0.1:65536",
+                                "127.0.0.1:-1",
+                                "127.0.0.1:8x",
+                                "127.0.0.1:",
+                                "127.0.0.1",
+                                ":",
+                                "127.0.0.1:123456"};
+    char text[128];
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(text, sizeof(text), "[server]\nlisten = %s\n", bad[i]);
+        CHECK_EQ(parse(text), FG_EINVAL);
+        CHECK(err_is(2, "listen must be HOST:PORT, the port 0..65535"));
+    }
+    CHECK_EQ(parse("[server]\nlisten = 127.0.0.1:65535\n"), 0);
+    CHECK_EQ(parse("[server]\nlisten = 0.0.0.0:0\n"), 0);
+    char host[64], port[8];
+    CHECK_EQ(
+        fg__listen_split("[::1]:8080", host, sizeof(host), port, sizeof(port)),
+        0);
+    CHECK_STR(host, "::1");
+    CHECK_STR(port, "8080");
+    CHECK_EQ(fg__listen_split(":80", host, sizeof(host), port, sizeof(port)),
+             FG_EINVAL);
+    CHECK_EQ(
+        fg__listen_split("h:70000", host, sizeof(host), port, sizeof(port)),
+        FG_EINVAL);
+    /* Not a file: refused, not read as an empty configuration. */
+    fg__config_defaults(&cfg);
+    CHECK_EQ(fg__config_load("tests", &cfg, err, sizeof(err)), FG_EINVAL);
+    CHECK(strstr(err, "tests: not a regular file") != NULL);
 }
 
 static void test_chain_and_durations(void)
@@ -191,6 +272,9 @@ int main(void)
     test_example();
     test_defaults_and_order();
     test_errors();
+    test_duplicates();
+    test_lines();
+    test_listen();
     test_chain_and_durations();
     return TEST_DONE();
 }

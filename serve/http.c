@@ -570,13 +570,24 @@ static fg__hconn *conn_of(http_parser *p)
     return p->data;
 }
 
+/* The head is refused (431) once it runs past max_header_bytes: 'end'
+ * bytes of it read, from the request line's first. */
+static int head_too_long(fg__hconn *c, size_t end)
+{
+    if (end <= c->h->max_header_bytes)
+        return 0;
+    c->err_status = 431;
+    c->err = "request head larger than max_header_bytes";
+    return 1;
+}
+
 static int span(fg__hconn *c, size_t *off, size_t *len, const char *at,
                 size_t n)
 {
     if (*len == 0)
         *off = (size_t)(at - c->in);
     *len += n;
-    return 0;
+    return head_too_long(c, *off + *len);
 }
 
 static int on_url(http_parser *p, const char *at, size_t n)
@@ -622,6 +633,17 @@ static int on_headers_complete(http_parser *p)
 {
     fg__hconn *c = conn_of(p);
     c->head_done = 1;
+    /* The head ends two line breaks after its last span. */
+    size_t end = c->url_off + c->url_len;
+    if (c->nh) {
+        size_t v = c->hv_len[c->nh - 1]
+                       ? c->hv_off[c->nh - 1] + c->hv_len[c->nh - 1]
+                       : 0;
+        size_t f = c->hn_off[c->nh - 1] + c->hn_len[c->nh - 1];
+        end = v > f ? v : f;
+    }
+    if (head_too_long(c, end + 4))
+        return -1;
     int has_body = p->content_length > 0 && p->content_length != ULLONG_MAX;
     if (has_body && p->content_length > FG_HTTP_MAX_BODY) {
         c->err_status = 413;
@@ -747,7 +769,10 @@ static void dispatch_error(fg__hconn *c, int status, const char *why)
     c->pending = 1;
     c->err_status = status;
     c->deadline_us = 0;
-    r->method = c->p.method == HTTP_HEAD ? FG_HTTP_M_HEAD : FG_HTTP_M_OTHER;
+    /* The parser guesses HEAD from a first 'H': only a method followed by
+     * its target is one (an answer to HEAD has no body). */
+    r->method = c->p.method == HTTP_HEAD && c->url_len ? FG_HTTP_M_HEAD
+                                                       : FG_HTTP_M_OTHER;
     r->error_status = status;
     r->error = why;
     r->path = r->query = NULL;

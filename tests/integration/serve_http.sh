@@ -327,6 +327,46 @@ check "431: then EOF" at_eof
 conn_close
 survived "65 header fields"
 
+# max_header_bytes (8192 here) bounds the whole head, however it arrives:
+# a head of exactly 8192 bytes is answered, one of 8193 gets 431.
+head_of() { # head_of KEY TOTAL: a request head of TOTAL bytes
+    local start="POST /v1/check?limit=l&key=$1 HTTP/1.1"$'\r\n'"Host: x"$'\r\n'"X-Big: "
+    local pad=$(($2 - ${#start} - 4))
+    printf '%s%s\r\n\r\n' "$start" "$(head -c "$pad" /dev/zero | tr '\0' b)"
+}
+head_of hb8192 8192 >"$T/h8192"
+head_of hb8193 8193 >"$T/h8193"
+expect_eq "the heads are 8192 and 8193 bytes" "$(wc -c <"$T/h8192") $(wc -c <"$T/h8193")" "8192 8193"
+conn "$M"
+cat "$T/h8192" >&3
+resp
+expect_eq "a head of max_header_bytes: answered" "$(st) $(jf remaining)" "200 999"
+conn_close
+conn "$M"
+cat "$T/h8193" >&3
+resp
+expect_eq "a head one byte over max_header_bytes: 431" "$(st) $(rh Connection)" "431 close"
+check "head over max_header_bytes: one-line JSON error" json_error
+conn_close
+conn "$M"
+send 'GET /healthz?%s HTTP/1.1\r\nHost: x\r\n\r\n' "$(head -c 9000 /dev/zero | tr '\0' q)"
+resp
+expect_eq "a 9000-byte target: 431" "$(st)" "431"
+conn_close
+survived "heads over max_header_bytes"
+
+# A method that merely starts like HEAD gets its 400 with the body it
+# declares (an answer to HEAD has none; this is not one).
+for m in HELLO HXYZ; do
+    conn "$M"
+    send '%s / HTTP/1.1\r\nHost: x\r\n\r\n' "$m"
+    resp
+    expect_eq "method $m: 400, Connection: close" "$(st) $(rh Connection)" "400 close"
+    check "method $m: the body its Content-Length declares" [ "$(blen)" = "$(rh Content-Length)" ]
+    check "method $m: one-line JSON error" json_error
+    conn_close
+done
+
 conn "$M"
 send 'this is not http\r\n\r\n'
 resp

@@ -242,7 +242,9 @@ static void finish(fg__ctx *c)
     fg__http_add_header(c->req, "RateLimit-Policy", pol);
     if (br.len)
         fg__http_add_header(c->req, "RateLimit", rl);
-    if (status != 200 && status != 503) {
+    /* Refused, or refused because the store is down (503): when to try
+     * again. */
+    if (status != 200) {
         char ra[24];
         fg__sbuf bra;
         fg__sbuf_init(&bra, ra, sizeof(ra));

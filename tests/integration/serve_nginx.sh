@@ -18,25 +18,30 @@ algorithm = fixed_window
 rate = 3/day
 INI
 start_fg s -c "$T/fg.ini" --listen 127.0.0.1:0 || { bad "floodgate starts"; finish; }
-NPORT=$(free_port)
-APORT=$(free_port)
-while [ "$APORT" = "$NPORT" ]; do APORT=$(free_port); done
-mkdir -p "$T/nginx/tmp"
-sed -e "s/127.0.0.1:8080/127.0.0.1:$FGPORT_s/" \
-    -e "s/127.0.0.1:8000/127.0.0.1:$NPORT/" \
-    -e "s/127.0.0.1:9000/127.0.0.1:$APORT/" \
-    "$(dirname "$0")/../../examples/nginx-auth-request.conf" >"$T/nginx/nginx.conf"
-"$NGINX" -p "$T/nginx" -c "$T/nginx/nginx.conf" -g 'daemon off;' 2>"$T/nginx/err" &
-NGPID=$!
-PIDS="$PIDS $NGPID"
-up=0
-for _ in $(seq 1 200); do
-    curl -s -o /dev/null "http://127.0.0.1:$NPORT/" 2>/dev/null && { up=1; break; }
-    kill -0 "$NGPID" 2>/dev/null || break
-    sleep 0.01
-done
-check "nginx starts with the example config" [ "$up" = 1 ]
-[ "$up" = 1 ] || { cat "$T/nginx/err"; finish; }
+# start_nginx DIR FGPORT: nginx with the example config in $T/DIR, asking
+# the floodgate on FGPORT; sets NPORT and NGPID.
+start_nginx() {
+    local dir=$T/$1 aport up=0
+    NPORT=$(free_port)
+    aport=$(free_port)
+    while [ "$aport" = "$NPORT" ]; do aport=$(free_port); done
+    mkdir -p "$dir/tmp"
+    sed -e "s/127.0.0.1:8080/127.0.0.1:$2/" \
+        -e "s/127.0.0.1:8000/127.0.0.1:$NPORT/" \
+        -e "s/127.0.0.1:9000/127.0.0.1:$aport/" \
+        "$(dirname "$0")/../../examples/nginx-auth-request.conf" >"$dir/nginx.conf"
+    "$NGINX" -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' 2>"$dir/err" &
+    NGPID=$!
+    PIDS="$PIDS $NGPID"
+    for _ in $(seq 1 200); do
+        curl -s -o /dev/null "http://127.0.0.1:$NPORT/" 2>/dev/null && { up=1; break; }
+        kill -0 "$NGPID" 2>/dev/null || break
+        sleep 0.01
+    done
+    check "nginx starts with the example config ($1)" [ "$up" = 1 ]
+    [ "$up" = 1 ] || { cat "$dir/err"; finish; }
+}
+start_nginx nginx "$FGPORT_s"
 
 N=http://127.0.0.1:$NPORT
 codes=""
@@ -56,6 +61,33 @@ curl -s "http://127.0.0.1:$FGPORT_s/metrics" >"$T/m"
 check "floodgate saw the auth subrequests" \
     grep -q '^floodgate_requests_total{limit="bookings",decision="limited",source="store"} 2$' "$T/m"
 expect_eq "no user header: floodgate's 400 is nginx's 500" "$(http POST $N/bookings)" 500
+kill -QUIT "$NGPID" 2>/dev/null
+wait "$NGPID" 2>/dev/null
+
+# A fail-closed limit whose Redis is down: floodgate answers 503, which
+# auth_request cannot pass; the example gives the client 503 with
+# floodgate's Retry-After, not nginx's bare 500.
+RDOWN=$(free_port)
+cat >"$T/closed.ini" <<INI
+[server]
+id = fg-closed
+trusted_proxies = 127.0.0.1
+[store]
+url = redis://127.0.0.1:$RDOWN
+timeout = 20ms
+[limit bookings]
+key = header:X-User-Id
+rate = 3/day
+on_failure = closed
+INI
+start_fg c -c "$T/closed.ini" --listen 127.0.0.1:0 || { bad "floodgate (Redis down) starts"; finish; }
+start_nginx nginx2 "$FGPORT_c"
+N=http://127.0.0.1:$NPORT
+expect_eq "Redis down, fail closed: the client gets 503" "$(http POST $N/bookings -H 'X-User-Id: alice')" 503
+expect_eq "Redis down, fail closed: with floodgate's Retry-After" "$(header Retry-After)" 1
+check "Redis down, fail closed: JSON error" grep -q '^{"error":"rate limiter unavailable"}$' "$T/b"
+check "Redis down, fail closed: the app was not reached" bash -c "! grep -q booked '$T/b'"
+expect_eq "Redis down, no user header: still 500" "$(http POST $N/bookings)" 500
 kill -QUIT "$NGPID" 2>/dev/null
 wait "$NGPID" 2>/dev/null
 finish

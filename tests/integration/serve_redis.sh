@@ -163,6 +163,9 @@ check "down: source fail_open" grep -q '"source":"fail_open"' "$T/b"
 out=$("$FGLOAD" -n 200 -c 8 $(urls "/v1/check?limit=closed_l&key=down"))
 echo "down, closed: $out"
 expect_eq "down: closed limit answers 503" "$(field "$out" s503)" 200
+http POST "http://127.0.0.1:$FGPORT_s2/v1/check?limit=closed_l&key=down" >"$T/code"
+expect_eq "down: closed limit's 503 says when to retry" "$(cat "$T/code") $(header Retry-After)" "503 1"
+check "down: source fail_closed" grep -q '"source":"fail_closed","name":"closed_l"' "$T/b"
 out=$("$FGLOAD" -n 400 -c 8 $(urls "/v1/check?limit=local_l&key=down"))
 echo "down, local: $out"
 a=$(field "$out" s200)

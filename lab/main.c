@@ -97,6 +97,7 @@ typedef struct opts {
     int json;
     int web;
     const char *listen;
+    int listen_given;
     char sweep_param[16];
     int sweep[FG__LAB_MAX_SWEEP];
     int nsweep;
@@ -161,13 +162,23 @@ static int parse_args(int argc, char **argv, opts *o)
         size_t nlen = eq ? (size_t)(eq - a) : strlen(a);
         memcpy(name, a, nlen);
         name[nlen] = '\0';
-        if (strcmp(name, "--json") == 0) {
-            o->json = 1;
+        if (strcmp(name, "--json") == 0 || strcmp(name, "--web") == 0) {
+            if (eq) {
+                fprintf(stderr, "floodgate lab: %s takes no value\n", name);
+                return 2;
+            }
+            *(name[2] == 'j' ? &o->json : &o->web) = 1;
             continue;
         }
-        if (strcmp(name, "--web") == 0) {
-            o->web = 1;
-            continue;
+        static const char *const valued[] = {
+            "--strategy", "--servers", "--burst",  "--spread", "--rtt",
+            "--limit",    "--balance", "--listen", "--sweep",  "--svg"};
+        size_t v = 0;
+        while (v < sizeof valued / sizeof valued[0] && strcmp(name, valued[v]))
+            v++;
+        if (v == sizeof valued / sizeof valued[0]) {
+            fprintf(stderr, "floodgate lab: unknown option '%s'\n", name);
+            return 2;
         }
         if (eq)
             val = eq + 1;
@@ -206,7 +217,11 @@ static int parse_args(int argc, char **argv, opts *o)
             else
                 bad = 1;
         } else if (strcmp(name, "--listen") == 0) {
+            char host[128];
+            int port;
             o->listen = val;
+            o->listen_given = 1;
+            bad = fg__lab_listen_parse(val, host, sizeof host, &port) < 0;
         } else if (strcmp(name, "--sweep") == 0) {
             bad = parse_sweep(val, o);
         } else if (strcmp(name, "--svg") == 0) {
@@ -220,6 +235,10 @@ static int parse_args(int argc, char **argv, opts *o)
                     val);
             return 2;
         }
+    }
+    if (o->listen_given && !o->web) {
+        fprintf(stderr, "floodgate lab: --listen applies to --web only\n");
+        return 2;
     }
     return 0;
 }

@@ -33,7 +33,21 @@ field() {
         console.log(v === undefined ? "" : v);' "$work/all.json" "$1" "$2"
 }
 
-# 1. The article's experiment: eight servers, 80 requests in 40 ms, 2 ms.
+# 0. Usage errors exit 2 with the reason, before anything starts.
+usage_error() { # usage_error WHAT ARGS...: exits 2, says WHAT
+    local what=$1; shift
+    timeout 5 "$FLOODGATE" lab "$@" >/dev/null 2>"$work/usage.err"
+    local rc=$?
+    check "lab $* exits 2 ($rc)" [ "$rc" -eq 2 ]
+    check "lab $*: says '$what'" grep -qF -- "$what" "$work/usage.err"
+}
+usage_error "bad value for --listen: '127.0.0.1:99999'" --web --listen 127.0.0.1:99999
+usage_error "bad value for --listen: 'nonsense'" --web --listen nonsense
+usage_error "--listen applies to --web only" --listen 127.0.0.1:8099
+usage_error "--json takes no value" --json=1
+usage_error "unknown option '--bogus'" --bogus
+usage_error "bad value for --burst: '0'" --burst 0
+
 fail0=$fail
 start=$(date +%s%N)
 timeout 30 "$FLOODGATE" lab --strategy all --servers 8 --burst 80 --spread 40ms \

@@ -183,6 +183,10 @@ int fg_cmd_check(int argc, char **argv)
                 FG_NAME_MAX - 1);
         return 2;
     }
+    if (!key[0]) {
+        fprintf(stderr, "floodgate check: --key is empty\n");
+        return 2;
+    }
     strcpy(lim.name, name);
     lim.burst = burst;
     lim.timeout_ms = (uint32_t)timeout;

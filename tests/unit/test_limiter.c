@@ -60,6 +60,20 @@ static void test_invalid_limits(void)
     l = limit_of("10/s", FG_TOKEN_BUCKET, FG_FAIL_OPEN);
     memset(l.name, 'n', sizeof(l.name)); /* not terminated */
     refused(st, &l, "unterminated name");
+    /* A name is part of every store key: bytes that could make two
+     * limits' keys meet, or move a key's cluster slot, are refused. */
+    static const char *const bad_names[] = {"a:b",  "a{b}", "a}",   "a b",
+                                            "a\nb", "a\r",  "\xff", "a/b"};
+    for (size_t i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++) {
+        l = limit_of("10/s", FG_TOKEN_BUCKET, FG_FAIL_OPEN);
+        strcpy(l.name, bad_names[i]);
+        refused(st, &l, bad_names[i]);
+    }
+    l = limit_of("10/s", FG_TOKEN_BUCKET, FG_FAIL_OPEN);
+    strcpy(l.name, "Az09_-.");
+    fg_limiter *named = fg_limiter_new(st, &l, NULL, 0);
+    CHECK(named != NULL);
+    fg_limiter_free(named);
     l = limit_of("10/s", FG_TOKEN_BUCKET, FG_FAIL_OPEN);
     l.limit = 0;
     refused(st, &l, "limit 0");

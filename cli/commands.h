@@ -7,5 +7,6 @@
 int fg_cmd_check(int argc, char **argv);
 int fg_cmd_serve(int argc, char **argv);
 int fg_cmd_lab(int argc, char **argv);
+int fg_cmd_bench(int argc, char **argv);
 
 #endif

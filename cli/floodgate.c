@@ -16,6 +16,7 @@ static const char usage[] =
     "  check     check a key against a limit (memory or Redis store)\n"
     "  serve     run the HTTP sidecar daemon\n"
     "  lab       run the many-servers experiment with real processes\n"
+    "  bench     run the benchmark programs built beside this binary\n"
     "  version   print the version and the libraries in use\n"
     "\n"
     "Run 'floodgate <command> --help' for a command's options.\n";
@@ -42,10 +43,8 @@ static const struct {
     const char *name;
     int (*run)(int, char **);
 } commands[] = {
-    {"check", fg_cmd_check},
-    {"serve", fg_cmd_serve},
-    {"lab", fg_cmd_lab},
-    {"version", cmd_version},
+    {"check", fg_cmd_check}, {"serve", fg_cmd_serve},  {"lab", fg_cmd_lab},
+    {"bench", fg_cmd_bench}, {"version", cmd_version},
 };
 
 int main(int argc, char **argv)

@@ -125,6 +125,8 @@ const char *fg__http_reason(int status)
         return "Internal Server Error";
     case 503:
         return "Service Unavailable";
+    case 505:
+        return "HTTP Version Not Supported";
     default:
         return "Error";
     }
@@ -644,6 +646,11 @@ static int on_headers_complete(http_parser *p)
     }
     if (head_too_long(c, end + 4))
         return -1;
+    if (p->http_major != 1) {
+        c->err_status = 505;
+        c->err = "HTTP version not supported (HTTP/1 only)";
+        return -1;
+    }
     int has_body = p->content_length > 0 && p->content_length != ULLONG_MAX;
     if (has_body && p->content_length > FG_HTTP_MAX_BODY) {
         c->err_status = 413;

@@ -639,6 +639,12 @@ void fg__routes_handle(fg__hreq *req, void *arg)
     }
     const char *path = req->path, *query = req->query;
     int cmd = req->method;
+    if ((!strcmp(path, "/healthz") || !strcmp(path, "/metrics")) &&
+        cmd != FG_HTTP_M_GET && cmd != FG_HTTP_M_HEAD) {
+        fg__http_add_header(req, "Allow", "GET, HEAD");
+        reply_error(w, req, 405, "method not allowed");
+        return;
+    }
     if (!strcmp(path, "/healthz")) {
         if (FG_GET(w->srv->draining))
             reply(w, req, 503, "text/plain", "draining\n", 9);

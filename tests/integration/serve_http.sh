@@ -355,6 +355,30 @@ expect_eq "a 9000-byte target: 431" "$(st)" "431"
 conn_close
 survived "heads over max_header_bytes"
 
+# HTTP/1 only: another major version gets 505 (a later 1.x minor is read
+# as 1.1, as RFC 9112 asks).
+for v in 2.0 0.9; do
+    conn "$M"
+    send 'GET /healthz HTTP/%s\r\nHost: x\r\n\r\n' "$v"
+    resp
+    expect_eq "HTTP/$v: 505, Connection: close" "$(st) $(rh Connection)" "505 close"
+    check "HTTP/$v: one-line JSON error" json_error
+    conn_close
+done
+conn "$M"
+send 'GET /healthz HTTP/1.9\r\nHost: x\r\n\r\n'
+resp
+expect_eq "HTTP/1.9: read as 1.1" "$(st)" "200"
+conn_close
+# /healthz and /metrics answer GET and HEAD only.
+for path in /healthz /metrics; do
+    conn "$M"
+    send 'POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n' "$path"
+    resp
+    expect_eq "POST $path: 405, Allow: GET, HEAD" "$(st) $(rh Allow)" "405 GET, HEAD"
+    conn_close
+done
+
 # A method that merely starts like HEAD gets its 400 with the body it
 # declares (an answer to HEAD has none; this is not one).
 for m in HELLO HXYZ; do

@@ -217,6 +217,12 @@ int fg__config_chain(const fg__serve_config *c, const char *list, unsigned *idx,
                      FG_SERVE_MAX_CHAIN);
             return FG_EINVAL;
         }
+        for (unsigned k = 0; k < *n; k++)
+            if (idx[k] == (unsigned)i) {
+                snprintf(err, errlen, "limit '%.*s' listed twice", (int)(e - p),
+                         p);
+                return FG_EINVAL;
+            }
         idx[(*n)++] = (unsigned)i;
         p = e;
     }

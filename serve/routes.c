@@ -560,8 +560,9 @@ static int parse_limits(fg__ctx *c, const char *query, char *why, size_t whylen)
         if (i < 0) {
             snprintf(why, whylen, "unknown limit '%.*s'",
                      (int)(len > 64 ? 64 : len), p);
+            /* Echoed in JSON: printable ASCII only. */
             for (char *q = why; *q; q++)
-                if ((unsigned char)*q < 0x20)
+                if ((unsigned char)*q < 0x20 || (unsigned char)*q > 0x7e)
                     *q = '?';
             return 404;
         }
@@ -569,6 +570,13 @@ static int parse_limits(fg__ctx *c, const char *query, char *why, size_t whylen)
             snprintf(why, whylen, "at most %d limits", FG_SERVE_MAX_CHAIN);
             return 400;
         }
+        /* Listed twice, a limit would count the request twice. */
+        for (unsigned k = 0; k < c->n; k++)
+            if (c->idx[k] == (unsigned)i) {
+                snprintf(why, whylen, "limit '%s' listed twice",
+                         cfg->limits[i].lim.name);
+                return 400;
+            }
         c->idx[c->n++] = (unsigned)i;
         p += len;
         if (*p == ',')

@@ -136,6 +136,8 @@ expect_eq "check cost=2" "$(http POST "$B/v1/check?limit=otp&key=u1&cost=2")" 20
 expect_eq "check over the limit" "$(http POST "$B/v1/check?limit=otp&key=u1")" 429
 expect_eq "unknown limit is 404" "$(http POST "$B/v1/check?limit=nope&key=u1")" 404
 check "404 reason" grep -q "unknown limit 'nope'" "$T/b"
+expect_eq "unknown limit of bytes beyond ASCII is 404" "$(http POST "$B/v1/check?limit=n%FFx%C3%A9&key=u1")" 404
+check "404 reason: printable ASCII only, valid JSON text" grep -q "unknown limit 'n?x??'" "$T/b"
 expect_eq "missing key is 400" "$(http POST "$B/v1/check?limit=otp")" 400
 check "missing key reason" grep -q "missing key" "$T/b"
 expect_eq "missing limit is 400" "$(http POST "$B/v1/check?key=a")" 400

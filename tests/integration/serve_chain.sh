@@ -112,6 +112,9 @@ for store in memory "redis://127.0.0.1:$RPORT"; do
         check "$what: RateLimit agrees (r=2 of q=3)" \
             bash -c "[ '$(header RateLimit | sed 's/;t=.*//')' = '\"tb\";r=2' ]"
         check "$what: JSON limit is the burst" grep -q '"limit":3' "$T/b"
+        code=$(http POST "http://127.0.0.1:$port/v1/check?limit=tb,tb&key=twice")
+        expect_eq "$what: a limit listed twice is a 400" "$code" 400
+        check "$what: a limit listed twice: the reason" grep -q "limit 'tb' listed twice" "$T/b"
         kill -TERM "$pid"
         for _ in $(seq 1 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.01; done
     done

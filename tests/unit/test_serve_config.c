@@ -253,6 +253,10 @@ static void test_chain_and_durations(void)
     CHECK_EQ(fg__config_chain(&cfg, "a,c", idx, &n, why, sizeof(why)),
              FG_EINVAL);
     CHECK(strstr(why, "'c'") != NULL);
+    /* A limit twice in one request would count the request twice. */
+    CHECK_EQ(fg__config_chain(&cfg, "a,b,a", idx, &n, why, sizeof(why)),
+             FG_EINVAL);
+    CHECK(strstr(why, "limit 'a' listed twice") != NULL);
     uint32_t ms = 0;
     CHECK_EQ(fg__parse_duration_ms("5ms", &ms), 0);
     CHECK_EQ(ms, 5);

@@ -44,7 +44,7 @@ typedef struct parser {
     FILE *f;
     const char *name;
     int line;
-    int too_long;
+    int too_long; /* the first line too long, 0 if none */
     fg__serve_config *c;
     raw_limit raw[FG_SERVE_MAX_LIMITS];
     char section[128]; /* the section of the previous key */
@@ -431,7 +431,8 @@ static int on_key(void *user, const char *section, const char *k, const char *v)
     if (p->failed)
         return 0;
     if (p->too_long)
-        return fail(p, p->line, "line too long");
+        return fail(p, p->too_long, "line too long (at most %d characters)",
+                    ini_max_line - 2);
     /* A section opened again, even right after itself, is new. */
     int new_section = strcmp(section, p->section) != 0 || p->header_new;
     p->header_new = 0;
@@ -508,7 +509,8 @@ static char *reader(char *str, int num, void *stream)
     } else if (!feof(p->f)) {
         /* The rest of the line would come back as a line of its own. */
         p->line++;
-        p->too_long = 1;
+        if (!p->too_long)
+            p->too_long = p->line;
         int ch;
         while ((ch = fgetc(p->f)) != EOF && ch != '\n')
             ;
@@ -585,8 +587,8 @@ int fg__config_parse(FILE *f, const char *name, fg__serve_config *c, char *err,
     p->errlen = errlen;
     int rc = ini_parse_stream(reader, p, on_key, p);
     if (!p->failed && p->too_long)
-        fail(p, p->line, "line too long (at most %d characters)",
-             ini_max_line - 3);
+        fail(p, p->too_long, "line too long (at most %d characters)",
+             ini_max_line - 2);
     if (!p->failed && rc > 0)
         fail(p, rc, "syntax error (expected [section] or key = value)");
     if (!p->failed && rc < 0)

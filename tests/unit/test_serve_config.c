@@ -158,6 +158,21 @@ static void test_errors(void)
     snprintf(big, sizeof(big), "[server]\nid = %0400d\n", 7);
     CHECK_EQ(parse(big), FG_EINVAL);
     CHECK(err_is(2, "too long"));
+    /* At most 198 characters; the line too long is the one named. */
+    char line[200];
+    memset(line, 'x', sizeof(line));
+    line[0] = ';';
+    line[198] = '\0';
+    snprintf(big, sizeof(big), "[server]\n%s\nid = a\n", line);
+    CHECK_EQ(parse(big), 0);
+    line[198] = 'x';
+    line[199] = '\0';
+    snprintf(big, sizeof(big), "[server]\n%s\nid = a\n", line);
+    CHECK_EQ(parse(big), FG_EINVAL);
+    CHECK(err_is(2, "line too long (at most 198 characters)"));
+    /* A comment: a line that starts with ; or #, or ; after a blank. */
+    CHECK_EQ(parse("# c\n[server]\n; c\nid = x ; c\n"), 0);
+    CHECK_STR(cfg.id, "x");
 }
 
 /* Nothing given twice: a section opened again, even right after itself,

@@ -99,7 +99,7 @@ int fg_cmd_check(int argc, char **argv)
     const char *algorithm = NULL, *on_failure = NULL, *clock = NULL;
     uint64_t burst = 0, cost = 1, count = 1, timeout = 5;
     int json = 0, many = 0, c, li = 0;
-    char err[256];
+    char err[512];
 
     optind = 1;
     opterr = 0;

@@ -671,10 +671,10 @@ static int handshake_reply(redis_store *st, char kind, const redisReply *r,
         return FG_OK;
     if (kind == 'a')
         return fg__seterr(err, errlen, FG_EAUTH,
-                          "redis %s: authentication failed (%.100s)", st->where,
+                          "redis %s: authentication failed (%.200s)", st->where,
                           r->str);
     return fg__seterr(err, errlen, fg__redis_error_code(r->str, r->len),
-                      "redis %s: cannot select database %u (%.100s)", st->where,
+                      "redis %s: cannot select database %u (%.200s)", st->where,
                       st->url.db, r->str);
 }
 

@@ -138,6 +138,8 @@ expect_open "redis://default:wrong-pw@127.0.0.1:$APORT" "authentication failed"
 expect_open "redis://127.0.0.1:$APORT" "requires a password"
 expect_open "redis://:s3cret-pw@127.0.0.1:$APORT/3" "opened"
 expect_open "redis://127.0.0.1:$PORT/99" "cannot select database 99"
+# A password for a server that has none: Redis's whole reason, not cut.
+expect_open "redis://:wrong-pw@127.0.0.1:$PORT" "authentication failed" "Are you sure your configuration is correct?)"
 DEAD=$(free_port)
 expect_open "redis://127.0.0.1:$DEAD" "cannot connect" "refused"
 expect_open "unix://$DIR/none.sock" "cannot connect"

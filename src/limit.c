@@ -59,12 +59,12 @@ int fg_limit_parse_err(const char *rate, fg_limit *out, char *err,
     if (n == 0)
         return fg__seterr(err, errlen, FG_EINVAL,
                           "rate '%s': expected COUNT/PERIOD, e.g. 10/s", rate);
-    if (count == 0)
-        return fg__seterr(err, errlen, FG_EINVAL,
-                          "rate '%s': count must be at least 1", rate);
     if (*p != '/')
         return fg__seterr(err, errlen, FG_EINVAL,
                           "rate '%s': expected '/' after the count", rate);
+    if (count == 0)
+        return fg__seterr(err, errlen, FG_EINVAL,
+                          "rate '%s': count must be at least 1", rate);
     p++;
     n = read_count(&p, &mult);
     if (n < 0)
@@ -82,10 +82,15 @@ int fg_limit_parse_err(const char *rate, fg_limit *out, char *err,
     size_t ulen = (size_t)(p - unit);
     while (isspace((unsigned char)*p))
         p++;
-    if (ulen == 0)
+    if (ulen == 0 && *p == '\0')
         return fg__seterr(err, errlen, FG_EINVAL,
                           "rate '%s': missing unit after '/' (ms, s, min, h, "
                           "day)",
+                          rate);
+    if (ulen == 0)
+        return fg__seterr(err, errlen, FG_EINVAL,
+                          "rate '%s': the period must be a whole number and "
+                          "a unit, e.g. 5/15min or 250/500ms",
                           rate);
     if (*p != '\0')
         return fg__seterr(err, errlen, FG_EINVAL,

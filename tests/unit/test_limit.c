@@ -74,6 +74,10 @@ static void test_invalid_rates(void)
     check_err("10/0s", "period");
     check_err("10/S", "unknown unit");
     check_err("10/2000day", "year");
+    /* The reason names what is wrong, not what happens to come first. */
+    check_err("0x10/s", "expected '/' after the count");
+    check_err("10/1.5s", "the period must be a whole number and a unit");
+    check_err("10/-1s", "the period must be a whole number and a unit");
 
     /* No rate or no output: refused, never a crash. */
     fg_limit l;

@@ -589,7 +589,8 @@ static int span(fg__hconn *c, size_t *off, size_t *len, const char *at,
     if (*len == 0)
         *off = (size_t)(at - c->in);
     *len += n;
-    return head_too_long(c, *off + *len);
+    /* Trailers of a chunked body come after it: not part of the head. */
+    return c->head_done ? 0 : head_too_long(c, *off + *len);
 }
 
 static int on_url(http_parser *p, const char *at, size_t n)

@@ -379,6 +379,40 @@ for path in /healthz /metrics; do
     conn_close
 done
 
+# A small max_header_bytes (256) holds for heads that fit one read, and
+# does not reach past the head: the trailer of a chunked body is no head.
+cat >"$T/small.ini" <<INI
+[server]
+request_timeout = 5s
+max_header_bytes = 256
+[limit l]
+key = query:key
+algorithm = fixed_window
+rate = 1000/day
+INI
+if start_fg small -c "$T/small.ini" --listen 127.0.0.1:0; then
+    S=$FGPORT_small
+    head_of hs256 256 >"$T/h256"
+    head_of hs257 257 >"$T/h257"
+    conn "$S"
+    cat "$T/h256" >&3
+    resp
+    expect_eq "max_header_bytes 256: a head of 256 bytes is answered" "$(st)" "200"
+    conn_close
+    conn "$S"
+    cat "$T/h257" >&3
+    resp
+    expect_eq "max_header_bytes 256: a head of 257 bytes gets 431" "$(st)" "431"
+    conn_close
+    conn "$S"
+    send 'POST /v1/check?limit=l&key=trailer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3e8\r\n%s\r\n0\r\nX-Trailer: t\r\n\r\n' "$(head -c 1000 /dev/zero | tr '\0' z)"
+    resp
+    expect_eq "max_header_bytes 256: a trailer after a 1000-byte body is no head" "$(st)" "200"
+    conn_close
+else
+    bad "server with max_header_bytes 256 starts"
+fi
+
 # A method that merely starts like HEAD gets its 400 with the body it
 # declares (an answer to HEAD has none; this is not one).
 for m in HELLO HXYZ; do

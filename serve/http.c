@@ -280,11 +280,10 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 fg__http *fg__http_new(struct event_base *base, int fd, fg__http_handler hd,
                        void *arg)
 {
-    if (!settings.on_message_complete) {
-        /* Heads are bounded here, by max_header_bytes; the parser's own
-         * compile-time bound (80 KB) must not come first. */
-        http_parser_set_max_header_size(UINT32_MAX);
-    }
+    /* Heads are bounded here, by max_header_bytes; the parser's own bound
+     * (80 KB) must not come first. A global of the parser: setting it again
+     * is harmless. */
+    http_parser_set_max_header_size(UINT32_MAX);
     fg__http *h = calloc(1, sizeof(*h));
     if (!h)
         return NULL;
@@ -589,8 +588,7 @@ static int span(fg__hconn *c, size_t *off, size_t *len, const char *at,
     if (*len == 0)
         *off = (size_t)(at - c->in);
     *len += n;
-    /* Trailers of a chunked body come after it: not part of the head. */
-    return c->head_done ? 0 : head_too_long(c, *off + *len);
+    return head_too_long(c, *off + *len);
 }
 
 static int on_url(http_parser *p, const char *at, size_t n)
@@ -602,6 +600,10 @@ static int on_url(http_parser *p, const char *at, size_t n)
 static int on_header_field(http_parser *p, const char *at, size_t n)
 {
     fg__hconn *c = conn_of(p);
+    /* The trailer of a chunked body: no route reads one, and its bytes are
+     * dropped with the body's, so nothing of it is kept. */
+    if (c->head_done)
+        return 0;
     if (c->in_value || c->nh == 0) {
         if (c->nh == FG_HTTP_MAX_HEADERS) {
             c->err_status = 431;
@@ -618,7 +620,7 @@ static int on_header_field(http_parser *p, const char *at, size_t n)
 static int on_header_value(http_parser *p, const char *at, size_t n)
 {
     fg__hconn *c = conn_of(p);
-    if (c->nh == 0)
+    if (c->nh == 0 || c->head_done)
         return 0;
     c->in_value = 1;
     return span(c, &c->hv_off[c->nh - 1], &c->hv_len[c->nh - 1], at, n);
@@ -636,16 +638,16 @@ static int on_headers_complete(http_parser *p)
 {
     fg__hconn *c = conn_of(p);
     c->head_done = 1;
-    /* The head ends two line breaks after its last span. */
-    size_t end = c->url_off + c->url_len;
+    /* Where the head ends, with CRLF line ends: after the target, the
+     * version and two line breaks; after the last header's value (or its
+     * name and colon, when the value is empty) and two line breaks. */
+    size_t end = c->url_off + c->url_len + sizeof(" HTTP/1.1\r\n\r\n") - 1;
     if (c->nh) {
-        size_t v = c->hv_len[c->nh - 1]
-                       ? c->hv_off[c->nh - 1] + c->hv_len[c->nh - 1]
-                       : 0;
-        size_t f = c->hn_off[c->nh - 1] + c->hn_len[c->nh - 1];
-        end = v > f ? v : f;
+        unsigned last = c->nh - 1;
+        end = c->hv_len[last] ? c->hv_off[last] + c->hv_len[last] + 4
+                              : c->hn_off[last] + c->hn_len[last] + 1 + 4;
     }
-    if (head_too_long(c, end + 4))
+    if (head_too_long(c, end))
         return -1;
     if (p->http_major != 1) {
         c->err_status = 505;

@@ -26,8 +26,6 @@ static const char usage[] =
     "figures beside a reference measured in the same run. 'make bench'\n"
     "also runs the HTTP and Redis benchmarks, which need the source tree.\n";
 
-#define BENCH_MAX 32
-
 static int by_name(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -37,7 +35,7 @@ static int by_name(const void *a, const void *b)
 static int own_dir(char *dir, size_t n)
 {
     ssize_t len = readlink("/proc/self/exe", dir, n - 1);
-    if (len <= 0)
+    if (len <= 0 || (size_t)len == n - 1) /* none, or cut short */
         return -1;
     dir[len] = '\0';
     char *slash = strrchr(dir, '/');
@@ -47,7 +45,8 @@ static int own_dir(char *dir, size_t n)
     return 0;
 }
 
-/* Run 'path' and wait for it: its exit status, or -1. */
+/* Run 'path' and wait for it: its exit status, 128 + the signal that
+ * ended it, or -1 when it could not be run. */
 static int run(const char *path)
 {
     pid_t pid;
@@ -62,7 +61,7 @@ static int run(const char *path)
     while (waitpid(pid, &status, 0) < 0)
         if (errno != EINTR)
             return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 int fg_cmd_bench(int argc, char **argv)
@@ -90,23 +89,38 @@ int fg_cmd_bench(int argc, char **argv)
                 dir, strerror(errno));
         return 1;
     }
-    char *names[BENCH_MAX];
-    size_t n = 0;
+    char **names = NULL;
+    size_t n = 0, cap = 0;
     struct dirent *e;
-    while ((e = readdir(d)) && n < BENCH_MAX) {
+    while ((e = readdir(d))) {
         char path[PATH_MAX + 256];
         struct stat st;
         snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
         if (e->d_name[0] == '.' || stat(path, &st) != 0 ||
             !S_ISREG(st.st_mode) || access(path, X_OK) != 0)
             continue;
-        names[n] = strdup(e->d_name);
-        if (names[n])
-            n++;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 8;
+            char **more = realloc(names, cap * sizeof(*names));
+            if (!more)
+                break;
+            names = more;
+        }
+        if (!(names[n] = strdup(e->d_name)))
+            break;
+        n++;
     }
     closedir(d);
+    if (e) {
+        fprintf(stderr, "floodgate bench: out of memory\n");
+        while (n)
+            free(names[--n]);
+        free(names);
+        return 1;
+    }
     if (n == 0) {
         fprintf(stderr, "floodgate bench: no benchmark programs in %s\n", dir);
+        free(names);
         return 1;
     }
     qsort(names, n, sizeof(names[0]), by_name);
@@ -124,5 +138,6 @@ int fg_cmd_bench(int argc, char **argv)
         printf("\n");
         free(names[i]);
     }
+    free(names);
     return status;
 }

@@ -211,10 +211,6 @@ int fg__lab_write_svg(const char *path, const char *param, const int *values,
 /* ---- web page (web.c) --------------------------------------------------- */
 
 /* Serve the page and its JSON API on 'listen' until interrupted. */
-/* Split --listen's HOST:PORT (the port 0 to 65535): 0, or -1 when it is
- * not one. */
-int fg__lab_listen_parse(const char *listen, char *host, size_t hostlen,
-                         int *port);
 int fg__lab_web(fg__lab *lab, const char *listen, const fg__lab_params *p);
 
 /* The page's files, generated from lab/web/ by mk/lab.mk. */

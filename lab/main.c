@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "../cli/commands.h"
+#include "../serve/config.h"
 #include "lab.h"
 
 static void usage(FILE *f)
@@ -217,11 +218,10 @@ static int parse_args(int argc, char **argv, opts *o)
             else
                 bad = 1;
         } else if (strcmp(name, "--listen") == 0) {
-            char host[128];
-            int port;
+            char host[128], port[8];
             o->listen = val;
             o->listen_given = 1;
-            bad = fg__lab_listen_parse(val, host, sizeof host, &port) < 0;
+            bad = fg__listen_split(val, host, sizeof host, port, sizeof port);
         } else if (strcmp(name, "--sweep") == 0) {
             bad = parse_sweep(val, o);
         } else if (strcmp(name, "--svg") == 0) {

@@ -22,6 +22,7 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
+#include "../serve/config.h"
 #include "lab.h"
 
 typedef struct web {
@@ -309,31 +310,15 @@ static void on_check(evutil_socket_t fd, short what, void *arg)
         event_base_loopbreak(w->base);
 }
 
-int fg__lab_listen_parse(const char *listen, char *host, size_t hostlen,
-                         int *port)
-{
-    const char *colon = strrchr(listen, ':');
-    if (!colon || colon == listen || (size_t)(colon - listen) >= hostlen)
-        return -1;
-    const char *pt = colon + 1;
-    size_t pl = strlen(pt);
-    if (pl == 0 || pl > 5 || strspn(pt, "0123456789") != pl || atoi(pt) > 65535)
-        return -1;
-    memcpy(host, listen, (size_t)(colon - listen));
-    host[colon - listen] = '\0';
-    *port = atoi(pt);
-    return 0;
-}
-
 int fg__lab_web(fg__lab *lab, const char *listen, const fg__lab_params *p)
 {
-    char host[128];
-    int port;
-    if (fg__lab_listen_parse(listen, host, sizeof host, &port) < 0) {
+    char host[128], pt[8];
+    if (fg__listen_split(listen, host, sizeof host, pt, sizeof pt) != 0) {
         fprintf(stderr, "floodgate lab: --listen wants HOST:PORT, got '%s'\n",
                 listen);
         return -1;
     }
+    int port = atoi(pt);
     web w;
     memset(&w, 0, sizeof w);
     w.lab = lab;

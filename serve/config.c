@@ -29,9 +29,10 @@ typedef struct raw_limit {
     int clock_client;
 } raw_limit;
 
-/* Keys a file may give: every key of [server] and [store], and of each
- * limit, with room to spare (a key beyond these is refused anyway). */
-#define SEEN_MAX 160
+/* Keys a file may give: every key of [server] and [store], and the nine
+ * of each limit, with room to spare (a key beyond these is refused
+ * anyway). */
+#define SEEN_MAX (FG_SERVE_MAX_LIMITS * 10 + 32)
 
 /* A key given, for refusing it a second time in its section. */
 typedef struct seen_key {
@@ -50,6 +51,8 @@ typedef struct parser {
     char section[128]; /* the section of the previous key */
     int header_line;   /* the last "[section]" line read */
     int header_new;    /* one was read since the previous key */
+    int key_seen;      /* a key since the last "[section]" line */
+    int indented;      /* the line read last begins with a blank */
     seen_key seen[SEEN_MAX];
     unsigned nseen;
     int failed;
@@ -169,19 +172,6 @@ int fg__listen_split(const char *listen, char *host, size_t hostlen, char *port,
     host[hl] = '\0';
     memcpy(port, pt, pl + 1);
     return 0;
-}
-
-/* Limit names appear in store keys, JSON and quoted header strings. */
-static int valid_limit_name(const char *s, size_t n)
-{
-    if (n == 0 || n >= FG_NAME_MAX)
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (!isalnum(ch) && ch != '_' && ch != '-' && ch != '.')
-            return 0;
-    }
-    return 1;
 }
 
 int fg__config_find(const fg__serve_config *c, const char *name, size_t len)
@@ -436,6 +426,7 @@ static int on_key(void *user, const char *section, const char *k, const char *v)
     /* A section opened again, even right after itself, is new. */
     int new_section = strcmp(section, p->section) != 0 || p->header_new;
     p->header_new = 0;
+    p->key_seen = 1;
     if (new_section) {
         if (strlen(section) >= sizeof(p->section))
             return fail(p, p->line, "section name too long");
@@ -448,9 +439,15 @@ static int on_key(void *user, const char *section, const char *k, const char *v)
         for (unsigned i = 0; i < p->nseen && !reopened; i++)
             if (!strcmp(p->seen[i].section, section) &&
                 !strcmp(p->seen[i].key, k))
-                return fail(p, p->line,
-                            "'%s' given twice in [%s] (first on line %d)", k,
-                            section, p->seen[i].line);
+                return p->indented
+                           ? fail(p, p->line,
+                                  "an indented line continues the value of "
+                                  "'%s' (line %d): a value is one line",
+                                  k, p->seen[i].line)
+                           : fail(p, p->line,
+                                  "'%s' given twice in [%s] (first on line "
+                                  "%d)",
+                                  k, section, p->seen[i].line);
         if (p->nseen < SEEN_MAX && strlen(k) < sizeof(p->seen[0].key)) {
             seen_key *sk = &p->seen[p->nseen++];
             strcpy(sk->section, section);
@@ -467,7 +464,7 @@ static int on_key(void *user, const char *section, const char *k, const char *v)
         while (*name == ' ')
             name++;
         size_t n = strlen(name);
-        if (!valid_limit_name(name, n))
+        if (!fg__limit_name_valid(name, n))
             return fail(p, p->line,
                         "limit name must be 1..%d of A-Z a-z 0-9 _ - .",
                         FG_NAME_MAX - 1);
@@ -499,10 +496,16 @@ static char *reader(char *str, int num, void *stream)
     if (!s)
         return NULL;
     size_t n = strlen(s);
-    size_t lead = strspn(s, " \t");
-    if (s[lead] == '[') {
+    /* inih skips a byte order mark on the first line. */
+    size_t bom = p->line == 0 && !strncmp(s, "\xef\xbb\xbf", 3) ? 3 : 0;
+    size_t lead = strspn(s + bom, " \t");
+    p->indented = lead > 0;
+    /* A "[section]" line, unless indented after a key: inih reads that as
+     * the rest of the key's value. */
+    if (s[bom + lead] == '[' && (lead == 0 || !p->key_seen)) {
         p->header_line = p->line + 1;
         p->header_new = 1;
+        p->key_seen = 0;
     }
     if (n > 0 && s[n - 1] == '\n') {
         p->line++;
@@ -609,8 +612,8 @@ int fg__config_load(const char *path, fg__serve_config *c, char *err,
         return FG_EINVAL;
     }
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "%s: not a regular file", path);
+    if (fstat(fileno(f), &st) != 0 || S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "%s: a folder, not a file", path);
         fclose(f);
         return FG_EINVAL;
     }

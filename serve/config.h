@@ -75,8 +75,8 @@ int fg__config_load(const char *path, fg__serve_config *c, char *err,
 /* Index of the limit named 'name' ('len' bytes) or -1. */
 int fg__config_find(const fg__serve_config *c, const char *name, size_t len);
 
-/* Split a listen address, "HOST:PORT" or "[V6]:PORT" (HOST may be empty),
- * into its host and its port, digits of 0 to 65535. FG_OK or FG_EINVAL. */
+/* Split a listen address, "HOST:PORT" or "[V6]:PORT", into its host and
+ * its port, digits of 0 to 65535. FG_OK or FG_EINVAL. */
 int fg__listen_split(const char *listen, char *host, size_t hostlen, char *port,
                      size_t portlen);
 

@@ -38,6 +38,7 @@
 #define HDRS_MAX      4096
 #define ACCEPT_BATCH  64
 #define WRITE_STALL_S 60 /* a client that reads no answer for this long */
+#define HEAD_TOO_LONG "request head larger than max_header_bytes"
 
 struct fg__hconn {
     fg__http *h;
@@ -578,7 +579,7 @@ static int head_too_long(fg__hconn *c, size_t end)
     if (end <= c->h->max_header_bytes)
         return 0;
     c->err_status = 431;
-    c->err = "request head larger than max_header_bytes";
+    c->err = HEAD_TOO_LONG;
     return 1;
 }
 
@@ -823,7 +824,7 @@ static void process(fg__hconn *c)
         if (c->body_off) {
             c->inlen = c->parsed = c->body_off; /* a body is not kept */
         } else if (!c->head_done && c->parsed > c->h->max_header_bytes) {
-            dispatch_error(c, 431, "request head larger than max_header_bytes");
+            dispatch_error(c, 431, HEAD_TOO_LONG);
             break;
         }
         if (c->eof) {

@@ -115,6 +115,19 @@ int fg_limit_parse_err(const char *rate, fg_limit *out, char *err,
                       rate, (int)ulen, unit);
 }
 
+int fg__limit_name_valid(const char *s, size_t n)
+{
+    if (n == 0 || n >= FG_NAME_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (!(ch >= 'a' && ch <= 'z') && !(ch >= 'A' && ch <= 'Z') &&
+            !(ch >= '0' && ch <= '9') && ch != '_' && ch != '-' && ch != '.')
+            return 0;
+    }
+    return 1;
+}
+
 int fg_limit_parse(const char *rate, fg_limit *out)
 {
     return fg_limit_parse_err(rate, out, NULL, 0);

@@ -44,18 +44,7 @@ fg_limiter *fg_limiter_new(fg_store *st, const fg_limit *lim, char *err,
         fg__seterr(err, errlen, FG_EINVAL, "no store or limit given");
         return NULL;
     }
-    /* The name is part of every store key, before the key's "{": any byte
-     * but these could make two limits' keys meet, or move a key's Redis
-     * Cluster slot. */
-    size_t namelen = strnlen(lim->name, FG_NAME_MAX);
-    int name_ok = namelen > 0 && namelen < FG_NAME_MAX;
-    for (size_t i = 0; name_ok && i < namelen; i++) {
-        unsigned char ch = (unsigned char)lim->name[i];
-        name_ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                  (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' ||
-                  ch == '.';
-    }
-    if (!name_ok) {
+    if (!fg__limit_name_valid(lim->name, strnlen(lim->name, FG_NAME_MAX))) {
         fg__seterr(err, errlen, FG_EINVAL,
                    "limit name must be 1 to %d of A-Z a-z 0-9 _ - .",
                    FG_NAME_MAX - 1);

@@ -30,10 +30,12 @@ expect_eq "two programs: exits 0" "$?" 0
 expect_eq "two programs: in name order, each under its heading" \
     "$(grep -v '^$' "$T/ok.out" | tr '\n' '|')" "== a|a ran|== b|b ran|"
 
-printf '#!/bin/sh\necho "c broke"\nexit 3\n' >"$T/bin/bench/c"
-chmod +x "$T/bin/bench/c"
+# The first in name order fails: the ones after it still run.
+printf '#!/bin/sh\necho "0 broke"\nexit 3\n' >"$T/bin/bench/0"
+chmod +x "$T/bin/bench/0"
 "$T/bin/floodgate" bench >"$T/bad.out" 2>"$T/bad.err"
 expect_eq "a failing program: exits 1" "$?" 1
-check "a failing program: named with its status" grep -q "floodgate bench: c failed (3)" "$T/bad.err"
-check "a failing program: the others still ran" grep -q "b ran" "$T/bad.out"
+check "a failing program: named with its status" grep -q "floodgate bench: 0 failed (3)" "$T/bad.err"
+expect_eq "a failing program: it ran first, the others after it" \
+    "$(grep -v '^$' "$T/bad.out" | tr '\n' '|')" "== 0|0 broke|== a|a ran|== b|b ran|"
 finish

@@ -25,7 +25,7 @@ check "--listen port 99999: the reason" grep -q "listen 127.0.0.1:99999: expecte
 # A folder is no configuration.
 timeout 5 "$FLOODGATE" serve -c "$T" --listen 127.0.0.1:0 2>"$T/dir.err"
 expect_eq "-c a folder exits 2" "$?" 2
-check "-c a folder: the reason" grep -q "$T: not a regular file" "$T/dir.err"
+check "-c a folder: the reason" grep -q "$T: a folder, not a file" "$T/dir.err"
 
 # Every error answer of ours (4xx and 5xx other than a refusal, 429 or 403,
 # whose body is the decision) is checked as it comes: one line, a JSON

@@ -192,6 +192,31 @@ static void test_duplicates(void)
                    "timeout = 6ms\n"),
              FG_EINVAL);
     CHECK(err_is(6, "'timeout' given twice in [store] (first on line 2)"));
+    /* An indented line continues the value above (inih): refused as such,
+     * an indented "[section]" after a key too. */
+    CHECK_EQ(parse("[server]\nid = a\n  b\n"), FG_EINVAL);
+    CHECK(err_is(3, "an indented line continues the value of 'id' (line 2)"));
+    CHECK_EQ(parse("[limit a]\nrate = 1/s\nkey = ip\n  [limit b]\n"),
+             FG_EINVAL);
+    CHECK(err_is(4, "indented line continues the value of 'key'"));
+    /* Indented keys right under their header are plain keys. */
+    CHECK_EQ(parse("[server]\n  id = a\n"), 0);
+    CHECK_STR(cfg.id, "a");
+    /* A byte order mark hides no header: the line of a limit stays its. */
+    CHECK_EQ(parse("\xef\xbb\xbf[limit a]\nkey = ip\n"), FG_EINVAL);
+    CHECK(err_is(1, "rate is required"));
+    /* Every key of the most limits a file may hold is checked (here 192
+     * keys before the repeat). */
+    static char many[64 * 80 + 64];
+    size_t at = 0;
+    for (int i = 0; i < 64; i++)
+        at += (size_t)snprintf(many + at, sizeof(many) - at,
+                               "[limit l%d]\nrate = 1/s\nkey = ip\n"
+                               "algorithm = fixed_window\n",
+                               i);
+    snprintf(many + at, sizeof(many) - at, "rate = 2/s\n");
+    CHECK_EQ(parse(many), FG_EINVAL);
+    CHECK(strstr(err, "'rate' given twice in [limit l63]") != NULL);
     /* The same key in two limits is no repeat. */
     CHECK_EQ(parse("[limit a]\nrate = 1/s\nkey = ip\n[limit b]\nrate = 2/s\n"
                    "key = ip\n"),
@@ -252,7 +277,7 @@ static void test_listen(void)
     /* Not a file: refused, not read as an empty configuration. */
     fg__config_defaults(&cfg);
     CHECK_EQ(fg__config_load("tests", &cfg, err, sizeof(err)), FG_EINVAL);
-    CHECK(strstr(err, "tests: not a regular file") != NULL);
+    CHECK(strstr(err, "tests: a folder, not a file") != NULL);
 }
 
 static void test_chain_and_durations(void)

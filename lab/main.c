@@ -171,24 +171,15 @@ static int parse_args(int argc, char **argv, opts *o)
             *(name[2] == 'j' ? &o->json : &o->web) = 1;
             continue;
         }
-        static const char *const valued[] = {
-            "--strategy", "--servers", "--burst",  "--spread", "--rtt",
-            "--limit",    "--balance", "--listen", "--sweep",  "--svg"};
-        size_t v = 0;
-        while (v < sizeof valued / sizeof valued[0] && strcmp(name, valued[v]))
-            v++;
-        if (v == sizeof valued / sizeof valued[0]) {
-            fprintf(stderr, "floodgate lab: unknown option '%s'\n", name);
-            return 2;
-        }
+        /* Without a value, the option is still looked up below, so that an
+         * unknown one is named as such; then its missing value is. */
+        int missing = 0;
         if (eq)
             val = eq + 1;
         else if (i + 1 < argc)
             val = argv[++i];
-        else {
-            fprintf(stderr, "floodgate lab: %s needs a value\n", name);
-            return 2;
-        }
+        else
+            val = "", missing = 1;
         int bad = 0;
         if (strcmp(name, "--strategy") == 0) {
             int s = fg__lab_strategy_parse(val);
@@ -228,6 +219,10 @@ static int parse_args(int argc, char **argv, opts *o)
             o->svg = val;
         } else {
             fprintf(stderr, "floodgate lab: unknown option '%s'\n", name);
+            return 2;
+        }
+        if (missing) {
+            fprintf(stderr, "floodgate lab: %s needs a value\n", name);
             return 2;
         }
         if (bad) {

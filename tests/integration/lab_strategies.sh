@@ -46,6 +46,7 @@ usage_error "bad value for --listen: 'nonsense'" --web --listen nonsense
 usage_error "--listen applies to --web only" --listen 127.0.0.1:8099
 usage_error "--json takes no value" --json=1
 usage_error "unknown option '--bogus'" --bogus
+usage_error "--burst needs a value" --burst
 usage_error "bad value for --burst: '0'" --burst 0
 
 fail0=$fail

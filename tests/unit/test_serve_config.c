@@ -32,6 +32,13 @@ static int err_is(int line, const char *what)
     return ok;
 }
 
+/* 'text' is refused at 'line', the reason containing 'what'. */
+static void refused(const char *text, int line, const char *what)
+{
+    CHECK_EQ(parse(text), FG_EINVAL);
+    CHECK(err_is(line, what));
+}
+
 static void test_example(void)
 {
     fg__config_defaults(&cfg);
@@ -179,32 +186,27 @@ static void test_errors(void)
  * and a key repeated in its section are refused at the second. */
 static void test_duplicates(void)
 {
-    CHECK_EQ(parse("[limit a]\nrate = 10/s\nkey = ip\n[limit a]\n"
-                   "rate = 5/s\n"),
-             FG_EINVAL);
-    CHECK(err_is(5, "[limit a] defined twice"));
-    CHECK_EQ(parse("[limit a]\nrate = 10/s\nrate = 2/s\nkey = ip\n"),
-             FG_EINVAL);
-    CHECK(err_is(3, "'rate' given twice in [limit a] (first on line 2)"));
-    CHECK_EQ(parse("[server]\nworkers = 1\n; c\nworkers = 2\n"), FG_EINVAL);
-    CHECK(err_is(4, "'workers' given twice in [server]"));
-    CHECK_EQ(parse("[store]\ntimeout = 5ms\n[server]\nid = x\n[store]\n"
-                   "timeout = 6ms\n"),
-             FG_EINVAL);
-    CHECK(err_is(6, "'timeout' given twice in [store] (first on line 2)"));
+    refused("[limit a]\nrate = 10/s\nkey = ip\n[limit a]\n"
+            "rate = 5/s\n",
+            5, "[limit a] defined twice");
+    refused("[limit a]\nrate = 10/s\nrate = 2/s\nkey = ip\n", 3,
+            "'rate' given twice in [limit a] (first on line 2)");
+    refused("[server]\nworkers = 1\n; c\nworkers = 2\n", 4,
+            "'workers' given twice in [server]");
+    refused("[store]\ntimeout = 5ms\n[server]\nid = x\n[store]\n"
+            "timeout = 6ms\n",
+            6, "'timeout' given twice in [store] (first on line 2)");
     /* An indented line continues the value above (inih): refused as such,
      * an indented "[section]" after a key too. */
-    CHECK_EQ(parse("[server]\nid = a\n  b\n"), FG_EINVAL);
-    CHECK(err_is(3, "an indented line continues the value of 'id' (line 2)"));
-    CHECK_EQ(parse("[limit a]\nrate = 1/s\nkey = ip\n  [limit b]\n"),
-             FG_EINVAL);
-    CHECK(err_is(4, "indented line continues the value of 'key'"));
+    refused("[server]\nid = a\n  b\n", 3,
+            "an indented line continues the value of 'id' (line 2)");
+    refused("[limit a]\nrate = 1/s\nkey = ip\n  [limit b]\n", 4,
+            "indented line continues the value of 'key'");
     /* Indented keys right under their header are plain keys. */
     CHECK_EQ(parse("[server]\n  id = a\n"), 0);
     CHECK_STR(cfg.id, "a");
     /* A byte order mark hides no header: the line of a limit stays its. */
-    CHECK_EQ(parse("\xef\xbb\xbf[limit a]\nkey = ip\n"), FG_EINVAL);
-    CHECK(err_is(1, "rate is required"));
+    refused("\xef\xbb\xbf[limit a]\nkey = ip\n", 1, "rate is required");
     /* Every key of the most limits a file may hold is checked (here 192
      * keys before the repeat). */
     static char many[64 * 80 + 64];
@@ -228,20 +230,17 @@ static void test_duplicates(void)
  * refuses at the burst's, a rate the algorithm refuses at the rate's. */
 static void test_lines(void)
 {
-    CHECK_EQ(parse("[server]\nid = x\n[store]\nurl = redis://127.0.0.1:abc\n"),
-             FG_EINVAL);
-    CHECK(err_is(4, "url: redis url: port"));
-    CHECK_EQ(parse("[store]\nurl = http://x\n"), FG_EINVAL);
-    CHECK(err_is(2, "url: redis url: expected redis:// or unix://"));
+    refused("[server]\nid = x\n[store]\nurl = redis://127.0.0.1:abc\n", 4,
+            "url: redis url: port");
+    refused("[store]\nurl = http://x\n", 2,
+            "url: redis url: expected redis:// or unix://");
     CHECK_EQ(parse("[store]\nurl = memory\n"), 0);
     CHECK_EQ(parse("[store]\nurl = redis://127.0.0.1:6380/2\n"), 0);
-    CHECK_EQ(parse("[limit a]\nrate = 10/s\nkey = ip\nalgorithm = "
-                   "fixed_window\nburst = 50\n"),
-             FG_EINVAL);
-    CHECK(err_is(5, "burst applies to token_bucket only"));
-    CHECK_EQ(parse("[limit a]\nkey = ip\nrate = 9007199254740992/s\n"),
-             FG_EINVAL);
-    CHECK(err_is(3, "too large to count exactly"));
+    refused("[limit a]\nrate = 10/s\nkey = ip\nalgorithm = "
+            "fixed_window\nburst = 50\n",
+            5, "burst applies to token_bucket only");
+    refused("[limit a]\nkey = ip\nrate = 9007199254740992/s\n", 3,
+            "too large to count exactly");
 }
 
 /* A listen address: HOST:PORT, the port digits of 0 to 65535. */

@@ -5,13 +5,15 @@
  * the key, probe an open-addressing table, read a coarse monotonic clock,
  * compare and add. Both loops visit the same precomputed key sequence: one
  * hot key, 100,000 keys and 1,000,000 keys at random, on one thread and on
- * two (each thread its own keys). Each figure is the best of several
- * rounds, and the rounds of the two loops alternate, so that a noisy
- * neighbour slows both alike. Two threads are compared with one thread on
- * the same store, which then holds both threads' keys, in rounds that
- * alternate too (one thread, two threads, each with every loop). The
- * baseline's scaling is measured twice: with a table per thread, and with
- * one table that holds both threads' keys, as the store does. */
+ * two. Two threads check distinct keys: the row's keys split between them,
+ * each thread its half (on the hot key, each its own key), so that the
+ * store holds the same keys for one thread and for two. Each figure is
+ * the best of several rounds, and the rounds of the loops alternate, so
+ * that a noisy neighbour slows all alike; the rounds of a scaling
+ * alternate too (one thread, two threads, each with every loop), and the
+ * baseline's own scaling is printed beside fg_check's. Also printed: two
+ * threads each on a key set of the row's size (the store then holds twice
+ * the keys), and the store without biased slots. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,24 +63,44 @@ static uint64_t coarse_us(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-static void keyset_init(keyset *ks, size_t n, char tag, uint64_t seed)
+/* 'ks''s key sequence: OPS indexes of its keys at random. */
+static void keyset_seq(keyset *ks, uint64_t seed)
 {
-    ks->n = n;
-    ks->keys = malloc(n * sizeof(*ks->keys));
     ks->seq = malloc(OPS * sizeof(*ks->seq));
-    if (!ks->keys || !ks->seq) {
+    if (!ks->seq) {
         fprintf(stderr, "bench: out of memory\n");
         exit(1);
     }
-    for (size_t i = 0; i < n; i++)
-        snprintf(ks->keys[i], sizeof(ks->keys[i]), "%c:user%08zu", tag, i);
     uint64_t x = seed | 1;
     for (size_t i = 0; i < OPS; i++) {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        ks->seq[i] = (uint32_t)(x % n);
+        ks->seq[i] = (uint32_t)(x % ks->n);
     }
+}
+
+static void keyset_init(keyset *ks, size_t n, char tag, uint64_t seed)
+{
+    ks->n = n;
+    ks->keys = malloc(n * sizeof(*ks->keys));
+    if (!ks->keys) {
+        fprintf(stderr, "bench: out of memory\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < n; i++)
+        snprintf(ks->keys[i], sizeof(ks->keys[i]), "%c:user%08zu", tag, i);
+    keyset_seq(ks, seed);
+}
+
+/* The 'n' keys of 'full' from key 'off', visited in a sequence of their
+ * own: one thread's share of a key set. */
+static void keyset_part(keyset *ks, const keyset *full, size_t off, size_t n,
+                        uint64_t seed)
+{
+    ks->n = n;
+    ks->keys = full->keys + off;
+    keyset_seq(ks, seed);
 }
 
 /* A table, at most half full, of the keys of the 'nks' key sets 'ks'; its
@@ -239,31 +261,38 @@ static double run_on(int threads, int only, int baseline, base_table *t,
     return (double)(t1 - t0) / (double)checks;
 }
 
-/* The loops a round runs: the baseline on a table per thread, fg_check,
- * and the baseline on one table of both threads' keys. */
+/* The loops a round runs: the baseline on tables of 32-byte slots, fg_check,
+ * and the baseline on a table of a slot to a cache line, as in the store. */
 enum { LOOP_BASE, LOOP_FG, LOOP_SHARED, LOOPS };
 
+/* What k + 1 threads run: the baseline's tables (t for LOOP_BASE, 'line'
+ * for LOOP_SHARED, NULL when that loop is not wanted; an element a
+ * thread), the limiter and the threads' key sets. */
+typedef struct setup {
+    base_table *t, *line;
+    fg_limiter *l;
+    keyset *ks;
+} setup;
+
 /* The best of ROUNDS rounds of each loop on 1 + 'both' thread counts (one
- * thread, then also two), the rounds alternating between the loops and
- * between the thread counts, so that a busy moment on the host, or a
- * stretch in which it takes the second core, slows all alike: best[k][w]
- * loop w's on k + 1 threads. 'shared' (both elements the one table), or
- * NULL when its loop is not wanted. Rounds are short (a few milliseconds)
- * and many, so that the best of them is a moment when nothing else ran. */
-static void measure(int both, base_table *t, base_table *shared, fg_limiter *l,
-                    keyset *ks, double best[][LOOPS])
+ * thread, then also two: on[k] for k + 1 threads), the rounds alternating
+ * between the loops and between the thread counts, so that a busy moment
+ * on the host, or a stretch in which it takes the second core, slows all
+ * alike: best[k][w] loop w's on k + 1 threads. Rounds are short (a few
+ * milliseconds) and many, so that the best of them is a moment when
+ * nothing else ran. */
+static void measure(int both, const setup *on, double best[][LOOPS])
 {
-    int loops = shared ? LOOPS : LOOP_SHARED;
     for (int k = 0; k <= both; k++)
         for (int w = 0; w < LOOPS; w++)
             best[k][w] = 1e18;
     for (int r = 0; r < ROUNDS; r++) {
         size_t from = (size_t)(r % (OPS / SEG)) * SEG;
         for (int k = 0; k <= both; k++)
-            for (int w = 0; w < loops; w++) {
-                double ns =
-                    run_on(k + 1, -1, w != LOOP_FG,
-                           w == LOOP_SHARED ? shared : t, l, ks, from, SEG);
+            for (int w = 0; w < (on[k].line ? LOOPS : LOOP_SHARED); w++) {
+                double ns = run_on(k + 1, -1, w != LOOP_FG,
+                                   w == LOOP_SHARED ? on[k].line : on[k].t,
+                                   on[k].l, on[k].ks, from, SEG);
                 if (ns < best[k][w])
                     best[k][w] = ns;
             }
@@ -345,80 +374,140 @@ int main(void)
     const char *algos[] = {"fixed_window", "token_bucket"};
 
     printf("memory store: ns per check (best of %d rounds of %u checks), "
-           "beside the baseline loop in the same run\n",
+           "beside the baseline loop in the same run; two threads on the "
+           "row's keys, each on its half\n",
            ROUNDS, SEG);
     printf("%-14s %-8s %-8s %12s %12s %8s %s\n", "algorithm", "keys", "threads",
            "baseline_ns", "fg_check_ns", "ratio", "target");
     for (size_t si = 0; si < 3; si++) {
-        keyset ks[2];
-        base_table bt[2], shared[2];
-        keyset_init(&ks[0], sizes[si], 'a', 88172645463325252ull);
-        keyset_init(&ks[1], sizes[si], 'b', 1181783497276652981ull);
+        size_t n = sizes[si];
+        /* ks: a key set of the row's size for each thread; part: the first
+         * one's keys in two halves (the hot key: each thread its own). */
+        keyset ks[2], part[2];
+        base_table bt[2], shared[2], one[2], line[2];
+        keyset_init(&ks[0], n, 'a', 88172645463325252ull);
+        keyset_init(&ks[1], n, 'b', 1181783497276652981ull);
+        if (n > 1) {
+            keyset_part(&part[0], &ks[0], 0, n / 2, 7640891576956012809ull);
+            keyset_part(&part[1], &ks[0], n / 2, n - n / 2,
+                        13211856346519227251ull);
+        } else {
+            part[0] = ks[0];
+            part[1] = ks[1];
+        }
         base_init(&bt[0], &ks[0], 1, 0);
         base_init(&bt[1], &ks[1], 1, 0);
         base_init(&shared[0], ks, 2, 1);
         shared[1] = shared[0];
+        base_init(&line[0], n > 1 ? part : ks, 2, 1);
+        line[1] = line[0];
+        one[0] = one[1] = bt[0];
         for (int ai = 0; ai < 2; ai++) {
-            /* The store measured, and one whose slots are not biased to
-             * their thread, for comparison. */
-            fg_store *st, *plain;
+            /* The store of one thread's keys; one the two threads share,
+             * each inserting and checking its part of the same keys; one
+             * whose slots are not biased to their thread, for comparison. */
+            fg_store *st, *split, *plain;
             fg_limiter *l = bench_limiter(algos[ai], 1, &st);
+            fg_limiter *sl = bench_limiter(algos[ai], 1, &split);
             fg_limiter *pl = bench_limiter(algos[ai], 0, &plain);
-            /* One thread on its keys, then two threads each on its own.
-             * The second thread's keys go into the same store, so the
-             * two-thread run finds a store of twice the keys; one thread is
-             * measured again on that store, so that the scaling compares
-             * like with like (the baseline's tables are one per thread
-             * and do not grow; its table of both threads' keys is
-             * measured beside them). */
-            double alone[1][LOOPS], scaling[2][LOOPS], not_biased[1][LOOPS];
-            double *one = alone[0], *unbiased = not_biased[0];
-            double *same = scaling[0], *two = scaling[1];
+            double alone[1][LOOPS], halves[2][LOOPS], own[2][LOOPS],
+                not_biased[2][LOOPS];
             run_on(1, 0, 0, bt, l, ks, 0, OPS);
-            measure(0, bt, NULL, l, ks, alone);
-            run_on(1, 1, 0, bt, l, ks, 0, OPS);
-            measure(1, bt, shared, l, ks, scaling);
+            measure(0, (setup[]){{bt, NULL, l, ks}}, alone);
+            /* Two threads vs one on the same keys, the store holding them
+             * all in both: one thread checks every key of the row, two
+             * threads each their half. The baseline's two tables hold the
+             * same keys and are shared the same way (on the hot key, each
+             * thread has a key of its own, as below). */
+            run_on(1, 0, 0, bt, sl, part, 0, OPS);
+            run_on(1, 1, 0, bt, sl, part, 0, OPS);
+            measure(1,
+                    (setup[]){{one, line, l, ks},
+                              {n > 1 ? one : bt, line, sl, part}},
+                    halves);
+            /* Each thread its own key set of the row's size: the store
+             * then holds twice the keys, and one thread is measured again
+             * on it, so that like is compared with like (the baseline
+             * twice: a table per thread, and one table of both threads'
+             * keys). */
+            if (n > 1) {
+                run_on(1, 1, 0, bt, l, ks, 0, OPS);
+                measure(1, (setup[]){{bt, shared, l, ks}, {bt, shared, l, ks}},
+                        own);
+            }
             run_on(1, 0, 0, bt, pl, ks, 0, OPS);
-            measure(0, bt, NULL, pl, ks, not_biased);
-            const double *rows[2] = {one, two};
+            /* The same without biased slots, where any thread may check
+             * any key at the price of the lock's atomic (a server whose
+             * connections are spread over its threads): one thread on the
+             * keys, then two threads on its halves. */
+            if (n == 1)
+                run_on(1, 1, 0, bt, pl, ks, 0, OPS);
+            measure(1,
+                    (setup[]){{bt, NULL, pl, ks},
+                              {n > 1 ? one : bt, NULL, pl, n > 1 ? part : ks}},
+                    not_biased);
+            const double *rows[2] = {alone[0], halves[1]};
             for (int t = 0; t < 2; t++)
                 printf("%-14s %-8zu %-8d %12.1f %12.1f %7.2fx %s\n", algos[ai],
-                       sizes[si], t + 1, rows[t][LOOP_BASE], rows[t][LOOP_FG],
+                       n, t + 1, rows[t][LOOP_BASE], rows[t][LOOP_FG],
                        rows[t][LOOP_FG] / rows[t][LOOP_BASE],
                        t == 0 ? "<= 1.5x" : "");
             /* The host's second core is not always free: the baseline's
-             * own scaling in the same run says how much was there. */
-            double sb = same[LOOP_BASE] / two[LOOP_BASE];
-            double sf = same[LOOP_FG] / two[LOOP_FG];
-            double ss = same[LOOP_SHARED] / two[LOOP_SHARED];
-            printf("%-14s %-8zu two threads vs one: baseline %.2fx (a "
-                   "table per thread), %.2fx (one table of both threads' "
-                   "keys), fg_check %.2fx (target >= 1.6x), %.2f / %.2f of "
-                   "the baselines' scaling; one thread on the store of one "
-                   "thread's keys %.1f ns, of both threads' %.1f ns\n",
-                   algos[ai], sizes[si], sb, ss, sf, sf / sb, sf / ss,
-                   one[LOOP_FG], same[LOOP_FG]);
+             * own scaling in the same rounds says how much was there. */
+            double hb = halves[0][LOOP_BASE] / halves[1][LOOP_BASE];
+            double hl = halves[0][LOOP_SHARED] / halves[1][LOOP_SHARED];
+            double hf = halves[0][LOOP_FG] / halves[1][LOOP_FG];
+            printf("%-14s %-8zu two threads vs one, %s: baseline %.2fx "
+                   "(32-byte slots), %.2fx (a slot to a cache line), fg_check "
+                   "%.2fx (target >= 1.6x), %.2f / %.2f of the baselines' "
+                   "scaling\n",
+                   algos[ai], n,
+                   n > 1 ? "the row's keys split between them"
+                         : "each thread its own key",
+                   hb, hl, hf, hf / hb, hf / hl);
+            if (n > 1) {
+                double sb = own[0][LOOP_BASE] / own[1][LOOP_BASE];
+                double ss = own[0][LOOP_SHARED] / own[1][LOOP_SHARED];
+                double sf = own[0][LOOP_FG] / own[1][LOOP_FG];
+                printf("%-14s %-8zu two threads vs one, each thread its own "
+                       "%zu keys (the store holds twice the keys): baseline "
+                       "%.2fx (a table per thread), %.2fx (one table of both "
+                       "threads' keys), fg_check %.2fx, %.2f / %.2f of the "
+                       "baselines' scaling; one thread on the store of one "
+                       "thread's keys %.1f ns, of both threads' %.1f ns\n",
+                       algos[ai], n, n, sb, ss, sf, sf / sb, sf / ss,
+                       alone[0][LOOP_FG], own[0][LOOP_FG]);
+            }
             fg__mem_bias b;
             fg__store_memory_bias(st, &b);
-            printf("%-14s %-8zu one thread, slots not biased: %.1f ns, "
-                   "%.2fx the baseline (%.1f ns); biased keys %llu of %llu, "
-                   "%llu taken back\n",
-                   algos[ai], sizes[si], unbiased[LOOP_FG],
-                   unbiased[LOOP_FG] / unbiased[LOOP_BASE], unbiased[LOOP_BASE],
+            printf("%-14s %-8zu slots not biased: one thread %.1f ns, %.2fx "
+                   "the baseline (%.1f ns); two threads vs one %.2fx "
+                   "(baseline %.2fx); biased keys of the store above %llu of "
+                   "%llu, %llu taken back\n",
+                   algos[ai], n, not_biased[0][LOOP_FG],
+                   not_biased[0][LOOP_FG] / not_biased[0][LOOP_BASE],
+                   not_biased[0][LOOP_BASE],
+                   not_biased[0][LOOP_FG] / not_biased[1][LOOP_FG],
+                   not_biased[0][LOOP_BASE] / not_biased[1][LOOP_BASE],
                    (unsigned long long)b.biased,
                    (unsigned long long)fg_store_keys(st),
                    (unsigned long long)b.revoked);
             fg_limiter_free(l);
             fg_store_close(st);
+            fg_limiter_free(sl);
+            fg_store_close(split);
             fg_limiter_free(pl);
             fg_store_close(plain);
         }
         for (int i = 0; i < 2; i++) {
+            if (n > 1)
+                free(part[i].seq);
             free(ks[i].keys);
             free(ks[i].seq);
             free(bt[i].slots);
         }
         free(shared[0].slots);
+        free(line[0].slots);
     }
     workers_stop();
     return 0;

@@ -6,8 +6,8 @@
  * compare and add. Both loops visit the same precomputed key sequence: one
  * hot key, 100,000 keys and 1,000,000 keys at random, on one thread and on
  * two. Two threads check distinct keys: the row's keys split between them,
- * each thread its half (on the hot key, each its own key), so that the
- * store holds the same keys for one thread and for two. Each figure is
+ * each thread its half (on the hot key, each its own key), so that one
+ * thread and two work on stores of the same keys. Each figure is
  * the best of several rounds, and the rounds of the loops alternate, so
  * that a noisy neighbour slows all alike; the rounds of a scaling
  * alternate too (one thread, two threads, each with every loop), and the
@@ -439,10 +439,10 @@ int main(void)
                 not_biased[2][LOOPS];
             fill(0, bt, l, &ks[0]);
             measure(0, (setup[]){{bt, NULL, l, ks}}, alone);
-            /* Two threads vs one on the same keys, the store holding them
-             * all in both: one thread checks every key of the row, two
-             * threads each their half. The baseline's two tables hold the
-             * same keys and are shared the same way (on the hot key, each
+            /* Two threads vs one on the same keys, each store holding them
+             * all: one thread checks every key of the row, two threads
+             * each their half. The baseline's two tables hold the same
+             * keys and are shared the same way (on the hot key, each
              * thread has a key of its own, as below). */
             fill(0, bt, sl, &part[0]);
             fill(1, bt, sl, &part[1]);

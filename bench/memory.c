@@ -318,6 +318,14 @@ static void measure(int both, const setup *on, double best[][LOOPS])
     }
 }
 
+/* Each loop's two-thread scaling from measure()'s 'best': one thread's
+ * time per check over two threads'. */
+static void scaling(double best[][LOOPS], double x[LOOPS])
+{
+    for (int w = 0; w < LOOPS; w++)
+        x[w] = best[0][w] / best[1][w];
+}
+
 static long rss_kb(void)
 {
     FILE *f = fopen("/proc/self/status", "r");
@@ -482,9 +490,8 @@ int main(void)
                        t == 0 ? "<= 1.5x" : "");
             /* The host's second core is not always free: the baseline's
              * own scaling in the same rounds says how much was there. */
-            double hb = halves[0][LOOP_BASE] / halves[1][LOOP_BASE];
-            double hl = halves[0][LOOP_SHARED] / halves[1][LOOP_SHARED];
-            double hf = halves[0][LOOP_FG] / halves[1][LOOP_FG];
+            double h[LOOPS];
+            scaling(halves, h);
             printf("%-14s %-8zu two threads vs one, %s: baseline %.2fx "
                    "(32-byte slots), %.2fx (a slot to a cache line), fg_check "
                    "%.2fx (target >= 1.6x), %.2f / %.2f of the baselines' "
@@ -492,20 +499,24 @@ int main(void)
                    algos[ai], n,
                    n > 1 ? "the row's keys split between them"
                          : "each thread its own key",
-                   hb, hl, hf, hf / hb, hf / hl);
+                   h[LOOP_BASE], h[LOOP_SHARED], h[LOOP_FG],
+                   h[LOOP_FG] / h[LOOP_BASE], h[LOOP_FG] / h[LOOP_SHARED]);
             if (n > 1) {
-                double sb = own[0][LOOP_BASE] / own[1][LOOP_BASE];
-                double ss = own[0][LOOP_SHARED] / own[1][LOOP_SHARED];
-                double sf = own[0][LOOP_FG] / own[1][LOOP_FG];
+                double o[LOOPS];
+                scaling(own, o);
                 printf("%-14s %-8zu two threads vs one, each thread its own "
                        "%zu keys (the store holds twice the keys): baseline "
                        "%.2fx (a table per thread), %.2fx (one table of both "
                        "threads' keys), fg_check %.2fx, %.2f / %.2f of the "
                        "baselines' scaling; one thread on the store of one "
                        "thread's keys %.1f ns, of both threads' %.1f ns\n",
-                       algos[ai], n, n, sb, ss, sf, sf / sb, sf / ss,
-                       alone[0][LOOP_FG], own[0][LOOP_FG]);
+                       algos[ai], n, n, o[LOOP_BASE], o[LOOP_SHARED],
+                       o[LOOP_FG], o[LOOP_FG] / o[LOOP_BASE],
+                       o[LOOP_FG] / o[LOOP_SHARED], alone[0][LOOP_FG],
+                       own[0][LOOP_FG]);
             }
+            double u[LOOPS];
+            scaling(not_biased, u);
             fg__mem_bias b;
             fg__store_memory_bias(st, &b);
             printf("%-14s %-8zu slots not biased: one thread %.1f ns, %.2fx "
@@ -516,9 +527,7 @@ int main(void)
                    not_biased[0][LOOP_FG] / not_biased[0][LOOP_BASE],
                    not_biased[0][LOOP_BASE],
                    n > 1 ? "each on all the row's keys" : "each its own key",
-                   not_biased[0][LOOP_FG] / not_biased[1][LOOP_FG],
-                   not_biased[0][LOOP_BASE] / not_biased[1][LOOP_BASE],
-                   (unsigned long long)b.biased,
+                   u[LOOP_FG], u[LOOP_BASE], (unsigned long long)b.biased,
                    (unsigned long long)fg_store_keys(st),
                    (unsigned long long)b.revoked);
             fg_limiter_free(l);

@@ -63,7 +63,7 @@ typedef enum fg_algorithm {
 typedef enum fg_on_failure {
     FG_FAIL_OPEN = 0,   /* allow, counted as fail-open */
     FG_FAIL_CLOSED = 1, /* refuse (503 in the daemon) */
-    FG_FAIL_LOCAL = 2   /* an in-memory limit of limit / fallback_servers */
+    FG_FAIL_LOCAL = 2   /* in memory: limit / fallback_servers, rounded down */
 } fg_on_failure;
 
 /* Which path made a decision. */
@@ -188,6 +188,17 @@ int fg_refund(fg_limiter *l, const char *key, size_t keylen, uint64_t cost);
 
 /* The limit a limiter enforces. */
 const fg_limit *fg_limiter_limit(const fg_limiter *l);
+
+/* The share of the limit that FG_FAIL_LOCAL enforces in this process while
+ * the store is unreachable: the limit, and for a token bucket the burst,
+ * each divided by fallback_servers and rounded down, so that the servers
+ * together never admit more than the limit. A share of 0 (a limit smaller
+ * than fallback_servers) refuses every check while the store is down.
+ * Fills '*limit' and '*burst' (the latter 0 unless token_bucket; either may
+ * be NULL). FG_OK, or FG_EINVAL when the limit does not fall back to
+ * local. */
+int fg_limiter_local_share(const fg_limiter *l, uint64_t *limit,
+                           uint64_t *burst);
 
 /* The state of the limiter's circuit breaker: "closed" (the store is asked),
  * "open" (the store is skipped; decisions follow on_failure) or "half_open"

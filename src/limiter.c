@@ -78,19 +78,18 @@ fg_limiter *fg_limiter_new(fg_store *st, const fg_limit *lim, char *err,
 
     if (l->lim.on_failure == FG_FAIL_LOCAL) {
         /* The fallback enforces this limit divided among the servers that
-         * would otherwise share it, in this process's memory. */
+         * would otherwise share it, in this process's memory. The share is
+         * rounded down, so that the servers together never exceed the
+         * limit; a share of 0 refuses every check while the store is
+         * unreachable (fg_limiter_local_share reports it). */
         fg_limit local = l->lim;
         local.on_failure = FG_FAIL_OPEN;
         local.limit = l->lim.limit / l->lim.fallback_servers;
-        if (local.limit == 0)
-            local.limit = 1;
-        if (local.burst) {
-            local.burst /= l->lim.fallback_servers;
-            if (local.burst == 0)
-                local.burst = 1;
-        }
+        local.burst = l->lim.burst / l->lim.fallback_servers;
         if (local.algorithm == FG_NAIVE_GET_SET)
             local.algorithm = FG_FIXED_WINDOW;
+        if (local.limit == 0 || (l->lim.burst && local.burst == 0))
+            return l;
         fg_memory_options mo = {.max_keys = 100000};
         l->policy->local_store = fg__store_memory_open(&mo, err, errlen);
         if (!l->policy->local_store)
@@ -126,6 +125,20 @@ void fg_limiter_free(fg_limiter *l)
 const fg_limit *fg_limiter_limit(const fg_limiter *l)
 {
     return &l->lim;
+}
+
+int fg_limiter_local_share(const fg_limiter *l, uint64_t *limit,
+                           uint64_t *burst)
+{
+    if (l->lim.on_failure != FG_FAIL_LOCAL)
+        return FG_EINVAL;
+    const fg_limiter *loc = l->policy->local;
+    uint64_t b = l->lim.algorithm == FG_TOKEN_BUCKET ? l->p.burst : 0;
+    if (limit)
+        *limit = loc ? loc->p.limit : 0;
+    if (burst)
+        *burst = loc ? (b ? loc->p.burst : 0) : 0;
+    return FG_OK;
 }
 
 const char *fg_limiter_breaker(fg_limiter *l)
@@ -180,6 +193,16 @@ static int decide_without_store(fg_limiter *l, int rc, const char *key,
         break;
     case FG_FAIL_LOCAL: {
         fg_limiter *loc = l->policy->local;
+        if (!loc) {
+            /* A share of 0: nothing may pass here until the store is
+             * back, which the breaker probes after its cool-down. */
+            out->allowed = 0;
+            out->limit = 0;
+            out->retry_after_ms = out->reset_ms = FAIL_CLOSED_RETRY_MS;
+            out->retry_after_us = out->reset_us = FAIL_CLOSED_RETRY_MS * 1000u;
+            out->source = FG_SOURCE_LOCAL;
+            break;
+        }
         int lrc = fg__algo_check_cost(&loc->p, cost);
         if (lrc == FG_OK)
             lrc = loc->st->ops->check(loc->st, loc, key, keylen, cost, out);

@@ -208,6 +208,46 @@ static void test_failure_policy(void)
     CHECK_EQ(d.source, FG_SOURCE_LOCAL);
     CHECK_EQ(d.allowed, 1);
     fg_limiter_free(lim);
+
+    /* The share is rounded down: 10/s among 3 servers is 3 each (9 in all),
+     * the burst too; never 4 (12 in all). */
+    uint64_t share, share_burst;
+    l = limit_of("10/s", FG_TOKEN_BUCKET, FG_FAIL_LOCAL);
+    l.fallback_servers = 3;
+    l.burst = 20;
+    lim = fg_limiter_new(st, &l, NULL, 0);
+    CHECK(lim != NULL);
+    CHECK_EQ(fg_limiter_local_share(lim, &share, &share_burst), FG_OK);
+    CHECK_EQ(share, 3);
+    CHECK_EQ(share_burst, 6);
+    for (int i = 0; i < 7; i++) {
+        fail_next = 1;
+        CHECK_EQ(fg_check(lim, LONG_KEY "3", sizeof(LONG_KEY), 1, &d),
+                 FG_ENOMEM);
+        CHECK_EQ(d.source, FG_SOURCE_LOCAL);
+        CHECK_EQ(d.allowed, i < 6);
+    }
+    fg_limiter_free(lim);
+
+    /* 10/s among 20 servers: a share of 0 (it was rounded up to 1 each,
+     * 20/s in all). Every check is refused while the store fails. */
+    l = limit_of("10/s", FG_FIXED_WINDOW, FG_FAIL_LOCAL);
+    l.fallback_servers = 20;
+    lim = fg_limiter_new(st, &l, NULL, 0);
+    CHECK(lim != NULL);
+    CHECK_EQ(fg_limiter_local_share(lim, &share, NULL), FG_OK);
+    CHECK_EQ(share, 0);
+    fail_next = 1;
+    CHECK_EQ(fg_check(lim, LONG_KEY "0", sizeof(LONG_KEY), 1, &d), FG_ENOMEM);
+    CHECK_EQ(d.source, FG_SOURCE_LOCAL);
+    CHECK_EQ(d.allowed, 0);
+    CHECK(d.retry_after_ms > 0);
+    CHECK_EQ(d.retry_after_us, d.retry_after_ms * 1000);
+    fg_limiter_free(lim);
+    l = limit_of("10/s", FG_FIXED_WINDOW, FG_FAIL_OPEN);
+    lim = fg_limiter_new(st, &l, NULL, 0);
+    CHECK_EQ(fg_limiter_local_share(lim, &share, NULL), FG_EINVAL);
+    fg_limiter_free(lim);
     fg_store_close(st);
     fail_next = 0;
     fg_set_allocator(NULL, NULL);

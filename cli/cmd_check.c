@@ -34,6 +34,9 @@ static const char usage[] =
     "\n"
     "Each check prints 'allowed remaining=N reset_ms=N' or 'limited\n"
     "retry_after_ms=N'; with --count a last line 'allowed=A limited=L'.\n"
+    "A decision the store did not make says its source ('allowed\n"
+    "source=fail_open', 'limited retry_after_ms=N source=fail_closed'), and\n"
+    "in JSON has remaining, reset_ms and reset_us null and an \"error\".\n"
     "Exit status: 0 the last check was allowed, 1 it was refused, 2 usage\n"
     "or store error.\n";
 
@@ -51,30 +54,69 @@ static int parse_u64(const char *s, uint64_t *out)
     return 0;
 }
 
-static void print_decision(const fg_decision *d, int json)
+/* Print 's' as a JSON string, quotes included: a store's error may hold
+ * Redis's own words, quotes and control bytes among them. */
+static void json_puts(const char *s)
 {
-    if (json)
-        printf(
-            "{\"allowed\":%s,\"limit\":%llu,\"remaining\":%llu,"
-            "\"reset_ms\":%llu,\"retry_after_ms\":%llu,"
-            "\"reset_us\":%llu,\"retry_after_us\":%llu,"
-            "\"source\":\"%s\"}\n",
-            d->allowed ? "true" : "false", (unsigned long long)d->limit,
-            (unsigned long long)d->remaining, (unsigned long long)d->reset_ms,
-            (unsigned long long)d->retry_after_ms,
-            (unsigned long long)d->reset_us,
-            (unsigned long long)d->retry_after_us, fg_source_name(d->source));
-    else if (d->allowed)
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            printf("\\%c", ch);
+        else if (ch < 0x20 || ch == 0x7f)
+            printf("\\u%04x", ch);
+        else
+            putchar(ch);
+    }
+    putchar('"');
+}
+
+/* Print one decision. A decision the store did not make (fail_open,
+ * fail_closed) knows the limit and the policy's answer, but not what is
+ * left of the limit nor when it is whole again: those are null in JSON
+ * and absent from the line, rather than figures the store never gave.
+ * 'why' is the reason the store was not consulted, NULL when it was. */
+static void print_decision(const fg_decision *d, const char *why, int json)
+{
+    int unknown =
+        d->source == FG_SOURCE_FAIL_OPEN || d->source == FG_SOURCE_FAIL_CLOSED;
+    const char *src = fg_source_name(d->source);
+    if (json) {
+        printf("{\"allowed\":%s,\"limit\":%llu,", d->allowed ? "true" : "false",
+               (unsigned long long)d->limit);
+        if (unknown)
+            printf("\"remaining\":null,\"reset_ms\":null,");
+        else
+            printf("\"remaining\":%llu,\"reset_ms\":%llu,",
+                   (unsigned long long)d->remaining,
+                   (unsigned long long)d->reset_ms);
+        printf("\"retry_after_ms\":%llu,",
+               (unsigned long long)d->retry_after_ms);
+        if (unknown)
+            printf("\"reset_us\":null,");
+        else
+            printf("\"reset_us\":%llu,", (unsigned long long)d->reset_us);
+        printf("\"retry_after_us\":%llu,\"source\":\"%s\"",
+               (unsigned long long)d->retry_after_us, src);
+        if (why) {
+            printf(",\"error\":");
+            json_puts(why);
+        }
+        printf("}\n");
+    } else if (d->allowed && unknown) {
+        printf("allowed source=%s\n", src);
+    } else if (d->allowed) {
         printf("allowed remaining=%llu reset_ms=%llu%s%s\n",
                (unsigned long long)d->remaining,
                (unsigned long long)d->reset_ms,
                d->source == FG_SOURCE_STORE ? "" : " source=",
-               d->source == FG_SOURCE_STORE ? "" : fg_source_name(d->source));
-    else
+               d->source == FG_SOURCE_STORE ? "" : src);
+    } else {
         printf("limited retry_after_ms=%llu%s%s\n",
                (unsigned long long)d->retry_after_ms,
                d->source == FG_SOURCE_STORE ? "" : " source=",
-               d->source == FG_SOURCE_STORE ? "" : fg_source_name(d->source));
+               d->source == FG_SOURCE_STORE ? "" : src);
+    }
 }
 
 int fg_cmd_check(int argc, char **argv)
@@ -235,16 +277,19 @@ int fg_cmd_check(int argc, char **argv)
             failed = 1;
             break;
         }
-        if (rc < 0 && !failed) {
-            const char *why = fg_store_last_error(st);
-            fprintf(stderr,
-                    "floodgate check: store: %s%s%s; decided by "
-                    "on_failure=%s\n",
-                    fg_strerror(rc), *why ? ": " : "", why,
-                    fg_on_failure_name(lim.on_failure));
+        char why[sizeof err + 64];
+        if (rc < 0) {
+            const char *last = fg_store_last_error(st);
+            snprintf(why, sizeof why, "%s%s%s", fg_strerror(rc),
+                     *last ? ": " : "", last);
+            if (!failed)
+                fprintf(stderr,
+                        "floodgate check: store: %s; decided by "
+                        "on_failure=%s\n",
+                        why, fg_on_failure_name(lim.on_failure));
             failed = 1;
         }
-        print_decision(&d, json);
+        print_decision(&d, rc < 0 ? why : NULL, json);
         if (d.allowed)
             allowed++;
         else

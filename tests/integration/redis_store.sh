@@ -184,6 +184,47 @@ if [ -x "$FLOODGATE" ]; then
     rc=$?
     [ "$rc" -eq 2 ] && ok || bad "check with a wrong password exit $rc"
     case "$out" in *wrong-pw*) bad "password printed: $out" ;; *) ok ;; esac
+    # A decision the store did not make says only what is known: the limit,
+    # the policy's answer, its source and why; what is left and when the
+    # limit is whole again are null (JSON) or absent (line), not invented.
+    # lazy=1: the store opens with nothing listening, and every check fails.
+    lazy="redis://127.0.0.1:$DEAD?lazy=1"
+    expect_check() { # WANT_RC WANT_STDOUT ARGS...
+        local want_rc=$1 want=$2 got rc
+        shift 2
+        got=$("$FLOODGATE" check --store "$lazy" --limit 10/s --key k "$@" \
+            2>"$DIR/check.err")
+        rc=$?
+        [ "$got" = "$want" ] && [ "$rc" -eq "$want_rc" ] && ok ||
+            bad "floodgate check $*: '$got' exit $rc, want '$want' exit $want_rc"
+    }
+    why="backend unavailable: redis 127.0.0.1:$DEAD db 0: cannot connect: Connection refused"
+    expect_check 2 '{"allowed":true,"limit":10,"remaining":null,"reset_ms":null,"retry_after_ms":0,"reset_us":null,"retry_after_us":0,"source":"fail_open","error":"'"$why"'"}' --json
+    expect_check 2 '{"allowed":false,"limit":10,"remaining":null,"reset_ms":null,"retry_after_ms":1000,"reset_us":null,"retry_after_us":1000000,"source":"fail_closed","error":"'"$why"'"}' --json --on-failure closed
+    expect_check 2 'allowed source=fail_open' --on-failure open
+    expect_check 2 'limited retry_after_ms=1000 source=fail_closed' --on-failure closed
+    expect_check 2 "$(printf 'allowed source=fail_open\nallowed source=fail_open\nallowed=2 limited=0')" --count 2
+    # The reason goes to stderr once, with the policy that decided.
+    grep -qx "floodgate check: store: $why; decided by on_failure=open" \
+        "$DIR/check.err" && [ "$(wc -l <"$DIR/check.err")" -eq 1 ] && ok ||
+        bad "floodgate check stderr: $(cat "$DIR/check.err")"
+    # The local fallback decides for real: its figures are printed.
+    expect_check 2 '{"allowed":true,"limit":10,"remaining":9,"reset_ms":100,"retry_after_ms":0,"reset_us":100000,"retry_after_us":0,"source":"local","error":"'"$why"'"}' --json --on-failure local
+    # The reason is a JSON string even when the address holds a quote and
+    # a backslash.
+    got=$("$FLOODGATE" check --store "unix://$DIR/a\"b\\c.sock?lazy=1" \
+        --limit 10/s --key k --json 2>/dev/null)
+    case "$got" in
+    *'"error":"backend unavailable: redis '"$DIR"'/a\"b\\c.sock db 0: cannot connect: No such file or directory"}') ok ;;
+    *) bad "floodgate check, error escaped: '$got'" ;;
+    esac
+    # Without lazy=1 the store refuses to open: no decision at all.
+    got=$("$FLOODGATE" check --store "redis://127.0.0.1:$DEAD" --limit 10/s \
+        --key k --json 2>"$DIR/check.err")
+    rc=$?
+    [ -z "$got" ] && [ "$rc" -eq 2 ] &&
+        grep -q "cannot connect: Connection refused" "$DIR/check.err" && ok ||
+        bad "floodgate check, nothing listening: '$got' exit $rc"
 else
     echo "skip: $FLOODGATE not built"
 fi

@@ -3,6 +3,8 @@
 #include "algo.h"
 #include "store.h"
 
+typedef unsigned __int128 u128;
+
 static uint64_t gcd(uint64_t a, uint64_t b)
 {
     while (b) {
@@ -41,7 +43,8 @@ int fg__algo_params_init(const fg_limit *lim, fg__algo_params *p, char *err,
     p->burst = lim->burst ? lim->burst : lim->limit;
     p->scale = 1;
     p->t_scaled = 0;
-    p->depth = p->depth_us = 0;
+    p->wide = 0;
+    p->depth = p->depth_us = p->depth_frac = p->tag = 0;
     if (p->burst > FG_MAX_COUNT)
         return fg__seterr(err, errlen, FG_ERANGE,
                           "burst must be between 1 and 2^53");
@@ -63,17 +66,22 @@ int fg__algo_params_init(const fg_limit *lim, fg__algo_params *p, char *err,
         p->t_scaled = p->period_us / g;
         fg__divisor_init(&p->by_scale, p->scale);
         fg__divisor_init(&p->by_t, p->t_scaled);
-        /* Two bucket depths in scaled time must fit. */
-        if (p->t_scaled > UINT64_MAX / 4 / p->burst)
+        /* A full bucket, scaled: up to 2^53 x 2^45, in 128 bits. */
+        u128 depth = (u128)p->burst * p->t_scaled;
+        if (depth / p->scale >= FG__DEPTH_MAX_US)
             return fg__seterr(err, errlen, FG_ERANGE,
-                              "token_bucket: burst %llu at this rate is too "
-                              "large to count exactly",
+                              "token_bucket: a burst of %llu at this rate "
+                              "takes more than 35 years to refill",
                               (unsigned long long)p->burst);
-        p->depth = p->burst * p->t_scaled;
-        p->depth_us = fg__div(&p->by_scale, p->depth);
-        p->depth_frac = p->depth - p->depth_us * p->scale;
-        p->unit_us = fg__div(&p->by_scale, p->t_scaled);
-        p->unit_frac = p->t_scaled - p->unit_us * p->scale;
+        p->depth_us = (uint64_t)(depth / p->scale);
+        p->depth_frac = (uint64_t)(depth % p->scale);
+        /* Two bucket depths in scaled time must fit 64 bits for the
+         * common code; beyond, the plain 128-bit one decides. */
+        p->wide = depth > UINT64_MAX / 4;
+        p->depth = p->wide ? 0 : (uint64_t)depth;
+        p->tag = p->depth_us + 1;
+        p->unit_us = p->t_scaled / p->scale;
+        p->unit_frac = p->t_scaled % p->scale;
         p->unit_up_us = p->unit_us + (p->unit_frac != 0);
         p->unit_up_ms = fg__us_to_ms_up(p->unit_up_us);
         break;
@@ -89,7 +97,6 @@ int fg__algo_params_init(const fg_limit *lim, fg__algo_params *p, char *err,
  *   prev * (period - elapsed) / period + cur + cost <= limit,
  * compared multiplied out by 'period' so that no division rounds. The
  * products need up to 53 + 45 bits: they are taken in 128. */
-typedef unsigned __int128 u128;
 
 void fg__sliding_window(const fg__algo_params *p, fg__algo_state *s,
                         uint64_t now, uint64_t cost, fg_decision *d,
@@ -168,8 +175,9 @@ void fg__algo_refund(const fg__algo_params *p, fg__algo_state *s,
     case FG_TOKEN_BUCKET: {
         /* Move TAT back by cost * T, but not before now: a bucket that
          * has refilled since holds no debt to give back. */
-        uint64_t back = cost * p->t_scaled;
-        uint64_t back_us = back / p->scale, back_frac = back % p->scale;
+        u128 back = (u128)cost * p->t_scaled;
+        uint64_t back_us = (uint64_t)(back / p->scale);
+        uint64_t back_frac = (uint64_t)(back % p->scale);
         uint64_t a = s->a, b = s->b;
         if (b < back_frac) {
             b += p->scale;
@@ -187,6 +195,73 @@ void fg__algo_refund(const fg__algo_params *p, fg__algo_state *s,
         break;
     }
     }
+}
+
+/* The token bucket of algo.h for a bucket too deep for its 64-bit code
+ * (a large burst at a rate whose T has a large denominator, such as 2^53
+ * per year): the same decisions, with TAT ahead of now kept as whole us
+ * and a fraction, and the two products of a check taken in 128 bits. It
+ * is the Lua twin's arithmetic, step for step. */
+int fg__token_bucket_wide(const fg__algo_params *p, fg__algo_state *s,
+                          uint64_t now, uint64_t cost, fg_decision *d,
+                          uint64_t *expires)
+{
+    const uint64_t scale = p->scale, du = p->depth_us, df = p->depth_frac;
+    /* TAT ahead of now (au us and af), at most a full bucket. */
+    uint64_t au = 0, af = 0;
+    if (s->a >= now) {
+        au = s->a - now;
+        af = s->b;
+    }
+    if (au > du || (au == du && af > df)) {
+        au = du;
+        af = df;
+        if (s->c != p->tag) {
+            s->a = now + du;
+            s->b = df;
+            s->c = p->tag;
+        }
+    }
+    /* After this request: ahead + cost * T. */
+    u128 c = (u128)cost * p->t_scaled;
+    uint64_t nu = au + (uint64_t)(c / scale), nf = af + (uint64_t)(c % scale);
+    if (nf >= scale) {
+        nf -= scale;
+        nu++;
+    }
+    d->limit = p->burst;
+    if (nu < du || (nu == du && nf <= df)) {
+        if (now > UINT64_MAX - nu - 1)
+            return FG_ERANGE;
+        s->a = now + nu;
+        s->b = nf;
+        s->c = p->tag;
+        d->allowed = 1;
+        d->remaining =
+            (uint64_t)(((u128)(du - nu) * scale + df - nf) / p->t_scaled);
+        d->reset_us = nu + (nf != 0);
+        d->retry_after_us = 0;
+        fg__decision_ms(d);
+        *expires = s->a + 1;
+        return FG_OK;
+    }
+    d->allowed = 0;
+    d->remaining =
+        (uint64_t)(((u128)(du - au) * scale + df - af) / p->t_scaled);
+    d->reset_us = au + (af != 0);
+    /* The first whole us at which the request fits: the excess over a
+     * full bucket, rounded up. */
+    uint64_t xu = nu - du, xf;
+    if (nf >= df) {
+        xf = nf - df;
+    } else {
+        xu--;
+        xf = nf + scale - df;
+    }
+    d->retry_after_us = xu + (xf != 0);
+    fg__decision_ms(d);
+    *expires = s->a + 1 > now ? s->a + 1 : now;
+    return FG_OK;
 }
 
 int fg__algo_check(const fg__algo_params *p, fg__algo_state *s, uint64_t now_us,

@@ -27,6 +27,11 @@ static inline uint64_t fg__div(const fg__divisor *v, uint64_t x)
     return (uint64_t)(((unsigned __int128)(x << 1) * v->m) >> 64) >> v->shift;
 }
 
+/* The longest a token bucket may take to refill from empty, in us (2^50,
+ * 35 years): TAT then stays below 2^53 us since 1970 until the year 2200,
+ * where the Lua twin's doubles are exact. */
+#define FG__DEPTH_MAX_US ((uint64_t)1 << 50)
+
 /* Derived, validated parameters of a limit. */
 typedef struct fg__algo_params {
     fg_algorithm algorithm;
@@ -41,10 +46,18 @@ typedef struct fg__algo_params {
     uint64_t scale;
     uint64_t t_scaled;
     fg__divisor by_scale, by_t; /* the two divisions of every check */
-    uint64_t depth;             /* burst * t_scaled: a full bucket, scaled */
-    uint64_t depth_us;          /* depth / scale, rounded down */
-    uint64_t depth_frac;        /* depth - depth_us * scale */
-    uint64_t max_cost; /* the largest valid cost: burst or limit, < 2^53 */
+    /* A full bucket, burst * t_scaled, when it is below 2^62 ('wide' 0);
+     * else 0, and the bucket is decided by fg__token_bucket_wide in
+     * 128-bit arithmetic. Either way it is held as whole us and a fraction
+     * (depth_us, depth_frac), below FG__DEPTH_MAX_US. */
+    int wide;
+    uint64_t depth;
+    /* What a token bucket's state records of the limit that wrote it:
+     * depth_us + 1 (see fg__algo_state). */
+    uint64_t tag;
+    uint64_t depth_us;   /* depth / scale, rounded down */
+    uint64_t depth_frac; /* depth - depth_us * scale */
+    uint64_t max_cost;   /* the largest valid cost: burst or limit, < 2^53 */
     /* token_bucket: one unit, T, as whole us and a fraction (t_scaled =
      * unit_us * scale + unit_frac), and T rounded up to the us and ms. */
     uint64_t unit_us, unit_frac, unit_up_us, unit_up_ms;
@@ -59,7 +72,13 @@ typedef struct fg__algo_params {
  *   token_bucket:                a = theoretical arrival time (TAT),
  *                                whole us; b = its fraction in units of
  *                                1/scale us, below scale (both 0 = never
- *                                seen) */
+ *                                seen); c = the writer's depth_us + 1 (0:
+ *                                not known). A TAT more than a full
+ *                                bucket ahead of now written under another
+ *                                depth (a rate changed since) is a full
+ *                                bucket's debt from now, and stored so;
+ *                                under the same depth it is a clock that
+ *                                stepped back, and is left to drain. */
 typedef struct fg__algo_state {
     uint64_t a, b, c;
 } fg__algo_state;
@@ -84,8 +103,10 @@ static inline int fg__algo_check_cost(const fg__algo_params *p, uint64_t cost)
 }
 
 /* Decide whether 'cost' units fit at time 'now_us' and, when they do, update
- * 's'. A refused request leaves 's' as it was. A 'now_us' earlier than the
- * state's own time is clamped to it. '*expires_us' receives the time after
+ * 's'. A refused request consumes nothing, and leaves 's' as it was but
+ * for a token bucket's state written under another rate, which it restates
+ * (see fg__algo_state). A 'now_us' earlier than the state's own time is
+ * clamped to it. '*expires_us' receives the time after
  * which the state is indistinguishable from a new key (it may be dropped).
  * Fills every field of 'd' but 'source', the times exact in microseconds
  * ('retry_after_us' is the first instant the request fits) and rounded up
@@ -181,6 +202,7 @@ fg__token_allow(const fg__algo_params *p, fg__algo_state *s, uint64_t now,
 {
     s->a = now + q;
     s->b = r;
+    s->c = p->tag;
     d->limit = p->burst;
     d->allowed = 1;
     d->remaining = fg__div(&p->by_t, p->depth - next);
@@ -197,14 +219,22 @@ fg__token_allow(const fg__algo_params *p, fg__algo_state *s, uint64_t now,
  * fraction in units of 1/scale us ('b'), so T is exact and nothing drifts,
  * while only differences from now (at most two bucket depths) are ever
  * scaled: any clock origin works. */
+int fg__token_bucket_wide(const fg__algo_params *p, fg__algo_state *s,
+                          uint64_t now, uint64_t cost, fg_decision *d,
+                          uint64_t *expires);
+
 static inline __attribute__((always_inline)) int
 fg__token_bucket(const fg__algo_params *p, fg__algo_state *s, uint64_t now,
                  uint64_t cost, fg_decision *d, uint64_t *expires)
 {
+    if (__builtin_expect(p->wide, 0))
+        return fg__token_bucket_wide(p, s, now, cost, d, expires);
     const uint64_t depth = p->depth, scale = p->scale;
     /* How far TAT is ahead of now, in scaled units. A clock that stepped
-     * back leaves it more than a full bucket ahead: clamp, so that the wait
-     * is never longer than draining the bucket. */
+     * back, or a rate changed since TAT was written, may leave it more than
+     * a full bucket ahead: clamp, so that the wait is never longer than
+     * draining the bucket; for a changed rate, store the clamp, so that the
+     * debt drains at this rate (fg__algo_state). */
     uint64_t ahead = 0;
     if (s->a >= now) {
         /* One unit onto a bucket already draining (the common case of a
@@ -223,9 +253,15 @@ fg__token_bucket(const fg__algo_params *p, fg__algo_state *s, uint64_t now,
                                        expires);
         }
         uint64_t diff_us = s->a - now;
-        ahead = diff_us > p->depth_us + 1 ? depth : diff_us * scale + s->b;
-        if (ahead > depth)
+        if (diff_us > p->depth_us + 1 ||
+            (ahead = diff_us * scale + s->b) > depth) {
             ahead = depth;
+            if (s->c != p->tag) {
+                s->a = now + p->depth_us;
+                s->b = p->depth_frac;
+                s->c = p->tag;
+            }
+        }
     } else if (cost == 1) {
         /* The common case of a key not checked for a while: a full bucket
          * and one unit, decided from values derived once per limit. */
@@ -233,6 +269,7 @@ fg__token_bucket(const fg__algo_params *p, fg__algo_state *s, uint64_t now,
             return FG_ERANGE;
         s->a = now + p->unit_us;
         s->b = p->unit_frac;
+        s->c = p->tag;
         d->limit = p->burst;
         d->allowed = 1;
         d->remaining = p->burst - 1;

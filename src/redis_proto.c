@@ -10,12 +10,13 @@
 
 /* clang-format off */
 
-/* Shared by both scripts. Lua 5.1 numbers are doubles: exact integers below
+/* Shared by every script. Lua 5.1 numbers are doubles: exact integers below
  * 2^53, but a / b is rounded, so floor(a / b) may be one too high or too
  * low; idiv corrects it with exact products, cdiv rounds up exactly. Redis
  * runs the whole chunk per call: the helpers are kept few and small. */
 #define LUA_COMMON                                                           \
     "local floor = math.floor\n"                                             \
+    "local E = 9007199254740992\n"                                           \
     "local function idiv(a, b)\n"                                            \
     "  local q = floor(a / b)\n"                                             \
     "  if q * b > a then return q - 1 end\n"                                 \
@@ -28,14 +29,67 @@
     "  return q\n"                                                           \
     "end\n"
 
+/* floor(a * b / m) and a * b mod m, exact for a, b, m below 2^53 whenever
+ * the quotient is: a product below 2^53 is exact in a double; a larger one
+ * is taken as a * floor(b / m) * m plus a * (b mod m), whose quotient and
+ * remainder are built a bit of 'a' at a time, doubling modulo m, so that
+ * no sum reaches 2^53 (x + y is formed only when it is below m). The 128-
+ * bit products of algo.c, in Lua. */
+#define LUA_MULQR                                                            \
+    "local function mulqr(a, b, m)\n"                                        \
+    "  local p = a * b\n"                                                    \
+    "  if p < E then\n"                                                      \
+    "    local q = idiv(p, m)\n"                                             \
+    "    return q, p - q * m\n"                                              \
+    "  end\n"                                                                \
+    "  local bq = idiv(b, m)\n"                                              \
+    "  local br = b - bq * m\n"                                              \
+    "  local q, r, bit, hi = 0, 0, 4503599627370496, a * bq\n"              \
+    "  while bit > a do bit = bit / 2 end\n"                                 \
+    "  while bit >= 1 do\n"                                                  \
+    "    q = q * 2\n"                                                        \
+    "    if r >= m - r then r = r - (m - r); q = q + 1 else r = r + r end\n" \
+    "    if a >= bit then\n"                                                 \
+    "      a = a - bit\n"                                                    \
+    "      if r >= m - br then r = r - (m - br); q = q + 1\n"                \
+    "      else r = r + br end\n"                                            \
+    "    end\n"                                                              \
+    "    bit = bit / 2\n"                                                    \
+    "  end\n"                                                                \
+    "  return hi + q, r\n"                                                   \
+    "end\n"
+
+/* A token bucket's stored state: "A B C", TAT as whole us since 1970 (A)
+ * and a fraction in units of 1/scale us (B), and the writer's depth_us + 1
+ * (C), as algo.c's fg__algo_state. A value of the earlier format (TAT in
+ * 1/scale us since FG__REDIS_EPOCH_S) is read with this limit's scale and
+ * no writer. A fraction of another rate's scale is rounded up to the next
+ * whole us. Anything else is a key never seen. */
+#define LUA_TAT                                                              \
+    "local function tat(v, scale)\n"                                         \
+    "  if not v then return {0, 0, 0} end\n"                                 \
+    "  local a, b, c = string.match(v, '^(%d+) (%d+) (%d+)$')\n"             \
+    "  if a then\n"                                                          \
+    "    a, b, c = tonumber(a), tonumber(b), tonumber(c)\n"                  \
+    "    if b >= scale then a, b = a + 1, 0 end\n"                           \
+    "    return {a, b, c}\n"                                                 \
+    "  end\n"                                                                \
+    "  local old = tonumber(v)\n"                                            \
+    "  if not old or old < 0 or old >= E then return {0, 0, 0} end\n"       \
+    "  local q = idiv(old, scale)\n"                                         \
+    "  return {q + " STR(FG__REDIS_EPOCH_S) "000000, old - q * scale, 0}\n" \
+    "end\n"
+
 /* The sliding window of algo.c. KEYS[1] is the key's base ending in ':';
  * the window index is appended (both keys share the hash tag; an index
  * below 10^14 prints exactly). ARGV: period_us, limit, cost, now_us
  * ('' = Redis TIME). Counts are plain integers; the current window's key
- * lives until the next window ends. Both check scripts return {allowed,
+ * lives until the next window ends. The products of a count and a time
+ * (up to 2^98) are taken by mulqr: 'wup' is the previous window's weight,
+ * prev * left / period, rounded up. Both check scripts return {allowed,
  * remaining, reset_us, retry_after_us}, times exact in microseconds: the C
  * side rounds them up to milliseconds. */
-static const char lua_sliding[] = LUA_COMMON
+static const char lua_sliding[] = LUA_COMMON LUA_MULQR
     "local period, limit, cost = tonumber(ARGV[1]), tonumber(ARGV[2]),\n"
     "                            tonumber(ARGV[3])\n"
     "local now\n"
@@ -45,92 +99,117 @@ static const char lua_sliding[] = LUA_COMMON
     "else\n"
     "  now = tonumber(ARGV[4])\n"
     "end\n"
+    "if now < 0 or now + 2 * period >= E then\n"
+    "  return redis.error_reply('ERR floodgate: clock outside the exact range')\n"
+    "end\n"
     "local w = idiv(now, period)\n"
     "local kc = KEYS[1] .. w\n"
     "local r = redis.call('MGET', kc, KEYS[1] .. (w - 1))\n"
     "local cur, prev = tonumber(r[1] or 0), tonumber(r[2] or 0)\n"
     "local elapsed = now - w * period\n"
     "local left = period - elapsed\n"
-    "local weighted = prev * left\n"
-    "local cap = limit * period\n"
+    "local pq, pr = mulqr(prev, left, period)\n"
+    "local wup = pq\n"
+    "if pr > 0 then wup = pq + 1 end\n"
     "local allowed, retry = 0, 0\n"
-    "if weighted + (cur + cost) * period <= cap then\n"
+    "if cur + cost <= limit and wup <= limit - cur - cost then\n"
     "  allowed = 1\n"
     "  cur = cur + cost\n"
     "  redis.call('SET', kc, string.format('%d', cur), 'PX',\n"
     "             cdiv(left + period, 1000) + 1)\n"
     "elseif cur + cost <= limit then\n"
-    "  retry = period - idiv((limit - cur - cost) * period, prev) - elapsed\n"
+    "  retry = period - mulqr(limit - cur - cost, period, prev) - elapsed\n"
     "else\n"
-    "  retry = left + period - idiv((limit - cost) * period, cur)\n"
+    "  retry = left + period - mulqr(limit - cost, period, cur)\n"
     "end\n"
-    "local used = weighted + cur * period\n"
-    "local remaining, reset = 0, 0\n"
-    "if used < cap then remaining = idiv(cap - used, period) end\n"
+    "local remaining, reset = limit - cur - wup, 0\n"
+    "if remaining < 0 then remaining = 0 end\n"
     "if cur > 0 then reset = left + period\n"
     "elseif prev > 0 then reset = left end\n"
     "return {allowed, remaining, reset, retry}\n";
 
-/* GCRA of algo.c for one or more checks in one call: KEYS[i] is check i's
- * integer key, the theoretical arrival time in units of 1/scale us since
- * FG__REDIS_EPOCH; ARGV[5i-4 .. 5i] its scale, t_scaled, burst, cost and
- * now_us ('' = Redis TIME, read once per call). The checks run in order,
- * as if each were its own call: a key seen twice starts from the first's
- * result. Keys are read with one GET or MGET and each changed key written
- * once, at the end, to expire when its TAT has passed; a clock out of range
- * fails the whole call before anything is written. Returns {allowed,
- * remaining, reset_us, retry_after_us} per check, in one flat array. */
-static const char lua_token[] = LUA_COMMON
+/* GCRA of algo.c (fg__token_bucket_wide, step for step) for one or more
+ * checks in one call: KEYS[i] is check i's key (LUA_TAT); ARGV[8i-7 ..
+ * 8i] its scale, unit_us, unit_frac (T = unit_us + unit_frac / scale us),
+ * depth_us, depth_frac (a full bucket), t_scaled (T in 1/scale us), cost
+ * and now_us ('' = Redis TIME, read once per call). Time is whole
+ * microseconds since 1970 plus a fraction, so every value stays below 2^53
+ * until 2200 for every rate, and only differences from now are scaled.
+ * The checks run in order, as if each were its own call: a key seen twice
+ * starts from the first's result. Keys are read with one GET or MGET and
+ * each changed key written once, at the end, to expire when its TAT has
+ * passed; a clock out of range fails the whole call before anything is
+ * written. Returns {allowed, remaining, reset_us, retry_after_us} per
+ * check, in one flat array. */
+static const char lua_token[] = LUA_COMMON LUA_MULQR LUA_TAT
     "local n = #KEYS\n"
-    "local tats\n"
-    "if n == 1 then tats = {redis.call('GET', KEYS[1])}\n"
-    "else tats = redis.call('MGET', unpack(KEYS)) end\n"
-    "local tatof, ttl, out = {}, {}, {}\n"
+    "local vals\n"
+    "if n == 1 then vals = {redis.call('GET', KEYS[1])}\n"
+    "else vals = redis.call('MGET', unpack(KEYS)) end\n"
+    "local st, ttl, out = {}, {}, {}\n"
     "local rtime\n"
     "for i = 1, n do\n"
-    "  local a = i * 5 - 5\n"
-    "  local scale, t, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]),\n"
-    "                         tonumber(ARGV[a + 4])\n"
-    "  local depth = ARGV[a + 3] * t\n"
-    "  local rel = ARGV[a + 5]\n"
-    "  if rel == '' then\n"
+    "  local o = i * 8 - 8\n"
+    "  local sc, uu, uf = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]),\n"
+    "                     tonumber(ARGV[o + 3])\n"
+    "  local du, df, t = tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5]),\n"
+    "                    tonumber(ARGV[o + 6])\n"
+    "  local cost, now = tonumber(ARGV[o + 7]), ARGV[o + 8]\n"
+    "  if now == '' then\n"
     "    if not rtime then\n"
     "      local tm = redis.call('TIME')\n"
-    "      rtime = (tm[1] - " STR(FG__REDIS_EPOCH_S) ") * 1000000 + tm[2]\n"
+    "      rtime = tm[1] * 1000000 + tm[2]\n"
     "    end\n"
-    "    rel = rtime\n"
+    "    now = rtime\n"
     "  else\n"
-    "    rel = rel - " STR(FG__REDIS_EPOCH_S) "000000\n"
+    "    now = tonumber(now)\n"
     "  end\n"
-    "  local now = rel * scale\n"
-    "  if rel < 1 or now + 4 * depth >= 9007199254740992 then\n"
+    "  if now < 0 or now + 2 * du + 2 >= E then\n"
     "    return redis.error_reply('ERR floodgate: clock outside the exact range')\n"
     "  end\n"
     "  local k = KEYS[i]\n"
-    "  local real = now\n"
-    "  local tat = tatof[k] or tonumber(tats[i] or 0)\n"
-    "  if tat > now and tat - now > depth then now = tat - depth end\n"
-    "  local base = now\n"
-    "  if tat > now then base = tat end\n"
-    "  local nxt = base + cost * t\n"
-    "  local allowed, retry = 0, 0\n"
-    "  if nxt - now <= depth then\n"
-    "    allowed = 1\n"
-    "    base = nxt\n"
-    "    tatof[k] = nxt\n"
-    "    ttl[k] = cdiv(cdiv(nxt - real, scale), 1000) + 1\n"
-    "  else\n"
-    "    retry = cdiv(nxt - now - depth, scale)\n"
+    "  local s = st[k]\n"
+    "  if not s then s = tat(vals[i], sc); st[k] = s end\n"
+    "  local tag = du + 1\n"
+    "  local au, af = 0, 0\n"
+    "  if s[1] >= now then au, af = s[1] - now, s[2] end\n"
+    "  if au > du or (au == du and af > df) then\n"
+    "    au, af = du, df\n"
+    "    if s[3] ~= tag then\n"
+    "      s[1], s[2], s[3] = now + du, df, tag\n"
+    "      ttl[k] = cdiv(du + 1, 1000) + 1\n"
+    "    end\n"
     "  end\n"
-    "  local ahead = base - now\n"
-    "  local o = i * 4 - 4\n"
-    "  out[o + 1] = allowed\n"
-    "  out[o + 2] = idiv(depth - ahead, t)\n"
-    "  out[o + 3] = cdiv(ahead, scale)\n"
-    "  out[o + 4] = retry\n"
+    "  local cq, cr = mulqr(cost, uf, sc)\n"
+    "  local nu, nf = au + cost * uu + cq, 0\n"
+    "  if af >= sc - cr then nu, nf = nu + 1, af - (sc - cr)\n"
+    "  else nf = af + cr end\n"
+    "  local allowed, retry, ru, rf = 0, 0, 0, 0\n"
+    "  if nu < du or (nu == du and nf <= df) then\n"
+    "    allowed = 1\n"
+    "    s[1], s[2], s[3] = now + nu, nf, tag\n"
+    "    ttl[k] = cdiv(nu + 1, 1000) + 1\n"
+    "    au, af, ru, rf = nu, nf, du - nu, df - nf\n"
+    "  else\n"
+    "    ru, rf = du - au, df - af\n"
+    "    local xu, xf = nu - du, nf - df\n"
+    "    if xf < 0 then xu, xf = xu - 1, xf + sc end\n"
+    "    retry = xu\n"
+    "    if xf > 0 then retry = xu + 1 end\n"
+    "  end\n"
+    "  local q1, r1 = mulqr(ru, sc, t)\n"
+    "  local yq = idiv(rf, t)\n"
+    "  local o4 = i * 4 - 4\n"
+    "  out[o4 + 1] = allowed\n"
+    "  out[o4 + 2] = q1 + yq + idiv(r1 + rf - yq * t, t)\n"
+    "  out[o4 + 3] = au\n"
+    "  if af > 0 then out[o4 + 3] = au + 1 end\n"
+    "  out[o4 + 4] = retry\n"
     "end\n"
     "for k, ms in pairs(ttl) do\n"
-    "  redis.call('SET', k, string.format('%d', tatof[k]), 'PX', ms)\n"
+    "  local s = st[k]\n"
+    "  redis.call('SET', k, string.format('%d %d %d', s[1], s[2], s[3]),\n"
+    "             'PX', ms)\n"
     "end\n"
     "return out\n";
 
@@ -141,11 +220,11 @@ static const char lua_token[] = LUA_COMMON
  *       refunded);
  *   's' sliding window: KEYS[1] the base ending in ':', ARGV[4] the
  *       period; this window's key if it exists, else the previous one's;
- *   't' token bucket: ARGV[4] scale, ARGV[5] t_scaled; TAT moves back by
- *       cost * t but not before now (a bucket back at now is deleted: the
- *       same as a full one).
+ *   't' token bucket: ARGV[4..6] scale, unit_us, unit_frac; TAT moves
+ *       back by cost * T but not before now (a bucket back at now is
+ *       deleted: the same as a full one).
  * ARGV[3] is now_us ('' = Redis TIME). Returns 1 when a key changed. */
-static const char lua_refund[] = LUA_COMMON
+static const char lua_refund[] = LUA_COMMON LUA_MULQR LUA_TAT
     "local kind, cost = ARGV[1], tonumber(ARGV[2])\n"
     "local function take(k, cap)\n"
     "  local v = tonumber(redis.call('GET', k))\n"
@@ -161,74 +240,34 @@ static const char lua_refund[] = LUA_COMMON
     "  if take(KEYS[1], tonumber(ARGV[4])) then return 1 end\n"
     "  return 0\n"
     "end\n"
-    "local tm\n"
-    "if ARGV[3] == '' then tm = redis.call('TIME') end\n"
+    "local now = tonumber(ARGV[3])\n"
+    "if ARGV[3] == '' then\n"
+    "  local tm = redis.call('TIME')\n"
+    "  now = tm[1] * 1000000 + tm[2]\n"
+    "end\n"
     "if kind == 's' then\n"
-    "  local period = tonumber(ARGV[4])\n"
-    "  local now = tonumber(ARGV[3])\n"
-    "  if tm then now = tm[1] * 1000000 + tm[2] end\n"
-    "  local w = idiv(now, period)\n"
+    "  local w = idiv(now, tonumber(ARGV[4]))\n"
     "  if take(KEYS[1] .. w) or take(KEYS[1] .. (w - 1)) then return 1 end\n"
     "  return 0\n"
     "end\n"
-    "local scale, t = tonumber(ARGV[4]), tonumber(ARGV[5])\n"
-    "local rel\n"
-    "if tm then\n"
-    "  rel = (tm[1] - " STR(FG__REDIS_EPOCH_S) ") * 1000000 + tm[2]\n"
-    "else\n"
-    "  rel = ARGV[3] - " STR(FG__REDIS_EPOCH_S) "000000\n"
-    "end\n"
-    "local now = rel * scale\n"
-    "if rel < 1 or now >= 9007199254740992 then\n"
-    "  return redis.error_reply('ERR floodgate: clock outside the exact range')\n"
-    "end\n"
-    "local tat = tonumber(redis.call('GET', KEYS[1]))\n"
-    "if not tat then return 0 end\n"
-    "local nt = tat - cost * t\n"
-    "if nt <= now then\n"
+    "local sc, uu, uf = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])\n"
+    "local v = redis.call('GET', KEYS[1])\n"
+    "if not v then return 0 end\n"
+    "local s = tat(v, sc)\n"
+    "local cq, cr = mulqr(cost, uf, sc)\n"
+    "local a, b = s[1] - cost * uu - cq, s[2] - cr\n"
+    "if b < 0 then a, b = a - 1, b + sc end\n"
+    "if a < now or (a == now and b == 0) then\n"
     "  redis.call('DEL', KEYS[1])\n"
     "else\n"
-    "  redis.call('SET', KEYS[1], string.format('%d', nt), 'PX',\n"
-    "             cdiv(cdiv(nt - now, scale), 1000) + 1)\n"
+    "  redis.call('SET', KEYS[1], string.format('%d %d %d', a, b, s[3]),\n"
+    "             'PX', cdiv(a + 1 - now, 1000) + 1)\n"
     "end\n"
     "return 1\n";
 /* clang-format on */
 
 const char *const fg__redis_lua[FG__LUA_COUNT] = {lua_sliding, lua_token,
                                                   lua_refund};
-
-int fg__redis_params_check(const fg__algo_params *p, char *err, size_t errlen)
-{
-    if (p->algorithm == FG_SLIDING_WINDOW) {
-        /* The script compares prev * left + (cur + cost) * period with
-         * limit * period: up to 3 x limit x period must stay exact. */
-        if (p->limit > (FG__REDIS_EXACT / 4) / p->period_us)
-            return fg__seterr(err, errlen, FG_ERANGE,
-                              "sliding_window on redis: limit x period "
-                              "(%llu x %llu us) must stay below 2^51 to be "
-                              "exact in Lua; use a smaller limit or period",
-                              (unsigned long long)p->limit,
-                              (unsigned long long)p->period_us);
-    } else if (p->algorithm == FG_TOKEN_BUCKET) {
-        uint64_t depth;
-        if (p->burst > (FG__REDIS_EXACT / 16) / p->t_scaled)
-            return fg__seterr(err, errlen, FG_ERANGE,
-                              "token_bucket on redis: burst %llu at this "
-                              "rate is too large to count exactly in Lua",
-                              (unsigned long long)p->burst);
-        depth = p->burst * p->t_scaled;
-        if (p->scale > (FG__REDIS_EXACT - 4 * depth) / FG__REDIS_HORIZON_US)
-            return fg__seterr(
-                err, errlen, FG_ERANGE,
-                "token_bucket on redis: %llu per %llu us counts time in "
-                "1/%llu us, which Lua (exact below 2^53) cannot hold "
-                "until 2050; use a limit that divides the period more "
-                "evenly (e.g. 10/s, 12/s, 1000/min)",
-                (unsigned long long)p->limit, (unsigned long long)p->period_us,
-                (unsigned long long)p->scale);
-    }
-    return FG_OK;
-}
 
 size_t fg__redis_u64(char *buf, uint64_t v)
 {

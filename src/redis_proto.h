@@ -9,14 +9,9 @@
 #include "algo.h"
 #include "redis_url.h"
 
-/* The token bucket counts time from 2024-01-01T00:00:00Z so that time
- * scaled by the rate stays below 2^53, where Lua's doubles are exact. A
- * limit is accepted when it stays exact until FG__REDIS_HORIZON_US (2050). */
-#define FG__REDIS_EPOCH_S  1704067200
-#define FG__REDIS_EPOCH_US ((uint64_t)FG__REDIS_EPOCH_S * 1000000u)
-#define FG__REDIS_HORIZON_US                                                   \
-    ((uint64_t)(2524608000 - FG__REDIS_EPOCH_S) * 1000000u)
-#define FG__REDIS_EXACT ((uint64_t)1 << 53)
+/* The epoch of the token bucket's earlier stored format (TAT in 1/scale us
+ * since 2024-01-01), which the script still reads. */
+#define FG__REDIS_EPOCH_S 1704067200
 
 /* Scripts, by algorithm. */
 /* FG__LUA_REFUND gives back units for the three atomic algorithms. */
@@ -34,10 +29,6 @@ extern const char *const fg__redis_lua[FG__LUA_COUNT];
 
 /* The longest key the store builds: prefix, name, hash tag, window. */
 #define FG__REDIS_KEY_MAX (FG__REDIS_PREFIX_MAX + FG_NAME_MAX + FG_MAX_KEY + 32)
-
-/* Refuse a limit the Lua twins cannot decide exactly (doubles are exact
- * below 2^53). FG_OK, or FG_ERANGE with the reason in 'err'. */
-int fg__redis_params_check(const fg__algo_params *p, char *err, size_t errlen);
 
 /* Write the key for 'key' into 'buf' (FG__REDIS_KEY_MAX bytes):
  * 'kp' (prefix + name + ":{"), the key, "}", then ":" and 'window' when

@@ -24,10 +24,11 @@
  * Per algorithm (DESIGN.md 3), one round trip each:
  *   fixed_window   INCRBY k cost; PEXPIRE k ttl NX   (pipelined, no Lua)
  *   sliding_window EVALSHA sliding 1 base period limit cost now
- *   token_bucket   EVALSHA token 1 k scale t burst cost now
- *                  (async: EVALSHA token n k1..kn, then the five per check)
+ *   token_bucket   EVALSHA token 1 k scale unit_us unit_frac depth_us
+ *                  depth_frac t_scaled cost now
+ *                  (async: EVALSHA token n k1..kn, then the eight per check)
  *   naive_get_set  GET k, then SET k n PX ttl        (two round trips)
- * Refunds (fg_refund): EVALSHA refund 1 k kind cost now p1 [p2], one
+ * Refunds (fg_refund): EVALSHA refund 1 k kind cost now p1 [p2 p3], one
  * script for the three atomic algorithms; naive_get_set has none.
  * Keys: prefix + name + ":{" + key + "}" + ":" window, binary-safe. */
 #include <arpa/inet.h>
@@ -132,8 +133,8 @@ typedef struct redis_store {
 typedef struct rlim {
     int script; /* FG__LUA_* or -1 */
     int nstatic;
-    char stat[3][21];
-    size_t statlen[3];
+    char stat[6][21];
+    size_t statlen[6];
     size_t kplen;
     char kp[]; /* prefix + name + ":{" */
 } rlim;
@@ -261,8 +262,8 @@ static int sha_ready(redis_store *st, int i)
 /* One command in argv form, with room for the values it formats. */
 typedef struct cmd {
     int argc;
-    const char *argv[10];
-    size_t len[10];
+    const char *argv[14];
+    size_t len[14];
     char key[FG__REDIS_KEY_MAX];
     size_t keylen;
     char cost[21], now[21], ttl[21], n[21];
@@ -329,8 +330,8 @@ typedef struct rfund {
     redis_store *st;
     int eval; /* NOSCRIPT seen: sent again with EVAL */
     char kind[2];
-    size_t nowlen, p1len, p2len;
-    char p1[21], p2[21];
+    size_t nowlen, p1len, p2len, p3len;
+    char p1[21], p2[21], p3[21];
     cmd k; /* key, cost and now; its argv is rebuilt for each send */
 } rfund;
 
@@ -343,7 +344,7 @@ static int refund_prepare(rfund *rf, const fg_limiter *l, const char *key,
     if (rc != FG_OK)
         return rc;
     rf->eval = 0;
-    rf->p2len = 0;
+    rf->p2len = rf->p3len = 0;
     switch (l->p.algorithm) {
     case FG_FIXED_WINDOW:
         rf->kind[0] = 'f';
@@ -356,7 +357,8 @@ static int refund_prepare(rfund *rf, const fg_limiter *l, const char *key,
     case FG_TOKEN_BUCKET:
         rf->kind[0] = 't';
         rf->p1len = fg__redis_u64(rf->p1, l->p.scale);
-        rf->p2len = fg__redis_u64(rf->p2, l->p.t_scaled);
+        rf->p2len = fg__redis_u64(rf->p2, l->p.unit_us);
+        rf->p3len = fg__redis_u64(rf->p3, l->p.unit_frac);
         break;
     default:
         return FG_ENOTSUP;
@@ -389,6 +391,8 @@ static void refund_cmd(redis_store *st, rfund *rf)
     arg(c, rf->p1, rf->p1len);
     if (rf->p2len)
         arg(c, rf->p2, rf->p2len);
+    if (rf->p3len)
+        arg(c, rf->p3, rf->p3len);
 }
 
 /* INCRBY or DECRBY ('verb') by 'cost'; INCR for the usual cost of 1,
@@ -1337,8 +1341,8 @@ static void chain_fail(redis_store *st, aslot *s, int rc)
 
 /* Format the token script's call for the 'n' checks of the chain at
  * 'first' into 'st->bbuf' (grown as needed, then reused): EVALSHA (EVAL
- * when 'eval' or the SHA is not known), n, the n keys, then scale,
- * t_scaled, burst, cost and now per check. Its length, or 0 when out of
+ * when 'eval' or the SHA is not known), n, the n keys, then the limit's
+ * six arguments, cost and now per check. Its length, or 0 when out of
  * memory. */
 static size_t batch_format(redis_store *st, aslot *first, int n, int eval)
 {
@@ -1350,8 +1354,8 @@ static size_t batch_format(redis_store *st, aslot *first, int n, int eval)
     char num[21], *b;
     for (aslot *s = first; s; s = s->bnext) {
         const rlim *rl = s->req->l->store_data;
-        need += 6 * FG__REDIS_BULK_OVER + rl->kplen + s->req->keylen + 2 +
-                3 * 20 + 2 * 20;
+        need += 9 * FG__REDIS_BULK_OVER + rl->kplen + s->req->keylen + 2 +
+                6 * 20 + 2 * 20;
     }
     if (need > st->bcap) {
         if (!(b = fg__malloc(need)))
@@ -1361,7 +1365,7 @@ static size_t batch_format(redis_store *st, aslot *first, int n, int eval)
         st->bcap = need;
     }
     b = st->bbuf;
-    len = fg__redis_head(b, '*', 3 + 6 * (uint64_t)n);
+    len = fg__redis_head(b, '*', 3 + 9 * (uint64_t)n);
     len += sha ? fg__redis_bulk(b + len, "EVALSHA", 7)
                : fg__redis_bulk(b + len, "EVAL", 4);
     len += fg__redis_bulk(b + len, script, slen);
@@ -1380,7 +1384,7 @@ static size_t batch_format(redis_store *st, aslot *first, int n, int eval)
     }
     for (aslot *s = first; s; s = s->bnext) {
         const rlim *rl = s->req->l->store_data;
-        for (int i = 0; i < 3; i++)
+        for (int i = 0; i < rl->nstatic; i++)
             len += fg__redis_bulk(b + len, rl->stat[i], rl->statlen[i]);
         len += fg__redis_bulk(b + len, num, fg__redis_u64(num, s->req->cost));
         len += s->now_us
@@ -1747,9 +1751,6 @@ static int redis_limiter_init(fg_store *s, fg_limiter *l, void **out, char *err,
     redis_store *st = (redis_store *)s;
     size_t namelen = strnlen(l->lim.name, FG_NAME_MAX);
     rlim *rl;
-    int rc = fg__redis_params_check(&l->p, err, errlen);
-    if (rc != FG_OK)
-        return rc;
     rl = fg__calloc(1, sizeof *rl + st->url.prefixlen + namelen + 3);
     if (!rl)
         return fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
@@ -1765,10 +1766,11 @@ static int redis_limiter_init(fg_store *s, fg_limiter *l, void **out, char *err,
         rl->statlen[1] = fg__redis_u64(rl->stat[1], l->p.limit);
     } else if (l->p.algorithm == FG_TOKEN_BUCKET) {
         rl->script = FG__LUA_TOKEN;
-        rl->nstatic = 3;
-        rl->statlen[0] = fg__redis_u64(rl->stat[0], l->p.scale);
-        rl->statlen[1] = fg__redis_u64(rl->stat[1], l->p.t_scaled);
-        rl->statlen[2] = fg__redis_u64(rl->stat[2], l->p.burst);
+        const uint64_t v[6] = {l->p.scale,    l->p.unit_us,    l->p.unit_frac,
+                               l->p.depth_us, l->p.depth_frac, l->p.t_scaled};
+        rl->nstatic = 6;
+        for (int i = 0; i < 6; i++)
+            rl->statlen[i] = fg__redis_u64(rl->stat[i], v[i]);
     }
     *out = rl;
     return FG_OK;

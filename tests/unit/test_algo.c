@@ -639,15 +639,29 @@ static void property_run(fg_algorithm algo, const char *rate, uint64_t burst,
  * microsecond. The decision and the state after it must be the model's. */
 static void test_token_unit_model(void)
 {
-    static const char *rates[] = {"10/s", "3/s",    "7/2s",         "4099/s",
-                                  "1/ms", "1000/h", "1000000000/s", "999/7ms"};
+    static const char *rates[] = {
+        "10/s",    "3/s",    "7/2s",         "4099/s",
+        "1/ms",    "1000/h", "1000000000/s", "999/7ms",
+        "13/h",    "17/min", "1000003/day",  "9007199254740991/365day",
+        "1/365day"};
     static const uint64_t bursts[] = {0, 1, 2, 25, 1000};
     typedef unsigned __int128 u128;
-    uint64_t wrong = 0, n = 0, allowed = 0;
+    uint64_t wrong = 0, n = 0, allowed = 0, wide = 0;
     for (size_t ri = 0; ri < sizeof(rates) / sizeof(rates[0]); ri++) {
         for (size_t bi = 0; bi < sizeof(bursts) / sizeof(bursts[0]); bi++) {
-            fg__algo_params p = params(FG_TOKEN_BUCKET, rates[ri], bursts[bi]);
-            uint64_t sc = p.scale, t = p.t_scaled, depth = p.depth;
+            fg__algo_params p;
+            fg_limit l;
+            CHECK_EQ(fg_limit_parse(rates[ri], &l), FG_OK);
+            l.burst = bursts[bi];
+            if (fg__algo_params_init(&l, &p, NULL, 0) != FG_OK) {
+                /* Only a burst that takes over 35 years to refill. */
+                CHECK((uint64_t)((unsigned __int128)bursts[bi] * l.period_us /
+                                 l.limit) >= FG__DEPTH_MAX_US);
+                continue;
+            }
+            wide += p.wide;
+            uint64_t sc = p.scale, t = p.t_scaled;
+            u128 depth = (u128)p.depth_us * sc + p.depth_frac;
             for (int k = 0; k < 4000; k++, n++) {
                 uint64_t now = 40ull * 86400 * SEC + rng() % SEC;
                 /* TAT: whole us from 3 before now to 3 past the depth,
@@ -656,30 +670,45 @@ static void test_token_unit_model(void)
                 uint64_t span = p.depth_us + 7;
                 uint64_t off =
                     rng() % 4 ? rng() % span : p.depth_us + 3 - rng() % 3;
-                fg__algo_state st = {now + off - 3, rng() % sc, 0};
+                /* Written by this limit, mostly; else under another
+                 * rate, or by an older version (no tag). */
+                uint64_t tag = rng() % 4 ? p.tag : rng() % 2 ? 0 : p.tag + 9;
+                fg__algo_state st = {now + off - 3, rng() % sc, tag};
                 if (rng() % 8 == 0)
                     st.b = sc - 1 - rng() % (sc < 3 ? sc : 3);
                 if (rng() % 4 == 0) {
                     /* Within a scaled unit of the last one that fits. */
-                    uint64_t at = depth - t + rng() % 3 - 1;
-                    st.a = now + at / sc;
-                    st.b = at % sc;
+                    u128 at = depth - t + rng() % 3 - 1;
+                    st.a = now + (uint64_t)(at / sc);
+                    st.b = (uint64_t)(at % sc);
                 }
+                const fg__algo_state orig = st;
                 /* The model: ahead = how far TAT is past now, scaled,
                  * at most a full bucket; the unit fits when ahead + T is
                  * at most the depth, and TAT becomes now + ahead + T. */
                 u128 tat = (u128)st.a * sc + st.b, nw = (u128)now * sc;
                 u128 ahead = tat > nw ? tat - nw : 0;
-                if (ahead > depth)
+                fg__algo_state want = st;
+                if (ahead > depth) {
+                    /* Under another rate: a full bucket's debt from now,
+                     * stored; under this one a clock that stepped back,
+                     * left as it is. */
                     ahead = depth;
+                    if (st.c != p.tag) {
+                        st.a = now + p.depth_us;
+                        st.b = p.depth_frac;
+                        st.c = p.tag;
+                        want = st;
+                    }
+                }
                 u128 next = ahead + t;
                 int ok = next <= depth;
-                fg__algo_state want = st;
                 uint64_t rem, reset_us, retry_us;
                 if (ok) {
                     u128 tat2 = nw + next;
                     want.a = (uint64_t)(tat2 / sc);
                     want.b = (uint64_t)(tat2 % sc);
+                    want.c = p.tag;
                     rem = (uint64_t)((depth - next) / t);
                     reset_us = (uint64_t)((next + sc - 1) / sc);
                     retry_us = 0;
@@ -692,16 +721,17 @@ static void test_token_unit_model(void)
                 uint64_t want_exp =
                     ok ? want.a + 1 : (st.a + 1 > now ? st.a + 1 : now);
                 fg_decision d;
-                fg__algo_state got = st;
+                fg__algo_state got = orig;
                 uint64_t expires = 0;
                 int rc = fg__algo_check(&p, &got, now, 1, &d, &expires);
                 allowed += ok;
-                int bad =
-                    rc != FG_OK || d.allowed != ok || d.remaining != rem ||
-                    d.reset_us != reset_us || d.retry_after_us != retry_us ||
-                    d.reset_ms != (reset_us + 999) / 1000 ||
-                    d.retry_after_ms != (retry_us + 999) / 1000 ||
-                    got.a != want.a || got.b != want.b || expires != want_exp;
+                int bad = rc != FG_OK || d.allowed != ok ||
+                          d.remaining != rem || d.reset_us != reset_us ||
+                          d.retry_after_us != retry_us ||
+                          d.reset_ms != (reset_us + 999) / 1000 ||
+                          d.retry_after_ms != (retry_us + 999) / 1000 ||
+                          got.a != want.a || got.b != want.b ||
+                          got.c != want.c || expires != want_exp;
                 if (bad && wrong++ < 5)
                     fprintf(stderr,
                             "  %s burst %llu, TAT now%+lld us + %llu/%llu: "
@@ -720,8 +750,65 @@ static void test_token_unit_model(void)
         }
     }
     CHECK_EQ(wrong, 0);
-    /* Both outcomes were tried, many times. */
+    /* Both outcomes were tried, many times, and buckets too deep for the
+     * 64-bit code too. */
     CHECK(allowed > n / 4 && allowed < n * 3 / 4);
+    CHECK(wide > 0);
+}
+
+/* fg__token_bucket_wide, the 128-bit code, against the 64-bit one on
+ * buckets both can decide: the same decisions, states and expiries over
+ * random sequences of costs and times, from states written under this
+ * rate and under others. */
+static void test_token_wide_matches(void)
+{
+    static const char *rates[] = {"10/s", "3/7s",   "4099/s", "13/h",
+                                  "1/ms", "17/min", "999/7ms"};
+    static const uint64_t bursts[] = {0, 1, 5, 1000};
+    uint64_t wrong = 0, n = 0;
+    for (size_t ri = 0; ri < sizeof(rates) / sizeof(rates[0]); ri++) {
+        for (size_t bi = 0; bi < sizeof(bursts) / sizeof(bursts[0]); bi++) {
+            fg__algo_params p = params(FG_TOKEN_BUCKET, rates[ri], bursts[bi]);
+            fg__algo_params w = p;
+            w.wide = 1;
+            fg__algo_state a = {0}, b = {0};
+            uint64_t now = 1800000000ull * SEC + rng() % SEC;
+            for (int k = 0; k < 2000; k++, n++) {
+                if (rng() % 50 == 0) {
+                    /* Another rate wrote it: TAT up to 3 depths ahead. */
+                    a.a = b.a = now + rng() % (3 * p.depth_us + 3);
+                    a.b = b.b = rng() % p.scale;
+                    a.c = b.c = p.tag + 1;
+                }
+                now += rng() % 4 ? rng() % (p.unit_up_us * 2 + 1)
+                                 : rng() % (p.depth_us + 1);
+                uint64_t cost = 1 + rng() % (p.burst < 4 ? p.burst : 4);
+                fg_decision da, db;
+                memset(&da, 0, sizeof(da));
+                memset(&db, 0, sizeof(db));
+                uint64_t ea = 0, eb = 0;
+                int ra = fg__algo_check(&p, &a, now, cost, &da, &ea);
+                int rb = fg__algo_check(&w, &b, now, cost, &db, &eb);
+                if ((ra != rb || memcmp(&da, &db, sizeof(da)) != 0 ||
+                     memcmp(&a, &b, sizeof(a)) != 0 || ea != eb) &&
+                    wrong++ < 5)
+                    fprintf(stderr,
+                            "  wide %s burst %llu step %d cost %llu: %d/%llu/"
+                            "%llu/%llu vs %d/%llu/%llu/%llu\n",
+                            rates[ri], (unsigned long long)p.burst, k,
+                            (unsigned long long)cost, da.allowed,
+                            (unsigned long long)da.remaining,
+                            (unsigned long long)da.reset_us,
+                            (unsigned long long)da.retry_after_us, db.allowed,
+                            (unsigned long long)db.remaining,
+                            (unsigned long long)db.reset_us,
+                            (unsigned long long)db.retry_after_us);
+                a = b; /* go on from one state */
+            }
+        }
+    }
+    CHECK_EQ(wrong, 0);
+    CHECK(n > 0);
 }
 
 static void test_properties(void)
@@ -874,6 +961,7 @@ int main(void)
     test_no_drift();
     test_properties();
     test_token_unit_model();
+    test_token_wide_matches();
     test_large_values();
     return TEST_DONE();
 }

@@ -12,7 +12,22 @@
  * Answers go to the output buffer and leave with one send(): at the end of
  * the readable event (so pipelined answers share one), or at once for an
  * answer given later (a store reply). Only when the socket is full does a
- * connection wait for writability. */
+ * connection wait for writability.
+ *
+ * Backpressure: before each request is parsed, the unsent output is
+ * checked against OUT_HELD. Past it the connection is held: nothing more is
+ * parsed and the socket is not read, so a client that pipelines without
+ * reading fills its own socket buffers, not our memory. The hold ends when
+ * the output has all been sent. Since one request at a time is in hand,
+ * this one check also covers answers that come later from the store.
+ *
+ * A connection closed by us after an answer while the client may still be
+ * sending (an error such as 413 or 431, or requests pipelined after the
+ * last answer) is not closed at once: Linux resets a socket closed with
+ * unread input, and the reset can destroy the answer before the client
+ * reads it. It is shut for writing (the client reads the answer and an end
+ * of file) and its input read and dropped until the client closes, for at
+ * most LINGER_MS or LINGER_BYTES. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <event2/event.h>
@@ -33,11 +48,14 @@
 #include "log.h"
 #include "store.h"
 
-#define IN_START      4096
-#define OUT_START     1024
-#define HDRS_MAX      4096
-#define ACCEPT_BATCH  64
-#define WRITE_STALL_S 60 /* a client that reads no answer for this long */
+#define IN_START     4096
+#define OUT_START    1024
+#define HDRS_MAX     4096
+#define ACCEPT_BATCH 64
+/* Unsent bytes past which a connection's next request waits (see http.h). */
+#define OUT_HELD      (64 * 1024)
+#define LINGER_MS     1000
+#define LINGER_BYTES  (256 * 1024)
 #define HEAD_TOO_LONG "request head larger than max_header_bytes"
 
 struct fg__hconn {
@@ -71,6 +89,12 @@ struct fg__hconn {
     int read_off;    /* reading stopped: input full while a request waits */
     int writing;     /* waiting for writability */
     int answered;
+    int begun;         /* a byte of the next request came (more than CRLFs) */
+    int held;          /* parsing and reading stopped: output over OUT_HELD */
+    int drain_input;   /* on close, read the client's input out first */
+    int lingering;     /* shut for writing: input read and dropped */
+    size_t lingered;   /* bytes dropped so far */
+    uint64_t stall_us; /* when 'writing' began */
     uint64_t deadline_us; /* 0: stopped */
     char *out;
     size_t outlen, outcap, outoff;
@@ -146,6 +170,7 @@ static uint64_t timeout_us(const fg__http *h)
 
 static void reset_request(fg__hconn *c)
 {
+    c->begun = 0;
     c->url_off = c->url_len = 0;
     c->nh = 0;
     c->in_value = 0;
@@ -370,10 +395,11 @@ unsigned fg__http_sweep(fg__http *h)
     while (c) {
         fg__hconn *next = c->next;
         if (c->fd >= 0 && c->deadline_us && now >= c->deadline_us) {
-            /* Slow: part of a request came, or none yet. An idle
-             * keep-alive connection, or a client that reads no answer,
-             * is only closed. */
-            closed += !c->writing && (c->inlen > 0 || !c->answered);
+            /* Slow: part of a request came and the rest is overdue. An
+             * idle connection (nothing sent yet, or nothing after its last
+             * answer but blank lines), a client that does not read its
+             * answers, or one lingering after its last, is only closed. */
+            closed += c->begun && !c->writing && !c->held && !c->lingering;
             conn_close(c);
         }
         c = next;
@@ -411,7 +437,41 @@ static void out_put(fg__hconn *c, const char *s, size_t n)
     c->outlen += n;
 }
 
-/* Write what is buffered. Returns -1 when the connection is gone. */
+static void stop_reading(fg__hconn *c)
+{
+    if (!c->read_off && c->fd >= 0) {
+        event_del(c->rev);
+        c->read_off = 1;
+    }
+}
+
+static void resume_reading(fg__hconn *c)
+{
+    if (c->read_off && !c->eof && c->fd >= 0) {
+        c->read_off = 0;
+        event_add(c->rev, NULL);
+    }
+}
+
+/* The answers are written and the connection is to close. A client that
+ * may still be sending gets an end of file instead of a reset: see the
+ * top of this file. */
+static void close_after_answers(fg__hconn *c)
+{
+    if (c->eof || (!c->drain_input && c->inlen == 0) ||
+        shutdown(c->fd, SHUT_WR) != 0) {
+        conn_close(c);
+        return;
+    }
+    c->lingering = 1;
+    c->lingered = 0;
+    c->inlen = c->parsed = 0;
+    c->deadline_us = fg__mono_precise_us() + LINGER_MS * 1000ull;
+    resume_reading(c);
+}
+
+/* Write what is buffered. Returns -1 when no more is to be done with the
+ * connection: it is gone, or it lingers before its close. */
 static int flush(fg__hconn *c)
 {
     if (c->fd < 0)
@@ -427,11 +487,14 @@ static int flush(fg__hconn *c)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             if (!c->writing) {
+                /* The client's answers must all leave within
+                 * request_timeout from now: the request clock goes on
+                 * while they wait (see http.h). */
                 c->writing = 1;
                 event_add(c->wev, NULL);
+                c->stall_us = fg__mono_precise_us();
                 if (!c->pending)
-                    c->deadline_us =
-                        fg__mono_precise_us() + WRITE_STALL_S * 1000000ull;
+                    c->deadline_us = c->stall_us + timeout_us(c->h);
             }
             return 0;
         }
@@ -446,10 +509,17 @@ static int flush(fg__hconn *c)
             c->pending ? 0 : fg__mono_precise_us() + timeout_us(c->h);
     }
     if (c->close_after && !c->pending) {
-        conn_close(c);
+        close_after_answers(c);
         return -1;
     }
     return 0;
+}
+
+/* The output held for has all been sent: parse and read on. */
+static void unhold(fg__hconn *c)
+{
+    c->held = 0;
+    resume_reading(c);
 }
 
 static void on_write(evutil_socket_t fd, short what, void *arg)
@@ -457,8 +527,12 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     fg__hconn *c = arg;
-    if (flush(c) == 0 && !c->writing && !c->pending && c->fd >= 0)
-        process_and_flush(c); /* requests that came meanwhile */
+    if (flush(c) != 0 || c->writing || c->fd < 0)
+        return;
+    if (c->held)
+        unhold(c);
+    if (!c->pending)
+        process_and_flush(c); /* requests that came or waited meanwhile */
 }
 
 static void put_date(fg__http *h, fg__hconn *c)
@@ -504,11 +578,11 @@ static void request_done(fg__hconn *c)
      * only a paused one resumes. */
     if (HTTP_PARSER_ERRNO(&c->p) == HPE_PAUSED)
         http_parser_pause(&c->p, 0);
-    c->deadline_us = fg__mono_precise_us() + timeout_us(c->h);
-    if (c->read_off && !c->eof && c->fd >= 0) {
-        c->read_off = 0;
-        event_add(c->rev, NULL);
-    }
+    /* The next request's clock starts now, or went on since the output
+     * stalled, if it did. */
+    c->deadline_us =
+        (c->writing ? c->stall_us : fg__mono_precise_us()) + timeout_us(c->h);
+    resume_reading(c);
 }
 
 void fg__http_reply(fg__hreq *r, int status, const char *ctype,
@@ -522,8 +596,10 @@ void fg__http_reply(fg__hreq *r, int status, const char *ctype,
         return;
     }
     int head = r->method == FG_HTTP_M_HEAD;
-    if (!c->keepalive || h->closing || c->err_status)
+    if (!c->keepalive || h->closing)
         c->close_after = 1;
+    if (c->err_status) /* the rest of its request may still be coming */
+        c->close_after = c->drain_input = 1;
     const char *reason = fg__http_reason(status);
     size_t need = 64 + strlen(reason) + strlen(ctype) + c->hdrslen + 40 + 24 +
                   (head ? 0 : len);
@@ -570,6 +646,14 @@ void fg__http_reply(fg__hreq *r, int status, const char *ctype,
 static fg__hconn *conn_of(http_parser *p)
 {
     return p->data;
+}
+
+/* The parser left its start state: bytes of a request came (the blank
+ * lines it skips between requests do not count). */
+static int on_message_begin(http_parser *p)
+{
+    conn_of(p)->begun = 1;
+    return 0;
 }
 
 /* The head is refused (431) once it runs past max_header_bytes: 'end'
@@ -696,6 +780,7 @@ static int on_message_complete(http_parser *p)
 }
 
 static http_parser_settings settings = {
+    .on_message_begin = on_message_begin,
     .on_url = on_url,
     .on_header_field = on_header_field,
     .on_header_value = on_header_value,
@@ -803,6 +888,13 @@ static void process(fg__hconn *c)
                 c->close_after = 1; /* all answered: flush() closes */
             break;
         }
+        if (c->outlen - c->outoff > OUT_HELD) {
+            /* Backpressure: the next request waits until the client has
+             * read its answers. */
+            c->held = 1;
+            stop_reading(c);
+            break;
+        }
         size_t n = http_parser_execute(&c->p, &settings, c->in + c->parsed,
                                        c->inlen - c->parsed);
         c->parsed += n;
@@ -836,30 +928,44 @@ static void process(fg__hconn *c)
     }
 }
 
-/* Run process() and send what it answered. */
+/* Run process() and send what it answered; again while a hold ends
+ * because all of it could be sent at once. */
 static void process_and_flush(fg__hconn *c)
 {
-    c->in_process = 1;
-    process(c);
-    c->in_process = 0;
-    if (c->dead)
-        conn_close(c);
-    else
-        flush(c);
+    for (;;) {
+        c->in_process = 1;
+        process(c);
+        c->in_process = 0;
+        if (c->dead) {
+            conn_close(c);
+            return;
+        }
+        if (flush(c) != 0 || !c->held || c->writing)
+            return;
+        unhold(c);
+    }
 }
 
-static void stop_reading(fg__hconn *c)
+/* A lingering connection's input, dropped until the client's end of file,
+ * an error, or LINGER_BYTES. */
+static void linger_read(fg__hconn *c)
 {
-    if (!c->read_off && c->fd >= 0) {
-        event_del(c->rev);
-        c->read_off = 1;
-    }
+    ssize_t n = recv(c->fd, c->in, c->incap, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    if (n > 0 && (c->lingered += (size_t)n) <= LINGER_BYTES)
+        return;
+    conn_close(c);
 }
 
 static void on_read(evutil_socket_t fd, short what, void *arg)
 {
     (void)what;
     fg__hconn *c = arg;
+    if (c->lingering) {
+        linger_read(c);
+        return;
+    }
     if (c->inlen == c->incap) {
         /* Full. While a request is in hand its head must not move, and
          * after an error nothing more is read: wait. Otherwise the head
@@ -890,8 +996,8 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     } else {
         c->inlen += (size_t)n;
     }
-    if (c->pending)
-        return; /* kept for after the answer */
+    if (c->pending || c->held)
+        return; /* kept for after the answer, or the hold */
     process_and_flush(c);
 }
 

@@ -9,9 +9,31 @@
  * connection is in hand at a time; pipelined requests wait, unparsed, in
  * the buffer, and their answers leave in order.
  *
+ * Backpressure bounds what a connection holds: once more than 64 KB of its
+ * answers are unsent (its client does not read them), its next request is
+ * not parsed and its socket not read until all of them have been sent. So
+ * a connection's unsent output is at most 64 KB plus one answer, on every
+ * route and store (an answer the store gives later is the one request in
+ * hand), and its input buffer at most max_header_bytes + 1 KB; what the
+ * client sends meanwhile waits in the kernel's socket buffers, and the
+ * client's own send() blocks.
+ *
  * A connection must deliver each whole request within the request timeout
  * of being accepted or of its previous answer (a client that drips bytes
- * does not hold it); the clock stops while a request is answered. */
+ * does not hold it); the clock stops while a request is answered. Answers
+ * that wait for the client to read them (its socket full) must all leave
+ * within the request timeout of the moment they began to wait: a client
+ * that stops reading, held or not, is closed then. Only a connection
+ * closed while part of a request had come counts as slow
+ * (fg__http_sweep()); an idle one, or one whose answers are not read, is
+ * closed without counting.
+ *
+ * An answer that closes the connection while the client may still be
+ * sending (400, 413, 431, 505, or requests pipelined after a
+ * "Connection: close") is followed by shutdown(SHUT_WR), then the input is
+ * read and dropped until the client closes, for at most 1 s or 256 KB:
+ * closing a socket with unread input makes Linux send a reset, which can
+ * destroy the answer before the client reads it. */
 #ifndef FG_SERVE_HTTP_H
 #define FG_SERVE_HTTP_H
 
@@ -66,7 +88,9 @@ void fg__http_close_listener(fg__http *h);
  * an answer still being written: a drain waits for them). */
 uint64_t fg__http_connections(const fg__http *h);
 unsigned fg__http_unanswered(const fg__http *h);
-/* Close connections whose request is overdue; returns how many. */
+/* Close connections past their deadline (a request overdue, answers not
+ * read, a lingering close over); returns how many were slow: part of a
+ * request had come. */
 unsigned fg__http_sweep(fg__http *h);
 
 /* The first header 'name' (case-insensitive), or NULL. */

@@ -202,7 +202,9 @@ void fg__metrics_render(FILE *out, fg__metrics *const *w, unsigned n,
             "# TYPE floodgate_connections gauge\n"
             "floodgate_connections %" PRIu64 "\n"
             "# HELP floodgate_slow_requests_closed_total Connections closed "
-            "because a request took longer than request_timeout to arrive.\n"
+            "because a request, partly received, took longer than "
+            "request_timeout to arrive (idle connections are not "
+            "counted).\n"
             "# TYPE floodgate_slow_requests_closed_total counter\n"
             "floodgate_slow_requests_closed_total %" PRIu64 "\n",
             conns, slow);

@@ -44,7 +44,7 @@ typedef struct fg__metrics {
     uint64_t lat_count;
     uint64_t lat_sum_us;
     uint64_t http[FG_HTTP_N];
-    uint64_t slow_closed; /* connections closed for a late request */
+    uint64_t slow_closed; /* closed with part of a request, late */
     uint64_t connections; /* gauge */
 } fg__metrics;
 

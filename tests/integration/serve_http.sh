@@ -5,7 +5,8 @@
 # past 64 KB), the header-field limit, malformed heads (garbage, NUL, bare
 # CR), absolute-form targets, HEAD, a request sent byte by byte, a client
 # that half-closes, clients that vanish while Redis is slow, 200 aborted
-# connections, unknown methods. Loopback only; about 12 s (30 s at most).
+# connections, unknown methods, 413 and 431 followed by more data (no
+# reset). Loopback only; about 12 s (30 s at most).
 FG_TEST_BOUND=${FG_TEST_BOUND:-30}
 . "$(dirname "$0")/../serve/lib.sh"
 export LC_ALL=C # byte counts for read -N and the body sizes
@@ -309,6 +310,52 @@ expect_eq "a chunked body growing past 64 KB: 413" "$(st) $(rh Connection)" "413
 check "chunked 413: then EOF" at_eof
 conn_close
 survived "a chunked body past 64 KB"
+
+# --- a refusal that closes is not followed by a reset -------------------
+# refused PORT KIND: a request refused with KIND (431: a 16 KB header;
+# 413: Content-Length 1000000), followed by 128 KB more, all written before
+# reading; then everything until the server closes. Prints "status=S
+# whole=1|0 error=none|"...". A server that closes a socket with unread
+# input makes Linux send a reset: the client's write or read then fails
+# with ECONNRESET (and over a network the answer itself can be lost).
+refused() {
+    perl -MSocket -e '
+        my ($port, $kind) = @ARGV;
+        socket(my $s, PF_INET, SOCK_STREAM, 0) or die "socket: $!";
+        connect($s, pack_sockaddr_in($port, inet_aton("127.0.0.1")))
+            or die "connect: $!";
+        $SIG{PIPE} = "IGNORE";
+        my $req = "POST /v1/check?limit=l&key=r$kind HTTP/1.1\r\nHost: x\r\n";
+        $req .= $kind == 431 ? "X-Big: " . ("a" x 16384) . "\r\n\r\n"
+                             : "Content-Length: 1000000\r\n\r\n";
+        $req .= "z" x 131072;
+        my ($off, $err) = (0, "");
+        while ($off < length $req) {
+            my $n = syswrite($s, $req, length($req) - $off, $off);
+            if (!defined $n) { $err = "write: $!"; last }
+            $off += $n;
+        }
+        select(undef, undef, undef, 0.3); # the reset, if any, is here now
+        my $got = "";
+        alarm 3;
+        while (1) {
+            my $n = sysread($s, my $b, 65536);
+            if (!defined $n) { $err ||= "read: $!"; last }
+            last if $n == 0;
+            $got .= $b;
+        }
+        my ($st) = $got =~ /^HTTP\/1\.1 (\d+) /;
+        my ($cl) = $got =~ /\r\nContent-Length: (\d+)\r\n/;
+        my $i = index($got, "\r\n\r\n");
+        my $whole = defined $cl && $i >= 0 && length($got) == $i + 4 + $cl;
+        print "status=", $st // "none", " whole=", $whole ? 1 : 0,
+            " error=", $err eq "" ? "none" : "\"$err\"", "\n";' "$1" "$2"
+}
+for kind in 431 413; do
+    expect_eq "$kind then 128 KB more: the whole answer, an end of file, no reset" \
+        "$(refused "$M" $kind)" "status=$kind whole=1 error=none"
+done
+survived "refusals followed by more data"
 
 # --- heads -----------------------------------------------------------------
 h63=""

@@ -4,6 +4,7 @@
  * first problem as "file:line: reason". Debian's inih does not pass line
  * numbers to the handler, so the reader counts lines itself: the handler
  * always runs for the line the reader returned last. */
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <ini.h>
@@ -49,7 +50,6 @@ typedef struct parser {
     fg__serve_config *c;
     raw_limit raw[FG_SERVE_MAX_LIMITS];
     char section[128]; /* the section of the previous key */
-    int header_line;   /* the last "[section]" line read */
     int header_new;    /* one was read since the previous key */
     int key_seen;      /* a key since the last "[section]" line */
     int indented;      /* the line read last begins with a blank */
@@ -174,6 +174,35 @@ int fg__listen_split(const char *listen, char *host, size_t hostlen, char *port,
     return 0;
 }
 
+int fg__listen_check(const char *listen, char *why, size_t whylen)
+{
+    char host[256], port[8];
+    if (fg__listen_split(listen, host, sizeof(host), port, sizeof(port))) {
+        snprintf(why, whylen, "expected HOST:PORT, the port 0..65535");
+        return FG_EINVAL;
+    }
+    /* An IP literal only: a name would be looked up (at start, maybe in
+     * DNS, and again on every restart), and a typo such as 999.1.1.1 is
+     * taken for one. */
+    unsigned char a[16];
+    const char *bad = NULL;
+    if (listen[0] == '[') {
+        if (inet_pton(AF_INET6, host, a) != 1)
+            bad = "not an IPv6 address inside [ ]";
+    } else if (inet_pton(AF_INET, host, a) != 1) {
+        bad = host[0] == '\0' ? "no host (0.0.0.0 or [::] for every address)"
+              : inet_pton(AF_INET6, host, a) == 1
+                  ? "IPv6 goes in brackets, as [::1]:8080"
+                  : "the host must be an IP address, IPv4 or [IPv6] (a name "
+                    "is not looked up)";
+    }
+    if (bad) {
+        snprintf(why, whylen, "%s", bad);
+        return FG_EINVAL;
+    }
+    return FG_OK;
+}
+
 int fg__config_find(const fg__serve_config *c, const char *name, size_t len)
 {
     for (unsigned i = 0; i < c->nlimits; i++)
@@ -229,11 +258,11 @@ static int server_key(parser *p, const char *k, const char *v)
     uint64_t u;
     uint32_t ms;
     if (!strcmp(k, "listen")) {
-        char host[256], port[8];
-        if (strlen(v) >= sizeof(c->listen) ||
-            fg__listen_split(v, host, sizeof(host), port, sizeof(port)))
-            return fail(p, p->line,
-                        "listen must be HOST:PORT, the port 0..65535");
+        char why[200];
+        if (strlen(v) >= sizeof(c->listen))
+            return fail(p, p->line, "listen too long");
+        if (fg__listen_check(v, why, sizeof(why)))
+            return fail(p, p->line, "listen = %s: %s", v, why);
         strcpy(c->listen, v);
     } else if (!strcmp(k, "workers")) {
         if (parse_u64(v, 1, FG_SERVE_MAX_WORKERS, &u))
@@ -272,8 +301,9 @@ static int server_key(parser *p, const char *k, const char *v)
                 return fail(p, p->line, "too many or too long proxies");
             memcpy(buf, s, n);
             buf[n] = '\0';
-            if (fg__cidr_parse(buf, &c->proxies[c->nproxies]))
-                return fail(p, p->line, "bad address or block '%s'", buf);
+            char why[120];
+            if (fg__cidr_parse(buf, &c->proxies[c->nproxies], why, sizeof(why)))
+                return fail(p, p->line, "trusted_proxies: '%s': %s", buf, why);
             c->nproxies++;
             s += n;
         }
@@ -415,6 +445,47 @@ static int limit_key(parser *p, unsigned i, const char *k, const char *v)
     return 1;
 }
 
+/* inih keeps at most 49 bytes of a section name (its MAX_SECTION, 50,
+ * with the NUL) and cuts the rest silently. */
+#define INI_SECTION_MAX 49
+
+/* A "[section]" line ('sec' its name), checked as it is read: what is
+ * wrong with a section is reported at its header, even when no key
+ * follows. A limit is created here, with the header's line. */
+static int open_section(parser *p, const char *sec, int line)
+{
+    if (strlen(sec) > INI_SECTION_MAX)
+        return fail(p, line,
+                    "section name longer than %d characters (inih cuts it; "
+                    "a limit name in a file is at most %d)",
+                    INI_SECTION_MAX, INI_SECTION_MAX - 6);
+    if (!strcmp(sec, "server") || !strcmp(sec, "store"))
+        return 1;
+    if (strncmp(sec, "limit", 5) != 0 || (sec[5] != ' ' && sec[5] != '\0'))
+        return fail(p, line,
+                    "unknown section [%s] (expected [server], [store] or "
+                    "[limit NAME])",
+                    sec);
+    const char *name = sec + 5;
+    while (*name == ' ')
+        name++;
+    size_t n = strlen(name);
+    if (n == 0)
+        return fail(p, line, "[limit] without a name (expected [limit NAME])");
+    if (!fg__limit_name_valid(name, n))
+        return fail(p, line, "limit name must be 1..%d of A-Z a-z 0-9 _ - .",
+                    FG_NAME_MAX - 1);
+    if (fg__config_find(p->c, name, n) >= 0)
+        return fail(p, line, "[limit %s] defined twice", name);
+    if (p->c->nlimits == FG_SERVE_MAX_LIMITS)
+        return fail(p, line, "at most %d limits", FG_SERVE_MAX_LIMITS);
+    fg__serve_limit *sl = &p->c->limits[p->c->nlimits++];
+    memset(sl, 0, sizeof(*sl));
+    memcpy(sl->lim.name, name, n + 1);
+    sl->line = line;
+    return 1;
+}
+
 static int on_key(void *user, const char *section, const char *k, const char *v)
 {
     parser *p = user;
@@ -427,91 +498,108 @@ static int on_key(void *user, const char *section, const char *k, const char *v)
     int new_section = strcmp(section, p->section) != 0 || p->header_new;
     p->header_new = 0;
     p->key_seen = 1;
-    if (new_section) {
-        if (strlen(section) >= sizeof(p->section))
-            return fail(p, p->line, "section name too long");
-        strcpy(p->section, section);
-    }
-    if (!strncmp(section, "limit ", 6) || !strcmp(section, "server") ||
-        !strcmp(section, "store")) {
-        /* A limit's section opened again is refused below, as such. */
-        int reopened = new_section && !strncmp(section, "limit ", 6);
-        for (unsigned i = 0; i < p->nseen && !reopened; i++)
-            if (!strcmp(p->seen[i].section, section) &&
-                !strcmp(p->seen[i].key, k))
-                return p->indented
-                           ? fail(p, p->line,
-                                  "an indented line continues the value of "
-                                  "'%s' (line %d): a value is one line",
-                                  k, p->seen[i].line)
-                           : fail(p, p->line,
-                                  "'%s' given twice in [%s] (first on line "
-                                  "%d)",
-                                  k, section, p->seen[i].line);
-        if (p->nseen < SEEN_MAX && strlen(k) < sizeof(p->seen[0].key)) {
-            seen_key *sk = &p->seen[p->nseen++];
-            strcpy(sk->section, section);
-            strcpy(sk->key, k);
-            sk->line = p->line;
-        }
+    if (new_section)
+        strcpy(p->section, section); /* its length checked at its header */
+    if (section[0] == '\0')
+        return fail(p, p->line, "key '%s' outside any section", k);
+    /* Every section that reaches here was accepted at its header; a
+     * limit's section opened again was refused there. */
+    for (unsigned i = 0; i < p->nseen; i++)
+        if (!strcmp(p->seen[i].section, section) && !strcmp(p->seen[i].key, k))
+            return p->indented
+                       ? fail(p, p->line,
+                              "an indented line continues the value of "
+                              "'%s' (line %d): a value is one line",
+                              k, p->seen[i].line)
+                       : fail(p, p->line,
+                              "'%s' given twice in [%s] (first on line %d)", k,
+                              section, p->seen[i].line);
+    if (p->nseen < SEEN_MAX && strlen(k) < sizeof(p->seen[0].key)) {
+        seen_key *sk = &p->seen[p->nseen++];
+        strcpy(sk->section, section);
+        strcpy(sk->key, k);
+        sk->line = p->line;
     }
     if (!strcmp(section, "server"))
         return server_key(p, k, v);
     if (!strcmp(section, "store"))
         return store_key(p, k, v);
-    if (!strncmp(section, "limit ", 6)) {
-        const char *name = section + 6;
-        while (*name == ' ')
-            name++;
-        size_t n = strlen(name);
-        if (!fg__limit_name_valid(name, n))
-            return fail(p, p->line,
-                        "limit name must be 1..%d of A-Z a-z 0-9 _ - .",
-                        FG_NAME_MAX - 1);
-        int i = fg__config_find(p->c, name, n);
-        if (i >= 0 && new_section)
-            return fail(p, p->line, "[limit %s] defined twice", name);
-        if (i < 0) {
-            if (p->c->nlimits == FG_SERVE_MAX_LIMITS)
-                return fail(p, p->line, "at most %d limits",
-                            FG_SERVE_MAX_LIMITS);
-            i = (int)p->c->nlimits++;
-            fg__serve_limit *sl = &p->c->limits[i];
-            memset(sl, 0, sizeof(*sl));
-            memcpy(sl->lim.name, name, n + 1);
-            sl->line = p->header_line ? p->header_line : p->line;
-        }
-        return limit_key(p, (unsigned)i, k, v);
-    }
-    if (section[0] == '\0')
-        return fail(p, p->line, "key '%s' outside any section", k);
-    return fail(p, p->line, "unknown section [%s]", section);
+    const char *name = section + 5;
+    while (*name == ' ')
+        name++;
+    int i = fg__config_find(p->c, name, strlen(name));
+    if (i < 0) /* not reached: opened at its header */
+        return fail(p, p->line, "unknown section [%s]", section);
+    return limit_key(p, (unsigned)i, k, v);
 }
 
-/* fgets that counts lines and notices lines longer than inih's buffer. */
+/* The end of what inih reads at 's' before any of 'chars', or before an
+ * inline comment (a ';' after a blank), as its find_chars_or_comment. */
+static const char *ini_scan(const char *s, const char *chars)
+{
+    int was_space = 0;
+    while (*s && !strchr(chars, *s) && !(was_space && *s == ';')) {
+        was_space = isspace((unsigned char)*s);
+        s++;
+    }
+    return s;
+}
+
+/* Read line 'line' ('t', its text after the blanks that begin it) as inih
+ * will, and report here what it would refuse or ignore: inih notes a
+ * syntax error but carries on, so a later line would otherwise take the
+ * blame (a "[limit a" without ']' leaves the keys below it in the section
+ * above). */
+static void classify(parser *p, const char *t, size_t lead, int line)
+{
+    if (*t == '\0' || *t == '\r' || *t == '\n' || *t == ';' || *t == '#')
+        return; /* blank or comment */
+    if (lead > 0 && p->key_seen)
+        return; /* inih: the value above continues (refused at its key) */
+    if (*t == '[') {
+        const char *end = ini_scan(t + 1, "]");
+        if (*end != ']') {
+            fail(p, line, "section header without ']'");
+            return;
+        }
+        char sec[128];
+        size_t n = (size_t)(end - t - 1);
+        if (n >= sizeof(sec))
+            n = sizeof(sec) - 1;
+        memcpy(sec, t + 1, n);
+        sec[n] = '\0';
+        p->header_new = 1;
+        p->key_seen = 0;
+        open_section(p, sec, line);
+        return;
+    }
+    const char *end = ini_scan(t, "=:");
+    if (*end != '=' && *end != ':')
+        fail(p, line, "syntax error (expected [section] or key = value)");
+}
+
+/* fgets that counts lines, notices lines longer than inih's buffer, and
+ * checks each line as inih will read it. */
 static char *reader(char *str, int num, void *stream)
 {
     parser *p = stream;
+    if (p->failed)
+        return NULL; /* the first error is the one reported */
     char *s = fgets(str, num, p->f);
     if (!s)
         return NULL;
     size_t n = strlen(s);
     /* inih skips a byte order mark on the first line. */
     size_t bom = p->line == 0 && !strncmp(s, "\xef\xbb\xbf", 3) ? 3 : 0;
-    size_t lead = strspn(s + bom, " \t");
+    size_t lead = strspn(s + bom, " \t\r\f\v");
     p->indented = lead > 0;
-    /* A "[section]" line, unless indented after a key: inih reads that as
-     * the rest of the key's value. */
-    if (s[bom + lead] == '[' && (lead == 0 || !p->key_seen)) {
-        p->header_line = p->line + 1;
-        p->header_new = 1;
-        p->key_seen = 0;
-    }
+    int whole = 1;
     if (n > 0 && s[n - 1] == '\n') {
         p->line++;
     } else if (!feof(p->f)) {
         /* The rest of the line would come back as a line of its own. */
         p->line++;
+        whole = 0;
         if (!p->too_long)
             p->too_long = p->line;
         int ch;
@@ -520,6 +608,8 @@ static char *reader(char *str, int num, void *stream)
     } else {
         p->line++;
     }
+    if (whole && !p->too_long)
+        classify(p, s + bom + lead, lead, p->line);
     return s;
 }
 
@@ -540,6 +630,7 @@ static int finish(parser *p)
         if (fg_limit_parse_err(r->rate, &sl->lim, why, sizeof(why)))
             return fail(p, r->rate_line, "[limit %s]: rate: %s", name, why);
         memcpy(sl->lim.name, name, sizeof(name));
+        sl->rate_line = r->rate_line;
         if (r->has_alg)
             sl->lim.algorithm = r->alg;
         if (r->has_burst)

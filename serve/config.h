@@ -21,7 +21,8 @@
 typedef struct fg__serve_limit {
     fg_limit lim;    /* name, rate, algorithm, policy */
     fg__keysrc key;  /* where the key comes from */
-    int line;        /* first line of the section, for messages */
+    int line;        /* the section's "[limit NAME]" line, for messages */
+    int rate_line;   /* the line of its rate, for messages */
     int has_rate;    /* rate given */
     int has_timeout; /* timeout given (else [store] timeout) */
     int has_key;     /* key given */
@@ -79,6 +80,11 @@ int fg__config_find(const fg__serve_config *c, const char *name, size_t len);
  * its port, digits of 0 to 65535. FG_OK or FG_EINVAL. */
 int fg__listen_split(const char *listen, char *host, size_t hostlen, char *port,
                      size_t portlen);
+
+/* A listen address as serve binds it: an IP literal and a port,
+ * "127.0.0.1:8080" or "[::1]:8080", never a host name. FG_OK, or FG_EINVAL
+ * with the reason in 'why'. */
+int fg__listen_check(const char *listen, char *why, size_t whylen);
 
 /* Parse a duration "5ms", "2s", "1min", "250us" (a bare number is
  * milliseconds) into milliseconds. FG_OK or FG_EINVAL. */

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fallback.h"
 #include "log.h"
 #include "server.h"
 
@@ -102,6 +103,11 @@ fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
             snprintf(err, errlen, "--listen: address too long");
             goto fail;
         }
+        char why[200];
+        if (fg__listen_check(srv->cli_listen, why, sizeof(why))) {
+            snprintf(err, errlen, "--listen %s: %s", srv->cli_listen, why);
+            goto fail;
+        }
         strcpy(c->listen, srv->cli_listen);
     }
     if (srv->cli_store) {
@@ -156,8 +162,9 @@ fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
                                       sizeof(why));
                 if (!m->l) {
                     free(m);
-                    snprintf(err, errlen, "%s:%d: [limit %s]: %s", where,
-                             c->limits[i].line, c->limits[i].lim.name, why);
+                    snprintf(err, errlen, "%s:%d: [limit %s]: rate: %s", where,
+                             c->limits[i].rate_line, c->limits[i].lim.name,
+                             why);
                     goto fail;
                 }
                 g->memref[i] = m;
@@ -185,12 +192,27 @@ fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
             fg__log("store_unreachable", "reason=%s",
                     fg__log_value(why, v, sizeof(v)));
         }
+        /* Each limit as the workers will build it (their local fallback
+         * shared among them): a limit a worker would refuse is refused
+         * here, at its rate's line, and the running ones stay. */
+        unsigned nworkers = srv->nworkers ? srv->nworkers : c->workers;
         for (unsigned i = 0; i < c->nlimits; i++) {
-            fg_limiter *l =
-                fg_limiter_new(st, &c->limits[i].lim, why, sizeof(why));
+            fg_limit lim =
+                fg__fallback_worker_limit(&c->limits[i].lim, nworkers);
+            fg_limiter *l = fg_limiter_new(st, &lim, why, sizeof(why));
             if (!l) {
-                snprintf(err, errlen, "%s:%d: [limit %s]: %s", where,
-                         c->limits[i].line, c->limits[i].lim.name, why);
+                /* Say when it is the local fallback's share that fails,
+                 * whose numbers are not the file's. */
+                lim.on_failure = FG_FAIL_OPEN;
+                fg_limiter *plain = fg_limiter_new(st, &lim, NULL, 0);
+                snprintf(err, errlen, "%s:%d: [limit %s]: rate: %s%s", where,
+                         c->limits[i].rate_line, c->limits[i].lim.name,
+                         plain ? "its share under on_failure = local (the "
+                                 "rate and burst / fallback_servers x "
+                                 "workers): "
+                               : "",
+                         why);
+                fg_limiter_free(plain);
                 fg_store_close(st);
                 goto fail;
             }
@@ -223,11 +245,10 @@ fg__wgen *fg__wgen_new(fg__worker *w, fg__gen *g, char *err, size_t errlen)
     if (!wg->store)
         goto fail;
     for (unsigned i = 0; i < g->cfg.nlimits; i++) {
-        fg_limit lim = g->cfg.limits[i].lim;
         /* The local fallback runs in each worker: share the process's part
          * among them so the process as a whole stays within it. */
-        uint64_t fb = (uint64_t)lim.fallback_servers * w->srv->nworkers;
-        lim.fallback_servers = fb > UINT32_MAX ? UINT32_MAX : (uint32_t)fb;
+        fg_limit lim =
+            fg__fallback_worker_limit(&g->cfg.limits[i].lim, w->srv->nworkers);
         wg->lim[i] = fg_limiter_new(wg->store, &lim, err, errlen);
         if (!wg->lim[i])
             goto fail;

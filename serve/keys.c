@@ -56,12 +56,12 @@ int fg__keysrc_parse(const char *s, fg__keysrc *out, char *err, size_t errlen)
     return 0;
 }
 
-int fg__cidr_parse(const char *s, fg__cidr *out)
+int fg__cidr_parse(const char *s, fg__cidr *out, char *err, size_t errlen)
 {
     char buf[INET6_ADDRSTRLEN + 8];
     size_t n = strlen(s);
     if (n == 0 || n >= sizeof(buf))
-        return FG_EINVAL;
+        return seterr(err, errlen, "not an address or block", NULL);
     memcpy(buf, s, n + 1);
     char *slash = strchr(buf, '/');
     long bits = -1;
@@ -69,23 +69,43 @@ int fg__cidr_parse(const char *s, fg__cidr *out)
         *slash = '\0';
         char *end;
         if (!isdigit((unsigned char)slash[1]))
-            return FG_EINVAL;
+            return seterr(err, errlen, "no prefix length after '/'", NULL);
         bits = strtol(slash + 1, &end, 10);
         if (*end != '\0')
-            return FG_EINVAL;
+            return seterr(err, errlen, "bad prefix length", NULL);
     }
     memset(out, 0, sizeof(*out));
     if (inet_pton(AF_INET, buf, out->addr) == 1) {
         out->family = AF_INET;
         if (bits > 32)
-            return FG_EINVAL;
+            return seterr(err, errlen, "prefix length above 32", NULL);
         out->bits = bits < 0 ? 32 : (unsigned)bits;
     } else if (inet_pton(AF_INET6, buf, out->addr) == 1) {
         out->family = AF_INET6;
         if (bits > 128)
-            return FG_EINVAL;
+            return seterr(err, errlen, "prefix length above 128", NULL);
         out->bits = bits < 0 ? 128 : (unsigned)bits;
     } else {
+        return seterr(err, errlen, "not an IP address", NULL);
+    }
+    /* "10.0.0.1/8" is most likely a typo for a host or for 10.0.0.0/8:
+     * which one was meant cannot be told, so it is refused with the
+     * block it would be. */
+    unsigned len = out->family == AF_INET ? 4 : 16;
+    uint8_t net[16];
+    memcpy(net, out->addr, len);
+    for (unsigned i = 0; i < len; i++) {
+        unsigned keep = out->bits >= 8 * (i + 1) ? 8
+                        : out->bits > 8 * i      ? out->bits - 8 * i
+                                                 : 0;
+        net[i] &= (uint8_t)(0xff00u >> keep);
+    }
+    if (memcmp(net, out->addr, len) != 0) {
+        char text[INET6_ADDRSTRLEN];
+        inet_ntop(out->family, net, text, sizeof(text));
+        if (err && errlen)
+            snprintf(err, errlen, "host bits set; did you mean %s/%u?", text,
+                     out->bits);
         return FG_EINVAL;
     }
     return 0;
@@ -124,12 +144,6 @@ int fg__cidr_match(const fg__cidr *set, unsigned n, const char *ip)
     return 0;
 }
 
-static int valid_ip(const char *s)
-{
-    uint8_t a[16];
-    return inet_pton(AF_INET, s, a) == 1 || inet_pton(AF_INET6, s, a) == 1;
-}
-
 static void copy_out(char *out, size_t outlen, const char *s, size_t n)
 {
     if (outlen == 0)
@@ -140,14 +154,102 @@ static void copy_out(char *out, size_t outlen, const char *s, size_t n)
     out[n] = '\0';
 }
 
-void fg__client_ip(const char *peer, const char *xff, const fg__cidr *trusted,
-                   unsigned ntrusted, char *out, size_t outlen)
+/* A port after an address: 1 to 5 digits, at most 65535. */
+static int valid_port(const char *s, size_t n)
+{
+    if (n == 0 || n > 5 || strspn(s, "0123456789") < n)
+        return 0;
+    unsigned long v = 0;
+    for (size_t i = 0; i < n; i++)
+        v = v * 10 + (unsigned long)(s[i] - '0');
+    return v <= 65535;
+}
+
+/* The canonical text of an IPv4 address in dotted decimal, 'host' being
+ * NUL-terminated. inet_pton takes only four decimal octets without leading
+ * zeros; what inet_aton reads besides ("010.0.0.1" as 8.0.0.1, "127.1",
+ * "0x7f.0.0.1", "2130706433") means another address to a parser that reads
+ * octal or hex than to one that reads decimal, so it is ambiguous. */
+static int canon_v4(const char *host, char *out, size_t outlen)
+{
+    struct in_addr a;
+    if (inet_pton(AF_INET, host, &a) == 1) {
+        inet_ntop(AF_INET, &a, out, (socklen_t)outlen);
+        return FG_IP_OK;
+    }
+    if (strspn(host, "0123456789abcdefABCDEFxX.") == strlen(host) &&
+        inet_aton(host, &a) != 0)
+        return FG_IP_AMBIGUOUS;
+    return FG_IP_BAD;
+}
+
+/* IPv6 as inet_ntop writes it (lower case, the longest run of zero groups
+ * compressed), so that one address is one key whatever its spelling. An
+ * IPv4-mapped address (::ffff:a.b.c.d) is the IPv4 address: a dual-stack
+ * socket shows IPv4 clients so, and the same client must be one key. */
+static int canon_v6(const char *host, char *out, size_t outlen)
+{
+    uint8_t a[16];
+    if (inet_pton(AF_INET6, host, a) != 1)
+        return FG_IP_BAD;
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0,    0,
+                                       0, 0, 0, 0, 0xff, 0xff};
+    if (memcmp(a, mapped, sizeof(mapped)) == 0)
+        inet_ntop(AF_INET, a + 12, out, (socklen_t)outlen);
+    else
+        inet_ntop(AF_INET6, a, out, (socklen_t)outlen);
+    return FG_IP_OK;
+}
+
+int fg__ip_canon(const char *s, size_t n, char *out, size_t outlen)
+{
+    char host[INET6_ADDRSTRLEN + 8];
+    if (outlen < INET6_ADDRSTRLEN)
+        return FG_IP_BAD;
+    if (n == 0 || n >= sizeof(host))
+        return FG_IP_BAD;
+    if (s[0] == '[') {
+        /* "[v6]" or "[v6]:port" (RFC 3986's form, as proxies write it). */
+        const char *close = memchr(s, ']', n);
+        if (!close)
+            return FG_IP_BAD;
+        size_t hl = (size_t)(close - s) - 1;
+        size_t rest = n - (size_t)(close - s) - 1;
+        if (rest > 0 && (close[1] != ':' || !valid_port(close + 2, rest - 1)))
+            return FG_IP_BAD;
+        memcpy(host, s + 1, hl);
+        host[hl] = '\0';
+        return canon_v6(host, out, outlen);
+    }
+    const char *colon = memchr(s, ':', n);
+    const char *colon2 =
+        colon ? memchr(colon + 1, ':', n - (size_t)(colon - s) - 1) : NULL;
+    if (colon && !colon2) {
+        /* One colon: IPv4 with a port. (Bare IPv6 has at least two; a bare
+         * IPv6 address followed by a port cannot be told from an address,
+         * and is read as the address, as written.) */
+        size_t hl = (size_t)(colon - s);
+        if (!valid_port(colon + 1, n - hl - 1))
+            return FG_IP_BAD;
+        memcpy(host, s, hl);
+        host[hl] = '\0';
+        return canon_v4(host, out, outlen);
+    }
+    memcpy(host, s, n);
+    host[n] = '\0';
+    return colon ? canon_v6(host, out, outlen) : canon_v4(host, out, outlen);
+}
+
+const char *fg__client_ip(const char *peer, const char *xff,
+                          const fg__cidr *trusted, unsigned ntrusted, char *out,
+                          size_t outlen)
 {
     char best[INET6_ADDRSTRLEN];
-    copy_out(best, sizeof(best), peer, strlen(peer));
-    if (!xff || !fg__cidr_match(trusted, ntrusted, peer)) {
+    if (fg__ip_canon(peer, strlen(peer), best, sizeof(best)) != FG_IP_OK)
+        copy_out(best, sizeof(best), peer, strlen(peer));
+    if (!xff || !fg__cidr_match(trusted, ntrusted, best)) {
         copy_out(out, outlen, best, strlen(best));
-        return;
+        return NULL;
     }
     /* Walk from the right: each hop appended the address it saw. The first
      * address not added by one of our proxies is the client. */
@@ -162,13 +264,17 @@ void fg__client_ip(const char *peer, const char *xff, const fg__cidr *trusted,
         while (b > a && (xff[b - 1] == ' ' || xff[b - 1] == '\t'))
             b--;
         char hop[INET6_ADDRSTRLEN];
-        if (b - a == 0 || b - a >= sizeof(hop))
+        int rc = fg__ip_canon(xff + a, b - a, hop, sizeof(hop));
+        /* An ambiguous address is refused rather than read one way: the
+         * client it names depends on the reader, and falling back to the
+         * proxy's address would lump every such client under one key. */
+        if (rc == FG_IP_AMBIGUOUS)
+            return "X-Forwarded-For: an IPv4 address with leading zeros or "
+                   "in a short or hex form is ambiguous (read as octal or "
+                   "hex by some parsers)";
+        if (rc != FG_IP_OK)
             break;
-        memcpy(hop, xff + a, b - a);
-        hop[b - a] = '\0';
-        if (!valid_ip(hop))
-            break;
-        memcpy(best, hop, b - a + 1);
+        memcpy(best, hop, strlen(hop) + 1);
         if (!fg__cidr_match(trusted, ntrusted, hop))
             break;
         if (start == 0)
@@ -176,6 +282,7 @@ void fg__client_ip(const char *peer, const char *xff, const fg__cidr *trusted,
         end = start - 1;
     }
     copy_out(out, outlen, best, strlen(best));
+    return NULL;
 }
 
 const char *fg__key_check(const char *key, size_t len, size_t max)
@@ -192,48 +299,68 @@ const char *fg__key_check(const char *key, size_t len, size_t max)
     return NULL;
 }
 
+/* Percent-decode [v, end) ('+' is a space) into 'out' (at most 'outlen'
+ * bytes with the NUL). The length, -2 when it does not fit, -3 when the
+ * encoding is malformed. */
+static long decode(const char *v, const char *end, char *out, size_t outlen)
+{
+    size_t o = 0;
+    while (v < end) {
+        int ch = (unsigned char)*v;
+        if (ch == '%') {
+            if (end - v < 3)
+                return -3;
+            int h = fg__hexval(v[1]), l = fg__hexval(v[2]);
+            if (h < 0 || l < 0)
+                return -3;
+            ch = h * 16 + l;
+            v += 3;
+        } else {
+            if (ch == '+')
+                ch = ' ';
+            v++;
+        }
+        if (o + 1 >= outlen)
+            return -2;
+        out[o++] = (char)ch;
+    }
+    if (outlen == 0)
+        return -2;
+    out[o] = '\0';
+    return (long)o;
+}
+
 long fg__query_get(const char *query, const char *name, char *out,
                    size_t outlen)
 {
     if (!query)
         return -1;
     size_t nlen = strlen(name);
-    const char *p = query;
+    const char *p = query, *found = NULL, *found_end = NULL;
     while (*p) {
         const char *amp = strchr(p, '&');
         const char *end = amp ? amp : p + strlen(p);
         const char *eq = memchr(p, '=', (size_t)(end - p));
         const char *kend = eq ? eq : end;
-        if ((size_t)(kend - p) == nlen && memcmp(p, name, nlen) == 0) {
-            const char *v = eq ? eq + 1 : end;
-            size_t o = 0;
-            while (v < end) {
-                int ch = (unsigned char)*v;
-                if (ch == '%') {
-                    if (end - v < 3)
-                        return -3;
-                    int h = fg__hexval(v[1]), l = fg__hexval(v[2]);
-                    if (h < 0 || l < 0)
-                        return -3;
-                    ch = h * 16 + l;
-                    v += 3;
-                } else {
-                    if (ch == '+')
-                        ch = ' ';
-                    v++;
-                }
-                if (o + 1 >= outlen)
-                    return -2;
-                out[o++] = (char)ch;
-            }
-            if (outlen == 0)
-                return -2;
-            out[o] = '\0';
-            return (long)o;
+        /* Names are compared decoded ("k%65y" is "key"), as an application
+         * behind us would read them, so a spelling cannot slip a second
+         * value past the check below. */
+        char nbuf[80];
+        long kn = decode(p, kend, nbuf,
+                         nlen + 2 < sizeof(nbuf) ? nlen + 2 : sizeof(nbuf));
+        if (kn >= 0 && (size_t)kn == nlen && memcmp(nbuf, name, nlen) == 0) {
+            /* Given twice, a parameter would mean whichever value the
+             * reader takes (first, last, or both): refused, not guessed. */
+            if (found)
+                return -4;
+            found = eq ? eq + 1 : end;
+            found_end = end;
         }
         if (!amp)
             break;
         p = amp + 1;
     }
-    return -1;
+    if (!found)
+        return -1;
+    return decode(found, found_end, out, outlen);
 }

@@ -31,19 +31,34 @@ typedef struct fg__cidr {
  * reason in 'err'. */
 int fg__keysrc_parse(const char *s, fg__keysrc *out, char *err, size_t errlen);
 
-/* Parse one address or block. FG_OK or FG_EINVAL. */
-int fg__cidr_parse(const char *s, fg__cidr *out);
+/* Parse one address or block. FG_OK, or FG_EINVAL with the reason in 'err'
+ * (may be NULL): a block with host bits set ("10.0.0.1/8") is refused. */
+int fg__cidr_parse(const char *s, fg__cidr *out, char *err, size_t errlen);
 
 /* 1 when the textual address 'ip' lies in one of the 'n' blocks. */
 int fg__cidr_match(const fg__cidr *set, unsigned n, const char *ip);
 
+enum { FG_IP_OK = 0, FG_IP_BAD = 1, FG_IP_AMBIGUOUS = 2 };
+
+/* The canonical text of one address as proxies write it in
+ * X-Forwarded-For ('n' bytes at 's'): "1.2.3.4", "1.2.3.4:80",
+ * "2001:db8::1", "[2001:db8::1]", "[2001:db8::1]:443". IPv6 is written as
+ * inet_ntop does; an IPv4-mapped IPv6 address as its IPv4 address. The
+ * port is dropped. 'out' holds at least INET6_ADDRSTRLEN bytes. FG_IP_OK,
+ * FG_IP_BAD (not an address), or FG_IP_AMBIGUOUS (an IPv4 form that
+ * parsers read differently: leading zeros, hex, fewer than four parts). */
+int fg__ip_canon(const char *s, size_t n, char *out, size_t outlen);
+
 /* The client address of a request that came from 'peer' with the
- * X-Forwarded-For value 'xff' (NULL when absent): 'peer' itself unless it
- * is trusted; then the rightmost address of 'xff' that is not trusted
- * (or the leftmost when all are). A malformed entry stops the walk at the
- * last good address. Writes at most 'outlen' bytes with the NUL. */
-void fg__client_ip(const char *peer, const char *xff, const fg__cidr *trusted,
-                   unsigned ntrusted, char *out, size_t outlen);
+ * X-Forwarded-For value 'xff' (NULL when absent), in canonical form: 'peer'
+ * itself unless it is trusted; then the rightmost address of 'xff' that is
+ * not trusted (or the leftmost when all are). An entry that is not an
+ * address stops the walk at the last good address. NULL, or the reason to
+ * refuse the request when the walk meets an ambiguous address. Writes at
+ * most 'outlen' bytes with the NUL. */
+const char *fg__client_ip(const char *peer, const char *xff,
+                          const fg__cidr *trusted, unsigned ntrusted, char *out,
+                          size_t outlen);
 
 /* NULL when 'key' ('len' bytes) is acceptable as a key of at most 'max'
  * bytes, else a one-line reason. */
@@ -51,8 +66,9 @@ const char *fg__key_check(const char *key, size_t len, size_t max);
 
 /* Find parameter 'name' in the raw query string 'query' (no '?') and
  * percent-decode its value ('+' is a space) into 'out' (at most 'outlen'
- * bytes, NUL added). Returns the decoded length, -1 when absent, -2 when the
- * value does not fit, -3 when its encoding is malformed. */
+ * bytes, NUL added). Names are compared decoded. Returns the decoded
+ * length, -1 when absent, -2 when the value does not fit, -3 when its
+ * encoding is malformed, -4 when the parameter is given more than once. */
 long fg__query_get(const char *query, const char *name, char *out,
                    size_t outlen);
 

@@ -5,6 +5,7 @@
  * the running configuration), SIGTERM and SIGINT drain and exit. */
 #include <event2/event.h>
 #include <dirent.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "../cli/commands.h"
+#include "fallback.h"
 #include "log.h"
 #include "server.h"
 
@@ -55,6 +57,52 @@ static const char *reload_refusal(const fg__serve_config *old,
     return NULL;
 }
 
+/* Say, for each limit with on_failure = local, what this process enforces
+ * while the store is unreachable, and warn when rounding the share down
+ * lost part of the rate, loudly when nothing is left. The memory store
+ * never becomes unreachable: nothing to say then. */
+static void log_fallback(const fg__gen *g)
+{
+    const fg__serve_config *c = &g->cfg;
+    fg_store *mem = NULL;
+    for (unsigned i = 0; i < c->nlimits && !g->is_memory; i++) {
+        const fg_limit *lim = &c->limits[i].lim;
+        if (lim->on_failure != FG_FAIL_LOCAL)
+            continue;
+        char why[200], info[400], warn[600], v[700];
+        if (!mem &&
+            !(mem = fg_store_open("memory?max_keys=1024", why, sizeof(why)))) {
+            fg__log("local_fallback", "error=%s",
+                    fg__log_value(why, v, sizeof(v)));
+            return;
+        }
+        fg__fallback_share s;
+        if (fg__fallback_share_of(mem, lim, c->workers, &s, why, sizeof(why)) !=
+            FG_OK) {
+            fg__log("local_fallback", "limit=%s error=%s", lim->name,
+                    fg__log_value(why, v, sizeof(v)));
+            continue;
+        }
+        fg__fallback_describe(lim, &s, info, sizeof(info), warn, sizeof(warn));
+        char per[48];
+        fg__fallback_rate_text(s.limit, lim->period_us, per, sizeof(per));
+        fg__log("local_fallback",
+                "limit=%s per_worker=%s burst_per_worker=%" PRIu64
+                " workers=%u fallback_servers=%" PRIu32 " msg=%s",
+                lim->name, per, s.burst, s.workers, s.servers,
+                fg__log_value(info, v, sizeof(v)));
+        if (s.zero)
+            fg__log("local_fallback_zero", "level=error limit=%s warning=%s",
+                    lim->name, fg__log_value(warn, v, sizeof(v)));
+        else if (warn[0])
+            fg__log("local_fallback_rounded",
+                    "level=warning limit=%s warning=%s", lim->name,
+                    fg__log_value(warn, v, sizeof(v)));
+    }
+    if (mem)
+        fg_store_close(mem);
+}
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
     (void)what;
@@ -87,6 +135,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         fg__workers_adopt(srv, g);
         fg__gen_unref(srv->gen);
         srv->gen = g;
+        log_fallback(g);
         FG_INC(srv->reloads);
         fg__log("reload", "result=ok limits=%u store=%s", g->cfg.nlimits,
                 g->is_memory ? "memory" : "redis");
@@ -237,6 +286,7 @@ int fg_cmd_serve(int argc, char **argv)
     else
         fg__log("store", "url=%s",
                 fg__log_value(redact(c->store_url, v, 300), v + 300, 300));
+    log_fallback(srv.gen);
     static const char *const handover[] = {"off", "bpf", "sysctl"};
     if (srv.handover == FG__HANDOVER_OFF)
         fg__log("handover_off",

@@ -480,14 +480,26 @@ static const char *extract_key(fg__ctx *c, unsigned k, const char *query,
     const char *key = NULL;
     size_t len = 0;
     switch (src->kind) {
-    case FG_KEYSRC_HEADER:
-        key = fg__http_find(c->req, src->name);
+    case FG_KEYSRC_HEADER: {
+        /* A key header is single-valued: given twice, which line is the
+         * key would depend on the reader (a proxy may keep one, we
+         * another), so the request is refused. */
+        unsigned times = 0;
+        for (unsigned i = 0; i < c->req->nheaders; i++)
+            if (!strcasecmp(c->req->name[i], src->name) && times++ == 0)
+                key = c->req->value[i];
         if (!key) {
             snprintf(why, whylen, "missing header %s", src->name);
             return why;
         }
+        if (times > 1) {
+            snprintf(why, whylen, "header %s given %u times (one key only)",
+                     src->name, times);
+            return why;
+        }
         len = strlen(key);
         break;
+    }
     case FG_KEYSRC_QUERY: {
         long n = fg__query_get(
             query, src->name, dst,
@@ -499,6 +511,10 @@ static const char *extract_key(fg__ctx *c, unsigned k, const char *query,
         if (n == -2) {
             snprintf(why, whylen, "query parameter %s: key too long",
                      src->name);
+            return why;
+        }
+        if (n == -4) {
+            snprintf(why, whylen, "query parameter %s given twice", src->name);
             return why;
         }
         if (n < 0) {
@@ -518,8 +534,13 @@ static const char *extract_key(fg__ctx *c, unsigned k, const char *query,
             return why;
         }
         char xff[2048];
-        fg__client_ip(peer, joined_xff(c->req, xff, sizeof(xff)), cfg->proxies,
-                      cfg->nproxies, dst, 64);
+        const char *bad =
+            fg__client_ip(peer, joined_xff(c->req, xff, sizeof(xff)),
+                          cfg->proxies, cfg->nproxies, dst, 64);
+        if (bad) {
+            snprintf(why, whylen, "%s", bad);
+            return why;
+        }
         key = dst;
         len = strlen(dst);
         c->used += len + 1;
@@ -545,6 +566,12 @@ static int parse_limits(fg__ctx *c, const char *query, char *why, size_t whylen)
     long n = fg__query_get(query, "limit", names, sizeof(names));
     if (n == -1 || n == 0) {
         snprintf(why, whylen, "missing limit parameter");
+        return 400;
+    }
+    if (n == -4) {
+        snprintf(why, whylen,
+                 "limit parameter given twice (name several "
+                 "limits in one: limit=a,b)");
         return 400;
     }
     if (n < 0) {
@@ -585,6 +612,8 @@ static int parse_limits(fg__ctx *c, const char *query, char *why, size_t whylen)
     return 0;
 }
 
+/* The cost parameter: 0, -1 when out of range or malformed, -4 when given
+ * twice. */
 static int parse_cost(const char *query, uint64_t *cost)
 {
     char buf[32];
@@ -593,6 +622,8 @@ static int parse_cost(const char *query, uint64_t *cost)
         *cost = 1;
         return 0;
     }
+    if (n == -4)
+        return -4;
     if (n <= 0)
         return -1;
     uint64_t v = 0;
@@ -699,12 +730,15 @@ void fg__routes_handle(fg__hreq *req, void *arg)
         status = parse_limits(c, query, why, sizeof(why));
     }
     if (!status && route == ROUTE_CHECK) {
-        if (parse_cost(query, &c->cost)) {
+        int bad = parse_cost(query, &c->cost);
+        if (bad == -4)
+            snprintf(why, sizeof(why), "cost parameter given twice");
+        else if (bad)
             snprintf(why, sizeof(why),
                      "cost must be an integer from 1 to %" PRIu64,
                      (uint64_t)FG_MAX_COUNT - 1);
+        if (bad)
             status = 400;
-        }
     }
     if (!status && route == ROUTE_CHECK) {
         long n = fg__query_get(query, "key", c->arena, cfg->max_key_bytes + 2);
@@ -713,6 +747,8 @@ void fg__routes_handle(fg__hreq *req, void *arg)
             bad = "missing key parameter";
         else if (n == -2)
             bad = "key too long";
+        else if (n == -4)
+            bad = "key parameter given twice";
         else if (n < 0)
             bad = "bad %-encoding in key";
         else

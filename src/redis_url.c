@@ -63,10 +63,22 @@ static int parse_uint(const char *s, size_t n, unsigned long max,
     return FG_OK;
 }
 
+/* What a URL has given already, to refuse a second value for the same
+ * thing: which one applies (first, last) would be a guess. */
+enum {
+    GIVEN_PREFIX = 1,
+    GIVEN_DB = 2,
+    GIVEN_TIMEOUT = 4,
+    GIVEN_LAZY = 8,
+    GIVEN_USER = 16,
+    GIVEN_PASSWORD = 32
+};
+
 /* One "name=value" of the query string. Values are never echoed for
- * 'password', which may be given here too. */
-static int parse_param(fg__redis_url *u, const char *s, size_t n, char *err,
-                       size_t errlen)
+ * 'password', which may be given here too. 'given' holds the GIVEN_ bits
+ * of what the URL said before. */
+static int parse_param(fg__redis_url *u, const char *s, size_t n,
+                       unsigned *given, char *err, size_t errlen)
 {
     const char *eq = memchr(s, '=', n);
     if (!eq)
@@ -77,6 +89,28 @@ static int parse_param(fg__redis_url *u, const char *s, size_t n, char *err,
     const char *v = eq + 1;
     unsigned long x;
 #define KEY_IS(lit) (kl == sizeof(lit) - 1 && memcmp(s, lit, kl) == 0)
+    unsigned bit = KEY_IS("prefix")               ? GIVEN_PREFIX
+                   : KEY_IS("db")                 ? GIVEN_DB
+                   : KEY_IS("connect_timeout_ms") ? GIVEN_TIMEOUT
+                   : KEY_IS("lazy")               ? GIVEN_LAZY
+                   : KEY_IS("user")               ? GIVEN_USER
+                   : KEY_IS("password")           ? GIVEN_PASSWORD
+                                                  : 0;
+    if (bit & *given) {
+        if (bit == GIVEN_DB)
+            return fg__seterr(err, errlen, FG_EINVAL,
+                              "redis url: db given twice (in the path and "
+                              "as ?db=, or as ?db= twice): give it once");
+        if (bit == GIVEN_USER || bit == GIVEN_PASSWORD)
+            return fg__seterr(err, errlen, FG_EINVAL,
+                              "redis url: %s given twice (before '@' and as "
+                              "a parameter, or as a parameter twice)",
+                              bit == GIVEN_USER ? "user" : "password");
+        return fg__seterr(err, errlen, FG_EINVAL,
+                          "redis url: parameter '%.*s' given twice", (int)kl,
+                          s);
+    }
+    *given |= bit;
     if (KEY_IS("prefix")) {
         char tmp[FG__REDIS_PREFIX_MAX + 1];
         long dl;
@@ -123,14 +157,18 @@ static int parse_param(fg__redis_url *u, const char *s, size_t n, char *err,
     return FG_OK;
 }
 
-static int parse_query(fg__redis_url *u, const char *q, char *err,
-                       size_t errlen)
+static int parse_query(fg__redis_url *u, const char *q, unsigned given,
+                       char *err, size_t errlen)
 {
+    if (u->user)
+        given |= GIVEN_USER;
+    if (u->password)
+        given |= GIVEN_PASSWORD;
     while (*q) {
         const char *amp = strchr(q, '&');
         size_t n = amp ? (size_t)(amp - q) : strlen(q);
         if (n) {
-            int rc = parse_param(u, q, n, err, errlen);
+            int rc = parse_param(u, q, n, &given, err, errlen);
             if (rc != FG_OK)
                 return rc;
         }
@@ -220,14 +258,16 @@ static int parse_tcp(fg__redis_url *u, const char *rest, char *err,
     rc = parse_hostport(u, rest, hn, err, errlen);
     if (rc != FG_OK)
         return rc;
+    unsigned given = 0;
     if (slash && hn + 1 < n) {
         unsigned long db;
         if (parse_uint(slash + 1, n - hn - 1, 1000000, &db) != FG_OK)
             return fg__seterr(err, errlen, FG_EINVAL,
                               "redis url: db after '/' must be a number");
         u->db = (unsigned)db;
+        given |= GIVEN_DB;
     }
-    return q ? parse_query(u, q + 1, err, errlen) : FG_OK;
+    return q ? parse_query(u, q + 1, given, err, errlen) : FG_OK;
 }
 
 static int parse_unix(fg__redis_url *u, const char *rest, char *err,
@@ -241,7 +281,7 @@ static int parse_unix(fg__redis_url *u, const char *rest, char *err,
     u->path = fg__strndup(rest, n);
     if (!u->path)
         return fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
-    return q ? parse_query(u, q + 1, err, errlen) : FG_OK;
+    return q ? parse_query(u, q + 1, 0, err, errlen) : FG_OK;
 }
 
 int fg__redis_url_parse(const char *url, fg__redis_url *u, char *err,

@@ -6,7 +6,9 @@
  * Parameters: prefix (key prefix, default "fg:"), db (unix only; redis://
  * takes it from the path), connect_timeout_ms (the probe at open, default
  * 1000), lazy (1: do not probe the server at open). User, password and prefix
- * may be percent-encoded. */
+ * may be percent-encoded. A value given twice (a db in the path and as
+ * ?db=, a parameter repeated, a user or password before '@' and as a
+ * parameter) is refused. */
 #ifndef FG_REDIS_URL_H
 #define FG_REDIS_URL_H
 

@@ -127,6 +127,48 @@ static void test_refusals(void)
     CHECK_EQ(fg__redis_url_parse(url, &u, err, sizeof err), FG_EINVAL);
 }
 
+/* The same thing given twice is refused, not first- or last-wins: a db in
+ * the path and as ?db= (even the same one), a parameter repeated, a user or
+ * password before '@' and as a parameter. */
+static void test_given_twice(void)
+{
+    static const struct {
+        const char *url, *why;
+    } bad[] = {
+        {"redis://h:1/2?db=3", "db given twice"},
+        {"redis://h:1/0?db=0", "db given twice"},
+        {"redis://h:1?db=1&db=2", "db given twice"},
+        {"redis://h?prefix=a&prefix=b", "'prefix' given twice"},
+        {"redis://h?lazy=1&lazy=1", "'lazy' given twice"},
+        {"redis://alice:pw@h?user=bob", "user given twice"},
+        {"redis://:pw@h?password=other", "password given twice"},
+        {"unix:///tmp/r.sock?db=1&db=1", "db given twice"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        fg__redis_url u;
+        char err[256] = "";
+        int rc = fg__redis_url_parse(bad[i].url, &u, err, sizeof err);
+        CHECK_EQ(rc, FG_EINVAL);
+        if (!strstr(err, bad[i].why))
+            fprintf(stderr, "  %s: got \"%s\"\n", bad[i].url, err);
+        CHECK(strstr(err, bad[i].why) != NULL);
+        if (rc == FG_OK)
+            fg__redis_url_free(&u);
+    }
+    /* Once each, anywhere, is fine. */
+    fg__redis_url u;
+    char err[256];
+    CHECK_EQ(
+        fg__redis_url_parse("redis://h:1?db=3&prefix=x", &u, err, sizeof err),
+        FG_OK);
+    CHECK_EQ(u.db, 3);
+    fg__redis_url_free(&u);
+    CHECK_EQ(fg__redis_url_parse("redis://h:1/4?prefix=x", &u, err, sizeof err),
+             FG_OK);
+    CHECK_EQ(u.db, 4);
+    fg__redis_url_free(&u);
+}
+
 /* No error message carries the password, whatever went wrong after it. */
 static void test_no_password_in_errors(void)
 {
@@ -184,6 +226,7 @@ int main(void)
     test_alloc_failures();
     test_forms();
     test_refusals();
+    test_given_twice();
     test_no_password_in_errors();
     return TEST_DONE();
 }

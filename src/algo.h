@@ -78,7 +78,9 @@ typedef struct fg__algo_params {
  *                                depth (a rate changed since) is a full
  *                                bucket's debt from now, and stored so;
  *                                under the same depth it is a clock that
- *                                stepped back, and is left to drain. */
+ *                                stepped back, and is left to drain. A
+ *                                fraction of another rate's scale (b >=
+ *                                scale) counts as the next whole us. */
 typedef struct fg__algo_state {
     uint64_t a, b, c;
 } fg__algo_state;
@@ -227,6 +229,11 @@ static inline __attribute__((always_inline)) int
 fg__token_bucket(const fg__algo_params *p, fg__algo_state *s, uint64_t now,
                  uint64_t cost, fg_decision *d, uint64_t *expires)
 {
+    if (__builtin_expect(s->b >= p->scale, 0)) {
+        /* A fraction of another rate's finer scale: the next whole us. */
+        s->a++;
+        s->b = 0;
+    }
     if (__builtin_expect(p->wide, 0))
         return fg__token_bucket_wide(p, s, now, cost, d, expires);
     const uint64_t depth = p->depth, scale = p->scale;

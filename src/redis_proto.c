@@ -11,17 +11,17 @@
 /* clang-format off */
 
 /* Shared by every script. Lua 5.1 numbers are doubles: exact integers below
- * 2^53, but a / b is rounded, so floor(a / b) may be one too high or too
- * low; idiv corrects it with exact products, cdiv rounds up exactly. Redis
- * runs the whole chunk per call: the helpers are kept few and small. */
+ * 2^53, but a / b is rounded, so floor(a / b) may be one off. fmod is
+ * exact, and so is the division of a - fmod(a, b), a multiple of b: idiv
+ * is floor(a / b) for any a, b below 2^53; cdiv rounds up. Redis runs the
+ * whole chunk per call: the helpers are kept few and small. */
 #define LUA_COMMON                                                           \
-    "local floor = math.floor\n"                                             \
+    "local fmod = math.fmod\n"                                               \
     "local E = 9007199254740992\n"                                           \
     "local function idiv(a, b)\n"                                            \
-    "  local q = floor(a / b)\n"                                             \
-    "  if q * b > a then return q - 1 end\n"                                 \
-    "  if (q + 1) * b <= a then return q + 1 end\n"                          \
-    "  return q\n"                                                           \
+    "  local r = fmod(a, b)\n"                                               \
+    "  if r < 0 then r = r + b end\n"                                        \
+    "  return (a - r) / b\n"                                                 \
     "end\n"                                                                  \
     "local function cdiv(a, b)\n"                                            \
     "  local q = idiv(a, b)\n"                                               \
@@ -29,7 +29,7 @@
     "  return q\n"                                                           \
     "end\n"
 
-/* floor(a * b / m) and a * b mod m, exact for a, b, m below 2^53 whenever
+/* floor(a * b / m) and a * b mod m, exact for a, b, m up to 2^53 whenever
  * the quotient is: a product below 2^53 is exact in a double; a larger one
  * is taken as a * floor(b / m) * m plus a * (b mod m), whose quotient and
  * remainder are built a bit of 'a' at a time, doubling modulo m, so that
@@ -39,12 +39,12 @@
     "local function mulqr(a, b, m)\n"                                        \
     "  local p = a * b\n"                                                    \
     "  if p < E then\n"                                                      \
-    "    local q = idiv(p, m)\n"                                             \
-    "    return q, p - q * m\n"                                              \
+    "    local r = fmod(p, m)\n"                                             \
+    "    return (p - r) / m, r\n"                                            \
     "  end\n"                                                                \
     "  local bq = idiv(b, m)\n"                                              \
     "  local br = b - bq * m\n"                                              \
-    "  local q, r, bit, hi = 0, 0, 4503599627370496, a * bq\n"              \
+    "  local q, r, bit, hi = 0, 0, E, a * bq\n"              \
     "  while bit > a do bit = bit / 2 end\n"                                 \
     "  while bit >= 1 do\n"                                                  \
     "    q = q * 2\n"                                                        \
@@ -86,7 +86,8 @@
  * ('' = Redis TIME). Counts are plain integers; the current window's key
  * lives until the next window ends. The products of a count and a time
  * (up to 2^98) are taken by mulqr: 'wup' is the previous window's weight,
- * prev * left / period, rounded up. Both check scripts return {allowed,
+ * prev * left / period, rounded up. A count and a cost are compared as
+ * cost <= limit - cur: their sum may pass 2^53. Both check scripts return {allowed,
  * remaining, reset_us, retry_after_us}, times exact in microseconds: the C
  * side rounds them up to milliseconds. */
 static const char lua_sliding[] = LUA_COMMON LUA_MULQR
@@ -112,12 +113,12 @@ static const char lua_sliding[] = LUA_COMMON LUA_MULQR
     "local wup = pq\n"
     "if pr > 0 then wup = pq + 1 end\n"
     "local allowed, retry = 0, 0\n"
-    "if cur + cost <= limit and wup <= limit - cur - cost then\n"
+    "if cost <= limit - cur and wup <= limit - cur - cost then\n"
     "  allowed = 1\n"
     "  cur = cur + cost\n"
     "  redis.call('SET', kc, string.format('%d', cur), 'PX',\n"
     "             cdiv(left + period, 1000) + 1)\n"
-    "elseif cur + cost <= limit then\n"
+    "elseif cost <= limit - cur then\n"
     "  retry = period - mulqr(limit - cur - cost, period, prev) - elapsed\n"
     "else\n"
     "  retry = left + period - mulqr(limit - cost, period, cur)\n"

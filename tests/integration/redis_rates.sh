@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# redis_rates.sh -- every rate on Redis, against a real redis-server started
+# here on a free loopback port in a temp folder, stopped by a trap: a grid
+# of rates (primes, large counts, periods up to a year, a clock near today
+# and in 2100) through the C algorithm and the Lua twins; a token bucket
+# under a rate that changes; the stored state's format; 13/h over 1,000
+# simulated hours; and `floodgate check` with the rates that were refused
+# and a rate raised after a bucket was used up. About 15 s.
+set -u
+cd "$(dirname "$0")/../.."
+BUILD=$(realpath -m "${BUILD:-build}")
+FLOODGATE=${FLOODGATE:-$BUILD/floodgate}
+TOOL=$BUILD/redis/redis_rates
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+if ! command -v redis-server >/dev/null || ! command -v ss >/dev/null ||
+    [ ! -x "$TOOL" ]; then
+    echo "redis-server, ss (iproute2) or $TOOL missing"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+
+DIR=$(mktemp -d)
+cleanup() {
+    local pid
+    pid=$(cat "$DIR/redis.pid" 2>/dev/null)
+    if [ -n "$pid" ]; then
+        kill "$pid" 2>/dev/null
+        for _ in $(seq 50); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.05
+        done
+        kill -9 "$pid" 2>/dev/null
+    fi
+    rm -rf "$DIR"
+}
+trap cleanup EXIT INT TERM
+
+# A loopback port no socket uses, below the ephemeral range.
+free_port() {
+    local p
+    for _ in $(seq 200); do
+        p=$((20000 + RANDOM % 12000))
+        [ -z "$(ss -Htan "sport = :$p")" ] || continue
+        echo "$p"
+        return 0
+    done
+    return 1
+}
+
+PORT=$(free_port)
+redis-server --port "$PORT" --bind 127.0.0.1 --dir "$DIR" --daemonize yes \
+    --pidfile "$DIR/redis.pid" --save '' --appendonly no \
+    --logfile "$DIR/redis.log" >/dev/null || bad "redis-server did not start"
+for _ in $(seq 100); do
+    redis-cli -p "$PORT" ping 2>/dev/null | grep -q PONG && break
+    sleep 0.02
+done
+URL="redis://127.0.0.1:$PORT?prefix=rt:"
+
+# run MODE ARGS...: a redis_rates mode; its "N passed, N failed" added.
+run() {
+    local out last p f rc
+    out=$(timeout 60 "$TOOL" "$@" 2>&1)
+    rc=$?
+    echo "$out" | grep -v -E '^[0-9]+ passed, [0-9]+ failed$' | head -40
+    last=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -n 1)
+    if [ -z "$last" ]; then
+        bad "redis_rates $1 (exit $rc, no summary)"
+        return
+    fi
+    p=${last%% passed*}
+    f=${last#*, }
+    f=${f%% failed}
+    pass=$((pass + p))
+    fail=$((fail + f))
+    [ "$rc" -eq 0 ] || [ "$f" -ne 0 ] || bad "redis_rates $1 exit $rc"
+}
+
+run grid "$URL"
+run change "$URL"
+run state "$URL" 127.0.0.1 "$PORT"
+run hours "$URL"
+
+# floodgate check: the rates Redis refused, with every algorithm, allowed
+# at once (a fresh key) as on the memory store.
+R="redis://127.0.0.1:$PORT"
+for rate in 13/h 17/min 999/min 123/s 9007199254740991/365day; do
+    for algo in token_bucket sliding_window fixed_window; do
+        out=$("$FLOODGATE" check --store "$R" --name "r$RANDOM" --limit "$rate" \
+            --algorithm "$algo" --key k 2>&1)
+        rc=$?
+        mem=$("$FLOODGATE" check --store memory --limit "$rate" \
+            --algorithm "$algo" --key k 2>&1)
+        if [ "$rc" -eq 0 ] && [ "${out%% *}" = allowed ] &&
+            [ "${out%% reset*}" = "${mem%% reset*}" ]; then
+            ok
+        else
+            bad "check $rate $algo on redis: '$out' (exit $rc); memory: '$mem'"
+        fi
+    done
+done
+
+# A rate raised after the bucket was used up: 2/h, three checks (the
+# third refused), then 1000/s. The old TAT, an hour ahead, is a full
+# bucket's debt at 1000/s: refused for 1 ms at most, then allowed, and the
+# whole burst back within a second.
+N="chg$RANDOM"
+"$FLOODGATE" check --store "$R" --name "$N" --limit 2/h --key u1 --count 3 \
+    >"$DIR/c1" 2>&1
+if grep -q 'allowed=2 limited=1' "$DIR/c1"; then ok; else
+    bad "2/h x3: $(tr '\n' ' ' <"$DIR/c1")"
+fi
+out=$("$FLOODGATE" check --store "$R" --name "$N" --limit 1000/s --key u1 2>&1)
+case $out in
+allowed* | "limited retry_after_ms=1"*) ok ;;
+*) bad "1000/s after 2/h: '$out' (the old period's wait)" ;;
+esac
+sleep 0.01
+out=$("$FLOODGATE" check --store "$R" --name "$N" --limit 1000/s --key u1 2>&1)
+case $out in allowed*) ok ;; *) bad "1000/s 10 ms later: '$out'" ;; esac
+sleep 1.05
+out=$("$FLOODGATE" check --store "$R" --name "$N" --limit 1000/s --key u1 \
+    --count 1000 2>&1 | tail -n 1)
+if [ "$out" = "allowed=1000 limited=0" ]; then ok; else
+    bad "1000/s a second later: '$out'"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

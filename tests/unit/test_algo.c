@@ -756,6 +756,58 @@ static void test_token_unit_model(void)
     CHECK(wide > 0);
 }
 
+/* 13/h (T = 3600 s / 13, no whole number of us) over 1,000 hours on a
+ * fake clock: a scalper who asks one us before each wait ends, then when
+ * it ends, then again at once, is allowed exactly 13 in every hour after
+ * the first (a token bucket starts full: 13 and 12 more in its first
+ * hour). No drift: the 1,000th hour is as exact as the second. Also 7 per
+ * 3 s and a prime per day. */
+static void test_hours_exact(void)
+{
+    static const struct {
+        const char *rate;
+        uint64_t count, period_us;
+    } cases[] = {{"13/h", 13, 3600 * SEC},
+                 {"7/3s", 7, 3 * SEC},
+                 {"86413/day", 86413, 86400 * SEC}};
+    static const fg_algorithm algos[] = {FG_TOKEN_BUCKET, FG_FIXED_WINDOW};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        for (int a = 0; a < 2; a++) {
+            fg__algo_params p = params(algos[a], cases[c].rate, 0);
+            fg__algo_state s = {0};
+            fg_decision d;
+            const uint64_t P = cases[c].period_us;
+            const uint64_t t0 = 1796083200ull * SEC; /* a whole day */
+            uint64_t now = t0, first = 0, exact = 0, early = 0, cur = 0;
+            uint64_t periods = cases[c].count > 1000 ? 20 : 1000;
+            int64_t idx = 0;
+            while (now < t0 + (periods + 2) * P) {
+                if ((int64_t)((now - t0) / P) != idx) {
+                    if (idx == 0)
+                        first = cur;
+                    else if (idx <= (int64_t)periods)
+                        exact += cur == cases[c].count;
+                    idx = (int64_t)((now - t0) / P);
+                    cur = 0;
+                }
+                CHECK_EQ(check(&p, &s, now, 1, &d), FG_OK);
+                if (d.allowed) {
+                    cur++;
+                    continue;
+                }
+                uint64_t wait = d.retry_after_us;
+                CHECK_EQ(check(&p, &s, now + wait - 1, 1, &d), FG_OK);
+                early += d.allowed;
+                now += wait;
+            }
+            CHECK_EQ(early, 0);
+            CHECK_EQ(exact, periods);
+            CHECK_EQ(first, algos[a] == FG_TOKEN_BUCKET ? 2 * cases[c].count - 1
+                                                        : cases[c].count);
+        }
+    }
+}
+
 /* fg__token_bucket_wide, the 128-bit code, against the 64-bit one on
  * buckets both can decide: the same decisions, states and expiries over
  * random sequences of costs and times, from states written under this
@@ -962,6 +1014,7 @@ int main(void)
     test_properties();
     test_token_unit_model();
     test_token_wide_matches();
+    test_hours_exact();
     test_large_values();
     return TEST_DONE();
 }

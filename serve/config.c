@@ -1,8 +1,12 @@
 /* config.c -- parse the INI configuration of `floodgate serve` (pure).
  *
  * inih does the lexing; this file gives each key its meaning and reports the
- * first problem as "file:line: reason". Debian's inih does not pass line
- * numbers to the handler, so the reader counts lines itself: the handler
+ * first problem as "file:line: reason". Debian's inih (55) passes no line
+ * numbers to the handler and does not call it for a section header
+ * (INI_CALL_HANDLER_ON_NEW_SECTION is off in its build), so the reader
+ * given to ini_parse_stream counts lines itself, and reads each line as
+ * inih will before handing it over: a section is checked at its header,
+ * and a line inih would skip with a note is reported at once. The handler
  * always runs for the line the reader returned last. */
 #include <arpa/inet.h>
 #include <ctype.h>

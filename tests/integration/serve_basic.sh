@@ -22,6 +22,30 @@ check "mode sync refused as not supported yet" grep -q "bad2.ini:4: .*not suppor
 timeout 5 "$FLOODGATE" serve --listen 127.0.0.1:99999 2>"$T/port.err"
 expect_eq "--listen port 99999 exits 2" "$?" 2
 check "--listen port 99999: the reason" grep -q "listen 127.0.0.1:99999: expected HOST:PORT, the port 0..65535" "$T/port.err"
+# A listen address is an IP literal, refused at its line (a name would be
+# looked up; 999.1.1.1 is no address), and so is --listen.
+printf '[server]\nid = a\nlisten = 999.1.1.1:80\n' >"$T/name.ini"
+timeout 5 "$FLOODGATE" serve -c "$T/name.ini" 2>"$T/name.err"
+expect_eq "listen = 999.1.1.1:80 exits 2" "$?" 2
+check "listen = 999.1.1.1:80 refused at its line" grep -q \
+    "name.ini:3: listen = 999.1.1.1:80: the host must be an IP address" "$T/name.err"
+timeout 5 "$FLOODGATE" serve --listen 999.1.1.1:80 2>"$T/name2.err"
+expect_eq "--listen 999.1.1.1:80 exits 2" "$?" 2
+check "--listen 999.1.1.1:80: the reason" grep -q \
+    "\-\-listen 999.1.1.1:80: the host must be an IP address" "$T/name2.err"
+# Errors of a section at its header, whether or not a key follows.
+conf_err() { # conf_err NAME TEXT WANT: TEXT refused at start with WANT
+    printf "$2" >"$T/c.ini"
+    timeout 5 "$FLOODGATE" serve -c "$T/c.ini" --listen 127.0.0.1:0 2>"$T/c.err"
+    local rc=$?
+    if [ "$rc" = 2 ] && grep -q -- "c.ini:$3" "$T/c.err"; then ok "$1"; else bad "$1: exit $rc, $(cat "$T/c.err")"; fi
+}
+conf_err "a header without ']' at its line" '[server]\nid = a\n[limit x\nrate = 1/s\nkey = ip\n' "3: section header without ']'"
+conf_err "[limits a] at its header" '[server]\nid = a\n[limits a]\nrate = 1/s\nkey = ip\n' "3: unknown section \[limits a\]"
+conf_err "[limit a:b] at its header" '[limit a:b]\n\nrate = 1/s\nkey = ip\n' "1: limit name must be"
+conf_err "[limit] at its header, no key below" '[server]\nid = a\n[limit]\n' "3: \[limit\] without a name"
+conf_err "trusted_proxies with host bits set" '[server]\ntrusted_proxies = 10.0.0.1/8\n' "2: trusted_proxies: '10.0.0.1/8': host bits set; did you mean 10.0.0.0/8?"
+conf_err "a Redis URL with its db twice" '[store]\nurl = redis://127.0.0.1:1/1?db=2\n' "2: url: redis url: db given twice"
 # A folder is no configuration.
 timeout 5 "$FLOODGATE" serve -c "$T" --listen 127.0.0.1:0 2>"$T/dir.err"
 expect_eq "-c a folder exits 2" "$?" 2

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# What floodgate serve's request_timeout closes, and what it counts in
+# floodgate_slow_requests_closed_total: only a connection on which part of
+# a request had come. Idle ones are closed and not counted: accepted with
+# nothing sent; idle after an answer; idle after an answer and a blank
+# line (CRLF after a request, as some clients send); a client that
+# pipelines without reading its answers (tests/serve/fggreedy.c), closed
+# request_timeout after its answers began to wait. Slow ones are closed and
+# counted: half a request line; an answer, then half a head; a whole head
+# and 3 of 10 body bytes. Loopback only; about 6 s (30 s at most).
+FG_TEST_BOUND=${FG_TEST_BOUND:-30}
+. "$(dirname "$0")/../serve/lib.sh"
+
+FGGREEDY="$BUILD/tests/serve/fggreedy"
+SRC="$(dirname "$0")/../serve/fggreedy.c"
+if [ ! -x "$FGGREEDY" ] || [ "$SRC" -nt "$FGGREEDY" ]; then
+    FGGREEDY="$T/fggreedy"
+    ${CC:-cc} -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -o "$FGGREEDY" \
+        "$SRC" || { bad "fggreedy builds"; finish; }
+fi
+
+# request_timeout 1 s: the sweep looks every 200 ms.
+cat >"$T/fg.ini" <<INI
+[server]
+workers = 2
+request_timeout = 1s
+[store]
+url = memory
+[limit l]
+key = query:key
+algorithm = fixed_window
+rate = 1000000/day
+INI
+start_fg fg -c "$T/fg.ini" --listen 127.0.0.1:0 || { bad "server starts"; finish; }
+P=$FGPORT_fg
+slow() {
+    curl -s -m 2 "http://127.0.0.1:$P/metrics" |
+        awk '$1 == "floodgate_slow_requests_closed_total" { print $2 }'
+}
+REQ='GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n'
+
+# conn NAME FORMAT: a connection that sends FORMAT (printf) at once; its
+# descriptor in FD_NAME.
+conn() {
+    local fd
+    exec {fd}<>"/dev/tcp/127.0.0.1/$P"
+    # shellcheck disable=SC2059
+    [ -n "$2" ] && printf "$2" >&"$fd"
+    eval "FD_$1=$fd"
+}
+# closed NAME: the server closed it (an end of file, after whatever
+# answers came); at most 1 s more.
+closed() {
+    local fd
+    eval "fd=\$FD_$1"
+    timeout 1 cat <&"$fd" >/dev/null
+    local rc=$?
+    exec {fd}<&-
+    [ "$rc" = 0 ]
+}
+
+# --- idle: closed, not counted --------------------------------------------
+before=$(slow)
+conn fresh ''
+conn after "$REQ"
+conn crlf "$REQ"'\r\n'
+"$FGGREEDY" -p "$P" -u /metrics -s 300 -w 4000 >"$T/greedy" &
+GPID=$!
+sleep 1.7 # request_timeout, a sweep, and a margin
+for c in fresh after crlf; do
+    check "idle ($c): closed by request_timeout" closed $c
+done
+wait "$GPID"
+line=$(cat "$T/greedy")
+cms=$(field "$line" closed_ms)
+check "a client that does not read is closed about request_timeout after its answers began to wait ($line)" \
+    bash -c "[ '$cms' -ge 900 ] && [ '$cms' -le 2000 ]"
+expect_eq "idle connections and one that does not read are not slow requests" \
+    "$(slow)" "$before"
+
+# --- slow: closed and counted ---------------------------------------------
+before=$(slow)
+conn line 'GET /healthz HT'
+conn head "$REQ"'POST /v1/check?limit=l&key=s HTTP/1.1\r\nHost: x\r\n'
+conn body 'POST /v1/check?limit=l&key=b HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc'
+sleep 1.7
+for c in line head body; do
+    check "slow ($c): closed by request_timeout" closed $c
+done
+expect_eq "three slow requests counted" "$(slow)" $((before + 3))
+
+kill -TERM "$FGPID_fg"
+wait "$FGPID_fg"
+expect_eq "exits 0 on SIGTERM" "$?" 0
+finish

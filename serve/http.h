@@ -14,9 +14,9 @@
  * not parsed and its socket not read until all of them have been sent. So
  * a connection's unsent output is at most 64 KB plus one answer, on every
  * route and store (an answer the store gives later is the one request in
- * hand), and its input buffer at most max_header_bytes + 1 KB; what the
- * client sends meanwhile waits in the kernel's socket buffers, and the
- * client's own send() blocks.
+ * hand), and its input buffer never grows past max_header_bytes + 1 KB
+ * (4 KB at least); what the client sends meanwhile waits in the kernel's
+ * socket buffers, and the client's own send() blocks.
  *
  * A connection must deliver each whole request within the request timeout
  * of being accepted or of its previous answer (a client that drips bytes
@@ -31,9 +31,10 @@
  * An answer that closes the connection while the client may still be
  * sending (400, 413, 431, 505, or requests pipelined after a
  * "Connection: close") is followed by shutdown(SHUT_WR), then the input is
- * read and dropped until the client closes, for at most 1 s or 256 KB:
- * closing a socket with unread input makes Linux send a reset, which can
- * destroy the answer before the client reads it. */
+ * read and dropped until the client closes, for at most 256 KB and 1 s
+ * (checked by fg__http_sweep(), so up to one sweep more): closing a
+ * socket with unread input makes Linux send a reset, which can destroy
+ * the answer before the client reads it. */
 #ifndef FG_SERVE_HTTP_H
 #define FG_SERVE_HTTP_H
 

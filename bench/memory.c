@@ -2,7 +2,7 @@
  * beside a baseline loop measured in the same run.
  *
  * The baseline is the least any in-memory limiter must do per check: hash
- * the key, probe an open-addressing table, read a coarse monotonic clock,
+ * the key, probe an open-addressing table, read the monotonic clock,
  * compare and add. Both loops visit the same precomputed key sequence: one
  * hot key, 100,000 keys and 1,000,000 keys at random, on one thread and on
  * two. Two threads check distinct keys: the row's keys split between them,
@@ -57,10 +57,10 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static uint64_t coarse_us(void)
+static uint64_t mono_us(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
@@ -149,7 +149,7 @@ base_run_as(unsigned spread, base_table *t, const keyset *ks, size_t from,
                memcmp(t->slots[j << spread].key, key, len))
             j = (j + 1) & t->mask;
         base_slot *s = &t->slots[j << spread];
-        uint64_t w = coarse_us() / 1000000u;
+        uint64_t w = mono_us() / 1000000u;
         if (s->window != w) {
             s->window = w;
             s->count = 0;

@@ -144,7 +144,7 @@ fg_store *fg_store_open(const char *url, char *err, size_t errlen);
 
 typedef struct fg_memory_options {
     uint64_t max_keys; /* default 1,000,000 */
-    fg_clock_fn clock; /* default: CLOCK_MONOTONIC_COARSE */
+    fg_clock_fn clock; /* default: CLOCK_MONOTONIC */
     void *clock_ctx;
 } fg_memory_options;
 

@@ -105,9 +105,9 @@ void fg__store_memory_bias_set(fg_store *st, int on);
 fg_store *fg__store_redis_open(const char *url, struct event_base *base,
                                char *err, size_t errlen);
 
-/* Monotonic microseconds: coarse (CLOCK_MONOTONIC_COARSE, a few ns to
- * read, ticks every few ms) for decisions, precise (CLOCK_MONOTONIC) for
- * deadlines; and wall-clock microseconds since the Unix epoch. */
+/* Monotonic microseconds (CLOCK_MONOTONIC), for decisions (fg__mono_us,
+ * the memory store's default clock) and deadlines (the same clock); and
+ * wall-clock microseconds since the Unix epoch. */
 uint64_t fg__mono_us(void *ctx);
 /* clock_gettime's own entry in the kernel's vDSO when the process has one
  * (else clock_gettime): the same clocks, read without the C library's

@@ -470,15 +470,15 @@ static inline void tag_set(mem_table *t, size_t i, uint8_t tag)
 }
 
 /* The store's clock. The default is read here rather than through the
- * pointer: the same CLOCK_MONOTONIC_COARSE as fg__mono_us, straight from
- * the vDSO, without the C library's wrapper. */
+ * pointer: the same CLOCK_MONOTONIC as fg__mono_us, straight from the
+ * vDSO, without the C library's wrapper. */
 static inline __attribute__((always_inline)) uint64_t
 store_now_as(int own_clock, const mem_store *m)
 {
     if (own_clock)
         return m->clock(m->clock_ctx);
     struct timespec ts;
-    if (__builtin_expect(m->gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0, 0))
+    if (__builtin_expect(m->gettime(CLOCK_MONOTONIC, &ts) != 0, 0))
         return fg__mono_us(NULL);
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }

@@ -96,15 +96,15 @@ static void test_tenth_and_eleventh(void)
     }
 }
 
-static uint64_t coarse_us(void)
+static uint64_t mono_us(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * SEC + (uint64_t)ts.tv_nsec / 1000;
 }
 
 /* The default clock (read straight from the vDSO when there is one) is
- * CLOCK_MONOTONIC_COARSE in microseconds: a fixed window of one day ends
+ * CLOCK_MONOTONIC in microseconds: a fixed window of one day ends
  * at the next multiple of a day on that clock, so the 'now' behind each
  * decision's reset_us lies between two readings taken around it. Short
  * keys and long ones (compared apart from their slot) alike. */
@@ -124,9 +124,9 @@ static void test_default_clock(void)
     for (int i = 0; i < 300; i++) {
         const char *key = keys[i % 3];
         fg_decision d;
-        uint64_t before = coarse_us();
+        uint64_t before = mono_us();
         CHECK_EQ(fg_check(l, key, strlen(key), 1, &d), FG_OK);
-        uint64_t after = coarse_us();
+        uint64_t after = mono_us();
         uint64_t end = (before / day + 1) * day;
         if (after >= end)
             continue; /* a day's edge between the readings */
@@ -167,9 +167,9 @@ static void test_default_clock_algorithms(void)
                 CHECK_EQ(fg_check(l, key, strlen(key), 1, &d), FG_OK);
                 wrong += !d.allowed || d.remaining != 5 - n || d.limit != 5;
             }
-            uint64_t before = coarse_us();
+            uint64_t before = mono_us();
             CHECK_EQ(fg_check(l, key, strlen(key), 1, &d), FG_OK);
-            uint64_t after = coarse_us();
+            uint64_t after = mono_us();
             uint64_t end = (before / day + 1) * day;
             wrong += d.allowed || d.remaining != 0;
             if (all_algos[a] == FG_TOKEN_BUCKET) {

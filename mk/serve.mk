@@ -5,7 +5,7 @@
 # generator, tests/serve/fgload.c (libevent's HTTP client), and a mutation
 # fuzzer of the HTTP layer, tests/serve/fgfuzz.c, both built here.
 
-SERVE_PURE     := config keys headers blocked metrics log
+SERVE_PURE     := config keys headers blocked metrics log fallback
 SERVE_PURE_OBJ := $(SERVE_PURE:%=$(BUILD)/obj/serve/%.o)
 SERVE_TESTS    := $(filter $(BUILD)/tests/test_serve_%,$(TESTS))
 SERVE_FGLOAD   := $(BUILD)/tests/serve/fgload

@@ -3,9 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* serve/fallback.c is not among the objects mk/serve.mk links into the
- * serve unit tests: compiled in here. */
-#include "../../serve/fallback.c"
+#include "../../serve/fallback.h"
 #include "../harness.h"
 
 static fg_store *mem;

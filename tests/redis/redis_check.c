@@ -67,6 +67,89 @@ int getaddrinfo(const char *node, const char *service,
 /* The timeout of the outage and resolver tests. */
 #define TIMEOUT_MS 5
 
+/* ---- waits held to a tail ----------------------------------------------
+ * A check's deadline is exact, but on two shared cores (with CPU steal) the
+ * thread whose timer has fired, or whose reply has come, may wait for a
+ * core before it runs. With a busy loop on the other core, 300 runs of the
+ * outage mode saw checks return up to 13 ms after they began with Redis
+ * answering in time (the thread in the run queue meanwhile) and, once,
+ * 95 ms with Redis stopped (90 ms of it in the run queue); such waits come
+ * in bursts, several in a row. So a timing test holds 99% of its waits,
+ * less the time the thread spent waiting for a core (the kernel counts
+ * it), to timeout + 2 ms, and every whole wait to timeout + 25 ms: a check
+ * that ignored its deadline would wait on a stopped Redis for seconds, or
+ * on the 200 ms resolver, and that is no time in the run queue. */
+#define WAITS_MAX  4096
+#define TAIL_MS    2
+#define CEILING_MS 25
+
+typedef struct waits {
+    int n;
+    uint64_t us[WAITS_MAX];  /* each whole wait */
+    uint64_t ran[WAITS_MAX]; /* each less its thread's run-queue time */
+} waits;
+
+/* Microseconds this thread has spent runnable but waiting for a core
+ * (schedstat's run delay); 0 where the kernel does not say. */
+static uint64_t run_queue_us(void)
+{
+    char path[64];
+    unsigned long long on_cpu = 0, waited = 0;
+    snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", (int)gettid());
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    if (fscanf(f, "%llu %llu", &on_cpu, &waited) != 2)
+        waited = 0;
+    fclose(f);
+    return waited / 1000;
+}
+
+/* A wait of 'us' during which the thread waited 'queued_us' for a core. */
+static void waits_add(waits *w, uint64_t us, uint64_t queued_us)
+{
+    if (w->n == WAITS_MAX)
+        return;
+    w->us[w->n] = us;
+    w->ran[w->n++] = us > queued_us ? us - queued_us : 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The 99th percentile of 'v' (the least value that 99% of its 'n' values
+ * do not exceed); sorts 'v'. */
+static uint64_t p99_of(uint64_t *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_u64);
+    return v[(n * 99 + 99) / 100 - 1];
+}
+
+/* The waits of 'w' against 'timeout_ms': at least 'min_n' of them, 99%
+ * (less run-queue time) within timeout + TAIL_MS and every whole one
+ * within timeout + CEILING_MS. Prints the worst and both 99th
+ * percentiles. */
+static void waits_check(const char *what, waits *w, int min_n,
+                        uint32_t timeout_ms)
+{
+    CHECK(w->n >= min_n);
+    if (w->n < 1)
+        return;
+    uint64_t p99_ran = p99_of(w->ran, w->n), p99 = p99_of(w->us, w->n);
+    uint64_t worst = w->us[w->n - 1];
+    printf("%s: %d waits, p99 %.2f ms (%.2f ms less run-queue time), "
+           "slowest %.2f ms (timeout %u ms; asked: 99%% within %u ms less "
+           "run-queue time, each within %u ms)\n",
+           what, w->n, (double)p99 / 1000.0, (double)p99_ran / 1000.0,
+           (double)worst / 1000.0, timeout_ms, timeout_ms + TAIL_MS,
+           timeout_ms + CEILING_MS);
+    CHECK(p99_ran <= (timeout_ms + TAIL_MS) * 1000u);
+    CHECK(worst <= (timeout_ms + CEILING_MS) * 1000u);
+}
+
 static uint64_t fake_now;
 static uint64_t fake_clock(void *ctx)
 {
@@ -882,9 +965,12 @@ static void slow(const char *url)
         if (redisGetReply(admin, (void **)&r) == REDIS_OK)
             freeReplyObject(r);
     }
-    /* Redis answers again: the store decides at once. */
-    fg_limiter *l =
-        limiter(st, "100000/h", FG_FIXED_WINDOW, 0, 0, FG_FAIL_CLOSED, 5, name);
+    /* Redis answers again: the store decides at once, with no backoff
+     * (which would answer FG_EBACKEND without asking). The timeout is
+     * generous: what is asked here is that the store is asked, and one
+     * check within 5 ms would also ask the scheduler for a core in time. */
+    fg_limiter *l = limiter(st, "100000/h", FG_FIXED_WINDOW, 0, 0,
+                            FG_FAIL_CLOSED, 500, name);
     fg_decision d;
     int after = l ? fg_check(l, "s", 1, 1, &d) : FG_ENOMEM;
     fg_limiter_free(l);
@@ -967,7 +1053,8 @@ static void expiry(const char *url)
 
 /* With a host name and a resolver that takes 200 ms, no check waits on
  * it: the store resolves at open, and reconnects (after CLIENT KILL) use
- * the address. Every check returns within its 5 ms timeout + 2 ms. */
+ * the address. 99% of the checks return within their 5 ms timeout + 2 ms
+ * and every one within 5 + 25 ms (waits_check), far below 200 ms. */
 static void dns(const char *url)
 {
     fg__redis_url u;
@@ -996,7 +1083,8 @@ static void dns(const char *url)
     CHECK(l && la);
     if (!l || !la)
         return;
-    uint64_t worst = 0;
+    static waits w;
+    w.n = 0;
     int decided_s = 0, decided_a = 0, kills = 0;
     for (int round = 0; round < 3; round++) {
         /* Drop every connection of the stores: the next checks reconnect. */
@@ -1005,33 +1093,34 @@ static void dns(const char *url)
         kills += r && r->type == REDIS_REPLY_INTEGER && r->integer > 0;
         freeReplyObject(r);
         int ok_s = 0, ok_a = 0;
+        /* 35 decided per client and round: over 200 checks in all, so
+         * that a 99th percentile means something. */
         for (uint64_t t = fg__mono_precise_us();
-             fg__mono_precise_us() - t < 1000000 && (ok_s < 5 || ok_a < 5);
-             usleep(2000)) {
+             fg__mono_precise_us() - t < 2000000 && (ok_s < 35 || ok_a < 35);
+             usleep(1000)) {
             fg_decision d;
-            uint64_t c0 = fg__mono_precise_us();
+            uint64_t q0 = run_queue_us(), c0 = fg__mono_precise_us();
             ok_s += fg_check(l, "d", 1, 1, &d) == FG_OK;
-            uint64_t c1 = fg__mono_precise_us();
+            uint64_t c1 = fg__mono_precise_us(), q1 = run_queue_us();
+            uint64_t c1a = fg__mono_precise_us();
             ok_a += check_async(base, la, "d", 1, 1, &d) == FG_OK;
-            uint64_t c2 = fg__mono_precise_us();
-            worst = c1 - c0 > worst ? c1 - c0 : worst;
-            worst = c2 - c1 > worst ? c2 - c1 : worst;
+            uint64_t c2 = fg__mono_precise_us(), q2 = run_queue_us();
+            waits_add(&w, c1 - c0, q1 - q0);
+            waits_add(&w, c2 - c1a, q2 - q1);
         }
-        decided_s += ok_s >= 5;
-        decided_a += ok_a >= 5;
+        decided_s += ok_s >= 35;
+        decided_a += ok_a >= 35;
     }
     long later = atomic_load(&name_lookups) - at_open;
     printf("dns: %s opened in %.0f ms with a 200 ms resolver; 3 rounds of "
-           "CLIENT KILL and reconnects: %ld name lookups, slowest check "
-           "%.2f ms (timeout %d ms)\n",
-           u.host, (double)open_us / 1000.0, later, (double)worst / 1000.0,
-           TIMEOUT_MS);
+           "CLIENT KILL and reconnects: %ld name lookups\n",
+           u.host, (double)open_us / 1000.0, later);
     CHECK(at_open >= 2); /* the name was resolved (by the resolver above) */
     CHECK_EQ(kills, 3);
     CHECK_EQ(later, 0);
     CHECK_EQ(decided_s, 3);
     CHECK_EQ(decided_a, 3);
-    CHECK(worst <= (TIMEOUT_MS + 2) * 1000u);
+    waits_check("dns: checks after the reconnects", &w, 200, TIMEOUT_MS);
     atomic_store(&slow_dns_us, 0);
     fg_limiter_free(l);
     fg_limiter_free(la);
@@ -1054,26 +1143,30 @@ static int store_failed(int rc)
     return rc == FG_EBACKEND || rc == FG_ETIMEOUT;
 }
 
-/* 'rounds' checks on the blocking path and as many on the async path
- * (batches of 8 in flight), each timed; every one must return within
- * TIMEOUT_MS + 2 ms and follow its limiter's on_failure. Counts into 'f'
- * the checks that met the failure itself (FG_EBACKEND, FG_ETIMEOUT) rather
- * than an open breaker. */
+/* 'rounds' rounds, each of two checks on the blocking path and a batch of
+ * 8 on the async path, each check timed; each must follow its limiter's
+ * on_failure. Their waits (each blocking check, and each batch, which one
+ * late wake-up delays as a whole, by its slowest check) are held to
+ * waits_check. Counts into 'f' the checks that met the failure itself
+ * (FG_EBACKEND, FG_ETIMEOUT) rather than an open breaker. */
 static void outage_checks(const char *what, struct event_base *base,
                           fg_limiter *open_s, fg_limiter *closed_s,
                           fg_limiter *open_a, fg_limiter *closed_a, int rounds,
                           failures *f)
 {
+    static waits w;
     uint64_t worst = 0, worst_s = 0;
     int wrong = 0, n = 0;
     *f = (failures){0, 0};
+    w.n = 0;
     for (int i = 0; i < rounds; i++) {
         fg_decision d;
         for (int j = 0; j < 2; j++) {
-            uint64_t t0 = fg__mono_precise_us();
+            uint64_t q0 = run_queue_us(), t0 = fg__mono_precise_us();
             int rc = fg_check(j ? closed_s : open_s, "o", 1, 1, &d);
             uint64_t dt = fg__mono_precise_us() - t0;
             worst_s = dt > worst_s ? dt : worst_s;
+            waits_add(&w, dt, run_queue_us() - q0);
             n++;
             f->sync += store_failed(rc);
             if (d.source == FG_SOURCE_STORE)
@@ -1084,6 +1177,7 @@ static void outage_checks(const char *what, struct event_base *base,
         }
         result r[8];
         memset(r, 0, sizeof r);
+        uint64_t q0 = run_queue_us(), batch = 0;
         uint64_t t0 = fg__mono_precise_us();
         for (int k = 0; k < 8; k++) {
             pending++;
@@ -1092,9 +1186,10 @@ static void outage_checks(const char *what, struct event_base *base,
                 pending--;
         }
         drain(base);
+        uint64_t queued = run_queue_us() - q0;
         for (int k = 0; k < 8; k++) {
             uint64_t dt = r[k].at_us - t0;
-            worst = dt > worst ? dt : worst;
+            batch = dt > batch ? dt : batch;
             n++;
             f->async += store_failed(r[k].rc);
             if (r[k].d.source == FG_SOURCE_STORE)
@@ -1104,6 +1199,8 @@ static void outage_checks(const char *what, struct event_base *base,
                     : (!r[k].d.allowed || r[k].d.source != FG_SOURCE_FAIL_OPEN))
                 wrong++;
         }
+        worst = batch > worst ? batch : worst;
+        waits_add(&w, batch, queued);
         usleep(2000);
     }
     printf("%s: %d checks, slowest %.2f ms blocking, %.2f ms async "
@@ -1111,10 +1208,12 @@ static void outage_checks(const char *what, struct event_base *base,
            "%d blocking and %d async checks (the breaker decided the rest)\n",
            what, n, (double)worst_s / 1000.0, (double)worst / 1000.0,
            TIMEOUT_MS, wrong, f->sync, f->async);
-    worst = worst_s > worst ? worst_s : worst;
-    CHECK(worst <= (TIMEOUT_MS + 2) * 1000u);
+    waits_check(what, &w, 200, TIMEOUT_MS);
     CHECK_EQ(wrong, 0);
 }
+
+/* Rounds of outage_checks per phase: 3 waits each, over 200 in all. */
+#define OUTAGE_ROUNDS 70
 
 static void outage(const char *url, pid_t pid, const char *restart)
 {
@@ -1138,12 +1237,33 @@ static void outage(const char *url, pid_t pid, const char *restart)
     if (!os || !cs || !oa || !ca)
         return;
     failures f;
-    outage_checks("redis up", base, os, cs, oa, ca, 10, &f);
+    outage_checks("redis up", base, os, cs, oa, ca, OUTAGE_ROUNDS, &f);
 
+    /* New limiters again: a reply that came late while Redis was up (its
+     * check timed out) may have opened a breaker, and then no check of
+     * those limiters would meet the stopped server. */
+    char sname[64];
+    unique(sname, sizeof sname, "stopped");
+    fg_limiter *ss[4] = {
+        limiter(st, "100000/h", FG_TOKEN_BUCKET, 0, 0, FG_FAIL_OPEN, TIMEOUT_MS,
+                sname),
+        limiter(st, "100000/h", FG_FIXED_WINDOW, 0, 0, FG_FAIL_CLOSED,
+                TIMEOUT_MS, sname),
+        limiter(ast, "100000/h", FG_SLIDING_WINDOW, 0, 0, FG_FAIL_OPEN,
+                TIMEOUT_MS, sname),
+        limiter(ast, "100000/h", FG_TOKEN_BUCKET, 0, 0, FG_FAIL_CLOSED,
+                TIMEOUT_MS, sname),
+    };
+    CHECK(ss[0] && ss[1] && ss[2] && ss[3]);
+    if (!ss[0] || !ss[1] || !ss[2] || !ss[3])
+        return;
     kill(pid, SIGSTOP); /* alive but silent: only deadlines end checks */
-    outage_checks("redis stopped (SIGSTOP)", base, os, cs, oa, ca, 40, &f);
+    outage_checks("redis stopped (SIGSTOP)", base, ss[0], ss[1], ss[2], ss[3],
+                  OUTAGE_ROUNDS, &f);
     CHECK(f.sync > 0 && f.async > 0);
     kill(pid, SIGCONT);
+    for (int k = 0; k < 4; k++)
+        fg_limiter_free(ss[k]);
 
     /* The SIGSTOP phase opened those limiters' breakers: new limiters
      * (closed breakers) make the kill reach the store's connections. Wait
@@ -1200,10 +1320,12 @@ static void outage(const char *url, pid_t pid, const char *restart)
     printf("redis killed with 8 async checks in flight: the store failed %d, "
            "slowest %.2f ms, %d not following on_failure\n",
            burst_failed, (double)burst_worst / 1000.0, burst_wrong);
-    CHECK(burst_worst <= (TIMEOUT_MS + 2) * 1000u);
+    /* One batch is one wait: no tail to take, so the ceiling alone, which
+     * a batch left to the 1 s stall detection would still exceed. */
+    CHECK(burst_worst <= (TIMEOUT_MS + CEILING_MS) * 1000u);
     CHECK_EQ(burst_wrong, 0);
     outage_checks("redis killed (SIGKILL)", base, ks[0], ks[1], ks[2], ks[3],
-                  40, &f);
+                  OUTAGE_ROUNDS, &f);
     CHECK(f.sync > 0 && f.async + burst_failed > 0);
     for (int k = 0; k < 4; k++)
         fg_limiter_free(ks[k]);

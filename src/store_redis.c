@@ -719,7 +719,12 @@ static int sync_connect(redis_store *st, uint64_t deadline, sconn *out,
     if (h.n) {
         sconn sc = {c, SC_OK, 0};
         rc = sync_exchange(&sc, h.n, r, deadline);
-        if (rc != FG_OK)
+        if (rc == FG_EPROTO)
+            fg__seterr(err, errlen, rc,
+                       "redis %s: protocol error during handshake (%.200s): "
+                       "is a Redis server listening there?",
+                       st->where, c->errstr);
+        else if (rc != FG_OK)
             fg__seterr(err, errlen, rc, "redis %s: %s during handshake",
                        st->where,
                        rc == FG_ETIMEOUT ? "timed out" : "connection lost");
@@ -1069,6 +1074,14 @@ static void conn_kill(aconn *cn, int rc)
     redis_store *st = cn->st;
     if (cn->dead)
         return;
+    if (rc == FG_EBACKEND && cn->ac->c.err == REDIS_ERR_PROTOCOL) {
+        /* Not lost: what answered does not speak Redis's protocol. */
+        rc = FG_EPROTO;
+        set_error(st,
+                  "redis %.200s: protocol error (%.200s): is a Redis "
+                  "server listening there?",
+                  cn->ac->c.errstr);
+    }
     cn->dead = 1;
     cn->fail_rc = rc;
     if (st->conn == cn)

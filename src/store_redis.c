@@ -181,14 +181,22 @@ static void error_written_locked(redis_store *st, int code)
     atomic_fetch_add_explicit(&st->err_writes, 1, memory_order_relaxed);
 }
 
-static void set_error(redis_store *st, const char *fmt, const char *detail)
+/* Write 'fmt' (with the store's address and 'detail') as the store's error,
+ * the reason of checks that fail with 'code' (0: of none in particular). */
+static void set_error_as(redis_store *st, int code, const char *fmt,
+                         const char *detail)
 {
     char msg[512];
     snprintf(msg, sizeof msg, fmt, st->where, detail);
     pthread_mutex_lock(&st->mu);
     memcpy(st->errstr, msg, sizeof msg);
-    error_written_locked(st, 0);
+    error_written_locked(st, code);
     pthread_mutex_unlock(&st->mu);
+}
+
+static void set_error(redis_store *st, const char *fmt, const char *detail)
+{
+    set_error_as(st, 0, fmt, detail);
 }
 
 /* A check failed with 'rc': say so, unless that is what 'errstr' already
@@ -1077,10 +1085,10 @@ static void conn_kill(aconn *cn, int rc)
     if (rc == FG_EBACKEND && cn->ac->c.err == REDIS_ERR_PROTOCOL) {
         /* Not lost: what answered does not speak Redis's protocol. */
         rc = FG_EPROTO;
-        set_error(st,
-                  "redis %.200s: protocol error (%.200s): is a Redis "
-                  "server listening there?",
-                  cn->ac->c.errstr);
+        set_error_as(st, rc,
+                     "redis %.200s: protocol error (%.200s): is a Redis "
+                     "server listening there?",
+                     cn->ac->c.errstr);
     }
     cn->dead = 1;
     cn->fail_rc = rc;

@@ -14,18 +14,22 @@
  *   redis_check dns URL              a host name is resolved at open only
  *   redis_check outage URL PID CMD   SIGSTOP, SIGKILL, then CMD restarts
  *   redis_check keys URL             binary keys and the length limit
- *   redis_check open URL             open and report the error */
+ *   redis_check open URL             open and report the error
+ *   redis_check foreign               a server that speaks HTTP, not Redis */
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <event2/event.h>
 #include <hiredis/hiredis.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1571,6 +1575,84 @@ static void allocfail(const char *url)
     CHECK(clean);
 }
 
+/* ---- a server that is not Redis --------------------------------------- */
+
+/* Answers every connection as an HTTP server answers a request it cannot
+ * read: a 400, then a close, after reading what the client sent. */
+static void *foreign_serve(void *arg)
+{
+    int lfd = *(int *)arg;
+    for (;;) {
+        int fd = accept(lfd, NULL, NULL);
+        if (fd < 0)
+            return NULL;
+        char buf[16384];
+        struct pollfd pf = {fd, POLLIN, 0};
+        if (poll(&pf, 1, 1000) > 0 && read(fd, buf, sizeof buf) > 0) {
+            static const char ans[] = "HTTP/1.1 400 Bad Request\r\n"
+                                      "Content-Length: 0\r\n\r\n";
+            if (write(fd, ans, sizeof ans - 1) < 0)
+                perror("write");
+            shutdown(fd, SHUT_WR);
+            while (poll(&pf, 1, 200) > 0 && read(fd, buf, sizeof buf) > 0)
+                ;
+        }
+        close(fd);
+    }
+}
+
+/* Such a server on the port is a protocol error, said so, on the blocking
+ * client (at open) and on the async one (at the first check), not a
+ * connection lost. */
+static void foreign(void)
+{
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    socklen_t alen = sizeof a;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK(lfd >= 0 && bind(lfd, (struct sockaddr *)&a, sizeof a) == 0 &&
+          listen(lfd, 16) == 0 &&
+          getsockname(lfd, (struct sockaddr *)&a, &alen) == 0);
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, foreign_serve, &lfd), 0);
+    char url[64], err[256] = "";
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", ntohs(a.sin_port));
+    fg_store *st = fg_store_open(url, err, sizeof err);
+    CHECK(st == NULL);
+    printf("foreign (blocking): %s\n", err);
+    CHECK(strstr(err, "protocol error") && strstr(err, "Redis server"));
+    fg_store_close(st);
+
+    /* The async store opens lazily here, so that its first check meets
+     * the server on the loop's own connection. */
+    struct event_base *base = new_base();
+    char lazy[96];
+    snprintf(lazy, sizeof lazy, "%s?lazy=1", url);
+    st = fg_store_open_async(lazy, base, err, sizeof err);
+    CHECK(st != NULL);
+    if (!st)
+        printf("foreign (async open): %s\n", err);
+    if (st) {
+        char name[64];
+        unique(name, sizeof name, "foreign");
+        fg_limiter *l = limiter(st, "10/s", FG_TOKEN_BUCKET, 0, 0,
+                                FG_FAIL_CLOSED, 500, name);
+        fg_decision d;
+        int rc = l ? check_async(base, l, "k", 1, 1, &d) : FG_EINVAL;
+        const char *why = fg_store_last_error(st);
+        printf("foreign (async): %s; %s\n", fg_strerror(rc), why);
+        CHECK_EQ(rc, FG_EPROTO);
+        CHECK_EQ(d.source, FG_SOURCE_FAIL_CLOSED);
+        CHECK(strstr(why, "protocol error") && strstr(why, "Redis server"));
+        fg_limiter_free(l);
+        fg_store_close(st);
+    }
+    event_base_free(base);
+    shutdown(lfd, SHUT_RDWR);
+    close(lfd);
+    pthread_join(th, NULL);
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -1613,6 +1695,8 @@ int main(int argc, char **argv)
         allocfail(argv[2]);
     } else if (argc >= 3 && strcmp(argv[1], "keys") == 0) {
         keys(argv[2]);
+    } else if (argc >= 2 && strcmp(argv[1], "foreign") == 0) {
+        foreign();
     } else if (argc >= 3 && strcmp(argv[1], "open") == 0) {
         char err[256] = "";
         fg_store *st = fg_store_open(argv[2], err, sizeof err);

@@ -148,7 +148,6 @@ expect_open "redis://127.0.0.1:$PORT?prefix=x&color=red" "unknown parameter"
 # A server on the port that speaks another protocol (HTTP): a protocol
 # error, on the blocking and the async client.
 run foreign
-fi
 
 # 5. Errors Redis answers with are defined outcomes: OOM (maxmemory 1),
 #    READONLY (a replica), BUSY (a script that never ends). Each reaches the

@@ -20,14 +20,8 @@ FG_TEST_BOUND=${FG_TEST_BOUND:-40}
 RSS_GROWTH_KB=16384
 SEND_MS=3000
 
-# The client: built by mk/serve.mk when it lists it, else here.
-FGGREEDY="$BUILD/tests/serve/fggreedy"
-SRC="$(dirname "$0")/../serve/fggreedy.c"
-if [ ! -x "$FGGREEDY" ] || [ "$SRC" -nt "$FGGREEDY" ]; then
-    FGGREEDY="$T/fggreedy"
-    ${CC:-cc} -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -o "$FGGREEDY" \
-        "$SRC" || { bad "fggreedy builds"; finish; }
-fi
+FGGREEDY="$BUILD/tests/serve/fggreedy" # built by mk/serve.mk
+[ -x "$FGGREEDY" ] || { bad "$FGGREEDY missing"; finish; }
 
 # Under AddressSanitizer freed memory stays resident for a while (its
 # quarantine, 256 MB by default), which would count here as growth: a

@@ -11,13 +11,8 @@
 FG_TEST_BOUND=${FG_TEST_BOUND:-30}
 . "$(dirname "$0")/../serve/lib.sh"
 
-FGGREEDY="$BUILD/tests/serve/fggreedy"
-SRC="$(dirname "$0")/../serve/fggreedy.c"
-if [ ! -x "$FGGREEDY" ] || [ "$SRC" -nt "$FGGREEDY" ]; then
-    FGGREEDY="$T/fggreedy"
-    ${CC:-cc} -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -o "$FGGREEDY" \
-        "$SRC" || { bad "fggreedy builds"; finish; }
-fi
+FGGREEDY="$BUILD/tests/serve/fggreedy" # built by mk/serve.mk
+[ -x "$FGGREEDY" ] || { bad "$FGGREEDY missing"; finish; }
 
 # request_timeout 1 s: the sweep looks every 200 ms.
 cat >"$T/fg.ini" <<INI

@@ -1,274 +1,9 @@
-/* redis_proto.c -- the Lua twins of the algorithms, key layout, reply
- * parsing and error mapping for the Redis store (see redis_proto.h). */
+/* redis_proto.c -- what the Redis store sends and how it reads the replies,
+ * per algorithm, with no I/O (see redis_proto.h). */
 #include <string.h>
 
 #include "redis_proto.h"
 #include "store.h"
-
-#define STR_(x) #x
-#define STR(x)  STR_(x)
-
-/* clang-format off */
-
-/* Shared by every script. Lua 5.1 numbers are doubles: exact integers below
- * 2^53, but a / b is rounded, so floor(a / b) may be one off. fmod is
- * exact, and so is the division of a - fmod(a, b), a multiple of b: idiv
- * is floor(a / b) for any a, b below 2^53; cdiv rounds up. Redis runs the
- * whole chunk per call: the helpers are kept few and small. */
-#define LUA_COMMON                                                           \
-    "local fmod = math.fmod\n"                                               \
-    "local E = 9007199254740992\n"                                           \
-    "local function idiv(a, b)\n"                                            \
-    "  local r = fmod(a, b)\n"                                               \
-    "  if r < 0 then r = r + b end\n"                                        \
-    "  return (a - r) / b\n"                                                 \
-    "end\n"                                                                  \
-    "local function cdiv(a, b)\n"                                            \
-    "  local q = idiv(a, b)\n"                                               \
-    "  if q * b < a then return q + 1 end\n"                                 \
-    "  return q\n"                                                           \
-    "end\n"
-
-/* floor(a * b / m) and a * b mod m, exact for a, b, m up to 2^53 whenever
- * the quotient is: a product below 2^53 is exact in a double; a larger one
- * is taken as a * floor(b / m) * m plus a * (b mod m), whose quotient and
- * remainder are built a bit of 'a' at a time, doubling modulo m, so that
- * no sum reaches 2^53 (x + y is formed only when it is below m). The 128-
- * bit products of algo.c, in Lua. */
-#define LUA_MULQR                                                            \
-    "local function mulqr(a, b, m)\n"                                        \
-    "  local p = a * b\n"                                                    \
-    "  if p < E then\n"                                                      \
-    "    local r = fmod(p, m)\n"                                             \
-    "    return (p - r) / m, r\n"                                            \
-    "  end\n"                                                                \
-    "  local bq = idiv(b, m)\n"                                              \
-    "  local br = b - bq * m\n"                                              \
-    "  local q, r, bit, hi = 0, 0, E, a * bq\n"              \
-    "  while bit > a do bit = bit / 2 end\n"                                 \
-    "  while bit >= 1 do\n"                                                  \
-    "    q = q * 2\n"                                                        \
-    "    if r >= m - r then r = r - (m - r); q = q + 1 else r = r + r end\n" \
-    "    if a >= bit then\n"                                                 \
-    "      a = a - bit\n"                                                    \
-    "      if r >= m - br then r = r - (m - br); q = q + 1\n"                \
-    "      else r = r + br end\n"                                            \
-    "    end\n"                                                              \
-    "    bit = bit / 2\n"                                                    \
-    "  end\n"                                                                \
-    "  return hi + q, r\n"                                                   \
-    "end\n"
-
-/* A token bucket's stored state: "A B C", TAT as whole us since 1970 (A)
- * and a fraction in units of 1/scale us (B), and the writer's depth_us + 1
- * (C), as algo.c's fg__algo_state. A value of the earlier format (TAT in
- * 1/scale us since FG__REDIS_EPOCH_S) is read with this limit's scale and
- * no writer. A fraction of another rate's scale is rounded up to the next
- * whole us. Anything else is a key never seen. */
-#define LUA_TAT                                                              \
-    "local function tat(v, scale)\n"                                         \
-    "  if not v then return {0, 0, 0} end\n"                                 \
-    "  local a, b, c = string.match(v, '^(%d+) (%d+) (%d+)$')\n"             \
-    "  if a then\n"                                                          \
-    "    a, b, c = tonumber(a), tonumber(b), tonumber(c)\n"                  \
-    "    if b >= scale then a, b = a + 1, 0 end\n"                           \
-    "    return {a, b, c}\n"                                                 \
-    "  end\n"                                                                \
-    "  local old = tonumber(v)\n"                                            \
-    "  if not old or old < 0 or old >= E then return {0, 0, 0} end\n"       \
-    "  local q = idiv(old, scale)\n"                                         \
-    "  return {q + " STR(FG__REDIS_EPOCH_S) "000000, old - q * scale, 0}\n" \
-    "end\n"
-
-/* The sliding window of algo.c. KEYS[1] is the key's base ending in ':';
- * the window index is appended (both keys share the hash tag; an index
- * below 10^14 prints exactly). ARGV: period_us, limit, cost, now_us
- * ('' = Redis TIME). Counts are plain integers; the current window's key
- * lives until the next window ends. The products of a count and a time
- * (up to 2^98) are taken by mulqr: 'wup' is the previous window's weight,
- * prev * left / period, rounded up. A count and a cost are compared as
- * cost <= limit - cur: their sum may pass 2^53. Both check scripts return {allowed,
- * remaining, reset_us, retry_after_us}, times exact in microseconds: the C
- * side rounds them up to milliseconds. */
-static const char lua_sliding[] = LUA_COMMON LUA_MULQR
-    "local period, limit, cost = tonumber(ARGV[1]), tonumber(ARGV[2]),\n"
-    "                            tonumber(ARGV[3])\n"
-    "local now\n"
-    "if ARGV[4] == '' then\n"
-    "  local t = redis.call('TIME')\n"
-    "  now = t[1] * 1000000 + t[2]\n"
-    "else\n"
-    "  now = tonumber(ARGV[4])\n"
-    "end\n"
-    "if now < 0 or now + 2 * period >= E then\n"
-    "  return redis.error_reply('ERR floodgate: clock outside the exact range')\n"
-    "end\n"
-    "local w = idiv(now, period)\n"
-    "local kc = KEYS[1] .. w\n"
-    "local r = redis.call('MGET', kc, KEYS[1] .. (w - 1))\n"
-    "local cur, prev = tonumber(r[1] or 0), tonumber(r[2] or 0)\n"
-    "local elapsed = now - w * period\n"
-    "local left = period - elapsed\n"
-    "local pq, pr = mulqr(prev, left, period)\n"
-    "local wup = pq\n"
-    "if pr > 0 then wup = pq + 1 end\n"
-    "local allowed, retry = 0, 0\n"
-    "if cost <= limit - cur and wup <= limit - cur - cost then\n"
-    "  allowed = 1\n"
-    "  cur = cur + cost\n"
-    "  redis.call('SET', kc, string.format('%d', cur), 'PX',\n"
-    "             cdiv(left + period, 1000) + 1)\n"
-    "elseif cost <= limit - cur then\n"
-    "  retry = period - mulqr(limit - cur - cost, period, prev) - elapsed\n"
-    "else\n"
-    "  retry = left + period - mulqr(limit - cost, period, cur)\n"
-    "end\n"
-    "local remaining, reset = limit - cur - wup, 0\n"
-    "if remaining < 0 then remaining = 0 end\n"
-    "if cur > 0 then reset = left + period\n"
-    "elseif prev > 0 then reset = left end\n"
-    "return {allowed, remaining, reset, retry}\n";
-
-/* GCRA of algo.c (fg__token_bucket_wide, step for step) for one or more
- * checks in one call: KEYS[i] is check i's key (LUA_TAT); ARGV[8i-7 ..
- * 8i] its scale, unit_us, unit_frac (T = unit_us + unit_frac / scale us),
- * depth_us, depth_frac (a full bucket), t_scaled (T in 1/scale us), cost
- * and now_us ('' = Redis TIME, read once per call). Time is whole
- * microseconds since 1970 plus a fraction, so every value stays below 2^53
- * until 2200 for every rate, and only differences from now are scaled.
- * The checks run in order, as if each were its own call: a key seen twice
- * starts from the first's result. Keys are read with one GET or MGET and
- * each changed key written once, at the end, to expire when its TAT has
- * passed; a clock out of range fails the whole call before anything is
- * written. Returns {allowed, remaining, reset_us, retry_after_us} per
- * check, in one flat array. */
-static const char lua_token[] = LUA_COMMON LUA_MULQR LUA_TAT
-    "local n = #KEYS\n"
-    "local vals\n"
-    "if n == 1 then vals = {redis.call('GET', KEYS[1])}\n"
-    "else vals = redis.call('MGET', unpack(KEYS)) end\n"
-    "local st, ttl, out = {}, {}, {}\n"
-    "local rtime\n"
-    "for i = 1, n do\n"
-    "  local o = i * 8 - 8\n"
-    "  local sc, uu, uf = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]),\n"
-    "                     tonumber(ARGV[o + 3])\n"
-    "  local du, df, t = tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5]),\n"
-    "                    tonumber(ARGV[o + 6])\n"
-    "  local cost, now = tonumber(ARGV[o + 7]), ARGV[o + 8]\n"
-    "  if now == '' then\n"
-    "    if not rtime then\n"
-    "      local tm = redis.call('TIME')\n"
-    "      rtime = tm[1] * 1000000 + tm[2]\n"
-    "    end\n"
-    "    now = rtime\n"
-    "  else\n"
-    "    now = tonumber(now)\n"
-    "  end\n"
-    "  if now < 0 or now + 2 * du + 2 >= E then\n"
-    "    return redis.error_reply('ERR floodgate: clock outside the exact range')\n"
-    "  end\n"
-    "  local k = KEYS[i]\n"
-    "  local s = st[k]\n"
-    "  if not s then s = tat(vals[i], sc); st[k] = s end\n"
-    "  local tag = du + 1\n"
-    "  local au, af = 0, 0\n"
-    "  if s[1] >= now then au, af = s[1] - now, s[2] end\n"
-    "  if au > du or (au == du and af > df) then\n"
-    "    au, af = du, df\n"
-    "    if s[3] ~= tag then\n"
-    "      s[1], s[2], s[3] = now + du, df, tag\n"
-    "      ttl[k] = cdiv(du + 1, 1000) + 1\n"
-    "    end\n"
-    "  end\n"
-    "  local cq, cr = mulqr(cost, uf, sc)\n"
-    "  local nu, nf = au + cost * uu + cq, 0\n"
-    "  if af >= sc - cr then nu, nf = nu + 1, af - (sc - cr)\n"
-    "  else nf = af + cr end\n"
-    "  local allowed, retry, ru, rf = 0, 0, 0, 0\n"
-    "  if nu < du or (nu == du and nf <= df) then\n"
-    "    allowed = 1\n"
-    "    s[1], s[2], s[3] = now + nu, nf, tag\n"
-    "    ttl[k] = cdiv(nu + 1, 1000) + 1\n"
-    "    au, af, ru, rf = nu, nf, du - nu, df - nf\n"
-    "  else\n"
-    "    ru, rf = du - au, df - af\n"
-    "    local xu, xf = nu - du, nf - df\n"
-    "    if xf < 0 then xu, xf = xu - 1, xf + sc end\n"
-    "    retry = xu\n"
-    "    if xf > 0 then retry = xu + 1 end\n"
-    "  end\n"
-    "  local q1, r1 = mulqr(ru, sc, t)\n"
-    "  local yq = idiv(rf, t)\n"
-    "  local o4 = i * 4 - 4\n"
-    "  out[o4 + 1] = allowed\n"
-    "  out[o4 + 2] = q1 + yq + idiv(r1 + rf - yq * t, t)\n"
-    "  out[o4 + 3] = au\n"
-    "  if af > 0 then out[o4 + 3] = au + 1 end\n"
-    "  out[o4 + 4] = retry\n"
-    "end\n"
-    "for k, ms in pairs(ttl) do\n"
-    "  local s = st[k]\n"
-    "  redis.call('SET', k, string.format('%d %d %d', s[1], s[2], s[3]),\n"
-    "             'PX', ms)\n"
-    "end\n"
-    "return out\n";
-
-/* fg__algo_refund of algo.c: give back ARGV[2] units, never below zero,
- * never creating a key, keeping each key's expiry. ARGV[1] says which:
- *   'f' fixed window: KEYS[1] is the window's key, ARGV[4] the limit (a
- *       count above it holds refused units nobody gave back: they are not
- *       refunded);
- *   's' sliding window: KEYS[1] the base ending in ':', ARGV[4] the
- *       period; this window's key if it exists, else the previous one's;
- *   't' token bucket: ARGV[4..6] scale, unit_us, unit_frac; TAT moves
- *       back by cost * T but not before now (a bucket back at now is
- *       deleted: the same as a full one).
- * ARGV[3] is now_us ('' = Redis TIME). Returns 1 when a key changed. */
-static const char lua_refund[] = LUA_COMMON LUA_MULQR LUA_TAT
-    "local kind, cost = ARGV[1], tonumber(ARGV[2])\n"
-    "local function take(k, cap)\n"
-    "  local v = tonumber(redis.call('GET', k))\n"
-    "  if not v then return false end\n"
-    "  local n = v\n"
-    "  if cap and n > cap then n = cap end\n"
-    "  n = n - cost\n"
-    "  if n < 0 then n = 0 end\n"
-    "  if n < v then redis.call('DECRBY', k, string.format('%d', v - n)) end\n"
-    "  return true\n"
-    "end\n"
-    "if kind == 'f' then\n"
-    "  if take(KEYS[1], tonumber(ARGV[4])) then return 1 end\n"
-    "  return 0\n"
-    "end\n"
-    "local now = tonumber(ARGV[3])\n"
-    "if ARGV[3] == '' then\n"
-    "  local tm = redis.call('TIME')\n"
-    "  now = tm[1] * 1000000 + tm[2]\n"
-    "end\n"
-    "if kind == 's' then\n"
-    "  local w = idiv(now, tonumber(ARGV[4]))\n"
-    "  if take(KEYS[1] .. w) or take(KEYS[1] .. (w - 1)) then return 1 end\n"
-    "  return 0\n"
-    "end\n"
-    "local sc, uu, uf = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])\n"
-    "local v = redis.call('GET', KEYS[1])\n"
-    "if not v then return 0 end\n"
-    "local s = tat(v, sc)\n"
-    "local cq, cr = mulqr(cost, uf, sc)\n"
-    "local a, b = s[1] - cost * uu - cq, s[2] - cr\n"
-    "if b < 0 then a, b = a - 1, b + sc end\n"
-    "if a < now or (a == now and b == 0) then\n"
-    "  redis.call('DEL', KEYS[1])\n"
-    "else\n"
-    "  redis.call('SET', KEYS[1], string.format('%d %d %d', a, b, s[3]),\n"
-    "             'PX', cdiv(a + 1 - now, 1000) + 1)\n"
-    "end\n"
-    "return 1\n";
-/* clang-format on */
-
-const char *const fg__redis_lua[FG__LUA_COUNT] = {lua_sliding, lua_token,
-                                                  lua_refund};
 
 size_t fg__redis_u64(char *buf, uint64_t v)
 {
@@ -429,4 +164,383 @@ uint64_t fg__redis_window_ttl_ms(const fg__algo_params *p, uint64_t now_us)
     uint64_t end = (now_us / p->period_us + 1) * p->period_us;
     uint64_t margin = p->period_us < 1000000 ? p->period_us : 1000000;
     return fg__us_to_ms_up(end - now_us + margin);
+}
+
+/* ---- One protocol per algorithm ---------------------------------------- */
+
+fg__rlim *fg__rlim_new(const fg__algo_params *p, const char *prefix,
+                       size_t prefixlen, const char *name, size_t namelen)
+{
+    fg__rlim *rl = fg__calloc(1, sizeof *rl + prefixlen + namelen + 3);
+    if (!rl)
+        return NULL;
+    memcpy(rl->kp, prefix, prefixlen);
+    memcpy(rl->kp + prefixlen, name, namelen);
+    memcpy(rl->kp + prefixlen + namelen, ":{", 2);
+    rl->kplen = prefixlen + namelen + 2;
+    rl->script = -1;
+    if (p->algorithm == FG_SLIDING_WINDOW) {
+        rl->script = FG__LUA_SLIDING;
+        rl->nstatic = 2;
+        rl->statlen[0] = fg__redis_u64(rl->stat[0], p->period_us);
+        rl->statlen[1] = fg__redis_u64(rl->stat[1], p->limit);
+    } else if (p->algorithm == FG_TOKEN_BUCKET) {
+        const uint64_t v[6] = {p->scale,    p->unit_us,    p->unit_frac,
+                               p->depth_us, p->depth_frac, p->t_scaled};
+        rl->script = FG__LUA_TOKEN;
+        rl->nstatic = 6;
+        for (int i = 0; i < 6; i++)
+            rl->statlen[i] = fg__redis_u64(rl->stat[i], v[i]);
+    }
+    return rl;
+}
+
+static void arg(fg__rcmd *c, const char *s, size_t n)
+{
+    c->argv[c->argc] = s;
+    c->len[c->argc++] = n;
+}
+
+#define ARG_LIT(c, lit) arg((c), (lit), sizeof(lit) - 1)
+
+/* The key of 'key' under 'p' and 'rl' into 'c->key': the window's for a
+ * fixed window, the base ending in ':' for a sliding window, and for a
+ * token bucket the key ending at the hash tag. FG_OK or FG_EKEY. */
+static int build_key(fg__rcmd *c, const fg__algo_params *p, const fg__rlim *rl,
+                     const char *key, size_t keylen, uint64_t now_us)
+{
+    int64_t w = p->algorithm == FG_SLIDING_WINDOW ? -1
+                : p->algorithm == FG_TOKEN_BUCKET
+                    ? -2
+                    : (int64_t)(now_us / p->period_us);
+    c->keylen =
+        fg__redis_key(c->key, rl->kp, rl->kplen, key, keylen, w < 0 ? -1 : w);
+    if (!c->keylen)
+        return FG_EKEY;
+    if (w == -2)
+        c->keylen--;
+    return FG_OK;
+}
+
+/* EVALSHA 'sha', or EVAL of script 'i' when 'sha' is NULL. */
+static void script_head(fg__rcmd *c, int i, const char *sha)
+{
+    c->argc = 0;
+    if (sha) {
+        ARG_LIT(c, "EVALSHA");
+        arg(c, sha, 40);
+    } else {
+        ARG_LIT(c, "EVAL");
+        arg(c, fg__redis_lua[i], strlen(fg__redis_lua[i]));
+    }
+    ARG_LIT(c, "1");
+    arg(c, c->key, c->keylen);
+}
+
+/* INCRBY or DECRBY ('verb') by 'cost'; INCR for the usual cost of 1,
+ * which Redis parses a little faster. */
+static void incrby_cmd(fg__rcmd *c, const char *verb, uint64_t cost)
+{
+    c->argc = 0;
+    if (cost == 1 && verb[0] == 'I') {
+        ARG_LIT(c, "INCR");
+        arg(c, c->key, c->keylen);
+        return;
+    }
+    arg(c, verb, 6);
+    arg(c, c->key, c->keylen);
+    arg(c, c->cost, fg__redis_u64(c->cost, cost));
+}
+
+int fg__rcheck_init(fg__rcheck *c, const fg__algo_params *p, const fg__rlim *rl,
+                    const char *key, size_t keylen, uint64_t cost,
+                    uint64_t now_us)
+{
+    c->p = p;
+    c->rl = rl;
+    c->key = key;
+    c->keylen = keylen;
+    c->cost = cost;
+    c->now_us = now_us;
+    c->stage = FG__RS_FIRST;
+    c->count = 0;
+    /* fg__redis_key's own bounds, checked once. */
+    if (keylen > FG_MAX_KEY ||
+        rl->kplen > FG__REDIS_PREFIX_MAX + FG_NAME_MAX + 2)
+        return FG_EKEY;
+    return FG_OK;
+}
+
+int fg__rcheck_ncmds(const fg__rcheck *c)
+{
+    return c->p->algorithm == FG_FIXED_WINDOW && c->stage == FG__RS_FIRST ? 2
+                                                                          : 1;
+}
+
+void fg__rcheck_cmd(const fg__rcheck *c, int i, const fg__redis_shas *shas,
+                    fg__rcmd *out)
+{
+    build_key(out, c->p, c->rl, c->key, c->keylen, c->now_us);
+    out->argc = 0;
+    switch (c->p->algorithm) {
+    case FG_FIXED_WINDOW:
+        if (c->stage == FG__RS_GIVEBACK) {
+            incrby_cmd(out, "DECRBY", c->cost);
+        } else if (i == 0) {
+            incrby_cmd(out, "INCRBY", c->cost);
+        } else {
+            ARG_LIT(out, "PEXPIRE");
+            arg(out, out->key, out->keylen);
+            arg(out, out->ttl,
+                fg__redis_u64(out->ttl,
+                              fg__redis_window_ttl_ms(c->p, c->now_us)));
+            ARG_LIT(out, "NX");
+        }
+        return;
+    case FG_NAIVE_GET_SET:
+        if (c->stage == FG__RS_FIRST) {
+            ARG_LIT(out, "GET");
+            arg(out, out->key, out->keylen);
+            return;
+        }
+        /* The broken part, on purpose: another server may have written
+         * between our GET and this SET. */
+        ARG_LIT(out, "SET");
+        arg(out, out->key, out->keylen);
+        arg(out, out->n, fg__redis_u64(out->n, c->count));
+        ARG_LIT(out, "PX");
+        arg(out, out->ttl,
+            fg__redis_u64(out->ttl, fg__redis_window_ttl_ms(c->p, c->now_us)));
+        return;
+    default:
+        script_head(out, c->rl->script,
+                    c->stage == FG__RS_EVAL
+                        ? NULL
+                        : fg__redis_sha(shas, c->rl->script));
+        for (int k = 0; k < c->rl->nstatic; k++)
+            arg(out, c->rl->stat[k], c->rl->statlen[k]);
+        arg(out, out->cost, fg__redis_u64(out->cost, c->cost));
+        if (c->now_us)
+            arg(out, out->now, fg__redis_u64(out->now, c->now_us));
+        else
+            arg(out, "", 0);
+        return;
+    }
+}
+
+/* An integer reply (INCRBY), or a bulk string holding one (GET), or nil. */
+static int reply_count(const redisReply *r, uint64_t *out)
+{
+    if (r->type == REDIS_REPLY_ERROR)
+        return fg__redis_error_code(r->str, r->len);
+    if (r->type == REDIS_REPLY_NIL) {
+        *out = 0;
+        return FG_OK;
+    }
+    if (r->type == REDIS_REPLY_INTEGER) {
+        /* Below zero only when a refund (which counts a window above its
+         * limit as full) crossed a refused check's DECRBY give-back still
+         * on its way: the window is empty. */
+        *out = r->integer < 0 ? 0 : (uint64_t)r->integer;
+        return FG_OK;
+    }
+    if (r->type == REDIS_REPLY_STRING && r->len > 0 && r->len <= 19) {
+        uint64_t v = 0;
+        for (size_t i = 0; i < r->len; i++) {
+            if (r->str[i] < '0' || r->str[i] > '9')
+                return FG_EPROTO;
+            v = v * 10 + (uint64_t)(r->str[i] - '0');
+        }
+        *out = v;
+        return FG_OK;
+    }
+    return FG_EPROTO;
+}
+
+int fg__rcheck_reply(fg__rcheck *c, const redisReply *r, fg_decision *d)
+{
+    uint64_t count, before;
+    int rc;
+    switch (c->p->algorithm) {
+    case FG_FIXED_WINDOW:
+        if ((rc = reply_count(r, &count)) != FG_OK)
+            return rc;
+        before = count >= c->cost ? count - c->cost : 0;
+        fg__redis_window_decision(c->p, c->now_us, before, c->cost, d);
+        if (d->allowed || before >= c->p->limit)
+            return FG_OK;
+        /* Give back what cannot be admitted, so the refusal consumes
+         * nothing (DESIGN.md 3). Sent without waiting, so the decision
+         * never spends what is left of the deadline on it (nor fails when
+         * that runs out). If it is lost the refusal stands and the window
+         * only over-refuses until it ends. */
+        c->stage = FG__RS_GIVEBACK;
+        return FG__RSTEP_GIVEBACK;
+    case FG_NAIVE_GET_SET:
+        if (c->stage == FG__RS_SET) {
+            if (r->type == REDIS_REPLY_ERROR)
+                return fg__redis_error_code(r->str, r->len);
+            *d = c->d;
+            return FG_OK;
+        }
+        if ((rc = reply_count(r, &count)) != FG_OK)
+            return rc;
+        fg__redis_window_decision(c->p, c->now_us, count, c->cost, d);
+        if (!d->allowed)
+            return FG_OK;
+        c->d = *d;
+        c->count = count + c->cost;
+        c->stage = FG__RS_SET;
+        return FG__RSTEP_AGAIN;
+    default:
+        rc = fg__redis_script_reply(
+            r, c->p->algorithm == FG_TOKEN_BUCKET ? c->p->burst : c->p->limit,
+            d);
+        if (rc != FG__REDIS_NOSCRIPT)
+            return rc;
+        /* The script cache was flushed or the server restarted: EVAL once,
+         * which also caches the script again. */
+        if (c->stage == FG__RS_EVAL)
+            return FG_EPROTO;
+        c->stage = FG__RS_EVAL;
+        return FG__RSTEP_AGAIN;
+    }
+}
+
+int fg__rcheck_aside_reply(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ERROR ? fg__redis_error_code(r->str, r->len)
+                                        : FG_OK;
+}
+
+int fg__rcheck_unsent(const fg__rcheck *c, fg_decision *d)
+{
+    if (c->stage == FG__RS_SET) {
+        *d = c->d;
+        return FG_OK;
+    }
+    return FG_EPROTO;
+}
+
+size_t fg__rbatch_need(const fg__rcheck *const *c, int n, const char *sha)
+{
+    size_t slen = sha ? 40 : strlen(fg__redis_lua[FG__LUA_TOKEN]);
+    size_t need = 24 + 3 * FG__REDIS_BULK_OVER + 7 + slen + 20;
+    for (int i = 0; i < n; i++)
+        need += 9 * FG__REDIS_BULK_OVER + c[i]->rl->kplen + c[i]->keylen + 2 +
+                6 * 20 + 2 * 20;
+    return need;
+}
+
+size_t fg__rbatch_format(char *b, const fg__rcheck *const *c, int n,
+                         const char *sha)
+{
+    const char *script = sha ? sha : fg__redis_lua[FG__LUA_TOKEN];
+    size_t slen = sha ? 40 : strlen(script), len;
+    char num[21];
+    len = fg__redis_head(b, '*', 3 + 9 * (uint64_t)n);
+    len += sha ? fg__redis_bulk(b + len, "EVALSHA", 7)
+               : fg__redis_bulk(b + len, "EVAL", 4);
+    len += fg__redis_bulk(b + len, script, slen);
+    len += fg__redis_bulk(b + len, num, fg__redis_u64(num, (uint64_t)n));
+    for (int i = 0; i < n; i++) {
+        /* The key as build_key makes it: the layout's "}:" less the ':'
+         * (fg__rcheck_init has checked its length). */
+        const fg__rlim *rl = c[i]->rl;
+        size_t kl = rl->kplen + c[i]->keylen + 1;
+        len += fg__redis_head(b + len, '$', kl);
+        fg__redis_key(b + len, rl->kp, rl->kplen, c[i]->key, c[i]->keylen, -1);
+        len += kl;
+        b[len++] = '\r';
+        b[len++] = '\n';
+    }
+    for (int i = 0; i < n; i++) {
+        const fg__rlim *rl = c[i]->rl;
+        for (int k = 0; k < rl->nstatic; k++)
+            len += fg__redis_bulk(b + len, rl->stat[k], rl->statlen[k]);
+        len += fg__redis_bulk(b + len, num, fg__redis_u64(num, c[i]->cost));
+        len += c[i]->now_us ? fg__redis_bulk(b + len, num,
+                                             fg__redis_u64(num, c[i]->now_us))
+                            : fg__redis_bulk(b + len, "", 0);
+    }
+    return len;
+}
+
+int fg__rbatch_reply(const redisReply *r, int n, int eval)
+{
+    int rc = FG_OK;
+    if (r->type == REDIS_REPLY_ERROR)
+        rc = fg__redis_error_code(r->str, r->len);
+    else if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 * (size_t)n)
+        rc = FG_EPROTO;
+    if (rc == FG__REDIS_NOSCRIPT)
+        return eval ? FG_EPROTO : FG__RSTEP_AGAIN;
+    return rc;
+}
+
+int fg__rbatch_value(const redisReply *r, size_t i, const fg__rcheck *c,
+                     fg_decision *d)
+{
+    return fg__redis_script_values(r, i, c->p->burst, d);
+}
+
+int fg__rrefund_init(fg__rrefund *rf, const fg__algo_params *p,
+                     const fg__rlim *rl, const char *key, size_t keylen,
+                     uint64_t cost, uint64_t now_us)
+{
+    int rc = build_key(&rf->k, p, rl, key, keylen, now_us);
+    if (rc != FG_OK)
+        return rc;
+    rf->eval = 0;
+    rf->p2len = rf->p3len = 0;
+    switch (p->algorithm) {
+    case FG_FIXED_WINDOW:
+        rf->kind[0] = 'f';
+        rf->p1len = fg__redis_u64(rf->p1, p->limit);
+        break;
+    case FG_SLIDING_WINDOW:
+        rf->kind[0] = 's';
+        rf->p1len = fg__redis_u64(rf->p1, p->period_us);
+        break;
+    case FG_TOKEN_BUCKET:
+        rf->kind[0] = 't';
+        rf->p1len = fg__redis_u64(rf->p1, p->scale);
+        rf->p2len = fg__redis_u64(rf->p2, p->unit_us);
+        rf->p3len = fg__redis_u64(rf->p3, p->unit_frac);
+        break;
+    default:
+        return FG_ENOTSUP;
+    }
+    rf->kind[1] = '\0';
+    fg__redis_u64(rf->k.cost, cost);
+    rf->nowlen = now_us ? fg__redis_u64(rf->k.now, now_us) : 0;
+    return FG_OK;
+}
+
+void fg__rrefund_cmd(fg__rrefund *rf, const fg__redis_shas *shas)
+{
+    fg__rcmd *c = &rf->k;
+    script_head(c, FG__LUA_REFUND,
+                rf->eval ? NULL : fg__redis_sha(shas, FG__LUA_REFUND));
+    arg(c, rf->kind, 1);
+    arg(c, c->cost, strlen(c->cost));
+    arg(c, c->now, rf->nowlen);
+    arg(c, rf->p1, rf->p1len);
+    if (rf->p2len)
+        arg(c, rf->p2, rf->p2len);
+    if (rf->p3len)
+        arg(c, rf->p3, rf->p3len);
+}
+
+int fg__rrefund_reply(fg__rrefund *rf, const redisReply *r)
+{
+    int rc = r->type == REDIS_REPLY_ERROR ? fg__redis_error_code(r->str, r->len)
+             : r->type == REDIS_REPLY_INTEGER ? FG_OK
+                                              : FG_EPROTO;
+    if (rc != FG__REDIS_NOSCRIPT)
+        return rc;
+    if (rf->eval)
+        return FG_EPROTO; /* NOSCRIPT after EVAL */
+    rf->eval = 1;
+    return FG__RSTEP_AGAIN;
 }

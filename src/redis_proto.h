@@ -1,27 +1,18 @@
 /* redis_proto.h -- what the Redis store says and understands, with no I/O:
- * the Lua twins of the algorithms, key layout, reply parsing and the mapping
- * of Redis errors to FG_E* codes. Testable without a socket. */
+ * key layout, RESP formatting, the mapping of Redis errors to FG_E* codes,
+ * and one protocol per algorithm: the commands a check sends and how their
+ * replies become a decision, follow-ups included (the fixed window's DECRBY
+ * give-back, naive_get_set's SET after GET, EVAL after NOSCRIPT). The
+ * blocking client, the asynchronous one and token bucket batches all drive
+ * it; tests drive it with hand-made replies. */
 #ifndef FG_REDIS_PROTO_H
 #define FG_REDIS_PROTO_H
 
 #include <hiredis/hiredis.h>
 
 #include "algo.h"
+#include "redis_scripts.h"
 #include "redis_url.h"
-
-/* The epoch of the token bucket's earlier stored format (TAT in 1/scale us
- * since 2024-01-01), which the script still reads. */
-#define FG__REDIS_EPOCH_S 1704067200
-
-/* Scripts, by algorithm. */
-/* FG__LUA_REFUND gives back units for the three atomic algorithms. */
-enum {
-    FG__LUA_SLIDING = 0,
-    FG__LUA_TOKEN = 1,
-    FG__LUA_REFUND = 2,
-    FG__LUA_COUNT = 3
-};
-extern const char *const fg__redis_lua[FG__LUA_COUNT];
 
 /* An internal result: the script cache lacks the script (EVAL it). Never
  * returned to a caller. */
@@ -82,5 +73,135 @@ size_t fg__redis_bulk(char *buf, const char *s, size_t len);
 
 /* Unsigned decimal of 'v' into 'buf' (at least 21 bytes); its length. */
 size_t fg__redis_u64(char *buf, uint64_t v);
+
+/* ---- One protocol per algorithm ---------------------------------------- */
+
+/* Internal results of the protocol, never returned to a caller: send the
+ * command of the check's new stage and feed its reply back
+ * (FG__RSTEP_AGAIN), or the decision is made and the stage's command goes
+ * out without anyone waiting for its reply (FG__RSTEP_GIVEBACK). */
+#define FG__RSTEP_AGAIN    1
+#define FG__RSTEP_GIVEBACK 2
+
+/* What a limit sends that does not change from check to check: the key
+ * prefix and the script's fixed arguments, made once per limiter. */
+typedef struct fg__rlim {
+    int script; /* FG__LUA_* or -1 */
+    int nstatic;
+    char stat[6][21];
+    size_t statlen[6];
+    size_t kplen;
+    char kp[]; /* prefix + name + ":{" */
+} fg__rlim;
+
+/* A new fg__rlim for limit 'p' named 'name' ('namelen' bytes) under key
+ * prefix 'prefix' ('prefixlen' bytes); free it with fg__free. NULL when out
+ * of memory. */
+fg__rlim *fg__rlim_new(const fg__algo_params *p, const char *prefix,
+                       size_t prefixlen, const char *name, size_t namelen);
+
+/* One command in argv form, with room for the values it formats; the argv
+ * may point into the command itself, so format it where it was built. */
+typedef struct fg__rcmd {
+    int argc;
+    const char *argv[14];
+    size_t len[14];
+    char key[FG__REDIS_KEY_MAX];
+    size_t keylen;
+    char cost[21], now[21], ttl[21], n[21];
+} fg__rcmd;
+
+/* The stages of a check. */
+enum {
+    FG__RS_FIRST,   /* the algorithm's command(s) */
+    FG__RS_SET,     /* naive_get_set: the SET after the GET */
+    FG__RS_EVAL,    /* a script again, whole, after NOSCRIPT */
+    FG__RS_GIVEBACK /* fixed window: the DECRBY of a refused INCRBY */
+};
+
+/* One check as the protocol sees it. 'key' must outlive the check. */
+typedef struct fg__rcheck {
+    const fg__algo_params *p;
+    const fg__rlim *rl;
+    const char *key;
+    size_t keylen;
+    uint64_t cost;
+    uint64_t now_us; /* the time sent; 0: the script reads Redis TIME */
+    int stage;
+    uint64_t count; /* naive_get_set: the count to SET */
+    fg_decision d;  /* naive_get_set: decided after the GET */
+} fg__rcheck;
+
+/* Start check 'c' of 'cost' units for 'key' under limit 'p' with 'rl',
+ * at 'now_us'. FG_OK, or FG_EKEY when the key does not fit. */
+int fg__rcheck_init(fg__rcheck *c, const fg__algo_params *p, const fg__rlim *rl,
+                    const char *key, size_t keylen, uint64_t cost,
+                    uint64_t now_us);
+
+/* How many commands the check's stage sends together: 2 for a fixed
+ * window's first (INCRBY, then PEXPIRE NX, whose reply only
+ * fg__rcheck_aside_reply judges), else 1. */
+int fg__rcheck_ncmds(const fg__rcheck *c);
+
+/* Build command 'i' of the check's stage into 'out'. Scripts go as EVALSHA
+ * when 'shas' knows them, else (and after NOSCRIPT) as EVAL. */
+void fg__rcheck_cmd(const fg__rcheck *c, int i, const fg__redis_shas *shas,
+                    fg__rcmd *out);
+
+/* Feed the reply 'r' (not NULL) to the stage's first command. FG_OK with
+ * 'd' filled; a negative FG_E* code; FG__RSTEP_AGAIN: send the new stage's
+ * command and feed its reply; FG__RSTEP_GIVEBACK: 'd' is filled, and the
+ * new stage's command is sent without waiting for its reply. */
+int fg__rcheck_reply(fg__rcheck *c, const redisReply *r, fg_decision *d);
+
+/* The reply 'r' to command 1 of a stage (PEXPIRE NX): FG_OK, or the error's
+ * code; FG_EPROTO says that Redis refused NX (before 7.0). */
+int fg__rcheck_aside_reply(const redisReply *r);
+
+/* What a check returns when the command FG__RSTEP_AGAIN asked for cannot
+ * be sent because its connection is closing: naive_get_set's decision
+ * stands (FG_OK, 'd' filled) without its SET; a script is FG_EPROTO. */
+int fg__rcheck_unsent(const fg__rcheck *c, fg_decision *d);
+
+/* Token bucket batches: the 'n' checks 'c' as one call of the token
+ * script, keys first, then eight arguments per check. 'sha' NULL sends the
+ * script whole with EVAL. fg__rbatch_need bounds the bytes that
+ * fg__rbatch_format then writes into 'buf' (its length). */
+size_t fg__rbatch_need(const fg__rcheck *const *c, int n, const char *sha);
+size_t fg__rbatch_format(char *buf, const fg__rcheck *const *c, int n,
+                         const char *sha);
+
+/* The reply 'r' (not NULL) to a batch of 'n' checks sent with EVAL when
+ * 'eval': FG_OK when it holds four integers per check (read each with
+ * fg__rbatch_value); FG__RSTEP_AGAIN after a first NOSCRIPT (send the batch
+ * again with EVAL); else the code every check of the batch fails with. */
+int fg__rbatch_reply(const redisReply *r, int n, int eval);
+int fg__rbatch_value(const redisReply *r, size_t i, const fg__rcheck *c,
+                     fg_decision *d);
+
+/* A refund: the refund script's arguments, kept whole so that a NOSCRIPT
+ * answer can be sent again with EVAL, and so that it outlives the caller's
+ * key while in flight. */
+typedef struct fg__rrefund {
+    int eval; /* NOSCRIPT seen: sent again with EVAL */
+    char kind[2];
+    size_t nowlen, p1len, p2len, p3len;
+    char p1[21], p2[21], p3[21];
+    fg__rcmd k; /* key, cost and now; its argv is rebuilt for each send */
+} fg__rrefund;
+
+/* Fill 'rf' for refunding 'cost' of 'key' at 'now_us' (0: Redis TIME).
+ * FG_OK, FG_EKEY or FG_ENOTSUP (naive_get_set). */
+int fg__rrefund_init(fg__rrefund *rf, const fg__algo_params *p,
+                     const fg__rlim *rl, const char *key, size_t keylen,
+                     uint64_t cost, uint64_t now_us);
+
+/* The refund script's call into 'rf->k': EVALSHA, or EVAL after NOSCRIPT
+ * or while 'shas' does not know it. */
+void fg__rrefund_cmd(fg__rrefund *rf, const fg__redis_shas *shas);
+
+/* The reply 'r' (not NULL) to the refund: FG_OK, a negative code, or
+ * FG__RSTEP_AGAIN after a first NOSCRIPT (send it again: now with EVAL). */
+int fg__rrefund_reply(fg__rrefund *rf, const redisReply *r);
 
 #endif

@@ -216,6 +216,295 @@ static void test_format(void)
     CHECK(memcmp(buf, "*0\r\n", 4) == 0);
 }
 
+/* A command as one line, arguments separated by spaces, for comparing. */
+static const char *line(const fg__rcmd *c)
+{
+    static char buf[8192];
+    size_t n = 0;
+    for (int i = 0; i < c->argc; i++) {
+        size_t l = c->len[i] > 60 ? 60 : c->len[i]; /* a script's start */
+        if (i)
+            buf[n++] = ' ';
+        memcpy(buf + n, c->argv[i], l);
+        n += l;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+static fg__rlim *rlim_for(const fg__algo_params *p)
+{
+    return fg__rlim_new(p, "fg:", 3, "api", 3);
+}
+
+static redisReply *errr(const char *msg)
+{
+    redisReply *r = calloc(1, sizeof *r);
+    r->type = REDIS_REPLY_ERROR;
+    r->str = (char *)msg;
+    r->len = strlen(msg);
+    return r;
+}
+
+/* Fixed window: INCR and PEXPIRE NX together; a refused INCRBY whose count
+ * before was below the limit is given back with DECRBY, one over the limit
+ * is not; PEXPIRE's error is judged on its own. */
+static void test_proto_fixed(void)
+{
+    fg__algo_params p = params(FG_FIXED_WINDOW, 10, 1000000, 0);
+    fg__rlim *rl = rlim_for(&p);
+    fg__redis_shas shas;
+    fg__rcheck c;
+    fg__rcmd k;
+    fg_decision d;
+    memset(&shas, 0, sizeof shas);
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 1, 5500000), FG_OK);
+    CHECK_EQ(fg__rcheck_ncmds(&c), 2);
+    fg__rcheck_cmd(&c, 0, &shas, &k);
+    CHECK_STR(line(&k), "INCR fg:api:{u1}:5");
+    fg__rcheck_cmd(&c, 1, &shas, &k);
+    CHECK_STR(line(&k), "PEXPIRE fg:api:{u1}:5 1500 NX");
+    redisReply *r = intr(3);
+    CHECK_EQ(fg__rcheck_reply(&c, r, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.remaining, 7);
+    /* Cost 3 on a count of 9 before: refused, and given back. */
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 3, 5500000), FG_OK);
+    fg__rcheck_cmd(&c, 0, &shas, &k);
+    CHECK_STR(line(&k), "INCRBY fg:api:{u1}:5 3");
+    r->integer = 12;
+    CHECK_EQ(fg__rcheck_reply(&c, r, &d), FG__RSTEP_GIVEBACK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(fg__rcheck_ncmds(&c), 1);
+    fg__rcheck_cmd(&c, 0, &shas, &k);
+    CHECK_STR(line(&k), "DECRBY fg:api:{u1}:5 3");
+    /* A window already full: the overshoot stays, nothing given back. */
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 1, 5500000), FG_OK);
+    r->integer = 11;
+    CHECK_EQ(fg__rcheck_reply(&c, r, &d), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    /* The last unit fits. */
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 2, 5500000), FG_OK);
+    r->integer = 10;
+    CHECK_EQ(fg__rcheck_reply(&c, r, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.remaining, 0);
+    redisReply *e = errr("OOM command not allowed");
+    CHECK_EQ(fg__rcheck_reply(&c, e, &d), FG_EOOM);
+    redisReply *nx = errr("ERR syntax error");
+    CHECK_EQ(fg__rcheck_aside_reply(nx), FG_EPROTO);
+    CHECK_EQ(fg__rcheck_aside_reply(r), FG_OK);
+    char big[FG_MAX_KEY + 1];
+    memset(big, 'k', sizeof big);
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, big, sizeof big, 1, 1), FG_EKEY);
+    free(r);
+    free(e);
+    free(nx);
+    free(rl);
+}
+
+/* naive_get_set: GET, then (when allowed) SET count + cost with the
+ * window's expiry; a refusal writes nothing. */
+static void test_proto_naive(void)
+{
+    fg__algo_params p = params(FG_NAIVE_GET_SET, 10, 1000000, 0);
+    fg__rlim *rl = rlim_for(&p);
+    fg__redis_shas shas;
+    fg__rcheck c;
+    fg__rcmd k;
+    fg_decision d;
+    memset(&shas, 0, sizeof shas);
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u", 1, 2, 7250000), FG_OK);
+    CHECK_EQ(fg__rcheck_ncmds(&c), 1);
+    fg__rcheck_cmd(&c, 0, &shas, &k);
+    CHECK_STR(line(&k), "GET fg:api:{u}:7");
+    char four[] = "4";
+    redisReply got = {REDIS_REPLY_STRING, 0, 1, four, 0, NULL};
+    CHECK_EQ(fg__rcheck_reply(&c, &got, &d), FG__RSTEP_AGAIN);
+    fg__rcheck_cmd(&c, 0, &shas, &k);
+    CHECK_STR(line(&k), "SET fg:api:{u}:7 6 PX 1750");
+    fg_decision u;
+    CHECK_EQ(fg__rcheck_unsent(&c, &u), FG_OK);
+    CHECK_EQ(u.allowed, 1);
+    char ok[] = "OK";
+    redisReply st = {REDIS_REPLY_STATUS, 0, 2, ok, 0, NULL};
+    memset(&d, 0, sizeof d);
+    CHECK_EQ(fg__rcheck_reply(&c, &st, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.remaining, 4);
+    redisReply *ro = errr("READONLY You can't write against a replica.");
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u", 1, 2, 7250000), FG_OK);
+    CHECK_EQ(fg__rcheck_reply(&c, &got, &d), FG__RSTEP_AGAIN);
+    CHECK_EQ(fg__rcheck_reply(&c, ro, &d), FG_EREADONLY);
+    /* Refused after the GET: no SET. */
+    char nine[] = "9";
+    redisReply full = {REDIS_REPLY_STRING, 0, 1, nine, 0, NULL};
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u", 1, 2, 7250000), FG_OK);
+    CHECK_EQ(fg__rcheck_reply(&c, &full, &d), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    char bad[] = "x1";
+    redisReply junk = {REDIS_REPLY_STRING, 0, 2, bad, 0, NULL};
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u", 1, 2, 7250000), FG_OK);
+    CHECK_EQ(fg__rcheck_reply(&c, &junk, &d), FG_EPROTO);
+    free(ro);
+    free(rl);
+}
+
+/* Scripts: EVALSHA once the SHA is known, EVAL before; NOSCRIPT sends the
+ * script again whole, once. */
+static void test_proto_script(void)
+{
+    fg__algo_params p = params(FG_SLIDING_WINDOW, 10, 1000000, 0);
+    fg__rlim *rl = rlim_for(&p);
+    fg__redis_shas shas;
+    fg__rcheck c;
+    fg__rcmd k;
+    fg_decision d;
+    memset(&shas, 0, sizeof shas);
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u", 1, 1, 0), FG_OK);
+    fg__rcheck_cmd(&c, 0, &shas, &k);
+    CHECK(strncmp(line(&k), "EVAL local fmod", 15) == 0);
+    char sha[] = "0123456789abcdef0123456789abcdef01234567";
+    redisReply sr = {REDIS_REPLY_STRING, 0, 40, sha, 0, NULL};
+    CHECK_EQ(fg__redis_sha_learn(&shas, FG__LUA_SLIDING, &sr), 1);
+    redisReply nil = {REDIS_REPLY_NIL, 0, 0, NULL, 0, NULL};
+    CHECK_EQ(fg__redis_sha_learn(&shas, FG__LUA_TOKEN, &nil), 0);
+    fg__rcheck_cmd(&c, 0, &shas, &k);
+    CHECK_STR(line(&k), "EVALSHA 0123456789abcdef0123456789abcdef01234567 1 "
+                        "fg:api:{u}: 1000000 10 1 ");
+    redisReply *ns = errr("NOSCRIPT No matching script.");
+    CHECK_EQ(fg__rcheck_reply(&c, ns, &d), FG__RSTEP_AGAIN);
+    fg__rcheck_cmd(&c, 0, &shas, &k);
+    CHECK(strncmp(line(&k), "EVAL local fmod", 15) == 0);
+    CHECK_EQ(fg__rcheck_unsent(&c, &d), FG_EPROTO);
+    CHECK_EQ(fg__rcheck_reply(&c, ns, &d), FG_EPROTO);
+    redisReply *e[4] = {intr(1), intr(9), intr(2000000), intr(0)};
+    redisReply arr = {REDIS_REPLY_ARRAY, 0, 0, NULL, 4, e};
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u", 1, 1, 42), FG_OK);
+    fg__rcheck_cmd(&c, 0, &shas, &k);
+    CHECK_STR(line(&k), "EVALSHA 0123456789abcdef0123456789abcdef01234567 1 "
+                        "fg:api:{u}: 1000000 10 1 42");
+    CHECK_EQ(fg__rcheck_reply(&c, ns, &d), FG__RSTEP_AGAIN);
+    CHECK_EQ(fg__rcheck_reply(&c, &arr, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.limit, 10);
+    CHECK_EQ(d.remaining, 9);
+    /* A token bucket's limit in the decision is its burst. */
+    fg__algo_params t = params(FG_TOKEN_BUCKET, 10, 1000000, 20);
+    fg__rlim *tl = rlim_for(&t);
+    CHECK_EQ(fg__rcheck_init(&c, &t, tl, "u", 1, 1, 0), FG_OK);
+    fg__rcheck_cmd(&c, 0, &shas, &k);
+    CHECK(strncmp(line(&k), "EVAL local fmod", 15) == 0);
+    CHECK_EQ(k.argc, 12);
+    CHECK(k.len[3] == 10 && memcmp(k.argv[3], "fg:api:{u}", 10) == 0);
+    CHECK_EQ(fg__rcheck_reply(&c, &arr, &d), FG_OK);
+    CHECK_EQ(d.limit, 20);
+    for (int i = 0; i < 4; i++)
+        free(e[i]);
+    free(ns);
+    free(rl);
+    free(tl);
+}
+
+/* Batches: the bytes of one EVALSHA for two checks, within the bound, and
+ * the reply's handling (NOSCRIPT once, then a protocol error). */
+static void test_proto_batch(void)
+{
+    fg__algo_params t = params(FG_TOKEN_BUCKET, 1000000, 1000000, 0);
+    fg__rlim *tl = rlim_for(&t);
+    fg__rcheck a, b;
+    const fg__rcheck *cs[2] = {&a, &b};
+    char buf[4096];
+    const char sha[] = "0123456789abcdef0123456789abcdef01234567";
+    CHECK_EQ(fg__rcheck_init(&a, &t, tl, "x", 1, 1, 0), FG_OK);
+    CHECK_EQ(fg__rcheck_init(&b, &t, tl, "yy", 2, 3, 77), FG_OK);
+    size_t need = fg__rbatch_need(cs, 2, sha);
+    size_t n = fg__rbatch_format(buf, cs, 2, sha);
+    CHECK(n > 0 && n <= need);
+    const char *argv[21] = {"EVALSHA", sha, "2", "fg:api:{x}", "fg:api:{yy}"};
+    size_t len[21] = {7, 40, 1, 10, 11};
+    int argc = 5;
+    for (int i = 0; i < 2; i++) {
+        for (int j = 0; j < tl->nstatic; j++) {
+            argv[argc] = tl->stat[j];
+            len[argc++] = tl->statlen[j];
+        }
+        argv[argc] = i ? "3" : "1";
+        len[argc++] = 1;
+        argv[argc] = i ? "77" : "";
+        len[argc++] = i ? 2 : 0;
+    }
+    char *ref = NULL;
+    int rn = redisFormatCommandArgv(&ref, argc, argv, len);
+    CHECK_EQ(n, rn);
+    CHECK(ref && memcmp(buf, ref, n) == 0);
+    redisFreeCommand(ref);
+    n = fg__rbatch_format(buf, cs, 2, NULL);
+    CHECK(n <= fg__rbatch_need(cs, 2, NULL));
+    CHECK(memcmp(buf, "*21\r\n$4\r\nEVAL\r\n", 15) == 0);
+    redisReply *ns = errr("NOSCRIPT No matching script.");
+    CHECK_EQ(fg__rbatch_reply(ns, 2, 0), FG__RSTEP_AGAIN);
+    CHECK_EQ(fg__rbatch_reply(ns, 2, 1), FG_EPROTO);
+    redisReply *busy = errr("BUSY Redis is busy running a script.");
+    CHECK_EQ(fg__rbatch_reply(busy, 2, 0), FG_EBUSY);
+    redisReply *e[8];
+    for (int i = 0; i < 8; i++)
+        e[i] = intr(i % 4 == 0 ? 1 : 5);
+    redisReply arr = {REDIS_REPLY_ARRAY, 0, 0, NULL, 8, e};
+    CHECK_EQ(fg__rbatch_reply(&arr, 2, 0), FG_OK);
+    CHECK_EQ(fg__rbatch_reply(&arr, 3, 0), FG_EPROTO);
+    fg_decision d;
+    CHECK_EQ(fg__rbatch_value(&arr, 1, &b, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.remaining, 5);
+    CHECK_EQ(fg__rbatch_value(&arr, 2, &b, &d), FG_EPROTO);
+    for (int i = 0; i < 8; i++)
+        free(e[i]);
+    free(ns);
+    free(busy);
+    free(tl);
+}
+
+/* Refunds: the script's arguments per algorithm; NOSCRIPT once. */
+static void test_proto_refund(void)
+{
+    fg__algo_params f = params(FG_FIXED_WINDOW, 10, 1000000, 0);
+    fg__algo_params n = params(FG_NAIVE_GET_SET, 10, 1000000, 0);
+    fg__rlim *fl = rlim_for(&f);
+    fg__redis_shas shas;
+    fg__rrefund rf;
+    memset(&shas, 0, sizeof shas);
+    CHECK_EQ(fg__rrefund_init(&rf, &n, fl, "u", 1, 1, 1), FG_ENOTSUP);
+    CHECK_EQ(fg__rrefund_init(&rf, &f, fl, "u", 1, 2, 3100000), FG_OK);
+    char sha[] = "89abcdef0123456789abcdef0123456789abcdef";
+    redisReply sr = {REDIS_REPLY_STRING, 0, 40, sha, 0, NULL};
+    fg__redis_sha_learn(&shas, FG__LUA_REFUND, &sr);
+    fg__rrefund_cmd(&rf, &shas);
+    CHECK_STR(line(&rf.k), "EVALSHA 89abcdef0123456789abcdef0123456789abcdef "
+                           "1 fg:api:{u}:3 f 2 3100000 10");
+    redisReply *ns = errr("NOSCRIPT No matching script.");
+    CHECK_EQ(fg__rrefund_reply(&rf, ns), FG__RSTEP_AGAIN);
+    fg__rrefund_cmd(&rf, &shas);
+    CHECK(strncmp(line(&rf.k), "EVAL local fmod", 15) == 0);
+    CHECK_EQ(fg__rrefund_reply(&rf, ns), FG_EPROTO);
+    redisReply *one = intr(1);
+    CHECK_EQ(fg__rrefund_reply(&rf, one), FG_OK);
+    char ok[] = "OK";
+    redisReply st = {REDIS_REPLY_STATUS, 0, 2, ok, 0, NULL};
+    CHECK_EQ(fg__rrefund_reply(&rf, &st), FG_EPROTO);
+    fg__algo_params t = params(FG_TOKEN_BUCKET, 10, 1000000, 0);
+    fg__rlim *tl = rlim_for(&t);
+    CHECK_EQ(fg__rrefund_init(&rf, &t, tl, "u", 1, 1, 0), FG_OK);
+    fg__rrefund_cmd(&rf, &shas);
+    CHECK_EQ(rf.k.argc, 10);
+    CHECK(rf.k.len[3] == 10 && memcmp(rf.k.argv[3], "fg:api:{u}", 10) == 0);
+    CHECK(rf.k.argv[4][0] == 't' && rf.k.len[6] == 0);
+    free(ns);
+    free(one);
+    free(fl);
+    free(tl);
+}
+
 int main(void)
 {
     test_format();
@@ -224,5 +513,10 @@ int main(void)
     test_script_reply();
     test_exact_range();
     test_window_decision();
+    test_proto_fixed();
+    test_proto_naive();
+    test_proto_script();
+    test_proto_batch();
+    test_proto_refund();
     return TEST_DONE();
 }

@@ -1,0 +1,740 @@
+/* redis_conn.c -- connections to one Redis server (see redis_conn.h).
+ *
+ * Blocking: a small pool of hiredis contexts, each used by one thread at a
+ * time; sends never block and every wait is a ppoll() bounded by the
+ * check's own deadline, so no check waits longer than its limit's timeout.
+ * Asynchronous: one hiredis async context on the caller's libevent loop;
+ * commands appended as checks arrive are written together when the loop
+ * next runs (one write per iteration).
+ * A context whose I/O or protocol failed, or whose deadline passed, is
+ * freed, never reused (error replies leave it in step). After a connect,
+ * I/O or protocol failure (not a mere passed deadline) a new one is made
+ * only after a jittered, growing backoff during which checks fail at once.
+ * Host names are resolved once, at open: hiredis 0.14 would resolve with a
+ * blocking getaddrinfo() on every connect. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "redis_conn.h"
+#include "store.h"
+
+#define BACKOFF_MIN_US 5000u
+#define BACKOFF_MAX_US 200000u
+
+/* Call with 'mu' held, after writing 'errstr'. */
+static void error_written_locked(fg__rnode *st, int code)
+{
+    atomic_store_explicit(&st->err_code, code, memory_order_relaxed);
+    atomic_fetch_add_explicit(&st->err_writes, 1, memory_order_relaxed);
+}
+
+/* Write 'fmt' (with the store's address and 'detail') as the store's error,
+ * the reason of checks that fail with 'code' (0: of none in particular). */
+void fg__rnode_set_error_as(fg__rnode *st, int code, const char *fmt,
+                            const char *detail)
+{
+    char msg[512];
+    snprintf(msg, sizeof msg, fmt, st->where, detail);
+    pthread_mutex_lock(&st->mu);
+    memcpy(st->errstr, msg, sizeof msg);
+    error_written_locked(st, code);
+    pthread_mutex_unlock(&st->mu);
+}
+
+void fg__rnode_set_error(fg__rnode *st, const char *fmt, const char *detail)
+{
+    fg__rnode_set_error_as(st, 0, fmt, detail);
+}
+
+/* A check failed with 'rc': say so, unless that is what 'errstr' already
+ * says. The relaxed read costs nothing; a race at worst writes twice. */
+void fg__rnode_check_error(fg__rnode *st, int rc)
+{
+    if (atomic_load_explicit(&st->err_code, memory_order_relaxed) == rc)
+        return;
+    char msg[512];
+    snprintf(msg, sizeof msg, "redis %.200s: check failed: %.200s", st->where,
+             fg_strerror(rc));
+    pthread_mutex_lock(&st->mu);
+    memcpy(st->errstr, msg, sizeof msg);
+    error_written_locked(st, rc);
+    pthread_mutex_unlock(&st->mu);
+}
+
+/* Note a failed connection: the next attempt waits a random time in
+ * [d/2, d], d doubling from BACKOFF_MIN_US to BACKOFF_MAX_US, so that many
+ * servers do not reconnect in step. Call with 'mu' held. */
+static void backoff_locked(fg__rnode *st)
+{
+    uint64_t d = BACKOFF_MIN_US;
+    for (unsigned i = 0; i < st->fails && d < BACKOFF_MAX_US; i++)
+        d *= 2;
+    if (d > BACKOFF_MAX_US)
+        d = BACKOFF_MAX_US;
+    st->rng = st->rng * 6364136223846793005u + 1442695040888963407u;
+    st->retry_at =
+        fg__mono_precise_us() + d / 2 + (st->rng >> 33) % (d / 2 + 1);
+    if (st->fails < 64)
+        st->fails++;
+}
+
+static void backoff(fg__rnode *st)
+{
+    pthread_mutex_lock(&st->mu);
+    backoff_locked(st);
+    pthread_mutex_unlock(&st->mu);
+}
+
+static void connected(fg__rnode *st)
+{
+    pthread_mutex_lock(&st->mu);
+    st->fails = 0;
+    st->retry_at = 0;
+    pthread_mutex_unlock(&st->mu);
+}
+
+static void learn_sha(fg__rnode *st, int i, const redisReply *r)
+{
+    pthread_mutex_lock(&st->mu);
+    fg__redis_sha_learn(&st->shas, i, r);
+    pthread_mutex_unlock(&st->mu);
+}
+
+/* Append 'k' to the blocking connection 'sc', formatted on the stack (no
+ * allocation, no printf) when it fits, else by hiredis. FG_OK, or
+ * FG_ENOMEM with the connection marked broken (its buffer may hold part). */
+int fg__rsync_append(fg__rsconn *sc, fg__rcmd *k)
+{
+    char buf[4096];
+    size_t n = fg__redis_format(buf, sizeof buf, k->argc, k->argv, k->len);
+    int rc = n ? redisAppendFormattedCommand(sc->c, buf, n)
+               : redisAppendCommandArgv(sc->c, k->argc, k->argv, k->len);
+    if (rc == REDIS_OK)
+        return FG_OK;
+    sc->broken = FG__SC_FAILED;
+    return FG_ENOMEM;
+}
+
+/* The same for an async context; REDIS_OK or REDIS_ERR. */
+int fg__rasync_append(redisAsyncContext *ac, redisCallbackFn *fn, void *priv,
+                      fg__rcmd *k)
+{
+    char buf[4096];
+    size_t n = fg__redis_format(buf, sizeof buf, k->argc, k->argv, k->len);
+    if (n)
+        return redisAsyncFormattedCommand(ac, fn, priv, buf, n);
+    return redisAsyncCommandArgv(ac, fn, priv, k->argc, k->argv, k->len);
+}
+
+/* Wait until 'fd' is ready for 'events' or 'deadline' (monotonic us)
+ * passes: 1 ready (or failed: the read or send that follows says which),
+ * 0 deadline, -1 error. ppoll takes the exact time left; poll's whole
+ * milliseconds could overrun the deadline by up to one. */
+static int wait_fd(int fd, short events, uint64_t deadline)
+{
+    for (;;) {
+        uint64_t now = fg__mono_precise_us();
+        if (now >= deadline)
+            return 0;
+        uint64_t left = deadline - now;
+        struct timespec ts = {(time_t)(left / 1000000u),
+                              (long)(left % 1000000u) * 1000};
+        struct pollfd pfd = {fd, events, 0};
+        int pr = ppoll(&pfd, 1, &ts, NULL);
+        if (pr > 0)
+            return 1;
+        if (pr < 0 && errno != EINTR)
+            return -1;
+    }
+}
+
+/* Send what is buffered in 'c' by 'deadline', or, with 'deadline' 0, what
+ * the socket takes now (the rest goes out with the next exchange). Sends
+ * never block (MSG_DONTWAIT), so every wait is wait_fd() against the
+ * check's own deadline, and MSG_NOSIGNAL makes a peer that went away an
+ * error, not a SIGPIPE for the whole process. */
+static int sync_flush(redisContext *c, uint64_t deadline)
+{
+    while (sdslen(c->obuf) > 0) {
+        ssize_t n =
+            send(c->fd, c->obuf, sdslen(c->obuf), MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n >= 0) {
+            sdsrange(c->obuf, n, -1);
+            continue;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return FG_EBACKEND;
+        if (!deadline)
+            return FG_OK;
+        int w = wait_fd(c->fd, POLLOUT, deadline);
+        if (w <= 0)
+            return w == 0 ? FG_ETIMEOUT : FG_EBACKEND;
+    }
+    return FG_OK;
+}
+
+/* Send the commands appended to 'c' and read 'n' replies into 'r' before
+ * 'deadline' (monotonic us). Every wait is a ppoll() bounded by the
+ * deadline; a check costs one send, one ppoll and one read per round trip.
+ * On failure the replies read so far are freed and the context must not be
+ * used again. */
+int fg__rsync_exchange(fg__rsconn *sc, int n, redisReply **r, uint64_t deadline)
+{
+    redisContext *c = sc->c;
+    int rc = sync_flush(c, deadline), i;
+    for (i = 0; i < n && rc == FG_OK; i++) {
+        void *rep = NULL;
+        for (;;) {
+            if (redisGetReplyFromReader(c, &rep) != REDIS_OK) {
+                rc = FG_EPROTO;
+                break;
+            }
+            if (rep && sc->skip > 0) {
+                /* The answer to a give-back nobody waited for. */
+                sc->skip--;
+                freeReplyObject(rep);
+                rep = NULL;
+                continue;
+            }
+            if (rep)
+                break;
+            int w = wait_fd(c->fd, POLLIN, deadline);
+            if (w == 0) {
+                rc = FG_ETIMEOUT;
+                break;
+            }
+            /* Readable: the blocking read() returns at once. */
+            if (w < 0 || redisBufferRead(c) != REDIS_OK) {
+                rc = FG_EBACKEND;
+                break;
+            }
+        }
+        r[i] = rep;
+    }
+    if (rc != FG_OK) {
+        sc->broken = rc == FG_ETIMEOUT ? FG__SC_LATE : FG__SC_FAILED;
+        while (i-- > 0) {
+            freeReplyObject(r[i]);
+            r[i] = NULL;
+        }
+    }
+    return rc;
+}
+
+/* The handshake of a new connection: AUTH, SELECT and the scripts not yet
+ * loaded, sent together ahead of any check. 'kind' says what each is:
+ * 'a'uth, 's'elect, '0' + script. */
+typedef struct handshake {
+    int n;
+    struct {
+        char kind;
+        int argc;
+        const char *argv[3];
+        size_t len[3];
+    } c[2 + FG__LUA_COUNT];
+    char db[21];
+} handshake;
+
+static void handshake_build(fg__rnode *st, handshake *h)
+{
+    h->n = 0;
+    if (st->url.password) {
+        int k = 0;
+        h->c[h->n].argv[k] = "AUTH";
+        h->c[h->n].len[k++] = 4;
+        if (st->url.user) {
+            h->c[h->n].argv[k] = st->url.user;
+            h->c[h->n].len[k++] = strlen(st->url.user);
+        }
+        h->c[h->n].argv[k] = st->url.password;
+        h->c[h->n].len[k++] = strlen(st->url.password);
+        h->c[h->n].argc = k;
+        h->c[h->n++].kind = 'a';
+    }
+    if (st->url.db) {
+        h->c[h->n].argv[0] = "SELECT";
+        h->c[h->n].len[0] = 6;
+        h->c[h->n].argv[1] = h->db;
+        h->c[h->n].len[1] = fg__redis_u64(h->db, st->url.db);
+        h->c[h->n].argc = 2;
+        h->c[h->n++].kind = 's';
+    }
+    for (int i = 0; i < FG__LUA_COUNT; i++) {
+        if (fg__redis_sha(&st->shas, i))
+            continue;
+        h->c[h->n].argv[0] = "SCRIPT";
+        h->c[h->n].len[0] = 6;
+        h->c[h->n].argv[1] = "LOAD";
+        h->c[h->n].len[1] = 4;
+        h->c[h->n].argv[2] = fg__redis_lua[i];
+        h->c[h->n].len[2] = strlen(fg__redis_lua[i]);
+        h->c[h->n].argc = 3;
+        h->c[h->n++].kind = (char)('0' + i);
+    }
+}
+
+/* Judge one handshake reply. FG_OK, or the code with the reason in 'err'
+ * (the password is never part of it: Redis does not echo it). */
+static int handshake_reply(fg__rnode *st, char kind, const redisReply *r,
+                           char *err, size_t errlen)
+{
+    if (r->type == REDIS_REPLY_ERROR && kind != 'a' &&
+        strncmp(r->str, "NOAUTH", 6) == 0)
+        return fg__seterr(err, errlen, FG_EAUTH,
+                          "redis %s: the server requires a password "
+                          "(redis://user:password@host:port)",
+                          st->where);
+    if (kind >= '0' && kind < '0' + FG__LUA_COUNT) {
+        /* Not fatal (BUSY, LOADING ...): checks fall back to EVAL, which
+         * meets the same error and reports it as its own. */
+        learn_sha(st, kind - '0', r);
+        return FG_OK;
+    }
+    if (r->type != REDIS_REPLY_ERROR)
+        return FG_OK;
+    if (kind == 'a')
+        return fg__seterr(err, errlen, FG_EAUTH,
+                          "redis %s: authentication failed (%.200s)", st->where,
+                          r->str);
+    return fg__seterr(err, errlen, fg__redis_error_code(r->str, r->len),
+                      "redis %s: cannot select database %u (%.200s)", st->where,
+                      st->url.db, r->str);
+}
+
+/* Connect a new blocking context by 'deadline' and run the handshake. */
+int fg__rsync_connect(fg__rnode *st, uint64_t deadline, fg__rsconn *out,
+                      char *err, size_t errlen)
+{
+    uint64_t now = fg__mono_precise_us();
+    uint64_t left = deadline > now ? deadline - now : 1;
+    struct timeval tv = {(time_t)(left / 1000000),
+                         (suseconds_t)(left % 1000000)};
+    redisContext *c = st->url.path
+                          ? redisConnectUnixWithTimeout(st->url.path, tv)
+                          : redisConnectWithTimeout(st->addr, st->url.port, tv);
+    redisReply *r[2 + FG__LUA_COUNT] = {0};
+    handshake h;
+    int rc = FG_OK;
+    if (!c)
+        return fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
+    if (c->err) {
+        int to = c->err == REDIS_ERR_IO &&
+                 (errno == ETIMEDOUT || errno == EINPROGRESS);
+        rc = fg__seterr(err, errlen, to ? FG_ETIMEOUT : FG_EBACKEND,
+                        "redis %.200s: cannot connect: %.200s", st->where,
+                        to ? "timed out" : c->errstr);
+        redisFree(c);
+        return rc;
+    }
+    /* No socket timeouts: sends never block and every wait is wait_fd()
+     * against the deadline of the check at hand. */
+    handshake_build(st, &h);
+    for (int i = 0; i < h.n; i++)
+        if (redisAppendCommandArgv(c, h.c[i].argc, h.c[i].argv, h.c[i].len) !=
+            REDIS_OK) {
+            redisFree(c);
+            return fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
+        }
+    if (h.n) {
+        fg__rsconn sc = {c, FG__SC_OK, 0};
+        rc = fg__rsync_exchange(&sc, h.n, r, deadline);
+        if (rc == FG_EPROTO)
+            fg__seterr(err, errlen, rc,
+                       "redis %s: protocol error during handshake (%.200s): "
+                       "is a Redis server listening there?",
+                       st->where, c->errstr);
+        else if (rc != FG_OK)
+            fg__seterr(err, errlen, rc, "redis %s: %s during handshake",
+                       st->where,
+                       rc == FG_ETIMEOUT ? "timed out" : "connection lost");
+        for (int i = 0; i < h.n && rc == FG_OK; i++)
+            rc = handshake_reply(st, h.c[i].kind, r[i], err, errlen);
+        for (int i = 0; i < h.n; i++)
+            freeReplyObject(r[i]);
+    }
+    if (rc != FG_OK) {
+        redisFree(c);
+        return rc;
+    }
+    out->c = c;
+    out->broken = FG__SC_OK;
+    out->skip = 0;
+    return FG_OK;
+}
+
+/* A connection for one blocking check: an idle one, or a new one unless the
+ * backoff says not yet. */
+int fg__rpool_get(fg__rnode *st, uint64_t deadline, fg__rsconn *out)
+{
+    char err[256];
+    int rc;
+    pthread_mutex_lock(&st->mu);
+    if (st->nidle > 0) {
+        *out = st->idle[--st->nidle];
+        pthread_mutex_unlock(&st->mu);
+        return FG_OK;
+    }
+    if (st->retry_at && fg__mono_precise_us() < st->retry_at) {
+        pthread_mutex_unlock(&st->mu);
+        return FG_EBACKEND;
+    }
+    pthread_mutex_unlock(&st->mu);
+    rc = fg__rsync_connect(st, deadline, out, err, sizeof err);
+    pthread_mutex_lock(&st->mu);
+    if (rc == FG_OK) {
+        st->fails = 0;
+        st->retry_at = 0;
+    } else {
+        snprintf(st->errstr, sizeof st->errstr, "%s", err);
+        error_written_locked(st, 0);
+        backoff_locked(st);
+    }
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
+/* Return a connection after a check: kept when every exchange completed
+ * (Redis may have answered with an error), freed otherwise: a timed-out
+ * command may still answer, and hiredis contexts are not reused after an
+ * error. Only an I/O or protocol failure starts the backoff: a check whose
+ * deadline passed on a working connection (one slow reply) must not make
+ * the checks behind it fail at once. */
+void fg__rpool_put(fg__rnode *st, fg__rsconn *c)
+{
+    if (c->broken == FG__SC_FAILED) {
+        pthread_mutex_lock(&st->mu);
+        backoff_locked(st);
+        pthread_mutex_unlock(&st->mu);
+    } else if (c->broken == FG__SC_OK) {
+        pthread_mutex_lock(&st->mu);
+        if (st->nidle < FG__RPOOL_MAX) {
+            st->idle[st->nidle++] = *c;
+            c = NULL;
+        }
+        pthread_mutex_unlock(&st->mu);
+    }
+    if (c)
+        redisFree(c->c);
+}
+
+/* hiredis asks for read and write interest; libevent delivers it.
+ *
+ * Reads: one persistent event, added once, so a busy connection costs no
+ * epoll_ctl per reply. Writes: appending a command asks for a flush, which
+ * runs as an activated event after the callbacks already due in this loop
+ * iteration, so every check submitted meanwhile goes out in one write(),
+ * again without epoll_ctl. Only while connecting, or when the socket buffer
+ * is full, does hiredis wait for the socket itself to become writable. */
+static void ev_read(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    redisAsyncHandleRead(((fg__raconn *)arg)->ac);
+}
+
+static void ev_write(evutil_socket_t fd, short what, void *arg)
+{
+    fg__raconn *cn = arg;
+    (void)fd;
+    (void)what;
+    cn->writing = 0; /* a fired EV_WRITE is no longer pending */
+    cn->st->before_write(cn);
+    redisAsyncHandleWrite(cn->ac);
+}
+
+static void ev_flush(evutil_socket_t fd, short what, void *arg)
+{
+    fg__raconn *cn = arg;
+    fg__rnode *st = cn->st;
+    (void)fd;
+    (void)what;
+    /* The batch is appended while 'flush_pending' still says a write is
+     * coming: it asks for no second one. */
+    cn->st->before_write(cn);
+    cn->flush_pending = 0;
+    /* hiredis may free the context (and 'cn') inside; 'flushing' lives in
+     * the store. */
+    st->flushing = cn;
+    redisAsyncHandleWrite(cn->ac);
+    st->flushing = NULL;
+}
+
+static void hook_add_read(void *p)
+{
+    fg__raconn *cn = p;
+    if (!cn->reading) {
+        cn->reading = 1;
+        event_add(cn->rev, NULL);
+    }
+}
+
+static void hook_del_read(void *p)
+{
+    fg__raconn *cn = p;
+    if (cn->reading) {
+        cn->reading = 0;
+        event_del(cn->rev);
+    }
+}
+
+static void hook_add_write(void *p)
+{
+    fg__raconn *cn = p;
+    if (!(cn->ac->c.flags & REDIS_CONNECTED) || cn->st->flushing == cn) {
+        /* Connecting, or a write left data behind: wait for the socket. */
+        if (!cn->writing) {
+            cn->writing = 1;
+            event_add(cn->wev, NULL);
+        }
+    } else if (!cn->flush_pending && !cn->writing) {
+        cn->flush_pending = 1;
+        event_active(cn->flush, EV_WRITE, 0);
+    }
+}
+
+static void hook_del_write(void *p)
+{
+    fg__raconn *cn = p;
+    if (cn->writing) {
+        cn->writing = 0;
+        event_del(cn->wev);
+    }
+}
+
+/* Mark 'cn' as finished: no new commands, its unanswered checks fail with
+ * 'rc', and the next connection waits for the backoff. */
+void fg__raconn_kill(fg__raconn *cn, int rc)
+{
+    fg__rnode *st = cn->st;
+    if (cn->dead)
+        return;
+    if (rc == FG_EBACKEND && cn->ac->c.err == REDIS_ERR_PROTOCOL) {
+        /* Not lost: what answered does not speak Redis's protocol. */
+        rc = FG_EPROTO;
+        fg__rnode_set_error_as(
+            st, rc,
+            "redis %.200s: protocol error (%.200s): is a Redis "
+            "server listening there?",
+            cn->ac->c.errstr);
+    }
+    cn->dead = 1;
+    cn->fail_rc = rc;
+    if (st->conn == cn)
+        st->conn = NULL;
+    backoff(st);
+}
+
+/* hiredis frees the context: every callback has run (with NULL replies for
+ * the unanswered), so nothing refers to 'cn' any more. */
+static void hook_cleanup(void *p)
+{
+    fg__raconn *cn = p;
+    if (!cn->dead)
+        fg__raconn_kill(cn, FG_EBACKEND);
+    cn->st->teardown(cn);
+    event_free(cn->rev);
+    event_free(cn->wev);
+    event_free(cn->flush);
+    cn->ac->ev.data = NULL;
+    cn->ac->data = NULL;
+    fg__free(cn);
+}
+
+static void on_connect(const redisAsyncContext *ac, int status)
+{
+    fg__raconn *cn = ac->data;
+    if (!cn)
+        return;
+    if (status != REDIS_OK) {
+        fg__rnode_set_error(cn->st, "redis %.200s: cannot connect: %.200s",
+                            ac->errstr);
+        fg__raconn_kill(cn, FG_EBACKEND);
+    } else if (cn->hs_left == 0) {
+        connected(cn->st);
+    }
+}
+
+static void on_handshake(redisAsyncContext *ac, void *reply, void *priv)
+{
+    fg__raconn *cn = ac->data;
+    char err[256];
+    int rc;
+    if (!cn || !reply)
+        return;
+    rc = handshake_reply(cn->st, (char)(intptr_t)priv, reply, err, sizeof err);
+    if (rc != FG_OK) {
+        pthread_mutex_lock(&cn->st->mu);
+        snprintf(cn->st->errstr, sizeof cn->st->errstr, "%s", err);
+        error_written_locked(cn->st, 0);
+        pthread_mutex_unlock(&cn->st->mu);
+        fg__raconn_kill(cn, rc);
+        /* In a callback hiredis defers this until the callback returns;
+         * then every check queued behind fails with 'rc'. */
+        redisAsyncFree(ac);
+        return;
+    }
+    if (--cn->hs_left == 0 && (ac->c.flags & REDIS_CONNECTED))
+        connected(cn->st);
+}
+
+/* The live connection, or a new one; NULL with '*rc' set while the backoff
+ * runs or when a connection cannot even be started. */
+fg__raconn *fg__raconn_get(fg__rnode *st, int *rc)
+{
+    if (st->conn && !st->conn->dead)
+        return st->conn;
+    pthread_mutex_lock(&st->mu);
+    int wait = st->retry_at && fg__mono_precise_us() < st->retry_at;
+    pthread_mutex_unlock(&st->mu);
+    if (wait) {
+        *rc = FG_EBACKEND;
+        return NULL;
+    }
+    redisAsyncContext *ac = st->url.path
+                                ? redisAsyncConnectUnix(st->url.path)
+                                : redisAsyncConnect(st->addr, st->url.port);
+    fg__raconn *cn = NULL;
+    if (!ac) {
+        *rc = FG_ENOMEM;
+        return NULL;
+    }
+    if (ac->err) {
+        fg__rnode_set_error(st, "redis %.200s: cannot connect: %.200s",
+                            ac->errstr);
+        goto fail;
+    }
+    cn = fg__calloc(1, sizeof *cn);
+    if (!cn)
+        goto fail;
+    cn->st = st;
+    cn->ac = ac;
+    cn->rev = event_new(st->evb, ac->c.fd, EV_READ | EV_PERSIST, ev_read, cn);
+    cn->wev = event_new(st->evb, ac->c.fd, EV_WRITE, ev_write, cn);
+    cn->flush = event_new(st->evb, -1, 0, ev_flush, cn);
+    if (!cn->rev || !cn->wev || !cn->flush)
+        goto fail;
+    ac->data = cn;
+    ac->ev.data = cn;
+    ac->ev.addRead = hook_add_read;
+    ac->ev.delRead = hook_del_read;
+    ac->ev.addWrite = hook_add_write;
+    ac->ev.delWrite = hook_del_write;
+    ac->ev.cleanup = hook_cleanup;
+    /* The connect completes when the socket turns writable. */
+    hook_add_read(cn);
+    hook_add_write(cn);
+    redisAsyncSetConnectCallback(ac, on_connect);
+    {
+        /* The handshake goes first on the wire; checks queue behind it. */
+        handshake h;
+        handshake_build(st, &h);
+        for (int i = 0; i < h.n; i++)
+            if (redisAsyncCommandArgv(
+                    ac, on_handshake, (void *)(intptr_t)h.c[i].kind,
+                    h.c[i].argc, h.c[i].argv, h.c[i].len) != REDIS_OK)
+                goto fail_attached;
+        cn->hs_left = h.n;
+    }
+    st->conn = cn;
+    return cn;
+
+fail_attached:
+    /* The hooks own 'cn' now: freeing the context frees it. */
+    st->conn = cn;
+    fg__raconn_kill(cn, FG_ENOMEM);
+    redisAsyncFree(ac);
+    *rc = FG_ENOMEM;
+    return NULL;
+fail:
+    if (cn) {
+        if (cn->rev)
+            event_free(cn->rev);
+        if (cn->wev)
+            event_free(cn->wev);
+        if (cn->flush)
+            event_free(cn->flush);
+        fg__free(cn);
+    }
+    redisAsyncFree(ac);
+    backoff(st);
+    *rc = FG_EBACKEND;
+    return NULL;
+}
+
+/* Resolve the URL's host into 'st->addr', once: the first IPv4 address,
+ * else the first IPv6 one (hiredis's own preference). A numeric host
+ * resolves without DNS. */
+static int resolve(fg__rnode *st, char *err, size_t errlen)
+{
+    struct addrinfo hints, *res = NULL, *pick = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    int gai = getaddrinfo(st->url.host, NULL, &hints, &res);
+    if (gai != 0)
+        return fg__seterr(err, errlen, FG_EBACKEND,
+                          "redis %s: cannot resolve the host: %s", st->where,
+                          gai_strerror(gai));
+    for (struct addrinfo *a = res; a; a = a->ai_next)
+        if (a->ai_family == AF_INET || (!pick && a->ai_family == AF_INET6)) {
+            pick = a;
+            if (a->ai_family == AF_INET)
+                break;
+        }
+    const void *in =
+        !pick ? NULL
+        : pick->ai_family == AF_INET
+            ? (const void *)&((struct sockaddr_in *)pick->ai_addr)->sin_addr
+            : (const void *)&((struct sockaddr_in6 *)pick->ai_addr)->sin6_addr;
+    int ok = in && inet_ntop(pick->ai_family, in, st->addr, sizeof st->addr);
+    freeaddrinfo(res);
+    if (!ok)
+        return fg__seterr(err, errlen, FG_EBACKEND,
+                          "redis %s: the host has no IPv4 or IPv6 address",
+                          st->where);
+    return FG_OK;
+}
+
+int fg__rnode_init(fg__rnode *st, const char *url, struct event_base *evb,
+                   char *err, size_t errlen)
+{
+    pthread_mutex_init(&st->mu, NULL);
+    if (fg__redis_url_parse(url, &st->url, err, errlen) != FG_OK)
+        return FG_EINVAL;
+    st->evb = evb;
+    st->rng = fg__mono_precise_us() ^ (uint64_t)(uintptr_t)st;
+    fg__redis_url_where(&st->url, st->where, sizeof st->where);
+    if (!st->url.path)
+        return resolve(st, err, errlen);
+    return FG_OK;
+}
+
+void fg__rnode_close(fg__rnode *st)
+{
+    for (int i = 0; i < st->nidle; i++)
+        redisFree(st->idle[i].c);
+    pthread_mutex_destroy(&st->mu);
+    fg__redis_url_free(&st->url);
+}
+
+void fg__rsync_send_now(fg__rsconn *sc)
+{
+    if (sync_flush(sc->c, 0) == FG_EBACKEND)
+        sc->broken = FG__SC_FAILED;
+}
+
+void fg__raconn_want_write(fg__raconn *cn)
+{
+    if (!cn->flush_pending && !cn->writing) {
+        cn->flush_pending = 1;
+        event_active(cn->flush, EV_WRITE, 0);
+    }
+}

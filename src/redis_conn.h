@@ -1,0 +1,140 @@
+/* redis_conn.h -- connections to one Redis server: the blocking pool and
+ * the asynchronous pipeline's connection, with their handshake (AUTH,
+ * SELECT, SCRIPT LOAD), deadlines, backoff and error reporting. What goes
+ * over them is redis_proto.h's; the stores (store_redis.c, and the shard
+ * and cluster stores, one node per server) own a node each and drive it. */
+#ifndef FG_REDIS_CONN_H
+#define FG_REDIS_CONN_H
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <event2/event.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+
+#include "redis_proto.h"
+#include "redis_url.h"
+
+#define FG__RPOOL_MAX 16
+
+/* Why a blocking context must not be reused. */
+enum { FG__SC_OK, FG__SC_LATE, FG__SC_FAILED };
+
+typedef struct fg__rsconn {
+    redisContext *c;
+    /* FG__SC_LATE: a deadline passed with a reply outstanding; the server
+     * was reachable, so the next connection need not wait. FG__SC_FAILED:
+     * I/O or protocol failure, which does start the backoff. */
+    int broken;
+    /* Replies owed to commands sent without waiting (the DECRBY give-back):
+     * the next exchange reads and drops them first. */
+    int skip;
+} fg__rsconn;
+
+struct fg__raconn;
+struct fg__aslot;
+
+/* One Redis server and the connections to it. */
+typedef struct fg__rnode {
+    fg__redis_url url;
+    char where[200]; /* host:port db N, for messages */
+    /* The host resolved once, at open: every (re)connect uses this numeric
+     * address, so no check waits on DNS (hiredis 0.14 resolves with a
+     * blocking getaddrinfo in every connect). */
+    char addr[INET6_ADDRSTRLEN];
+    fg__redis_shas shas;
+
+    pthread_mutex_t mu; /* guards what follows, up to the async part */
+    fg__rsconn idle[FG__RPOOL_MAX];
+    int nidle;
+    unsigned fails;    /* consecutive connection failures */
+    uint64_t retry_at; /* no connection attempt before (monotonic us) */
+    uint64_t rng;
+    char errstr[512];
+    /* The code 'errstr' reports for a failed check, 0 when it says
+     * something else: repeated failures (an outage) write it once instead
+     * of taking 'mu' and formatting on every check. */
+    atomic_int err_code;
+    atomic_ulong err_writes; /* times 'errstr' was written, for tests */
+
+    /* Asynchronous connection (evb != NULL); the loop's thread only. */
+    struct event_base *evb;
+    struct fg__raconn *conn;
+    struct fg__raconn *flushing; /* in ev_flush: writes left wait on fd */
+    /* The pipeline's hooks: before each write of a connection (to append
+     * what waited for it), and when a connection is torn down (to fail
+     * what still waited). */
+    void (*before_write)(struct fg__raconn *cn);
+    void (*teardown)(struct fg__raconn *cn);
+    void *owner; /* the store, for the hooks */
+} fg__rnode;
+
+/* The asynchronous connection. */
+typedef struct fg__raconn {
+    fg__rnode *st;
+    redisAsyncContext *ac;
+    struct event *rev, *wev, *flush;
+    int reading, writing, flush_pending;
+    int dead;    /* takes no more commands */
+    int fail_rc; /* what its unanswered checks fail with */
+    int hs_left; /* handshake replies still awaited */
+    /* The pipeline's: token bucket checks waiting for the next write, in
+     * order, and the batches sent and not answered. */
+    struct fg__aslot *bhead, *btail;
+    int bn;
+    int bflight;
+} fg__raconn;
+
+/* Set up 'st' for 'url' (the event base 'evb', NULL for blocking only),
+ * resolving the host once. FG_OK, or the code with the reason in 'err';
+ * either way fg__rnode_close releases it. */
+int fg__rnode_init(fg__rnode *st, const char *url, struct event_base *evb,
+                   char *err, size_t errlen);
+/* Free the idle blocking connections and the URL (the async connection is
+ * the pipeline's to close first). */
+void fg__rnode_close(fg__rnode *st);
+
+/* Errors, for logs (fg__store_redis_last_error): write 'fmt' (with the
+ * node's address and 'detail') as the node's error, the reason of checks
+ * that fail with 'code' (0: of none in particular); a check that failed
+ * with 'rc' (written once for a run of the same code); a reason already
+ * formatted. */
+void fg__rnode_set_error_as(fg__rnode *st, int code, const char *fmt,
+                            const char *detail);
+void fg__rnode_set_error(fg__rnode *st, const char *fmt, const char *detail);
+void fg__rnode_check_error(fg__rnode *st, int rc);
+
+/* A blocking connection for one check, by 'deadline' (monotonic us): an
+ * idle one, or a new one unless the backoff says not yet; and its return,
+ * kept or freed as its 'broken' says. */
+int fg__rpool_get(fg__rnode *st, uint64_t deadline, fg__rsconn *out);
+void fg__rpool_put(fg__rnode *st, fg__rsconn *c);
+/* Connect a new blocking context by 'deadline' and run the handshake. */
+int fg__rsync_connect(fg__rnode *st, uint64_t deadline, fg__rsconn *out,
+                      char *err, size_t errlen);
+/* Append 'k' to 'sc' (formatted on the stack when it fits). FG_OK, or
+ * FG_ENOMEM with the connection marked broken. */
+int fg__rsync_append(fg__rsconn *sc, fg__rcmd *k);
+/* Send what is appended and read 'n' replies into 'r' by 'deadline'; on
+ * failure none is left and 'sc' is marked broken. */
+int fg__rsync_exchange(fg__rsconn *sc, int n, redisReply **r,
+                       uint64_t deadline);
+/* Send what the socket takes now, without waiting (the give-back). */
+void fg__rsync_send_now(fg__rsconn *sc);
+
+/* The live async connection, or a new one; NULL with '*rc' set while the
+ * backoff runs or when a connection cannot even be started. */
+fg__raconn *fg__raconn_get(fg__rnode *st, int *rc);
+/* Mark 'cn' finished: no new commands, its unanswered checks fail with
+ * 'rc', and the next connection waits for the backoff. */
+void fg__raconn_kill(fg__raconn *cn, int rc);
+/* Ask for the write that runs the before_write hook. */
+void fg__raconn_want_write(fg__raconn *cn);
+/* Append 'k' to 'ac' with callback 'fn'; REDIS_OK or REDIS_ERR. */
+int fg__rasync_append(redisAsyncContext *ac, redisCallbackFn *fn, void *priv,
+                      fg__rcmd *k);
+
+#endif

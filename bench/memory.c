@@ -13,8 +13,7 @@
  * alternate too (one thread, two threads, each with every loop), and the
  * baseline's own scaling is printed beside fg_check's. Also printed: two
  * threads each on a key set of the row's size (the store then holds twice
- * the keys), and the store without biased slots, on one thread and on two
- * that each check all the row's keys, as a server's threads do. */
+ * the keys). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -190,9 +189,8 @@ typedef struct job {
     uint64_t t0, t1; /* when it ran */
 } job;
 
-/* The two threads live through the whole run and each keeps its key set,
- * as a server's threads do: the keys a thread inserted stay biased to it
- * (store_memory.c), and no round pays for starting threads. */
+/* The two threads live through the whole run, as a server's threads do,
+ * so that no round pays for starting threads. */
 static job jobs[2];
 static pthread_barrier_t go, done;
 static int quitting;
@@ -267,9 +265,8 @@ static uint32_t ascending[OPS];
 
 /* Thread 'thread' checks each of the keys of 'ks' once, so that the store
  * holds them all before any round is measured (a random sequence of OPS
- * checks of a million keys misses 13% of them), their slots biased to that
- * thread when the store biases; then once through the sequence it will
- * run, to warm the caches. */
+ * checks of a million keys misses 13% of them); then once through the
+ * sequence it will run, to warm the caches. */
 static void fill(int thread, base_table *t, fg_limiter *l, const keyset *ks)
 {
     keyset k[2];
@@ -368,10 +365,10 @@ static void memory_per_key(void)
     fg_store_close(st);
 }
 
-/* A limiter of a billion a second on a new store, whose slots are biased
- * to their thread or not, with room for twice the two million keys of the
- * largest row's two key sets, so that nothing is evicted. */
-static fg_limiter *bench_limiter(const char *algo, int bias, fg_store **st)
+/* A limiter of a billion a second on a new store with room for twice
+ * the two million keys of the largest row's two key sets, so that nothing
+ * is evicted. */
+static fg_limiter *bench_limiter(const char *algo, fg_store **st)
 {
     char err[256];
     fg_memory_options mo = {.max_keys = 4 * 1000000};
@@ -384,13 +381,6 @@ static fg_limiter *bench_limiter(const char *algo, int bias, fg_store **st)
         fprintf(stderr, "bench: %s\n", err);
         exit(1);
     }
-    fg__mem_bias b;
-    fg__store_memory_bias(*st, &b);
-    if (bias && !b.on)
-        printf("(this kernel has no expedited membarrier: no slot is "
-               "biased)\n");
-    if (!bias)
-        fg__store_memory_bias_set(*st, 0);
     return l;
 }
 
@@ -412,9 +402,8 @@ int main(void)
     for (size_t si = 0; si < 3; si++) {
         size_t n = sizes[si];
         /* ks: a key set of the row's size for each thread; part: the first
-         * one's keys in two halves; every: its keys twice, each in an
-         * order of its own (on the hot key, both: each thread its own). */
-        keyset ks[2], part[2], every[2];
+         * one's keys in two halves (on the hot key, each thread its own). */
+        keyset ks[2], part[2];
         base_table bt[2], shared[2], one[2], line[2];
         keyset_init(&ks[0], n, 'a', 88172645463325252ull);
         keyset_init(&ks[1], n, 'b', 1181783497276652981ull);
@@ -422,11 +411,9 @@ int main(void)
             keyset_part(&part[0], &ks[0], 0, n / 2, 7640891576956012809ull);
             keyset_part(&part[1], &ks[0], n / 2, n - n / 2,
                         13211856346519227251ull);
-            every[0] = ks[0];
-            keyset_part(&every[1], &ks[0], 0, n, 2685821657736338717ull);
         } else {
-            part[0] = every[0] = ks[0];
-            part[1] = every[1] = ks[1];
+            part[0] = ks[0];
+            part[1] = ks[1];
         }
         base_init(&bt[0], &ks[0], 1, 0);
         base_init(&bt[1], &ks[1], 1, 0);
@@ -436,15 +423,13 @@ int main(void)
         line[1] = line[0];
         one[0] = one[1] = bt[0];
         for (int ai = 0; ai < 2; ai++) {
-            /* The store of one thread's keys; one the two threads share,
-             * each inserting and checking its part of the same keys; one
-             * whose slots are not biased to their thread, for comparison. */
-            fg_store *st, *split, *plain;
-            fg_limiter *l = bench_limiter(algos[ai], 1, &st);
-            fg_limiter *sl = bench_limiter(algos[ai], 1, &split);
-            fg_limiter *pl = bench_limiter(algos[ai], 0, &plain);
-            double alone[1][LOOPS], halves[2][LOOPS], own[2][LOOPS],
-                not_biased[2][LOOPS];
+            /* The store of one thread's keys, and one the two threads
+             * share, each inserting and checking its part of the same
+             * keys. */
+            fg_store *st, *split;
+            fg_limiter *l = bench_limiter(algos[ai], &st);
+            fg_limiter *sl = bench_limiter(algos[ai], &split);
+            double alone[1][LOOPS], halves[2][LOOPS], own[2][LOOPS];
             fill(0, bt, l, &ks[0]);
             measure(0, (setup[]){{bt, NULL, l, ks}}, alone);
             /* Two threads vs one on the same keys, each store holding them
@@ -468,26 +453,12 @@ int main(void)
                 measure(1, (setup[]){{bt, shared, l, ks}, {bt, shared, l, ks}},
                         own);
             }
-            fill(0, bt, pl, &ks[0]);
-            /* The store without biased slots, where any thread may check
-             * any key at the price of the lock's atomic, as in a server
-             * whose connections are spread over its threads: one thread on
-             * the row's keys, then two threads each on all of them in an
-             * order of its own (on the hot key, each its own key). The
-             * baseline's table is shared the same way, with no lock: its
-             * counts may race, its time is what is compared. */
-            if (n == 1)
-                fill(1, bt, pl, &ks[1]);
-            measure(1,
-                    (setup[]){{bt, NULL, pl, ks},
-                              {n > 1 ? one : bt, NULL, pl, every}},
-                    not_biased);
             const double *rows[2] = {alone[0], halves[1]};
             for (int t = 0; t < 2; t++)
                 printf("%-14s %-8zu %-8d %12.1f %12.1f %7.2fx %s\n", algos[ai],
                        n, t + 1, rows[t][LOOP_BASE], rows[t][LOOP_FG],
                        rows[t][LOOP_FG] / rows[t][LOOP_BASE],
-                       t == 0 ? "<= 1.5x" : "");
+                       t == 0 ? "<= 2x" : "");
             /* The host's second core is not always free: the baseline's
              * own scaling in the same rounds says how much was there. */
             double h[LOOPS];
@@ -515,32 +486,14 @@ int main(void)
                        o[LOOP_FG] / o[LOOP_SHARED], alone[0][LOOP_FG],
                        own[0][LOOP_FG]);
             }
-            double u[LOOPS];
-            scaling(not_biased, u);
-            fg__mem_bias b;
-            fg__store_memory_bias(st, &b);
-            printf("%-14s %-8zu slots not biased: one thread %.1f ns, %.2fx "
-                   "the baseline (%.1f ns); two threads vs one, %s, %.2fx "
-                   "(baseline %.2fx); biased keys of the first store %llu of "
-                   "%llu, %llu taken back\n",
-                   algos[ai], n, not_biased[0][LOOP_FG],
-                   not_biased[0][LOOP_FG] / not_biased[0][LOOP_BASE],
-                   not_biased[0][LOOP_BASE],
-                   n > 1 ? "each on all the row's keys" : "each its own key",
-                   u[LOOP_FG], u[LOOP_BASE], (unsigned long long)b.biased,
-                   (unsigned long long)fg_store_keys(st),
-                   (unsigned long long)b.revoked);
             fg_limiter_free(l);
             fg_store_close(st);
             fg_limiter_free(sl);
             fg_store_close(split);
-            fg_limiter_free(pl);
-            fg_store_close(plain);
         }
         if (n > 1) {
             free(part[0].seq);
             free(part[1].seq);
-            free(every[1].seq);
         }
         for (int i = 0; i < 2; i++) {
             free(ks[i].keys);

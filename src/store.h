@@ -91,16 +91,6 @@ fg_store *fg__store_memory_open(const fg_memory_options *opt, char *err,
  * lock-free probe did not find: new, moving, or behind a growth); 0 for
  * another store. For tests. */
 uint64_t fg__store_memory_slow_paths(fg_store *st);
-/* A memory store's biased slots: whether it biases new keys to the thread
- * that inserts them, how many biased slots other threads took back, how
- * many keys are biased now (all 0 for another store); and turning biasing
- * off, or on where the process can. For tests and the benchmark. */
-typedef struct fg__mem_bias {
-    int on;
-    uint64_t revoked, biased;
-} fg__mem_bias;
-void fg__store_memory_bias(fg_store *st, fg__mem_bias *out);
-void fg__store_memory_bias_set(fg_store *st, int on);
 /* 'base' NULL for a blocking Redis store. */
 fg_store *fg__store_redis_open(const char *url, struct event_base *base,
                                char *err, size_t errlen);

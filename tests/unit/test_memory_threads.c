@@ -1,4 +1,4 @@
-/* test_memory_threads.c -- the memory store's per-slot locking under
+/* test_memory_threads.c -- the memory store's stripe locks under
  * threads: no update is lost while tables grow under concurrent checks and
  * refunds, nor while keys are evicted and moved back by removals around
  * keys that are checked all along. Every count is then exact.

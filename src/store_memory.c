@@ -241,8 +241,9 @@ table_find(const mem_stripe *s, uint64_t h, uint64_t ident, const char *key,
     __builtin_prefetch(&s->slots[i]);
     for (uint8_t x; (x = s->tags[i]) != 0; i = next(i, s->size)) {
         const mem_slot *sl = &s->slots[i];
+        /* The empty key may come as NULL, which memcmp may not see. */
         if (x == tag && sl->ident == ident &&
-            memcmp(slot_key(sl), key, keylen) == 0) {
+            (keylen == 0 || memcmp(slot_key(sl), key, keylen) == 0)) {
             *found = 1;
             return i;
         }

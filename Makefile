@@ -14,7 +14,7 @@
 CC       ?= cc
 BUILD    ?= build
 CFLAGS   ?= -O2 -g
-override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Iinclude -Isrc \
+override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Iinclude \
             -MMD -MP
 override LDLIBS += -lhiredis -lhttp_parser -levent -levent_pthreads -linih -lpthread -lm
 
@@ -38,9 +38,14 @@ BIN := $(BUILD)/floodgate
 
 all: $(LIB) $(BIN) $(TESTS) $(BENCHES)
 
+# Layers: cli/, serve/ and lab/ see only include/floodgate.h (and their own
+# folders); the library, its tests and benchmarks see src/ too.
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/src/%.o $(BUILD)/obj/tests/%.o $(BUILD)/obj/bench/%.o: \
+    override CFLAGS += -Isrc
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(@D)

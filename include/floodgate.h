@@ -107,6 +107,15 @@ int fg_limit_parse(const char *rate, fg_limit *out);
 int fg_limit_parse_err(const char *rate, fg_limit *out, char *err,
                        size_t errlen);
 
+/* FG_OK when 'lim' is a limit fg_limiter_new would accept on some store
+ * (its name, rate, burst and algorithm); else FG_EINVAL or FG_ERANGE with
+ * the reason in 'err'. A store may refuse more (none does today). */
+int fg_limit_check(const fg_limit *lim, char *err, size_t errlen);
+
+/* 1 when the 'n' bytes at 's' can name a limit: 1 to FG_NAME_MAX - 1 of
+ * A-Z a-z 0-9 _ - . (the name is part of every store key). */
+int fg_limit_name_valid(const char *s, size_t n);
+
 /* One decision. The _ms times are rounded up to whole milliseconds; the
  * _us times are the same durations, exact to the microsecond, from the
  * instant of the decision on the clock that made it (the memory store's;
@@ -130,6 +139,10 @@ typedef struct fg_decision {
  * much (a clock that steps back is clamped, never rewarded). */
 typedef uint64_t (*fg_clock_fn)(void *ctx);
 
+/* The library's own clock, in microseconds: CLOCK_MONOTONIC, the memory
+ * store's default and the clock of every deadline. */
+uint64_t fg_mono_us(void);
+
 /* Allocation functions used by the whole library (default: libc). Set
  * before any other call; not thread-safe. NULL restores the default. */
 void fg_set_allocator(void *(*malloc_fn)(size_t), void (*free_fn)(void *));
@@ -147,6 +160,11 @@ typedef struct fg_memory_options {
     fg_clock_fn clock; /* default: CLOCK_MONOTONIC */
     void *clock_ctx;
 } fg_memory_options;
+
+/* FG_OK when 'url' is a store URL fg_store_open would accept, without
+ * opening it (no connection, no lookup); else FG_EINVAL with the reason in
+ * 'err' (passwords are never written there). */
+int fg_store_url_check(const char *url, char *err, size_t errlen);
 
 /* A memory store with explicit options (tests inject a fake clock). */
 fg_store *fg_store_open_memory(const fg_memory_options *opt, char *err,
@@ -228,6 +246,99 @@ fg_store *fg_store_open_async(const char *url, struct event_base *base,
  * open breaker) 'cb' may run before fg_check_async returns. */
 int fg_check_async(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
                    fg_check_cb cb, void *data);
+
+/* ---- A request's ordered set of limits ---------------------------------- */
+
+/* The most limits in one set. */
+#define FG_SET_MAX 8
+
+/* One limit of a set and the key it counts. Each limit may count its own
+ * key (a guard per IP before a limit per user); for one key, give it to
+ * every item. */
+typedef struct fg_set_item {
+    fg_limiter *l;
+    const char *key;
+    size_t keylen;
+} fg_set_item;
+
+/* The outcome of a set. The limits are checked in order and the first
+ * refusal (or bad input) stops the set: the limits after it are not asked,
+ * and every limit before it that the store allowed is refunded, so that a
+ * refused request consumes nothing anywhere. */
+typedef struct fg_set_result {
+    unsigned n;       /* limits in the set */
+    unsigned decided; /* the limit whose decision is the set's: the refusal,
+                       * else the allowed limit with the fewest units left */
+    uint32_t asked;   /* bit k: limit k answered; rc[k], d[k] hold it */
+    /* FG_OK, or why limit 'decided' could not be asked at all: bad input
+     * (FG_ECOST, FG_EKEY) or a check that could not be submitted
+     * (FG_ENOMEM). d[decided] is then a refusal no store made. */
+    int error;
+    uint32_t unrefunded; /* bit k: limit k's refund failed (FG_ENOTSUP for
+                          * naive_get_set): it keeps the request counted */
+    int rc[FG_SET_MAX];  /* as fg_check returns it */
+    fg_decision d[FG_SET_MAX];
+} fg_set_result;
+
+/* Check 'cost' units of each of the 'n' limits of 'items', in order, as
+ * fg_check would, under the rules of fg_set_result. The set is allowed when
+ * out->d[out->decided].allowed. FG_OK, or FG_EINVAL ('n' is 0 or above
+ * FG_SET_MAX, or an item has no limiter). */
+int fg_check_set(const fg_set_item *items, unsigned n, uint64_t cost,
+                 fg_set_result *out);
+
+/* A blocked-key cache, for the asynchronous sets of one event loop: once
+ * the store refuses 'cost' units of a key until T, a set that asks as much
+ * or more of that key before T is refused here, at once and exactly (the
+ * store would refuse it too), with source FG_SOURCE_CACHE. When the block
+ * ends one request asks the store (the probe) and the others for that key
+ * wait for its answer instead of stampeding the store. At most 'entries'
+ * keys (rounded up to a multiple of 4); an entry evicted early only costs a
+ * round trip. NULL when out of memory. Use it from one thread. */
+typedef struct fg_cache fg_cache;
+fg_cache *fg_cache_new(uint32_t entries);
+/* Free 'c'; no limiter may use it any more and no set may be waiting. */
+void fg_cache_free(fg_cache *c);
+/* Forget every key; the sets waiting for a probe are run again now. */
+void fg_cache_clear(fg_cache *c);
+/* The keys 'c' refuses now. */
+uint64_t fg_cache_count(const fg_cache *c);
+/* Consult 'c' for 'l' in fg_check_set_async (NULL: no cache). 'c' must
+ * outlive 'l''s use of it. */
+void fg_limiter_set_cache(fg_limiter *l, fg_cache *c);
+
+typedef struct fg_set_req fg_set_req;
+/* Called once per accepted set, with 'req->result' complete. 'req' is the
+ * caller's again from then on (it may be reused or freed in the call). */
+typedef void (*fg_set_cb)(fg_set_req *req);
+
+/* An asynchronous set: the caller's memory, valid until its callback. */
+struct fg_set_req {
+    struct fg__set_node {
+        struct fg__set_node *next;
+    } fg__node; /* private: first, so that a waiter is its req */
+    void *data; /* the caller's */
+    fg_set_result result;
+    /* Private to the library. */
+    const fg_set_item *fg__items;
+    uint64_t fg__cost, fg__sent_us;
+    fg_set_cb fg__cb;
+    unsigned fg__i;
+    uint32_t fg__probes;
+    int fg__in_submit, fg__pending;
+};
+
+/* fg_check_set on an event loop (stores opened with fg_store_open_async),
+ * with the limiters' blocked-key caches. Returns FG_OK and calls 'cb'
+ * exactly once; or returns FG_EINVAL (as fg_check_set) and never calls it.
+ * The one rule for when: 'cb' runs before fg_check_set_async returns when
+ * no limit needed I/O (a known refusal, a memory store, an open breaker),
+ * else from the loop. Either way the set steps from one limit to the next
+ * in a loop, never by recursion through fg_check_async's callbacks, so a
+ * caller may answer, free or reuse 'req' in 'cb'. 'items' and the keys must
+ * stay valid until 'cb'. */
+int fg_check_set_async(fg_set_req *req, const fg_set_item *items, unsigned n,
+                       uint64_t cost, fg_set_cb cb);
 
 #ifdef __cplusplus
 }

@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "../src/store.h" /* fg__mono_precise_us() */
+#include "floodgate.h" /* fg_mono_us() */
 
 #define FG__LAB_MAX_SERVERS 64
 #define FG__LAB_MAX_BURST   10000
@@ -84,7 +84,7 @@ void fg__lab_install_signals(void);
  * lab subtracts times freely and compares differences with zero. */
 static inline int64_t fg__lab_now_us(void)
 {
-    return (int64_t)fg__mono_precise_us();
+    return (int64_t)fg_mono_us();
 }
 
 /* Start 'argv' with stdin from /dev/null and stdout, stderr appended to

@@ -17,9 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "algo.h"
 #include "config.h"
-#include "redis_url.h"
 
 /* What a [limit] section said, before the rate (which resets every field
  * when parsed) is combined with the other keys. */
@@ -364,11 +362,9 @@ static int store_key(parser *p, const char *k, const char *v)
                         "URL or memory)",
                         (int)strcspn(v, "="), v);
         if (strcmp(v, "memory") != 0 && strncmp(v, "memory?", 7) != 0) {
-            fg__redis_url u;
             char why[200];
-            if (fg__redis_url_parse(v, &u, why, sizeof(why)))
+            if (fg_store_url_check(v, why, sizeof(why)))
                 return fail(p, p->line, "url: %s", why);
-            fg__redis_url_free(&u);
         }
         strcpy(c->store_url, v);
     } else if (!strcmp(k, "prefix")) {
@@ -476,7 +472,7 @@ static int open_section(parser *p, const char *sec, int line)
     size_t n = strlen(name);
     if (n == 0)
         return fail(p, line, "[limit] without a name (expected [limit NAME])");
-    if (!fg__limit_name_valid(name, n))
+    if (!fg_limit_name_valid(name, n))
         return fail(p, line, "limit name must be 1..%d of A-Z a-z 0-9 _ - .",
                     FG_NAME_MAX - 1);
     if (fg__config_find(p->c, name, n) >= 0)
@@ -649,12 +645,10 @@ static int finish(parser *p)
             sl->lim.clock_client = r->clock_client;
         /* A limit refused with its burst but not without it is refused
          * at the burst's line, else at the rate's. */
-        fg__algo_params ap;
-        if (fg__algo_params_init(&sl->lim, &ap, why, sizeof(why))) {
+        if (fg_limit_check(&sl->lim, why, sizeof(why))) {
             fg_limit plain = sl->lim;
             plain.burst = 0;
-            int line = r->has_burst && fg__algo_params_init(&plain, &ap, NULL,
-                                                            0) == FG_OK
+            int line = r->has_burst && fg_limit_check(&plain, NULL, 0) == FG_OK
                            ? r->burst_line
                            : r->rate_line;
             return fail(p, line, "[limit %s]: %s", name, why);

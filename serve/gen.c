@@ -252,6 +252,7 @@ fg__wgen *fg__wgen_new(fg__worker *w, fg__gen *g, char *err, size_t errlen)
         wg->lim[i] = fg_limiter_new(wg->store, &lim, err, errlen);
         if (!wg->lim[i])
             goto fail;
+        fg_limiter_set_cache(wg->lim[i], w->cache);
     }
     return wg;
 fail:

@@ -46,7 +46,6 @@
 #include "headers.h"
 #include "http.h"
 #include "log.h"
-#include "store.h"
 
 #define IN_START     4096
 #define OUT_START    1024
@@ -240,7 +239,7 @@ static void conn_new(fg__http *h, int fd, const struct sockaddr_storage *ss)
     c->outcap = OUT_START;
     http_parser_init(&c->p, HTTP_REQUEST);
     c->p.data = c;
-    c->deadline_us = fg__mono_precise_us() + timeout_us(h);
+    c->deadline_us = fg_mono_us() + timeout_us(h);
     if (ss->ss_family == AF_INET)
         inet_ntop(AF_INET, &((const struct sockaddr_in *)ss)->sin_addr, c->peer,
                   sizeof(c->peer));
@@ -266,7 +265,7 @@ static void accept_pause(fg__http *h, int err)
     event_del(h->lev);
     struct timeval tv = {0, 50000};
     event_add(h->resume_ev, &tv);
-    uint64_t now = fg__mono_precise_us();
+    uint64_t now = fg_mono_us();
     if (now >= h->next_log_us) {
         h->next_log_us = now + 1000000;
         fg__log("accept_paused", "reason=\"%s\"", strerror(err));
@@ -389,7 +388,7 @@ unsigned fg__http_unanswered(const fg__http *h)
 
 unsigned fg__http_sweep(fg__http *h)
 {
-    uint64_t now = fg__mono_precise_us();
+    uint64_t now = fg_mono_us();
     unsigned closed = 0;
     fg__hconn *c = h->conns;
     while (c) {
@@ -466,7 +465,7 @@ static void close_after_answers(fg__hconn *c)
     c->lingering = 1;
     c->lingered = 0;
     c->inlen = c->parsed = 0;
-    c->deadline_us = fg__mono_precise_us() + LINGER_MS * 1000ull;
+    c->deadline_us = fg_mono_us() + LINGER_MS * 1000ull;
     resume_reading(c);
 }
 
@@ -492,7 +491,7 @@ static int flush(fg__hconn *c)
                  * while they wait (see http.h). */
                 c->writing = 1;
                 event_add(c->wev, NULL);
-                c->stall_us = fg__mono_precise_us();
+                c->stall_us = fg_mono_us();
                 if (!c->pending)
                     c->deadline_us = c->stall_us + timeout_us(c->h);
             }
@@ -506,7 +505,7 @@ static int flush(fg__hconn *c)
         c->writing = 0;
         event_del(c->wev);
         c->deadline_us =
-            c->pending ? 0 : fg__mono_precise_us() + timeout_us(c->h);
+            c->pending ? 0 : fg_mono_us() + timeout_us(c->h);
     }
     if (c->close_after && !c->pending) {
         close_after_answers(c);
@@ -581,7 +580,7 @@ static void request_done(fg__hconn *c)
     /* The next request's clock starts now, or went on since the output
      * stalled, if it did. */
     c->deadline_us =
-        (c->writing ? c->stall_us : fg__mono_precise_us()) + timeout_us(c->h);
+        (c->writing ? c->stall_us : fg_mono_us()) + timeout_us(c->h);
     resume_reading(c);
 }
 

@@ -8,7 +8,18 @@
 
 #include "floodgate.h"
 #include "keys.h"
-#include "store.h"
+
+/* The value of hex digit 'c', or -1. */
+static int hexval(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
 
 static int seterr(char *err, size_t errlen, const char *msg, const char *arg)
 {
@@ -310,7 +321,7 @@ static long decode(const char *v, const char *end, char *out, size_t outlen)
         if (ch == '%') {
             if (end - v < 3)
                 return -3;
-            int h = fg__hexval(v[1]), l = fg__hexval(v[2]);
+            int h = hexval(v[1]), l = hexval(v[2]);
             if (h < 0 || l < 0)
                 return -3;
             ch = h * 16 + l;

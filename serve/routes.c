@@ -1,14 +1,10 @@
-/* routes.c -- the HTTP routes of `floodgate serve` and the check chain.
+/* routes.c -- the HTTP routes of `floodgate serve`.
  *
- * A request names one or more limits. They are checked in the order given
- * (coarsest first, by convention) and the chain stops at the first refusal:
- * a limit after a refusal is never consulted, and every limit before it
- * that allowed the request is refunded (fg_refund), so a refused request
- * consumes nothing anywhere. Before any store call, every limit's
- * blocked-key cache is asked: a key known to be refused answers at once,
- * which is what asking the store would come to. The answer is the
- * strictest: the refusal, or the allowed decision with the fewest units
- * remaining. */
+ * A request names one or more limits, each with its own key source. They
+ * go to the library as one ordered set (fg_check_set, or on a Redis store
+ * fg_check_set_async with the worker's blocked-key cache): the first
+ * refusal stops the set and the limits before it are refunded. This file
+ * maps HTTP to that call and its result back to HTTP. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,22 +22,17 @@ enum { ROUTE_CHECK, ROUTE_AUTH, ROUTE_BOOKINGS };
 #define POOL_MAX 256
 
 struct fg__ctx {
-    fg__blocked_waiter node; /* queued behind another request's probe */
+    fg_set_req set; /* the library's request; 'set.data' is this */
     fg__ctx *next_free;
     fg__worker *w;
     fg__wgen *wg;
     fg__hreq *req;
     int route;
-    unsigned n, i;
+    unsigned n;
     unsigned idx[FG_SERVE_MAX_CHAIN];
-    const char *key[FG_SERVE_MAX_CHAIN];
-    size_t keylen[FG_SERVE_MAX_CHAIN];
-    fg_decision d[FG_SERVE_MAX_CHAIN];
-    int rc[FG_SERVE_MAX_CHAIN];
+    fg_set_item items[FG_SERVE_MAX_CHAIN];
     uint64_t cost;
     uint64_t sent_us;
-    uint32_t probes; /* bit k: this request probes limit k's blocked key */
-    uint32_t have;   /* bit k: d[k] and rc[k] hold limit k's answer */
     size_t used;
     char arena[ARENA];
 };
@@ -86,11 +77,9 @@ static fg__ctx *ctx_get(fg__worker *w)
     c->wg = w->cur;
     c->wg->inflight++;
     w->inflight++;
-    c->n = c->i = 0;
+    c->n = 0;
     c->used = 0;
     c->cost = 1;
-    c->probes = 0;
-    c->have = 0;
     return c;
 }
 
@@ -121,109 +110,93 @@ void fg__routes_free_pool(fg__worker *w)
     w->npool = 0;
 }
 
-static uint64_t ms_up(uint64_t us)
+static void count_decision(fg__ctx *c, unsigned k)
 {
-    return us / 1000 + (us % 1000 != 0);
+    int slot = c->wg->g->slot[c->idx[k]];
+    const fg_set_result *r = &c->set.result;
+    if (slot < 0 || r->rc[k] == FG_ECOST || r->rc[k] == FG_EKEY)
+        return;
+    fg__lim_metrics *lm = &c->w->m->lim[slot];
+    const fg_decision *d = &r->d[k];
+    FG_INC(lm->decisions[d->allowed ? 1 : 0][d->source <= 4 ? d->source : 0]);
+    if (d->source == FG_SOURCE_CACHE)
+        return;
+    if (!c->wg->g->is_memory && r->rc[k] != FG_EBREAKER)
+        FG_INC(lm->store_calls);
+    if (r->rc[k] < 0 && r->rc[k] != FG_EBREAKER)
+        FG_INC(lm->store_errors);
+    if (r->rc[k] == FG_EBREAKER)
+        FG_SET(lm->breaker_open, 1);
+    else if (d->source == FG_SOURCE_STORE)
+        FG_SET(lm->breaker_open, 0);
 }
 
-static uint32_t cache_id(const fg__ctx *c, unsigned k)
-{
-    return c->wg->g->number * FG_SERVE_MAX_LIMITS + c->idx[k];
-}
-
-static void run(fg__ctx *c);
-
-void fg__routes_rerun(fg__blocked_waiter *list)
-{
-    while (list) {
-        fg__blocked_waiter *next = list->next;
-        fg__ctx *c = (fg__ctx *)list; /* 'node' is the first member */
-        run(c);
-        list = next;
-    }
-}
-
-/* End the probes this request still holds (it was answered before asking
- * those limits): their waiters go back to work. Call before replying, while
- * the keys are valid. */
-static fg__blocked_waiter *release_probes(fg__ctx *c)
-{
-    fg__blocked_waiter *all = NULL;
-    for (unsigned k = 0; c->probes && k < c->n; k++) {
-        if (!(c->probes & (1u << k)))
-            continue;
-        c->probes &= ~(1u << k);
-        fg__blocked_waiter *w = fg__blocked_resolve(
-            c->w->cache, cache_id(c, k), c->key[k], c->keylen[k], &c->node,
-            c->cost, fg__mono_precise_us(), NULL,
-            1); /* nothing learnt: next probes */
-        while (w) {
-            fg__blocked_waiter *next = w->next;
-            w->next = all;
-            all = w;
-            w = next;
-        }
-    }
-    return all;
-}
-
-/* The request is refused: give back what every limit that allowed it took
- * (limits the store decided; a policy decision took nothing). */
-static void refund_allowed(fg__ctx *c)
+/* The metrics and logs of a set's answers. */
+static void account(fg__ctx *c)
 {
     static int unsupported_logged; /* atomic: once per process */
-    for (unsigned k = 0; k < c->n; k++) {
-        if (!(c->have & (1u << k)) || c->rc[k] != FG_OK || !c->d[k].allowed ||
-            c->d[k].source != FG_SOURCE_STORE)
+    const fg_set_result *r = &c->set.result;
+    const fg__gen *g = c->wg->g;
+    uint64_t now = fg_mono_us();
+    int asked_store = 0;
+    for (unsigned k = 0; k < r->n; k++) {
+        if (!(r->asked & (1u << k)))
             continue;
-        int rc =
-            fg_refund(c->wg->lim[c->idx[k]], c->key[k], c->keylen[k], c->cost);
-        if (rc == FG_ENOTSUP &&
+        count_decision(c, k);
+        int rc = r->rc[k];
+        if (rc == FG_EBREAKER || rc == FG_ECOST || rc == FG_EKEY ||
+            r->d[k].source == FG_SOURCE_CACHE)
+            continue;
+        asked_store = 1;
+        if (rc < 0 && now >= c->w->next_err_log_us) {
+            /* At most one line a second per worker: a dead store must not
+             * turn into a flood of log lines. */
+            c->w->next_err_log_us = now + 1000000;
+            fg__log("store_error", "worker=%u limit=%s error=\"%s\" decided=%s",
+                    c->w->index, g->cfg.limits[c->idx[k]].lim.name,
+                    fg_strerror(rc), fg_source_name(r->d[k].source));
+        }
+    }
+    if (asked_store && !g->is_memory)
+        fg__metrics_latency(c->w->m, now - c->sent_us);
+    for (unsigned k = 0; r->unrefunded && k < r->n; k++)
+        if ((r->unrefunded & (1u << k)) &&
             !__atomic_exchange_n(&unsupported_logged, 1, __ATOMIC_ACQ_REL))
             fg__log("refund_unsupported",
                     "limit=%s reason=\"%s\" effect=\"a limit before a "
                     "refusing one keeps the request counted\"",
-                    c->wg->g->cfg.limits[c->idx[k]].lim.name, fg_strerror(rc));
-    }
+                    g->cfg.limits[c->idx[k]].lim.name, fg_strerror(FG_ENOTSUP));
 }
 
-/* Answer the chain: the refusal if there is one, else the allowed decision
- * with the least remaining. */
-static void finish(fg__ctx *c)
+/* Answer the request from its set's result: the deciding limit's decision,
+ * every limit in RateLimit-Policy, the asked ones in RateLimit. */
+static void answer(fg__ctx *c)
 {
-    fg__blocked_waiter *waiters = c->probes ? release_probes(c) : NULL;
     fg__worker *w = c->w;
     const fg__gen *g = c->wg->g;
-    unsigned pick = c->n;
-    int status = 200;
-    for (unsigned k = 0; k < c->n; k++) {
-        if (!(c->have & (1u << k)))
-            continue;
-        if (c->rc[k] == FG_ECOST || c->rc[k] == FG_EKEY) {
-            char msg[160];
-            snprintf(msg, sizeof(msg), "limit %s: %s",
-                     g->cfg.limits[c->idx[k]].lim.name, fg_strerror(c->rc[k]));
-            refund_allowed(c);
-            reply_error(w, c->req, 400, msg);
-            ctx_put(c);
-            fg__routes_rerun(waiters);
-            return;
-        }
-        if (!c->d[k].allowed) {
-            pick = k;
-            status = c->d[k].source == FG_SOURCE_FAIL_CLOSED ? 503
-                     : c->route == ROUTE_AUTH                ? 403
-                                                             : 429;
-            break;
-        }
-        if (pick == c->n || c->d[k].remaining < c->d[pick].remaining)
-            pick = k;
+    const fg_set_result *r = &c->set.result;
+    unsigned pick = r->decided;
+    const fg_decision *dp = &r->d[pick];
+    account(c);
+    if (r->error) {
+        char msg[160];
+        const char *name = g->cfg.limits[c->idx[pick]].lim.name;
+        int bad = r->error == FG_ECOST || r->error == FG_EKEY;
+        if (bad)
+            snprintf(msg, sizeof(msg), "limit %s: %s", name,
+                     fg_strerror(r->error));
+        else
+            snprintf(msg, sizeof(msg), "limit %s: check not submitted: %s",
+                     name, fg_strerror(r->error));
+        reply_error(w, c->req, bad ? 400 : 503, msg);
+        ctx_put(c);
+        return;
     }
-    if (pick == c->n)
-        pick = 0; /* not reached: a chain has an answer */
-    if (status != 200)
-        refund_allowed(c);
-
+    int status = 200;
+    if (!dp->allowed)
+        status = dp->source == FG_SOURCE_FAIL_CLOSED ? 503
+                 : c->route == ROUTE_AUTH            ? 403
+                                                     : 429;
     char pol[FG_SERVE_MAX_CHAIN * 96], rl[FG_SERVE_MAX_CHAIN * 96];
     fg__sbuf bp, br;
     fg__sbuf_init(&bp, pol, sizeof(pol));
@@ -236,8 +209,8 @@ static void finish(fg__ctx *c)
                          ? lim->burst
                          : lim->limit;
         fg__fmt_policy_item(&bp, lim->name, q, fg__window_s(lim->period_us));
-        if (c->have & (1u << k))
-            fg__fmt_ratelimit_item(&br, lim->name, &c->d[k]);
+        if (r->asked & (1u << k))
+            fg__fmt_ratelimit_item(&br, lim->name, &r->d[k]);
     }
     fg__http_add_header(c->req, "RateLimit-Policy", pol);
     if (br.len)
@@ -248,185 +221,40 @@ static void finish(fg__ctx *c)
         char ra[24];
         fg__sbuf bra;
         fg__sbuf_init(&bra, ra, sizeof(ra));
-        fg__sbuf_u64(&bra, fg__retry_after_s(&c->d[pick]));
+        fg__sbuf_u64(&bra, fg__retry_after_s(dp));
         fg__http_add_header(c->req, "Retry-After", ra);
     }
     char mem[512];
     fg__sbuf b;
     fg__sbuf_init(&b, mem, sizeof(mem));
-    fg__fmt_decision_json(&b, g->cfg.limits[c->idx[pick]].lim.name, &c->d[pick],
+    fg__fmt_decision_json(&b, g->cfg.limits[c->idx[pick]].lim.name, dp,
                           c->route == ROUTE_BOOKINGS);
     reply(w, c->req, status, "application/json", b.p, b.len);
     ctx_put(c);
-    fg__routes_rerun(waiters);
 }
 
-static void count_decision(fg__ctx *c, unsigned k)
+static void on_set(fg_set_req *req)
 {
-    int slot = c->wg->g->slot[c->idx[k]];
-    if (slot < 0)
+    answer(req->data);
+}
+
+/* Ask the library: on the shared memory store at once, else on the
+ * worker's loop. */
+static void start(fg__ctx *c)
+{
+    for (unsigned k = 0; k < c->n; k++)
+        c->items[k].l = c->wg->lim[c->idx[k]];
+    c->sent_us = fg_mono_us();
+    if (c->wg->g->is_memory) {
+        fg_check_set(c->items, c->n, c->cost, &c->set.result);
+        answer(c);
         return;
-    fg__lim_metrics *lm = &c->w->m->lim[slot];
-    const fg_decision *d = &c->d[k];
-    if (c->rc[k] == FG_ECOST || c->rc[k] == FG_EKEY)
-        return;
-    FG_INC(lm->decisions[d->allowed ? 1 : 0][d->source <= 4 ? d->source : 0]);
-    if (c->rc[k] < 0 && c->rc[k] != FG_EBREAKER)
-        FG_INC(lm->store_errors);
-    if (c->rc[k] == FG_EBREAKER)
-        FG_SET(lm->breaker_open, 1);
-    else if (d->source == FG_SOURCE_STORE)
-        FG_SET(lm->breaker_open, 0);
-}
-
-/* The store answered limit c->i (on the loop, or at once). */
-static void on_checked(int rc, const fg_decision *d, void *data)
-{
-    fg__ctx *c = data;
-    unsigned k = c->i;
-    uint64_t now = fg__mono_precise_us();
-    c->rc[k] = rc;
-    c->d[k] = *d;
-    c->have |= 1u << k;
-    if (rc != FG_EBREAKER && rc != FG_ECOST && rc != FG_EKEY) {
-        int slot = c->wg->g->slot[c->idx[k]];
-        if (slot >= 0)
-            FG_INC(c->w->m->lim[slot].store_calls);
-        fg__metrics_latency(c->w->m, now - c->sent_us);
     }
-    if (rc < 0 && rc != FG_EBREAKER && rc != FG_ECOST && rc != FG_EKEY &&
-        now >= c->w->next_err_log_us) {
-        /* At most one line a second per worker: a dead store must not
-         * turn into a flood of log lines. */
-        c->w->next_err_log_us = now + 1000000;
-        fg__log("store_error", "worker=%u limit=%s error=\"%s\" decided=%s",
-                c->w->index, c->wg->g->cfg.limits[c->idx[k]].lim.name,
-                fg_strerror(rc), fg_source_name(d->source));
-    }
-    fg__blocked_waiter *waiters = NULL;
-    if (c->w->cache) {
-        const fg_limit *lim = &c->wg->g->cfg.limits[c->idx[k]].lim;
-        fg__blocked_hit h;
-        uint64_t bcost = 0;
-        /* An allowed decision that left nothing blocks the key only if it
-         * stands: before the last limit, a later refusal may refund it. */
-        int blocks = rc == FG_OK && (!d->allowed || k + 1 == c->n) &&
-                     fg__blocked_from_decision(lim, d, c->cost, c->sent_us, now,
-                                               &h, &bcost);
-        if (c->probes & (1u << k)) {
-            c->probes &= ~(1u << k);
-            int refused =
-                rc == FG_OK && !d->allowed && d->source == FG_SOURCE_STORE;
-            waiters = fg__blocked_resolve(
-                c->w->cache, cache_id(c, k), c->key[k], c->keylen[k], &c->node,
-                bcost, now, blocks ? &h : NULL, refused);
-        } else if (blocks) {
-            fg__blocked_put(c->w->cache, cache_id(c, k), c->key[k],
-                            c->keylen[k], bcost, now, &h);
-        }
-    }
-    count_decision(c, k);
-    c->i++;
-    if (rc == FG_ECOST || rc == FG_EKEY || !d->allowed)
-        finish(c);
-    else
-        run(c);
-    fg__routes_rerun(waiters);
-}
-
-/* Answer limit 'k' of 'c' from the block 'h' (source "cache"). */
-static void answer_cached(fg__ctx *c, unsigned k, const fg__blocked_hit *h,
-                          uint64_t now)
-{
-    /* The others were not asked: every limit is in RateLimit-Policy, this
-     * one alone in RateLimit. The request's own probes end here. */
-    fg__blocked_waiter *waiters = c->probes ? release_probes(c) : NULL;
-    c->rc[k] = FG_OK;
-    c->have = 1u << k;
-    fg_decision *d = &c->d[k];
-    d->allowed = 0;
-    d->limit = h->limit;
-    d->remaining = 0;
-    d->retry_after_us = h->retry_us > now ? h->retry_us - now : 1000;
-    d->reset_us = h->reset_us > now ? h->reset_us - now : 0;
-    if (d->reset_us < d->retry_after_us)
-        d->reset_us = d->retry_after_us;
-    d->retry_after_ms = ms_up(d->retry_after_us);
-    d->reset_ms = ms_up(d->reset_us);
-    d->source = FG_SOURCE_CACHE;
-    count_decision(c, k);
-    c->i = k + 1;
-    finish(c);
-    fg__routes_rerun(waiters);
-}
-
-static void run(fg__ctx *c)
-{
-    fg__wgen *wg = c->wg;
-    if (c->i == 0 && c->w->cache && !wg->g->is_memory) {
-        uint64_t now = fg__mono_precise_us();
-        fg__blocked_hit h;
-        /* A known refusal of any limit answers at once, consuming
-         * nothing anywhere. */
-        for (unsigned k = 0; k < c->n; k++) {
-            if (fg__blocked_get(c->w->cache, cache_id(c, k), c->key[k],
-                                c->keylen[k], c->cost, now, &h)) {
-                answer_cached(c, k, &h, now);
-                return;
-            }
-        }
-        /* A block just ended: one request asks the store, the others wait
-         * for its answer. A request that probes does not also wait, so no
-         * two requests ever wait for each other. */
-        for (unsigned k = 0; k < c->n; k++) {
-            int r = fg__blocked_lookup(c->w->cache, cache_id(c, k), c->key[k],
-                                       c->keylen[k], c->cost, now, &c->node,
-                                       c->probes == 0, &h);
-            if (r == FG_BLOCKED_PROBE)
-                c->probes |= 1u << k;
-            else if (r == FG_BLOCKED_WAIT)
-                return;
-            else if (r == FG_BLOCKED_HIT) {
-                answer_cached(c, k, &h, now);
-                return;
-            }
-        }
-    }
-    while (c->i < c->n) {
-        unsigned k = c->i;
-        fg_limiter *l = wg->lim[c->idx[k]];
-        if (wg->g->is_memory) {
-            /* The shared memory store answers at once: no I/O. */
-            c->rc[k] = fg_check(l, c->key[k], c->keylen[k], c->cost, &c->d[k]);
-            c->have |= 1u << k;
-            count_decision(c, k);
-            c->i++;
-            if (c->rc[k] == FG_ECOST || c->rc[k] == FG_EKEY || !c->d[k].allowed)
-                break;
-            continue;
-        }
-        c->sent_us = fg__mono_precise_us();
-        int rc =
-            fg_check_async(l, c->key[k], c->keylen[k], c->cost, on_checked, c);
-        if (rc == FG_OK)
-            return; /* 'c' may already be gone */
-        c->rc[k] = rc;
-        memset(&c->d[k], 0, sizeof(c->d[k]));
-        c->have |= 1u << k;
-        c->i++;
-        if (rc == FG_ECOST || rc == FG_EKEY)
-            break;
-        char msg[160];
-        snprintf(msg, sizeof(msg), "limit %s: check not submitted: %s",
-                 wg->g->cfg.limits[c->idx[k]].lim.name, fg_strerror(rc));
-        fg__blocked_waiter *waiters = c->probes ? release_probes(c) : NULL;
-        refund_allowed(c);
-        reply_error(c->w, c->req, 503, msg);
+    c->set.data = c;
+    if (fg_check_set_async(&c->set, c->items, c->n, c->cost, on_set) != FG_OK) {
+        reply_error(c->w, c->req, 503, "limits could not be checked");
         ctx_put(c);
-        fg__routes_rerun(waiters);
-        return;
     }
-    finish(c);
 }
 
 /* Every X-Forwarded-For line, joined with commas in order (a proxy such as
@@ -553,8 +381,8 @@ static const char *extract_key(fg__ctx *c, unsigned k, const char *query,
                  bad);
         return why;
     }
-    c->key[k] = key;
-    c->keylen[k] = len;
+    c->items[k].key = key;
+    c->items[k].keylen = len;
     return NULL;
 }
 
@@ -758,8 +586,8 @@ void fg__routes_handle(fg__hreq *req, void *arg)
             status = 400;
         } else {
             for (unsigned k = 0; k < c->n; k++) {
-                c->key[k] = c->arena;
-                c->keylen[k] = (size_t)n;
+                c->items[k].key = c->arena;
+                c->items[k].keylen = (size_t)n;
             }
         }
     } else if (!status) {
@@ -772,5 +600,5 @@ void fg__routes_handle(fg__hreq *req, void *arg)
         ctx_put(c);
         return;
     }
-    run(c);
+    start(c);
 }

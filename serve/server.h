@@ -12,11 +12,10 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "blocked.h"
 #include "config.h"
 #include "http.h"
+#include "floodgate.h"
 #include "metrics.h"
-#include "store.h"
 
 struct event_base;
 struct event;
@@ -61,7 +60,7 @@ typedef struct fg__worker {
     int drain_cmd;
     fg__wgen *cur;
     fg__wgen *retired;
-    fg__blocked *cache;
+    fg_cache *cache; /* for this worker's Redis limiters, or NULL */
     fg__metrics *m;
     unsigned inflight;
     int draining;
@@ -103,7 +102,7 @@ struct fg__server {
 enum { FG__HANDOVER_OFF, FG__HANDOVER_BPF, FG__HANDOVER_SYSCTL };
 
 /* Monotonic microseconds: the library's precise clock (src/store.h),
- * fg__mono_precise_us(). */
+ * fg_mono_us(). */
 
 /* ---- gen.c: load and share configurations ---- */
 
@@ -136,8 +135,5 @@ void fg__worker_request_done(fg__worker *w, fg__wgen *wg);
 
 void fg__routes_handle(fg__hreq *req, void *worker);
 void fg__routes_free_pool(fg__worker *w);
-/* Look the requests in 'list' (released from the blocked-key cache) up
- * again. */
-void fg__routes_rerun(fg__blocked_waiter *list);
 
 #endif

@@ -190,7 +190,7 @@ static void tick(evutil_socket_t fd, short what, void *arg)
     fg__worker *w = arg;
     if (!w->draining)
         return;
-    uint64_t now = fg__mono_precise_us();
+    uint64_t now = fg_mono_us();
     if (fg__http_listen_fd(w->http) >= 0) {
         if (now < w->grace_until_us) {
             uint64_t left = w->grace_until_us - now;
@@ -265,8 +265,7 @@ static void adopt(fg__worker *w, fg__gen *g)
     fg__wgen *old = w->cur;
     w->cur = wg;
     apply_http(w, &wg->g->cfg);
-    if (w->cache)
-        fg__routes_rerun(fg__blocked_clear(w->cache));
+    fg_cache_clear(w->cache);
     if (old) {
         old->next = w->retired;
         w->retired = old;
@@ -291,7 +290,7 @@ static void on_cmd(evutil_socket_t fd, short what, void *arg)
     if (drain && !w->draining) {
         w->draining = 1;
         fg__http_set_closing(w->http, 1);
-        w->grace_until_us = fg__mono_precise_us() +
+        w->grace_until_us = fg_mono_us() +
                             (uint64_t)w->cur->g->cfg.drain_grace_ms * 1000;
         tick(-1, 0, w);
     }
@@ -359,9 +358,7 @@ int fg__workers_start(fg__server *srv, char *err, size_t errlen)
         fg__worker *w = &srv->w[i];
         w->base = new_base();
         w->m = calloc(1, sizeof(*w->m));
-        w->cache = c->blocked_cache
-                       ? fg__blocked_new(c->blocked_cache, srv->seed + i)
-                       : NULL;
+        w->cache = c->blocked_cache ? fg_cache_new(c->blocked_cache) : NULL;
         /* The main thread wakes a worker through an eventfd, so libevent
          * needs no locking (evthread) on the request path. */
         w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -472,7 +469,7 @@ void fg__workers_join(fg__server *srv)
             close(w->wake_fd);
         if (w->pending)
             fg__gen_unref(w->pending);
-        fg__blocked_free(w->cache);
+        fg_cache_free(w->cache);
         free(w->m);
         if (w->started)
             pthread_mutex_destroy(&w->mu);

@@ -87,11 +87,6 @@ typedef struct fg__algo_state {
 
 /* Validate 'lim' and derive 'p'. FG_OK, or FG_EINVAL / FG_ERANGE with the
  * reason in 'err'. */
-/* 1 when the 'n' bytes at 's' are a limit's name: 1 to FG_NAME_MAX - 1 of
- * A-Z a-z 0-9 _ - . (it is part of every store key, before the key's "{":
- * a ':', '{' or '}' could make two limits' keys meet, or move a key's
- * Redis Cluster slot). */
-int fg__limit_name_valid(const char *s, size_t n);
 
 int fg__algo_params_init(const fg_limit *lim, fg__algo_params *p, char *err,
                          size_t errlen);

@@ -115,7 +115,7 @@ int fg_limit_parse_err(const char *rate, fg_limit *out, char *err,
                       rate, (int)ulen, unit);
 }
 
-int fg__limit_name_valid(const char *s, size_t n)
+int fg_limit_name_valid(const char *s, size_t n)
 {
     if (n == 0 || n >= FG_NAME_MAX)
         return 0;

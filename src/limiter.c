@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "blocked.h"
 #include "breaker.h"
 #include "store.h"
 
@@ -13,6 +14,7 @@
 
 struct fg__policy {
     fg__breaker breaker;
+    fg_cache *cache;       /* fg_limiter_set_cache */
     fg_store *local_store; /* FG_FAIL_LOCAL only */
     fg_limiter *local;
 };
@@ -37,6 +39,21 @@ static int is_store_failure(int rc)
     return 0;
 }
 
+int fg_limit_check(const fg_limit *lim, char *err, size_t errlen)
+{
+    fg__algo_params p;
+    if (!lim)
+        return fg__seterr(err, errlen, FG_EINVAL, "no limit given");
+    if (!fg_limit_name_valid(lim->name, strnlen(lim->name, FG_NAME_MAX)))
+        return fg__seterr(err, errlen, FG_EINVAL,
+                          "limit name must be 1 to %d of A-Z a-z 0-9 _ - .",
+                          FG_NAME_MAX - 1);
+    if ((unsigned)lim->on_failure > FG_FAIL_LOCAL)
+        return fg__seterr(err, errlen, FG_EINVAL, "unknown on_failure %d",
+                          (int)lim->on_failure);
+    return fg__algo_params_init(lim, &p, err, errlen);
+}
+
 fg_limiter *fg_limiter_new(fg_store *st, const fg_limit *lim, char *err,
                            size_t errlen)
 {
@@ -44,17 +61,8 @@ fg_limiter *fg_limiter_new(fg_store *st, const fg_limit *lim, char *err,
         fg__seterr(err, errlen, FG_EINVAL, "no store or limit given");
         return NULL;
     }
-    if (!fg__limit_name_valid(lim->name, strnlen(lim->name, FG_NAME_MAX))) {
-        fg__seterr(err, errlen, FG_EINVAL,
-                   "limit name must be 1 to %d of A-Z a-z 0-9 _ - .",
-                   FG_NAME_MAX - 1);
+    if (fg_limit_check(lim, err, errlen) != FG_OK)
         return NULL;
-    }
-    if ((unsigned)lim->on_failure > FG_FAIL_LOCAL) {
-        fg__seterr(err, errlen, FG_EINVAL, "unknown on_failure %d",
-                   (int)lim->on_failure);
-        return NULL;
-    }
     fg_limiter *l = fg__calloc(1, sizeof(*l));
     if (!l) {
         fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
@@ -125,6 +133,16 @@ void fg_limiter_free(fg_limiter *l)
 const fg_limit *fg_limiter_limit(const fg_limiter *l)
 {
     return &l->lim;
+}
+
+void fg_limiter_set_cache(fg_limiter *l, fg_cache *c)
+{
+    l->policy->cache = c;
+}
+
+fg__blocked *fg__limiter_cache(const fg_limiter *l)
+{
+    return l->policy->cache;
 }
 
 int fg_limiter_local_share(const fg_limiter *l, uint64_t *limit,

@@ -4,37 +4,78 @@
 #include <string.h>
 
 #include "redis_store.h"
+#include "redis_url.h"
 #include "store.h"
 
-/* "memory" or "memory?max_keys=N". */
-static fg_store *open_memory(const char *url, char *err, size_t errlen)
+/* "memory" or "memory?max_keys=N" into 'opt'. FG_OK or FG_EINVAL. */
+static int parse_memory(const char *url, fg_memory_options *opt, char *err,
+                        size_t errlen)
 {
-    fg_memory_options opt = {0};
+    memset(opt, 0, sizeof(*opt));
     const char *q = url + strlen("memory");
     if (*q == '?') {
         const char *v = q + 1;
-        if (strncmp(v, "max_keys=", 9) != 0) {
-            fg__seterr(err, errlen, FG_EINVAL,
-                       "memory store: unknown option in '%s' (known: "
-                       "max_keys=N)",
-                       url);
-            return NULL;
-        }
+        if (strncmp(v, "max_keys=", 9) != 0)
+            return fg__seterr(err, errlen, FG_EINVAL,
+                              "memory store: unknown option in '%s' (known: "
+                              "max_keys=N)",
+                              url);
         v += 9;
         char *end;
         errno = 0;
         unsigned long long n = strtoull(v, &end, 10);
-        if (*v < '0' || *v > '9' || *end || errno || n == 0) {
-            fg__seterr(err, errlen, FG_EINVAL,
-                       "memory store: max_keys must be a positive integer");
-            return NULL;
-        }
-        opt.max_keys = n;
+        if (*v < '0' || *v > '9' || *end || errno || n == 0)
+            return fg__seterr(
+                err, errlen, FG_EINVAL,
+                "memory store: max_keys must be a positive integer");
+        opt->max_keys = n;
     } else if (*q) {
-        fg__seterr(err, errlen, FG_EINVAL, "unknown store '%.40s'", url);
-        return NULL;
+        return fg__seterr(err, errlen, FG_EINVAL, "unknown store '%.40s'", url);
     }
+    return FG_OK;
+}
+
+static fg_store *open_memory(const char *url, char *err, size_t errlen)
+{
+    fg_memory_options opt;
+    if (parse_memory(url, &opt, err, errlen) != FG_OK)
+        return NULL;
     return fg__store_memory_open(&opt, err, errlen);
+}
+
+/* Say which scheme was not understood, but never echo the rest: a URL may
+ * carry a password. */
+static int unknown_scheme(const char *url, char *err, size_t errlen)
+{
+    const char *colon = strchr(url, ':');
+    int n = colon ? (int)(colon - url) : (int)strlen(url);
+    return fg__seterr(err, errlen, FG_EINVAL,
+                      "unknown store '%.*s' (use memory, redis://host:port or "
+                      "unix:///path)",
+                      n > 40 ? 40 : n, url);
+}
+
+static int is_redis(const char *url)
+{
+    return strncmp(url, "redis://", 8) == 0 || strncmp(url, "unix://", 7) == 0;
+}
+
+int fg_store_url_check(const char *url, char *err, size_t errlen)
+{
+    if (!url || !*url)
+        return fg__seterr(err, errlen, FG_EINVAL, "no store URL given");
+    if (strncmp(url, "memory", 6) == 0) {
+        fg_memory_options opt;
+        return parse_memory(url, &opt, err, errlen);
+    }
+    if (is_redis(url)) {
+        fg__redis_url u;
+        int rc = fg__redis_url_parse(url, &u, err, errlen);
+        if (rc == FG_OK)
+            fg__redis_url_free(&u);
+        return rc;
+    }
+    return unknown_scheme(url, err, errlen);
 }
 
 static fg_store *open_any(const char *url, struct event_base *base, char *err,
@@ -46,16 +87,9 @@ static fg_store *open_any(const char *url, struct event_base *base, char *err,
     }
     if (strncmp(url, "memory", 6) == 0)
         return open_memory(url, err, errlen);
-    if (strncmp(url, "redis://", 8) == 0 || strncmp(url, "unix://", 7) == 0)
+    if (is_redis(url))
         return fg__store_redis_open(url, base, err, errlen);
-    /* Say which scheme was not understood, but never echo the rest: a URL
-     * may carry a password. */
-    const char *colon = strchr(url, ':');
-    int n = colon ? (int)(colon - url) : (int)strlen(url);
-    fg__seterr(err, errlen, FG_EINVAL,
-               "unknown store '%.*s' (use memory, redis://host:port or "
-               "unix:///path)",
-               n > 40 ? 40 : n, url);
+    unknown_scheme(url, err, errlen);
     return NULL;
 }
 

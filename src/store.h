@@ -87,9 +87,8 @@ void fg__req_done(fg__req *req, int rc, fg_decision *d);
 /* Store constructors, by scheme. */
 fg_store *fg__store_memory_open(const fg_memory_options *opt, char *err,
                                 size_t errlen);
-/* How many lookups of a memory store took its slow path (a key that the
- * lock-free probe did not find: new, moving, or behind a growth); 0 for
- * another store. For tests. */
+/* How many lookups of a memory store did not find their key (a new key, or
+ * a refund of a key not held); 0 for another store. For tests. */
 uint64_t fg__store_memory_slow_paths(fg_store *st);
 /* 'base' NULL for a blocking Redis store. */
 fg_store *fg__store_redis_open(const char *url, struct event_base *base,

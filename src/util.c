@@ -104,6 +104,11 @@ fg__gettime_fn fg__clock_gettime_fn(void)
     return vdso_gettime;
 }
 
+uint64_t fg_mono_us(void)
+{
+    return fg__mono_us(NULL);
+}
+
 uint64_t fg__mono_precise_us(void)
 {
     return fg__mono_us(NULL);

@@ -237,7 +237,7 @@ static void test_lines(void)
     refused("[server]\nid = x\n[store]\nurl = redis://127.0.0.1:abc\n", 4,
             "url: redis url: port");
     refused("[store]\nurl = http://x\n", 2,
-            "url: redis url: expected redis:// or unix://");
+            "url: unknown store 'http' (use memory, redis://");
     CHECK_EQ(parse("[store]\nurl = memory\n"), 0);
     CHECK_EQ(parse("[store]\nurl = redis://127.0.0.1:6380/2\n"), 0);
     refused("[limit a]\nrate = 10/s\nkey = ip\nalgorithm = "

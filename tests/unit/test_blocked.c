@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../serve/blocked.h"
+#include "blocked.h"
 #include "../harness.h"
 #include "algo.h"
 

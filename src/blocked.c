@@ -1,9 +1,8 @@
-/* blocked.c -- the blocked-key cache (pure; one per worker, no locks). */
-#include <stdlib.h>
+/* blocked.c -- the blocked-key cache (pure; one per event loop, no locks). */
 #include <string.h>
 
 #include "blocked.h"
-#include "floodgate.h"
+#include "store.h"
 
 #define WAYS 4
 
@@ -19,7 +18,7 @@ typedef struct entry {
     fg__blocked_waiter *waiters, **tail;
 } entry;
 
-struct fg__blocked {
+struct fg_cache {
     uint64_t seed;
     uint32_t nsets;
     entry *e;
@@ -56,16 +55,16 @@ static uint64_t hash(uint64_t seed, uint32_t lim, const char *key, size_t len)
 
 fg__blocked *fg__blocked_new(uint32_t entries, uint64_t seed)
 {
-    fg__blocked *c = calloc(1, sizeof(*c));
+    fg__blocked *c = fg__calloc(1, sizeof(*c));
     if (!c)
         return NULL;
     c->seed = seed;
     c->nsets = entries / WAYS + (entries % WAYS != 0);
     if (c->nsets == 0)
         c->nsets = 1;
-    c->e = calloc((size_t)c->nsets * WAYS, sizeof(entry));
+    c->e = fg__calloc((size_t)c->nsets * WAYS, sizeof(entry));
     if (!c->e) {
-        free(c);
+        fg__free(c);
         return NULL;
     }
     return c;
@@ -73,7 +72,7 @@ fg__blocked *fg__blocked_new(uint32_t entries, uint64_t seed)
 
 static void drop(entry *e)
 {
-    free(e->key);
+    fg__free(e->key);
     memset(e, 0, sizeof(*e));
 }
 
@@ -105,8 +104,8 @@ void fg__blocked_free(fg__blocked *c)
     if (!c)
         return;
     fg__blocked_clear(c);
-    free(c->e);
-    free(c);
+    fg__free(c->e);
+    fg__free(c);
 }
 
 static entry *find(fg__blocked *c, uint64_t h, uint32_t lim, const char *key,
@@ -203,7 +202,7 @@ int fg__blocked_put(fg__blocked *c, uint32_t lim, const char *key, size_t len,
         }
         if (!e)
             return FG_EBUSY;
-        char *k = malloc(len ? len : 1);
+        char *k = fg__malloc(len ? len : 1);
         if (!k)
             return FG_ENOMEM;
         memcpy(k, key, len);

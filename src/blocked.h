@@ -1,4 +1,5 @@
-/* blocked.h -- the blocked-key cache of one worker (pure, not shared).
+/* blocked.h -- the blocked-key cache of one event loop (pure, not shared):
+ * fg_cache of floodgate.h, consulted by fg_check_set_async (check_set.c).
  *
  * When the store says 'cost' units of a key are refused until time T (a
  * refusal, or an allowed request that left nothing), every request for that
@@ -24,15 +25,15 @@
  * Bounded: a fixed number of entries in 4-way sets; an entry evicted early
  * only costs a store round trip. Entries with a probe in flight are never
  * evicted (their waiters would be lost). */
-#ifndef FG_SERVE_BLOCKED_H
-#define FG_SERVE_BLOCKED_H
+#ifndef FG_BLOCKED_H
+#define FG_BLOCKED_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "floodgate.h"
 
-typedef struct fg__blocked fg__blocked;
+typedef struct fg_cache fg__blocked;
 
 typedef struct fg__blocked_hit {
     uint64_t until_us; /* refused at least until then */
@@ -41,11 +42,9 @@ typedef struct fg__blocked_hit {
     uint64_t limit;
 } fg__blocked_hit;
 
-/* A request that can wait for a probe: embedded by the caller; 'next'
- * links waiters. */
-typedef struct fg__blocked_waiter {
-    struct fg__blocked_waiter *next;
-} fg__blocked_waiter;
+/* A request that can wait for a probe: a set's fg__node (floodgate.h);
+ * 'next' links waiters. */
+typedef struct fg__set_node fg__blocked_waiter;
 
 enum {
     FG_BLOCKED_MISS = 0,  /* ask the store */
@@ -105,6 +104,9 @@ fg__blocked_waiter *fg__blocked_clear(fg__blocked *c);
 int fg__blocked_from_decision(const fg_limit *lim, const fg_decision *d,
                               uint64_t cost, uint64_t sent_us, uint64_t now_us,
                               fg__blocked_hit *out, uint64_t *block_cost);
+
+/* The cache fg_limiter_set_cache gave 'l', or NULL (limiter.c). */
+fg__blocked *fg__limiter_cache(const fg_limiter *l);
 
 /* Entries that are still blocking at 'now_us'. */
 uint64_t fg__blocked_count(const fg__blocked *c, uint64_t now_us);

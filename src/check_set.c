@@ -1,0 +1,348 @@
+/* check_set.c -- a request's ordered set of limits (fg_check_set and
+ * fg_check_set_async), with the blocked-key cache of the asynchronous form.
+ *
+ * The limits are checked in order and the first refusal stops the set: a
+ * limit after it is never asked, and every limit before it that the store
+ * allowed is refunded (fg_refund), so a refused request consumes nothing
+ * anywhere. Before any store call, each limit's blocked-key cache is
+ * asked: a key known to be refused answers at once, which is what asking
+ * the store would come to (blocked.h). The set's decision is the refusal,
+ * or the allowed decision with the fewest units remaining.
+ *
+ * The asynchronous form steps through the limits in a loop: a check
+ * answered at once (memory store, open breaker) only records its answer,
+ * and the loop goes on; one answered later continues the loop from its
+ * callback. */
+#include <string.h>
+
+#include "blocked.h"
+#include "store.h"
+
+#define REQ_OF(node) ((fg_set_req *)(node)) /* fg__node is the first member */
+
+static int valid(const fg_set_item *items, unsigned n)
+{
+    if (!items || n == 0 || n > FG_SET_MAX)
+        return 0;
+    for (unsigned k = 0; k < n; k++)
+        if (!items[k].l)
+            return 0;
+    return 1;
+}
+
+static void result_init(fg_set_result *r, unsigned n)
+{
+    r->n = n;
+    r->decided = 0;
+    r->asked = 0;
+    r->error = FG_OK;
+    r->unrefunded = 0;
+}
+
+/* A check that could not be asked: a refusal no store made. */
+static void record_unasked(fg_set_result *r, unsigned k, const fg_limiter *l,
+                           int rc)
+{
+    memset(&r->d[k], 0, sizeof(r->d[k]));
+    r->d[k].limit = l->p.algorithm == FG_TOKEN_BUCKET ? l->p.burst : l->p.limit;
+    r->d[k].source = FG_SOURCE_STORE;
+    r->rc[k] = rc;
+    r->error = rc;
+    r->asked |= 1u << k;
+}
+
+/* 1 when limit k's answer stops the set. */
+static int stops(const fg_set_result *r, unsigned k)
+{
+    return r->rc[k] == FG_ECOST || r->rc[k] == FG_EKEY || !r->d[k].allowed;
+}
+
+/* Give back what every limit that the store allowed took: the request was
+ * refused (a decision of the policy took nothing). */
+static void refund_allowed(const fg_set_item *items, uint64_t cost,
+                           fg_set_result *r)
+{
+    for (unsigned k = 0; k < r->n; k++) {
+        if (!(r->asked & (1u << k)) || r->rc[k] != FG_OK || !r->d[k].allowed ||
+            r->d[k].source != FG_SOURCE_STORE)
+            continue;
+        if (fg_refund(items[k].l, items[k].key, items[k].keylen, cost) != FG_OK)
+            r->unrefunded |= 1u << k;
+    }
+}
+
+/* Choose the set's decision; refund when it is a refusal. */
+static void conclude(const fg_set_item *items, uint64_t cost, fg_set_result *r)
+{
+    unsigned pick = r->n;
+    for (unsigned k = 0; k < r->n; k++) {
+        if (!(r->asked & (1u << k)))
+            continue;
+        if (stops(r, k)) {
+            pick = k;
+            break;
+        }
+        if (pick == r->n || r->d[k].remaining < r->d[pick].remaining)
+            pick = k;
+    }
+    r->decided = pick < r->n ? pick : 0;
+    if (pick < r->n && stops(r, pick))
+        refund_allowed(items, cost, r);
+}
+
+int fg_check_set(const fg_set_item *items, unsigned n, uint64_t cost,
+                 fg_set_result *out)
+{
+    if (!out || !valid(items, n))
+        return FG_EINVAL;
+    result_init(out, n);
+    for (unsigned k = 0; k < n; k++) {
+        out->rc[k] = fg_check(items[k].l, items[k].key, items[k].keylen, cost,
+                              &out->d[k]);
+        out->asked |= 1u << k;
+        if (out->rc[k] == FG_ECOST || out->rc[k] == FG_EKEY)
+            out->error = out->rc[k];
+        if (stops(out, k))
+            break;
+    }
+    conclude(items, cost, out);
+    return FG_OK;
+}
+
+/* ---- the asynchronous form ----------------------------------------------- */
+
+static uint32_t cache_id(const fg_limiter *l)
+{
+    return (uint32_t)l->id;
+}
+
+static void run(fg_set_req *req);
+
+/* Run the sets of 'list' (released by the cache) again. */
+static void rerun(fg__blocked_waiter *list)
+{
+    while (list) {
+        fg__blocked_waiter *next = list->next;
+        run(REQ_OF(list));
+        list = next;
+    }
+}
+
+/* Prepend the waiters of 'w' to '*all'. */
+static void gather(fg__blocked_waiter **all, fg__blocked_waiter *w)
+{
+    while (w) {
+        fg__blocked_waiter *next = w->next;
+        w->next = *all;
+        *all = w;
+        w = next;
+    }
+}
+
+/* End the probes the set still holds (it was answered before asking those
+ * limits): nothing was learnt, so their keys' next lookup probes again.
+ * Their waiters go to '*all'. */
+static void release_probes(fg_set_req *req, fg__blocked_waiter **all)
+{
+    uint64_t now = fg__mono_precise_us();
+    for (unsigned k = 0; req->fg__probes && k < req->result.n; k++) {
+        if (!(req->fg__probes & (1u << k)))
+            continue;
+        req->fg__probes &= ~(1u << k);
+        const fg_set_item *it = &req->fg__items[k];
+        gather(all,
+               fg__blocked_resolve(fg__limiter_cache(it->l), cache_id(it->l),
+                                   it->key, it->keylen, &req->fg__node,
+                                   req->fg__cost, now, NULL, 1));
+    }
+}
+
+/* The set is answered: conclude, call back, then run the sets its probes
+ * released (after the callback, which may reuse 'req'). */
+static void finish(fg_set_req *req)
+{
+    fg__blocked_waiter *waiters = NULL;
+    if (req->fg__probes)
+        release_probes(req, &waiters);
+    conclude(req->fg__items, req->fg__cost, &req->result);
+    req->fg__cb(req);
+    rerun(waiters);
+}
+
+/* Limit k's answer: record it, and teach the cache what it implies. */
+static void on_item(int rc, const fg_decision *d, void *data)
+{
+    fg_set_req *req = data;
+    fg_set_result *r = &req->result;
+    unsigned k = req->fg__i;
+    const fg_set_item *it = &req->fg__items[k];
+    fg__blocked *cache = fg__limiter_cache(it->l);
+    fg__blocked_waiter *waiters = NULL;
+    r->rc[k] = rc;
+    r->d[k] = *d;
+    r->asked |= 1u << k;
+    if (cache) {
+        uint64_t now = fg__mono_precise_us();
+        fg__blocked_hit h;
+        uint64_t bcost = 0;
+        /* An allowed decision that left nothing blocks the key only if it
+         * stands: before the last limit, a later refusal may refund it. */
+        int blocks =
+            rc == FG_OK && (!d->allowed || k + 1 == r->n) &&
+            fg__blocked_from_decision(fg_limiter_limit(it->l), d, req->fg__cost,
+                                      req->fg__sent_us, now, &h, &bcost);
+        if (req->fg__probes & (1u << k)) {
+            req->fg__probes &= ~(1u << k);
+            int refused =
+                rc == FG_OK && !d->allowed && d->source == FG_SOURCE_STORE;
+            waiters = fg__blocked_resolve(cache, cache_id(it->l), it->key,
+                                          it->keylen, &req->fg__node, bcost,
+                                          now, blocks ? &h : NULL, refused);
+        } else if (blocks) {
+            fg__blocked_put(cache, cache_id(it->l), it->key, it->keylen, bcost,
+                            now, &h);
+        }
+    }
+    req->fg__i++;
+    req->fg__pending = 0;
+    if (!req->fg__in_submit) {
+        /* Answered later: the loop goes on from here. */
+        if (stops(r, k))
+            finish(req);
+        else
+            run(req);
+    }
+    rerun(waiters);
+}
+
+/* Limit k is refused from the cache's block 'h' (source "cache"); the
+ * others are not asked. */
+static void answer_cached(fg_set_req *req, unsigned k, const fg__blocked_hit *h,
+                          uint64_t now)
+{
+    fg_set_result *r = &req->result;
+    fg_decision *d = &r->d[k];
+    r->rc[k] = FG_OK;
+    r->asked = 1u << k;
+    d->allowed = 0;
+    d->limit = h->limit;
+    d->remaining = 0;
+    d->retry_after_us = h->retry_us > now ? h->retry_us - now : 1000;
+    d->reset_us = h->reset_us > now ? h->reset_us - now : 0;
+    if (d->reset_us < d->retry_after_us)
+        d->reset_us = d->retry_after_us;
+    d->retry_after_ms = fg__us_to_ms_up(d->retry_after_us);
+    d->reset_ms = fg__us_to_ms_up(d->reset_us);
+    d->source = FG_SOURCE_CACHE;
+    req->fg__i = k + 1;
+    finish(req);
+}
+
+/* The cache's word before any store is asked: 1 when the set was answered
+ * or waits for another's probe. */
+static int ask_caches(fg_set_req *req)
+{
+    const fg_set_item *items = req->fg__items;
+    unsigned n = req->result.n;
+    uint64_t now = fg__mono_precise_us();
+    fg__blocked_hit h;
+    /* A known refusal of any limit answers at once, consuming nothing. */
+    for (unsigned k = 0; k < n; k++) {
+        fg__blocked *c = fg__limiter_cache(items[k].l);
+        if (c && fg__blocked_get(c, cache_id(items[k].l), items[k].key,
+                                 items[k].keylen, req->fg__cost, now, &h)) {
+            answer_cached(req, k, &h, now);
+            return 1;
+        }
+    }
+    /* A block just ended: one request asks the store, the others wait for
+     * its answer. A set that probes does not also wait, so no two sets
+     * ever wait for each other. */
+    for (unsigned k = 0; k < n; k++) {
+        fg__blocked *c = fg__limiter_cache(items[k].l);
+        if (!c)
+            continue;
+        int r = fg__blocked_lookup(c, cache_id(items[k].l), items[k].key,
+                                   items[k].keylen, req->fg__cost, now,
+                                   &req->fg__node, req->fg__probes == 0, &h);
+        if (r == FG_BLOCKED_PROBE) {
+            req->fg__probes |= 1u << k;
+        } else if (r == FG_BLOCKED_WAIT) {
+            return 1;
+        } else if (r == FG_BLOCKED_HIT) {
+            answer_cached(req, k, &h, now);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void run(fg_set_req *req)
+{
+    fg_set_result *r = &req->result;
+    if (req->fg__i == 0 && ask_caches(req))
+        return;
+    while (req->fg__i < r->n) {
+        unsigned k = req->fg__i;
+        const fg_set_item *it = &req->fg__items[k];
+        req->fg__pending = 1;
+        req->fg__in_submit = 1;
+        req->fg__sent_us = fg__mono_precise_us();
+        int rc = fg_check_async(it->l, it->key, it->keylen, req->fg__cost,
+                                on_item, req);
+        req->fg__in_submit = 0;
+        if (rc != FG_OK) {
+            /* Bad input, or not submitted: the set stops here. */
+            record_unasked(r, k, it->l, rc);
+            req->fg__i++;
+            break;
+        }
+        if (req->fg__pending)
+            return; /* on_item goes on when the answer comes */
+        if (stops(r, k))
+            break;
+    }
+    finish(req);
+}
+
+int fg_check_set_async(fg_set_req *req, const fg_set_item *items, unsigned n,
+                       uint64_t cost, fg_set_cb cb)
+{
+    if (!req || !cb || !valid(items, n))
+        return FG_EINVAL;
+    result_init(&req->result, n);
+    req->fg__node.next = NULL;
+    req->fg__items = items;
+    req->fg__cost = cost;
+    req->fg__cb = cb;
+    req->fg__i = 0;
+    req->fg__probes = 0;
+    req->fg__in_submit = req->fg__pending = 0;
+    run(req);
+    return FG_OK;
+}
+
+/* ---- the cache ------------------------------------------------------------
+ */
+
+fg_cache *fg_cache_new(uint32_t entries)
+{
+    uint64_t seed = fg__mono_precise_us() * 0x9e3779b97f4a7c15ull;
+    return fg__blocked_new(entries, seed ^ (uint64_t)(uintptr_t)&seed);
+}
+
+void fg_cache_free(fg_cache *c)
+{
+    fg__blocked_free(c);
+}
+
+void fg_cache_clear(fg_cache *c)
+{
+    if (c)
+        rerun(fg__blocked_clear(c));
+}
+
+uint64_t fg_cache_count(const fg_cache *c)
+{
+    return c ? fg__blocked_count(c, fg__mono_precise_us()) : 0;
+}

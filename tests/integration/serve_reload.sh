@@ -58,6 +58,42 @@ for round in 1 2 3 4; do
         "$got" "200:8 "
 done
 check "server alive after the reloads" kill -0 "$FGPID_s"
+
+# A reload that raises a rate, on Redis: 2/h used up, then 1000/s. The
+# bucket's debt is kept but never more than a full bucket at the new rate:
+# refused for 1 ms at most, then allowed (the old TAT, an hour ahead, kept
+# it refused for the hour).
+cat >"$T/c.ini" <<INI
+[server]
+workers = 1
+blocked_cache = 0
+[store]
+url = redis://127.0.0.1:$RPORT
+prefix = c$$:
+[limit chg]
+key = query:k
+rate = 2/h
+INI
+start_fg c -c "$T/c.ini" --listen 127.0.0.1:0 || bad "rate server starts"
+C="http://127.0.0.1:$FGPORT_c"
+got=""
+for _ in 1 2 3; do got="$got$(http POST "$C/v1/check?limit=chg&key=u1") "; done
+expect_eq "2/h: two allowed, the third refused" "$got" "200 200 429 "
+sed -i 's|^rate = 2/h$|rate = 1000/s|' "$T/c.ini"
+n0=$(grep -c 'event=reload' "$T/c.log")
+kill -HUP "$FGPID_c"
+for _ in $(seq 1 200); do
+    [ "$(grep -c 'event=reload' "$T/c.log")" -gt "$n0" ] && break
+    sleep 0.01
+done
+check "rate raised by reload" grep -q 'event=reload.*result=ok' "$T/c.log"
+first=$(http POST "$C/v1/check?limit=chg&key=u1")
+ra=$(header Retry-After)
+check "after the raise: allowed, or refused for under a second ($first, Retry-After '$ra')" \
+    test "$first" = 200 -o "$ra" = 1
+sleep 0.05
+expect_eq "50 ms after the raise: allowed" "$(http POST "$C/v1/check?limit=chg&key=u1")" 200
+kill -TERM "$FGPID_c"
 expect_eq "healthz after the reloads" "$(http GET "$U/healthz")" 200
 expect_eq "a check after the reloads" \
     "$(http POST "$U/v1/check?limit=slow&key=after")" 200

@@ -1,0 +1,240 @@
+/* redis_sets.c -- a request's set of limits (fg_check_set,
+ * fg_check_set_async) and the blocked-key cache against a real Redis, for
+ * tests/integration/redis_sets.sh. Ends with "N passed, N failed".
+ *
+ *   redis_sets URL HOST PORT
+ *
+ * Blocking and async: the first refusal stops the set and the limits
+ * before it are refunded in Redis; bad input refunds too. Async with a
+ * cache: a key the store refused is then refused from the cache with no
+ * Redis command; when the block ends, of many sets for that key submitted
+ * at once one probes Redis and the others wait for its answer; exactly the
+ * limit's units are allowed all the same. */
+#include <event2/event.h>
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../harness.h"
+#include "floodgate.h"
+
+static redisContext *rc;
+
+/* Redis commands run so far (INFO commandstats, every command). */
+static long long redis_calls(void)
+{
+    redisReply *r = redisCommand(rc, "INFO commandstats");
+    long long n = 0;
+    if (r && r->type == REDIS_REPLY_STRING) {
+        for (const char *p = r->str; (p = strstr(p, "calls=")); p += 6)
+            n += atoll(p + 6);
+    }
+    freeReplyObject(r);
+    return n;
+}
+
+static fg_limiter *limiter(fg_store *st, const char *name, const char *rate,
+                           fg_algorithm a)
+{
+    fg_limit l;
+    char err[256];
+    CHECK_EQ(fg_limit_parse(rate, &l), FG_OK);
+    l.algorithm = a;
+    l.timeout_ms = 1000;
+    snprintf(l.name, sizeof l.name, "%s-%d", name, (int)getpid());
+    fg_limiter *lim = fg_limiter_new(st, &l, err, sizeof err);
+    if (!lim)
+        fprintf(stderr, "limiter %s: %s\n", rate, err);
+    CHECK(lim != NULL);
+    return lim;
+}
+
+/* Units of 'l' left for 'key': a one-unit check given back. */
+static long left(fg_limiter *l, const char *key)
+{
+    fg_decision d;
+    if (fg_check(l, key, strlen(key), 1, &d) != FG_OK)
+        return -1;
+    if (!d.allowed)
+        return 0;
+    fg_refund(l, key, strlen(key), 1);
+    return (long)d.remaining + 1;
+}
+
+static void blocking(const char *url)
+{
+    char err[256];
+    fg_store *st = fg_store_open(url, err, sizeof err);
+    CHECK(st != NULL);
+    if (!st)
+        return;
+    fg_limiter *a = limiter(st, "sa", "5/h", FG_FIXED_WINDOW);
+    fg_limiter *b = limiter(st, "sb", "2/h", FG_TOKEN_BUCKET);
+    fg_set_item it[2] = {{a, "u", 1}, {b, "u", 1}};
+    fg_set_result r;
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ(fg_check_set(it, 2, 1, &r), FG_OK);
+        CHECK(r.d[r.decided].allowed);
+        CHECK_EQ(r.d[0].source, FG_SOURCE_STORE);
+    }
+    CHECK_EQ(left(a, "u"), 3);
+    /* b refuses: a's unit is given back in Redis. */
+    CHECK_EQ(fg_check_set(it, 2, 1, &r), FG_OK);
+    CHECK_EQ(r.decided, 1);
+    CHECK(!r.d[1].allowed);
+    CHECK_EQ(r.asked, 3);
+    CHECK_EQ(left(a, "u"), 3);
+    /* Bad input at b: a refunded too. */
+    fg_set_item w[2] = {{a, "w", 1}, {b, "w", 1}};
+    CHECK_EQ(fg_check_set(w, 2, 3, &r), FG_OK);
+    CHECK_EQ(r.error, FG_ECOST);
+    CHECK_EQ(left(a, "w"), 5);
+    printf("blocking: refusal and bad input refund the limits before them\n");
+    fg_limiter_free(a);
+    fg_limiter_free(b);
+    fg_store_close(st);
+}
+
+struct done {
+    int calls;
+    fg_set_result r;
+};
+
+static int pending;
+
+static void on_set(fg_set_req *req)
+{
+    struct done *d = req->data;
+    d->calls++;
+    d->r = req->result;
+    pending--;
+}
+
+static void drain(struct event_base *base)
+{
+    time_t give_up = time(NULL) + 5;
+    while (pending > 0 && time(NULL) < give_up)
+        event_base_loop(base, EVLOOP_ONCE);
+    CHECK_EQ(pending, 0);
+}
+
+static struct event_base *new_base(void)
+{
+    struct event_config *cfg = event_config_new();
+    event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
+    struct event_base *base = event_base_new_with_config(cfg);
+    event_config_free(cfg);
+    return base;
+}
+
+#define FLOOD 20
+
+static void async(const char *url)
+{
+    char err[256];
+    struct event_base *base = new_base();
+    fg_store *st = fg_store_open_async(url, base, err, sizeof err);
+    CHECK(st != NULL);
+    if (!st)
+        return;
+    fg_cache *cache = fg_cache_new(1024);
+    fg_limiter *a = limiter(st, "aa", "5/h", FG_FIXED_WINDOW);
+    /* 4 every 400 ms, a burst of 4: a block that ends soon. */
+    fg_limiter *b = limiter(st, "ab", "4/400ms", FG_FIXED_WINDOW);
+    fg_limiter_set_cache(a, cache);
+    fg_limiter_set_cache(b, cache);
+    static fg_set_req req[FLOOD];
+    static struct done dn[FLOOD];
+    fg_set_item it[2] = {{a, "k", 1}, {b, "k", 1}};
+
+    /* Two sets of cost 2. */
+    for (int i = 0; i < 2; i++) {
+        memset(&dn[i], 0, sizeof dn[i]);
+        req[i].data = &dn[i];
+        pending++;
+        CHECK_EQ(fg_check_set_async(&req[i], it, 2, 2, on_set), FG_OK);
+        drain(base);
+        CHECK_EQ(dn[i].calls, 1);
+    }
+    /* Both allowed; the second leaves b nothing (4 of 4), which blocks
+     * the key until b's next window. */
+    CHECK(dn[0].r.d[dn[0].r.decided].allowed);
+    CHECK(dn[1].r.d[dn[1].r.decided].allowed);
+    CHECK_EQ(dn[1].r.d[1].remaining, 0);
+    CHECK_EQ(fg_cache_count(cache), 1);
+
+    /* Blocked: answered from the cache, with no Redis command. */
+    long long before = redis_calls();
+    int cached = 0;
+    for (int i = 0; i < FLOOD; i++) {
+        memset(&dn[i], 0, sizeof dn[i]);
+        req[i].data = &dn[i];
+        pending++;
+        CHECK_EQ(fg_check_set_async(&req[i], it, 2, 1, on_set), FG_OK);
+    }
+    drain(base);
+    for (int i = 0; i < FLOOD; i++)
+        cached += dn[i].calls == 1 && !dn[i].r.d[1].allowed &&
+                  dn[i].r.d[1].source == FG_SOURCE_CACHE;
+    long long during = redis_calls() - before - 1; /* less INFO itself */
+    printf("async: %d of %d blocked sets answered from the cache, %lld "
+           "Redis commands\n",
+           cached, FLOOD, during);
+    CHECK_EQ(cached, FLOOD);
+    CHECK_EQ(during, 0);
+
+    /* The block ends: all at once, one probes, the others wait for its
+     * answer; b's next window lets exactly 4 through. */
+    usleep(450000);
+    before = redis_calls();
+    for (int i = 0; i < FLOOD; i++) {
+        memset(&dn[i], 0, sizeof dn[i]);
+        req[i].data = &dn[i];
+        pending++;
+        CHECK_EQ(fg_check_set_async(&req[i], it, 2, 1, on_set), FG_OK);
+    }
+    drain(base);
+    long long probe = redis_calls() - before - 1;
+    int allowed = 0, once = 0;
+    for (int i = 0; i < FLOOD; i++) {
+        once += dn[i].calls == 1;
+        allowed += dn[i].r.d[dn[i].r.decided].allowed;
+    }
+    printf("async: block ended, %d sets at once: %d allowed, %lld Redis "
+           "commands (a stampede would send %d checks of b)\n",
+           FLOOD, allowed, probe, FLOOD);
+    CHECK_EQ(once, FLOOD);
+    /* a (5/h) has 1 unit left, b a new window of 4: exactly 1. */
+    CHECK_EQ(allowed, 1);
+    /* a's checks, b's probe and the units the probe left, and the
+     * refunds of a for every refusal of b: far fewer than a stampede's
+     * 2 x FLOOD + refunds. */
+    CHECK(probe < FLOOD);
+
+    fg_limiter_set_cache(a, NULL);
+    fg_limiter_set_cache(b, NULL);
+    fg_limiter_free(a);
+    fg_limiter_free(b);
+    fg_store_close(st);
+    fg_cache_free(cache);
+    event_base_free(base);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "usage: redis_sets URL HOST PORT\n");
+        return 2;
+    }
+    rc = redisConnect(argv[2], atoi(argv[3]));
+    CHECK(rc && !rc->err);
+    if (!rc || rc->err)
+        return TEST_DONE();
+    blocking(argv[1]);
+    async(argv[1]);
+    redisFree(rc);
+    return TEST_DONE();
+}

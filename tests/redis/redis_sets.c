@@ -204,8 +204,8 @@ static void async(const char *url)
         allowed += dn[i].r.d[dn[i].r.decided].allowed;
     }
     printf("async: block ended, %d sets at once: %d allowed, %lld Redis "
-           "commands (a stampede would send %d checks of b)\n",
-           FLOOD, allowed, probe, FLOOD);
+           "commands (without the guard each would send a's 2)\n",
+           FLOOD, allowed, probe);
     CHECK_EQ(once, FLOOD);
     /* a (5/h) has 1 unit left, b a new window of 4: exactly 1. */
     CHECK_EQ(allowed, 1);

@@ -18,6 +18,13 @@
 extern "C" {
 #endif
 
+/* The library is built with -fvisibility=hidden, so that only what this
+ * header declares is exported from libfloodgate.so and the fg__ functions
+ * shared between its files stay internal. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 #define FG_VERSION "0.1.0"
 
 /* Errors are negative and append-only: a code never changes meaning. */
@@ -339,6 +346,10 @@ struct fg_set_req {
  * stay valid until 'cb'. */
 int fg_check_set_async(fg_set_req *req, const fg_set_item *items, unsigned n,
                        uint64_t cost, fg_set_cb cb);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,94 @@
+# mk/install.mk -- the shared library, and `make install` / `make uninstall`.
+#
+#   make install [PREFIX=/usr/local] [DESTDIR=]   make uninstall (the same)
+#
+# libfloodgate.so is built from its own objects, $(BUILD)/pic/src/*.o
+# (-fPIC, -fvisibility=hidden), so that the static library and the binary
+# stay as they were. Hidden visibility by default, with include/floodgate.h
+# pushing default visibility around its declarations, exports exactly the
+# public fg_ calls; the fg__ functions shared between the library's files
+# stay internal. The man pages are installed when mk/man.mk defines
+# MAN_PAGES (and its `man` target), each by its suffix.
+
+PREFIX       ?= /usr/local
+BINDIR       ?= $(PREFIX)/bin
+LIBDIR       ?= $(PREFIX)/lib
+INCLUDEDIR   ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+MANDIR       ?= $(PREFIX)/share/man
+DOCDIR       ?= $(PREFIX)/share/doc/floodgate
+INSTALL      ?= install
+
+# The version is the header's FG_VERSION; the soname's 0 changes when the
+# ABI breaks.
+FG_SO_VERSION := $(shell sed -n 's/^\#define FG_VERSION "\(.*\)"/\1/p' \
+                   include/floodgate.h)
+FG_SONAME     := libfloodgate.so.0
+SO            := $(BUILD)/libfloodgate.so.$(FG_SO_VERSION)
+PIC_OBJ       := $(LIB_SRC:%.c=$(BUILD)/pic/%.o)
+# What the library itself links (see floodgate.pc.in); the binary needs more.
+SO_LDLIBS     := -lhiredis -levent -lpthread
+
+INSTALL_DOCS := examples/gatepass.ini examples/nginx-auth-request.conf \
+                examples/floodgate.service examples/hello.c \
+                examples/hello_async.c
+
+.PHONY: install uninstall
+
+all: $(SO)
+
+$(BUILD)/pic/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Isrc -fPIC -fvisibility=hidden -c $< -o $@
+
+# -z defs: a library that forgets a dependency fails here, not in the
+# programs that link it.
+$(SO): $(PIC_OBJ)
+	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,$(FG_SONAME) -Wl,-z,defs \
+	    $(PIC_OBJ) $(SO_LDLIBS) -o $@
+
+# The .pc carries PREFIX and LIBDIR, so it is written at each install.
+install: $(LIB) $(SO) $(BIN)
+	$(if $(MAN_PAGES),$(MAKE) --no-print-directory BUILD=$(BUILD) man)
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) \
+	    $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(DOCDIR)
+	$(INSTALL) -m 755 $(BIN) $(DESTDIR)$(BINDIR)/floodgate
+	$(INSTALL) -m 644 $(LIB) $(DESTDIR)$(LIBDIR)/libfloodgate.a
+	$(INSTALL) -m 755 $(SO) $(DESTDIR)$(LIBDIR)/$(notdir $(SO))
+	ln -sf $(notdir $(SO)) $(DESTDIR)$(LIBDIR)/$(FG_SONAME)
+	ln -sf $(FG_SONAME) $(DESTDIR)$(LIBDIR)/libfloodgate.so
+	$(INSTALL) -m 644 include/floodgate.h $(DESTDIR)$(INCLUDEDIR)/floodgate.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(FG_SO_VERSION)|' \
+	    floodgate.pc.in >$(DESTDIR)$(PKGCONFIGDIR)/floodgate.pc
+	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/floodgate.pc
+	$(INSTALL) -m 644 $(filter-out %.service,$(INSTALL_DOCS)) \
+	    $(DESTDIR)$(DOCDIR)
+	sed 's|/usr/local/bin/floodgate|$(BINDIR)/floodgate|' \
+	    examples/floodgate.service >$(DESTDIR)$(DOCDIR)/floodgate.service
+	chmod 644 $(DESTDIR)$(DOCDIR)/floodgate.service
+	@for p in $(MAN_PAGES); do \
+	    d=$(DESTDIR)$(MANDIR)/man$${p##*.}; \
+	    echo "$(INSTALL) -D -m 644 $$p $$d/$${p##*/}"; \
+	    $(INSTALL) -D -m 644 "$$p" "$$d/$${p##*/}" || exit 1; \
+	done
+	$(if $(DESTDIR),,ldconfig)
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/floodgate \
+	    $(DESTDIR)$(LIBDIR)/libfloodgate.a \
+	    $(DESTDIR)$(LIBDIR)/$(notdir $(SO)) \
+	    $(DESTDIR)$(LIBDIR)/$(FG_SONAME) \
+	    $(DESTDIR)$(LIBDIR)/libfloodgate.so \
+	    $(DESTDIR)$(INCLUDEDIR)/floodgate.h \
+	    $(DESTDIR)$(PKGCONFIGDIR)/floodgate.pc \
+	    $(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(INSTALL_DOCS)))
+	@for p in $(MAN_PAGES); do \
+	    f=$(DESTDIR)$(MANDIR)/man$${p##*.}/$${p##*/}; \
+	    echo "rm -f $$f"; rm -f "$$f"; \
+	done
+	[ ! -d $(DESTDIR)$(DOCDIR) ] || rmdir --ignore-fail-on-non-empty $(DESTDIR)$(DOCDIR)
+	$(if $(DESTDIR),,ldconfig)
+
+
+-include $(shell find $(BUILD)/pic -name '*.d' 2>/dev/null)

@@ -2,6 +2,7 @@
  * integer functions of (params, state, now, cost). See algo.h. */
 #include "algo.h"
 #include "store.h"
+#include "error.h"
 
 typedef unsigned __int128 u128;
 

@@ -3,6 +3,7 @@
 
 #include "blocked.h"
 #include "store.h"
+#include "alloc.h"
 
 #define WAYS 4
 

@@ -17,6 +17,7 @@
 
 #include "blocked.h"
 #include "store.h"
+#include "clock.h"
 
 #define REQ_OF(node) ((fg_set_req *)(node)) /* fg__node is the first member */
 

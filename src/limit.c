@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "store.h"
+#include "error.h"
 
 static void limit_defaults(fg_limit *out)
 {

@@ -7,6 +7,9 @@
 #include "blocked.h"
 #include "breaker.h"
 #include "store.h"
+#include "alloc.h"
+#include "clock.h"
+#include "error.h"
 
 /* How long a fail-closed refusal asks the client to wait: the breaker's
  * cool-down, rounded up to the second that Retry-After can express. */

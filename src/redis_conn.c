@@ -23,6 +23,9 @@
 
 #include "redis_conn.h"
 #include "store.h"
+#include "alloc.h"
+#include "clock.h"
+#include "error.h"
 
 #define BACKOFF_MIN_US 5000u
 #define BACKOFF_MAX_US 200000u

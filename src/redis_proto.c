@@ -4,6 +4,7 @@
 
 #include "redis_proto.h"
 #include "store.h"
+#include "alloc.h"
 
 size_t fg__redis_u64(char *buf, uint64_t v)
 {

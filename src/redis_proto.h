@@ -13,6 +13,7 @@
 #include "algo.h"
 #include "redis_scripts.h"
 #include "redis_url.h"
+#include "alloc.h"
 
 /* An internal result: the script cache lacks the script (EVAL it). Never
  * returned to a caller. */

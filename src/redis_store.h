@@ -3,6 +3,7 @@
 #define FG_REDIS_STORE_H
 
 #include "store.h"
+#include "clock.h"
 
 /* Replace the clock the Redis store passes to Redis for fixed windows,
  * naive_get_set and 'clock_client' limits (default: fg__wall_us). Tests use

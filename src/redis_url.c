@@ -5,6 +5,20 @@
 
 #include "redis_url.h"
 #include "store.h"
+#include "alloc.h"
+#include "error.h"
+
+/* The value of hexadecimal digit 'ch', or -1 (for %-decoding). */
+static int hexval(int ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
 
 /* Percent-decode 's' ('n' bytes) into 'out' (room for 'n' + 1 bytes).
  * Returns the decoded length, or -1 for a malformed escape or a NUL. */
@@ -16,8 +30,8 @@ static long pct_decode(const char *s, size_t n, char *out)
             int h, l;
             if (i + 2 >= n)
                 return -1;
-            h = fg__hexval(s[i + 1]);
-            l = fg__hexval(s[i + 2]);
+            h = hexval(s[i + 1]);
+            l = hexval(s[i + 2]);
             if (h < 0 || l < 0 || (h == 0 && l == 0))
                 return -1;
             out[o++] = (char)(h * 16 + l);

@@ -6,6 +6,7 @@
 #include "redis_store.h"
 #include "redis_url.h"
 #include "store.h"
+#include "error.h"
 
 /* "memory" or "memory?max_keys=N" into 'opt'. FG_OK or FG_EINVAL. */
 static int parse_memory(const char *url, fg_memory_options *opt, char *err,

@@ -30,6 +30,9 @@
 
 #include "hash.h"
 #include "store.h"
+#include "alloc.h"
+#include "clock.h"
+#include "error.h"
 
 #define STRIPES_MAX      256
 #define STRIPE_MIN_KEYS  1024

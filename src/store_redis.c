@@ -32,6 +32,9 @@
 #include "redis_proto.h"
 #include "redis_store.h"
 #include "store.h"
+#include "alloc.h"
+#include "clock.h"
+#include "error.h"
 
 /* A connection whose oldest unanswered command is this far past its
  * deadline is presumed dead and replaced. */

@@ -21,6 +21,7 @@
 #include "redis_proto.h"
 #include "redis_url.h"
 #include "store.h"
+#include "clock.h"
 
 #define KEYS 100000
 

@@ -40,6 +40,7 @@
 #include "redis_store.h"
 #include "store.h"
 #include "redis_url.h"
+#include "clock.h"
 
 /* ---- a slow resolver ------------------------------------------------------
  * getaddrinfo() as this program sees it (hiredis's calls included): names

@@ -27,6 +27,7 @@
 #include "floodgate.h"
 #include "redis_store.h"
 #include "store.h"
+#include "clock.h"
 
 #define SEC  1000000ull
 #define HOUR (3600 * SEC)

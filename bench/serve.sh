@@ -3,10 +3,13 @@
 # same wrk settings, one worker each. Prints requests/s and p99 latency
 # side by side as ratios, for the memory store, the Redis store in exact
 # mode, and a one-user flood at over 100x its limit (Redis commands per
-# request, read from INFO commandstats, with the blocked-key cache).
+# request, read from INFO commandstats, with the blocked-key cache), as
+# Markdown tables.
 #
 #   bash bench/serve.sh            (make bench runs it)
 #   DURATION=5 CONNS=64 bash bench/serve.sh
+#   FLOODGATE=/other/floodgate FLOODS=0 bash bench/serve.sh
+#                                  (another binary; the req/s rows only)
 set -u
 cd "$(dirname "$0")/.."
 BUILD=$(realpath -m "${BUILD:-build}")
@@ -154,14 +157,36 @@ cmds() { redis-cli -p "$RPORT" info commandstats | tr -d '\r' |
 calls() { redis-cli -p "$RPORT" info commandstats | tr -d '\r' |
     awk -F'[:=,]' '$1 ~ /^cmdstat_(evalsha|eval|incr|incrby|decrby|pexpire)$/ { s += $3 } END { print s + 0 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+# A figure with thousands separators (mawk's printf has no ' flag).
+commas() { awk -v v="$1" 'BEGIN { t = sprintf("%.0f", v)
+    while (t ~ /[0-9][0-9][0-9][0-9]/) sub(/[0-9][0-9][0-9]($|,)/, ",&", t)
+    print t }'; }
 
-printf 'wrk -t1 -c%s -d%ss, one worker each, loopback, %s CPUs\n\n' "$CONNS" "$DURATION" "$(nproc)"
-printf '%-28s %10s %9s %10s %9s %7s %8s %7s\n' scenario "req/s" "p99 ms" "nginx r/s" "nginx p99" ratio "p99 x" target
-row() { # row NAME FG NGINX TARGET
-    local name=$1 target=$4
+cat <<MD
+## floodgate serve beside nginx \`return 204\`
+
+What: requests/s and p99 latency of \`floodgate serve\` (\`workers = 1\`)
+beside nginx $("$NGINX" -v 2>&1 | sed 's/.*nginx\///') answering \`return 204\` (\`worker_processes 1\`), both measured
+by \`wrk -t1 -c$CONNS -d${DURATION}s --latency\`, POST, on loopback. Each
+row's reference is measured beside it: nginx and floodgate alternate, twice,
+and each keeps its best round. The Redis rows use a redis-server
+($(redis-server --version | cut -d' ' -f3 | sed 's/v=//')) started on a free loopback port, the store in exact mode, a limit
+of 1,000,000/s (every request allowed, so each is a decision); Redis
+commands per request are the \`INFO commandstats\` delta over floodgate's
+first round divided by its requests (a script's inner commands counted):
+token bucket checks go as one script call per batch of up to 64 checks (its
+TIME, GET/MGET and SET counted too), a fixed window's as INCRBY and
+PEXPIRE NX in one round trip.
+
+| scenario | floodgate req/s | p99 ms | nginx req/s | nginx p99 ms | req/s ratio | p99 ratio | target | Redis commands / request |
+|---|---|---|---|---|---|---|---|---|
+MD
+row() { # row NAME FG NGINX TARGET [COMMANDS-PER-REQUEST]
+    local name=$1 target=$4 per=${5:-}
     set -- $2 $3
-    printf '%-28s %10.0f %9.2f %10.0f %9.2f %7s %8s %7s\n' "$name" "$1" "$2" "$4" "$5" \
-        "$(ratio "$1" "$4")" "$(ratio "$2" "$5")" "$target"
+    printf '| %s | %s | %.2f | %s | %.2f | %s× | %s× | %s | %s |\n' "$name" \
+        "$(commas "$1")" "$2" "$(commas "$4")" "$5" \
+        "$(ratio "$1" "$4")" "$(ratio "$2" "$5")" "$target" "$per"
 }
 
 NREF=$(run "http://127.0.0.1:$NPORT/")
@@ -169,57 +194,74 @@ h=$(run "http://127.0.0.1:$PORT_mem/healthz")
 run_nginx_again
 h=$(best "$h" "$(run "http://127.0.0.1:$PORT_mem/healthz")")
 n0=$NREF
-row "HTTP alone (/healthz)" "$h" "$n0" ""
+row "HTTP alone (\`/healthz\`)" "$h" "$n0" ""
 NREF=$(run "http://127.0.0.1:$NPORT/")
 m=$(run "http://127.0.0.1:$PORT_mem/v1/check?limit=bench&key=user1")
 run_nginx_again
 m=$(best "$m" "$(run "http://127.0.0.1:$PORT_mem/v1/check?limit=bench&key=user1")")
 n1=$NREF
-row "memory store" "$m" "$n1" ">=0.70"
-redis_row() { # redis_row NAME LIMIT [KEY]; NOTE says what a request sends
-    local u="http://127.0.0.1:$PORT_red/v1/check?limit=$2&key=${3:-user1}" r r2 c0 c1
+row "memory store, token_bucket" "$m" "$n1" "≥ 0.70×"
+redis_row() { # redis_row NAME LIMIT [KEY]
+    local name=$1 u="http://127.0.0.1:$PORT_red/v1/check?limit=$2&key=${3:-user1}" r r2 c0 c1
     NREF=$(run "http://127.0.0.1:$NPORT/")
     c0=$(cmds)
     r=$(run "$u")
     c1=$(cmds)
     run_nginx_again
     r2=$(run "$u")
-    row "$1" "$(best "$r" "$r2")" "$NREF" ">=0.50"
     set -- $r
-    echo "  $(ratio $((c1 - c0)) "$3") Redis commands per request ($NOTE)"
+    row "$name" "$(best "$r" "$r2")" "$NREF" "≥ 0.50×" "$(ratio $((c1 - c0)) "$3")"
 }
-NOTE="one script call per batch of up to 64 checks; its TIME, GET/MGET and SET counted too"
-redis_row "redis exact, token_bucket" bench
+redis_row "Redis exact, token_bucket, one key" bench
 SCRIPT=users.lua
-redis_row "  ... 100,000 users" bench user
+redis_row "Redis exact, token_bucket, 100,000 keys at random (nginx: the same wrk script)" bench user
 SCRIPT=post.lua
-NOTE="INCRBY, and PEXPIRE NX once per window"
-redis_row "redis exact, fixed_window" benchfw
+redis_row "Redis exact, fixed_window, one key" benchfw
+[ "${FLOODS:-1}" = 0 ] && exit 0
+
 # One user floods at 100x the limit of its key, paced by fgload (wrk
 # cannot pace), then as fast as wrk can send.
 FGLOAD=${FGLOAD:-$BUILD/tests/serve/fgload}
 per_req() { awk -v c="$1" -v n="$2" 'BEGIN { if (n > 0) printf "%.4f", c / n; else print "n/a" }'; }
+cat <<MD
+
+One user floods its key on the Redis store (exact mode): first paced at
+100× the key's limit by fgload (32 connections, ${FLOOD_DURATION} s; wrk cannot
+pace), then as fast as wrk sends (\`wrk -t1 -c$CONNS -d${DURATION}s\`). Redis
+commands per request: the \`INFO commandstats\` delta over the run (a
+script's inner commands counted) divided by the requests sent; commands
+sent: those the client sent (EVALSHA, EVAL, INCR, INCRBY, DECRBY, PEXPIRE;
+a token bucket's are one a round trip, a fixed window's two).
+The blocked-key cache answers a known refusal without Redis.
+
+| flood | algorithm | requests | allowed | refused | p99 ms | Redis commands | commands / request | commands sent / request | target |
+|---|---|---|---|---|---|---|---|---|---|
+MD
 paced() { # paced f|w LIMIT-PER-S (token bucket or fixed window)
-    local alg=$1 lim=$2 c0 c1 k0 k1 out sent
+    local alg=$1 lim=$2 c0 c1 k0 k1 out
     c0=$(cmds); k0=$(calls)
     out=$("$FGLOAD" -r $((lim * 100)) -c 32 -d $((FLOOD_DURATION * 1000)) \
         "http://127.0.0.1:$PORT_red/v1/check?limit=$alg$lim&key=paced$alg$lim")
     c1=$(cmds); k1=$(calls)
-    sent=$(echo "$out" | tr ' ' '\n' | awk -F= '$1 == "sent" { print $2 }')
-    printf '%-28s %s\n' "flood 100x of $lim/s ($([ "$alg" = f ] && echo token_bucket || echo fixed_window))" \
-        "$(echo "$out" | cut -d' ' -f1-3,8-10)"
-    echo "  $((c1 - c0)) Redis commands ($((k1 - k0)) sent, the rest inside scripts) for $sent requests =" \
-        "$(per_req $((c1 - c0)) "$sent") commands, $(per_req $((k1 - k0)) "$sent") round trips per request (target <= 0.05)"
+    # fgload prints "name=value" fields: sent, s200, s429, p99_us, ...
+    local sent s200 s429 p99
+    eval "$(echo "$out" | tr ' ' '\n' | awk -F= '$1 ~ /^(sent|s200|s429|p99_us)$/ { print $1 "=" $2 }')"
+    p99=$(awk -v u="${p99_us:-0}" 'BEGIN { printf "%.2f", u / 1000 }')
+    printf '| 100× of %s/s, paced | %s | %s | %s | %s | %s | %s | %s | %s | ≤ 0.05 |\n' "$lim" \
+        "$([ "$alg" = f ] && echo token_bucket || echo fixed_window)" \
+        "$(commas "$sent")" "$(commas "$s200")" "$(commas "$s429")" "$p99" \
+        "$(commas $((c1 - c0)))" "$(per_req $((c1 - c0)) "$sent")" "$(per_req $((k1 - k0)) "$sent")"
 }
 paced f 10
 paced f 100
 paced w 10
 paced w 100
-n3=$(run "http://127.0.0.1:$NPORT/")
 c0=$(cmds); k0=$(calls)
 f=$(run "http://127.0.0.1:$PORT_red/v1/check?limit=f10&key=wrkflood")
 c1=$(cmds); k1=$(calls)
-row "flood of 10/s, wrk max rate" "$f" "$n3" ""
+refused=$(awk '/Non-2xx or 3xx responses:/ { print $NF }' "$T/wrk.out")
 set -- $f
-echo "  $(awk -v r="$1" 'BEGIN { printf "%.0f", r / 10 }')x the limit: $((c1 - c0)) Redis commands ($((k1 - k0)) sent)" \
-    "for $3 requests = $(per_req $((c1 - c0)) "$3") per request (target <= 0.05)"
+printf '| %s× of 10/s, wrk at its fastest (%s req/s) | token_bucket | %s | %s | %s | %.2f | %s | %s | %s | ≤ 0.05 |\n' \
+    "$(commas "$(awk -v r="$1" 'BEGIN { print r / 10 }')")" "$(commas "$1")" "$(commas "$3")" \
+    "$(commas $(($3 - ${refused:-0})))" "$(commas "${refused:-0}")" "$2" \
+    "$(commas $((c1 - c0)))" "$(per_req $((c1 - c0)) "$3")" "$(per_req $((k1 - k0)) "$3")"

@@ -4,13 +4,14 @@
 # the sources itself.
 #
 # man/NAME.SECTION.scd becomes $(BUILD)/man/NAME.SECTION. The date in each
-# page is the last commit's (SOURCE_DATE_EPOCH, as scdoc reads it), so that
-# two builds of one revision give the same pages.
+# page is that of the last commit that changed man/ (SOURCE_DATE_EPOCH, as
+# scdoc reads it), so that two builds of one revision give the same pages;
+# outside a git checkout scdoc uses today's.
 
 MAN_PAGES := $(BUILD)/man/floodgate.1 $(BUILD)/man/floodgate-check.1 \
              $(BUILD)/man/floodgate-serve.1 $(BUILD)/man/floodgate-lab.1 \
              $(BUILD)/man/floodgate.ini.5 $(BUILD)/man/libfloodgate.3
-MAN_DATE  := $(shell git log -1 --format=%ct 2>/dev/null)
+MAN_DATE  := $(shell git log -1 --format=%ct -- man 2>/dev/null)
 
 .PHONY: man
 man: $(MAN_PAGES)

@@ -336,8 +336,9 @@ static long rss_kb(void)
     return kb;
 }
 
-/* Resident memory per key once a store holds a million 15-byte keys. */
-static void memory_per_key(void)
+/* Resident memory per key, less the key, once a store holds a million
+ * 15-byte keys; '*keys' the keys it held. */
+static double memory_per_key(uint64_t *keys)
 {
     const unsigned long n = 1000000;
     char err[256], key[32];
@@ -358,11 +359,10 @@ static void memory_per_key(void)
     }
     double per_key =
         (double)(rss_kb() - before) * 1024.0 / (double)fg_store_keys(st);
-    printf("memory per key: %.1f bytes + the key (%llu keys of 15 bytes, "
-           "RSS growth; target <= 128 + the key)\n\n",
-           per_key - 15, (unsigned long long)fg_store_keys(st));
+    *keys = fg_store_keys(st);
     fg_limiter_free(l);
     fg_store_close(st);
+    return per_key - 15;
 }
 
 /* A limiter of a billion a second on a new store with room for twice
@@ -384,21 +384,94 @@ static fg_limiter *bench_limiter(const char *algo, fg_store **st)
     return l;
 }
 
+/* One row's figures for an algorithm, printed once every row has run, as
+ * Markdown tables. */
+typedef struct result {
+    double ns[2][2];          /* [threads - 1][0 baseline, 1 fg_check] */
+    double split[LOOPS];      /* two threads vs one, the row's keys split */
+    double own[LOOPS];        /* two threads vs one, each its own key set */
+    double alone_ns, both_ns; /* one thread on one / both threads' keys */
+} result;
+
+static void print_tables(const size_t *sizes, const char **algos,
+                         result res[][2], double per_key, uint64_t keys)
+{
+    printf("## Memory store beside a baseline loop\n\n"
+           "What: nanoseconds per `fg_check` on the memory store (a limit of "
+           "1,000,000,000/s, so every check is allowed), beside a baseline "
+           "loop in the same run: the least any in-memory limiter must do per "
+           "check (hash the key, probe an open-addressing table, read the "
+           "monotonic clock, compare and add). Both visit the same "
+           "precomputed key sequence: one hot key, 100,000 and 1,000,000 keys "
+           "at random. Each figure is the best of %d rounds of %u checks, the "
+           "rounds of the loops alternating, so that a busy neighbour slows "
+           "all alike. Two threads check distinct keys: the row's keys split "
+           "between them, each its half (on the hot key, each its own "
+           "key).\n\n",
+           ROUNDS, SEG);
+    printf("| algorithm | keys | threads | baseline ns | fg_check ns | ratio "
+           "| target |\n|---|---|---|---|---|---|---|\n");
+    for (int si = 0; si < 3; si++)
+        for (int ai = 0; ai < 2; ai++)
+            for (int t = 0; t < 2; t++)
+                printf("| %s | %zu | %d | %.1f | %.1f | %.2f× | %s |\n",
+                       algos[ai], sizes[si], t + 1, res[si][ai].ns[t][0],
+                       res[si][ai].ns[t][1],
+                       res[si][ai].ns[t][1] / res[si][ai].ns[t][0],
+                       t == 0 ? "≤ 2×" : "");
+    printf("\nTwo threads vs one on the row's keys (the rounds of one and "
+           "two threads alternate): each loop's time per check on one thread "
+           "over two threads'. The host's second core is not always free: "
+           "the baseline's own scaling in the same rounds says how much was "
+           "there.\n\n");
+    printf("| algorithm | keys | baseline, 32-byte slots | baseline, a slot "
+           "to a cache line | fg_check | fg_check ÷ baselines | target |\n"
+           "|---|---|---|---|---|---|---|\n");
+    for (int si = 0; si < 3; si++)
+        for (int ai = 0; ai < 2; ai++) {
+            const double *h = res[si][ai].split;
+            printf("| %s | %zu%s | %.2f× | %.2f× | %.2f× | %.2f / %.2f | "
+                   "≥ 1.6× |\n",
+                   algos[ai], sizes[si],
+                   sizes[si] > 1 ? ", split" : ", each thread its own",
+                   h[LOOP_BASE], h[LOOP_SHARED], h[LOOP_FG],
+                   h[LOOP_FG] / h[LOOP_BASE], h[LOOP_FG] / h[LOOP_SHARED]);
+        }
+    printf("\nTwo threads vs one, each thread its own key set of the row's "
+           "size (the store then holds twice the keys; one thread is "
+           "measured again on it, so that like is compared with like).\n\n");
+    printf("| algorithm | keys a thread | baseline, a table per thread | "
+           "baseline, one table of both threads' keys | fg_check | fg_check "
+           "÷ baselines | one thread, store of its keys, ns | one thread, "
+           "store of both threads' keys, ns |\n"
+           "|---|---|---|---|---|---|---|---|\n");
+    for (int si = 1; si < 3; si++)
+        for (int ai = 0; ai < 2; ai++) {
+            const result *r = &res[si][ai];
+            printf("| %s | %zu | %.2f× | %.2f× | %.2f× | %.2f / %.2f | %.1f "
+                   "| %.1f |\n",
+                   algos[ai], sizes[si], r->own[LOOP_BASE], r->own[LOOP_SHARED],
+                   r->own[LOOP_FG], r->own[LOOP_FG] / r->own[LOOP_BASE],
+                   r->own[LOOP_FG] / r->own[LOOP_SHARED], r->alone_ns,
+                   r->both_ns);
+        }
+    printf("\nMemory per key: the growth of resident memory once a store "
+           "holds a million 15-byte keys, less the key.\n\n"
+           "| keys | bytes per key, less the key | target |\n|---|---|---|\n"
+           "| %llu | %.1f | ≤ 128 |\n",
+           (unsigned long long)keys, per_key);
+}
+
 int main(void)
 {
     for (uint32_t i = 0; i < OPS; i++)
         ascending[i] = i;
-    memory_per_key();
+    uint64_t keys = 0;
+    double per_key = memory_per_key(&keys);
     workers_start();
     static const size_t sizes[] = {1, 100000, 1000000};
     const char *algos[] = {"fixed_window", "token_bucket"};
-
-    printf("memory store: ns per check (best of %d rounds of %u checks), "
-           "beside the baseline loop in the same run; two threads on the "
-           "row's keys, each on its half\n",
-           ROUNDS, SEG);
-    printf("%-14s %-8s %-8s %12s %12s %8s %s\n", "algorithm", "keys", "threads",
-           "baseline_ns", "fg_check_ns", "ratio", "target");
+    static result res[3][2];
     for (size_t si = 0; si < 3; si++) {
         size_t n = sizes[si];
         /* ks: a key set of the row's size for each thread; part: the first
@@ -453,38 +526,17 @@ int main(void)
                 measure(1, (setup[]){{bt, shared, l, ks}, {bt, shared, l, ks}},
                         own);
             }
+            result *r = &res[si][ai];
             const double *rows[2] = {alone[0], halves[1]};
-            for (int t = 0; t < 2; t++)
-                printf("%-14s %-8zu %-8d %12.1f %12.1f %7.2fx %s\n", algos[ai],
-                       n, t + 1, rows[t][LOOP_BASE], rows[t][LOOP_FG],
-                       rows[t][LOOP_FG] / rows[t][LOOP_BASE],
-                       t == 0 ? "<= 2x" : "");
-            /* The host's second core is not always free: the baseline's
-             * own scaling in the same rounds says how much was there. */
-            double h[LOOPS];
-            scaling(halves, h);
-            printf("%-14s %-8zu two threads vs one, %s: baseline %.2fx "
-                   "(32-byte slots), %.2fx (a slot to a cache line), fg_check "
-                   "%.2fx (target >= 1.6x), %.2f / %.2f of the baselines' "
-                   "scaling\n",
-                   algos[ai], n,
-                   n > 1 ? "the row's keys split between them"
-                         : "each thread its own key",
-                   h[LOOP_BASE], h[LOOP_SHARED], h[LOOP_FG],
-                   h[LOOP_FG] / h[LOOP_BASE], h[LOOP_FG] / h[LOOP_SHARED]);
+            for (int t = 0; t < 2; t++) {
+                r->ns[t][0] = rows[t][LOOP_BASE];
+                r->ns[t][1] = rows[t][LOOP_FG];
+            }
+            scaling(halves, r->split);
             if (n > 1) {
-                double o[LOOPS];
-                scaling(own, o);
-                printf("%-14s %-8zu two threads vs one, each thread its own "
-                       "%zu keys (the store holds twice the keys): baseline "
-                       "%.2fx (a table per thread), %.2fx (one table of both "
-                       "threads' keys), fg_check %.2fx, %.2f / %.2f of the "
-                       "baselines' scaling; one thread on the store of one "
-                       "thread's keys %.1f ns, of both threads' %.1f ns\n",
-                       algos[ai], n, n, o[LOOP_BASE], o[LOOP_SHARED],
-                       o[LOOP_FG], o[LOOP_FG] / o[LOOP_BASE],
-                       o[LOOP_FG] / o[LOOP_SHARED], alone[0][LOOP_FG],
-                       own[0][LOOP_FG]);
+                scaling(own, r->own);
+                r->alone_ns = alone[0][LOOP_FG];
+                r->both_ns = own[0][LOOP_FG];
             }
             fg_limiter_free(l);
             fg_store_close(st);
@@ -504,5 +556,6 @@ int main(void)
         free(line[0].slots);
     }
     workers_stop();
+    print_tables(sizes, algos, res, per_key, keys);
     return 0;
 }

@@ -3,7 +3,7 @@
 # libfloodgate at pipeline depth 1 and 16, beside redis-benchmark sending the
 # same commands at the same depth to the same server in the same run; then
 # Redis server time per decision (INFO commandstats) beside a bare INCR.
-# Not a test: it prints figures and ratios. FG_BENCH_SECS sets each run's
+# Not a test: it prints figures and ratios, as Markdown. FG_BENCH_SECS sets each run's
 # length (default 1), FG_BENCH_REPS how many runs each side's best is taken
 # from (default 3).
 set -u
@@ -89,8 +89,27 @@ measure() { # ALGO DEPTH
     echo "${lib:-0} ${ref:-0}"
 }
 
-echo "Redis store, one connection, loopback ($(redis-server --version | cut -d' ' -f3)), best of $REPS runs of ${SECS} s"
-printf '%-16s %5s %14s %18s %7s\n' algorithm depth "library dec/s" "redis-bench dec/s" ratio
+# A figure with thousands separators (mawk's printf has no ' flag).
+commas() { awk -v v="$1" 'BEGIN { t = sprintf("%.0f", v)
+    while (t ~ /[0-9][0-9][0-9][0-9]/) sub(/[0-9][0-9][0-9]($|,)/, ",&", t)
+    print t }'; }
+cat <<MD
+## Redis store: decisions/s beside redis-benchmark, server time per decision
+
+What: decisions per second of libfloodgate's Redis store (\`redis_bench\`,
+one connection, the async client, a limit of 1,000,000/s) at pipeline
+depth 1 and 16, beside \`redis-benchmark -c 1 -P DEPTH\` sending the same
+commands with the same arguments to the same redis-server
+($(redis-server --version | cut -d' ' -f3 | sed 's/v=//'), a free loopback port) in the same run. A fixed window's
+reference is INCR and PEXPIRE NX each run alone at twice the depth
+(a decision costs one of each: 1 / (1/r_incr + 1/r_pexpire)); the Lua
+algorithms' is EVALSHA of the same script. Each side's best of $REPS
+interleaved runs of ${SECS} s. At depth 16 the library batches token bucket
+checks into one call, which redis-benchmark cannot.
+
+| algorithm | depth | library decisions/s | redis-benchmark decisions/s | ratio | target |
+|---|---|---|---|---|---|
+MD
 for algo in fixed_window sliding_window token_bucket; do
     for depth in 1 16; do
         # Each side's best of REPS interleaved runs: on a shared machine
@@ -102,7 +121,8 @@ for algo in fixed_window sliding_window token_bucket; do
             best_ref=$(awk -v a="$ref" -v b="$best_ref" 'BEGIN { print (a > b) ? a : b }')
         done
         ratio=$(awk -v a="$best_lib" -v b="$best_ref" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')
-        printf '%-16s %5d %14.0f %18.0f %6sx\n' "$algo" "$depth" "$best_lib" "$best_ref" "$ratio"
+        printf '| %s | %d | %s | %s | %s× | ≥ 0.9× |\n' "$algo" "$depth" \
+            "$(commas "$best_lib")" "$(commas "$best_ref")" "$ratio"
     done
 done
 
@@ -146,8 +166,16 @@ server_time() { # ALGO RATE
     awk -v u="${usec:-0}" -v c="${calls:-0}" -v d="$detail" 'BEGIN { if (c > 0) printf "%.3f %s\n", u / c, d; else print "0" }'
 }
 
-echo
-echo "Redis server time per decision (INFO commandstats, depth 16, least of $REPS runs)"
+cat <<MD
+
+Redis server time per decision: \`CONFIG RESETSTAT\`, one library run at
+depth 16, then the \`usec\` of \`INFO commandstats\` over the decisions, the
+least of $REPS runs, beside a bare INCR sent by redis-benchmark (depth 16)
+in the same rounds. A Lua script's time includes the commands it runs.
+
+| algorithm | limit | µs per decision | ratio to a bare INCR | target | detail |
+|---|---|---|---|---|---|
+MD
 # fixed_window twice: with 1 s windows every key is created (and given its
 # expiry) anew each second; with 1 h windows the keys already exist, as
 # for the bare INCR. Runs interleave with the bare INCR's so both see the
@@ -166,8 +194,11 @@ for _ in $(seq "$REPS"); do
         fi
     done
 done
-printf '%-16s %-14s %8s us\n' "bare INCR" "" "$incr"
+printf '| bare INCR | | %s | 1.00× | | |\n' "$incr"
 for row in $rows; do
     x=$(awk -v a="${best[$row]}" -v b="$incr" 'BEGIN { printf "%.2f", a / b }')
-    printf '%-16s %-14s %8s us  %5sx bare INCR  %s\n' "${row%%:*}" "${row#*:}" "${best[$row]}" "$x" "${bestd[$row]}"
+    target=shown
+    [ "${row%%:*}" = fixed_window ] && target="≤ 2×"
+    printf '| %s | %s | %s | %s× | %s | %s |\n' "${row%%:*}" "${row#*:}" "${best[$row]}" "$x" \
+        "$target" "$(echo "${bestd[$row]}" | sed 's/^(//; s/)$//')"
 done

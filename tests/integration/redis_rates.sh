@@ -6,58 +6,12 @@
 # under a rate that changes; the stored state's format; 13/h over 1,000
 # simulated hours; and `floodgate check` with the rates that were refused
 # and a rate raised after a bucket was used up. About 15 s.
-set -u
-cd "$(dirname "$0")/../.."
-BUILD=$(realpath -m "${BUILD:-build}")
-FLOODGATE=${FLOODGATE:-$BUILD/floodgate}
+FG_TEST_BOUND=${FG_TEST_BOUND:-90}
+. "$(dirname "$0")/../serve/lib.sh"
 TOOL=$BUILD/redis/redis_rates
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-
-if ! command -v redis-server >/dev/null || ! command -v ss >/dev/null ||
-    [ ! -x "$TOOL" ]; then
-    echo "redis-server, ss (iproute2) or $TOOL missing"
-    echo "0 passed, 1 failed"
-    exit 1
-fi
-
-DIR=$(mktemp -d)
-cleanup() {
-    local pid
-    pid=$(cat "$DIR/redis.pid" 2>/dev/null)
-    if [ -n "$pid" ]; then
-        kill "$pid" 2>/dev/null
-        for _ in $(seq 50); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.05
-        done
-        kill -9 "$pid" 2>/dev/null
-    fi
-    rm -rf "$DIR"
-}
-trap cleanup EXIT INT TERM
-
-# A loopback port no socket uses, below the ephemeral range.
-free_port() {
-    local p
-    for _ in $(seq 200); do
-        p=$((20000 + RANDOM % 12000))
-        [ -z "$(ss -Htan "sport = :$p")" ] || continue
-        echo "$p"
-        return 0
-    done
-    return 1
-}
-
-PORT=$(free_port)
-redis-server --port "$PORT" --bind 127.0.0.1 --dir "$DIR" --daemonize yes \
-    --pidfile "$DIR/redis.pid" --save '' --appendonly no \
-    --logfile "$DIR/redis.log" >/dev/null || bad "redis-server did not start"
-for _ in $(seq 100); do
-    redis-cli -p "$PORT" ping 2>/dev/null | grep -q PONG && break
-    sleep 0.02
-done
+[ -x "$TOOL" ] || { bad "$TOOL missing"; finish; }
+start_redis || { bad "redis starts"; finish; }
+PORT=$RPORT
 URL="redis://127.0.0.1:$PORT?prefix=rt:"
 
 # run MODE ARGS...: a redis_rates mode; its "N passed, N failed" added.
@@ -74,8 +28,8 @@ run() {
     p=${last%% passed*}
     f=${last#*, }
     f=${f%% failed}
-    pass=$((pass + p))
-    fail=$((fail + f))
+    PASS=$((PASS + p))
+    FAIL=$((FAIL + f))
     [ "$rc" -eq 0 ] || [ "$f" -ne 0 ] || bad "redis_rates $1 exit $rc"
 }
 
@@ -96,7 +50,7 @@ for rate in 13/h 17/min 999/min 123/s 9007199254740991/365day; do
             --algorithm "$algo" --key k 2>&1)
         if [ "$rc" -eq 0 ] && [ "${out%% *}" = allowed ] &&
             [ "${out%% reset*}" = "${mem%% reset*}" ]; then
-            ok
+            ok "check $rate $algo on redis as on memory: $out"
         else
             bad "check $rate $algo on redis: '$out' (exit $rc); memory: '$mem'"
         fi
@@ -109,24 +63,23 @@ done
 # whole burst back within a second.
 N="chg$RANDOM"
 "$FLOODGATE" check --store "$R" --name "$N" --limit 2/h --key u1 --count 3 \
-    >"$DIR/c1" 2>&1
-if grep -q 'allowed=2 limited=1' "$DIR/c1"; then ok; else
-    bad "2/h x3: $(tr '\n' ' ' <"$DIR/c1")"
+    >"$T/c1" 2>&1
+if grep -q 'allowed=2 limited=1' "$T/c1"; then ok "2/h: 2 of 3"; else
+    bad "2/h x3: $(tr '\n' ' ' <"$T/c1")"
 fi
 out=$("$FLOODGATE" check --store "$R" --name "$N" --limit 1000/s --key u1 2>&1)
 case $out in
-allowed* | "limited retry_after_ms=1"*) ok ;;
+allowed* | "limited retry_after_ms=1"*) ok "1000/s after 2/h: $out" ;;
 *) bad "1000/s after 2/h: '$out' (the old period's wait)" ;;
 esac
 sleep 0.01
 out=$("$FLOODGATE" check --store "$R" --name "$N" --limit 1000/s --key u1 2>&1)
-case $out in allowed*) ok ;; *) bad "1000/s 10 ms later: '$out'" ;; esac
+case $out in allowed*) ok "1000/s 10 ms later: allowed" ;; *) bad "1000/s 10 ms later: '$out'" ;; esac
 sleep 1.05
 out=$("$FLOODGATE" check --store "$R" --name "$N" --limit 1000/s --key u1 \
     --count 1000 2>&1 | tail -n 1)
-if [ "$out" = "allowed=1000 limited=0" ]; then ok; else
+if [ "$out" = "allowed=1000 limited=0" ]; then ok "1000/s a second later: the whole burst"; else
     bad "1000/s a second later: '$out'"
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -1,0 +1,272 @@
+#!/usr/bin/env bash
+# install.sh -- the installed copy: `make install DESTDIR=... PREFIX=/usr`
+# into a temp folder, then what a user of it sees. The files and links are
+# where they belong; libfloodgate.so.0 exports the fg_ API and nothing else
+# (nm -D: every function floodgate.h declares, no fg__); floodgate.h
+# compiles as C++; the installed examples/hello.c and hello_async.c build
+# with pkg-config against the shared library (ldd: the installed .so) and
+# the static one (--static, the .a), and each decides 3 allowed then 1
+# refused for 3/s against a real redis-server started here on a free
+# loopback port (and hello.c in memory); the installed floodgate.service
+# passes systemd-analyze verify; `make uninstall` leaves no file behind.
+# A build with sanitizers builds the examples with them too. About 10 s.
+set -u
+cd "$(dirname "$0")/../.."
+REPO=$PWD
+BUILD=$(realpath -m "${BUILD:-build}")
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+check() { # check DESCRIPTION COMMAND...: passes when COMMAND succeeds.
+    local what=$1
+    shift
+    if "$@"; then ok; else bad "$what"; fi
+}
+
+for tool in redis-server redis-cli ss pkg-config cc g++ nm readelf ldd \
+    systemd-analyze; do
+    if ! command -v "$tool" >/dev/null; then
+        echo "$tool missing (scripts/bootstrap installs it)"
+        echo "0 passed, 1 failed"
+        exit 1
+    fi
+done
+
+T=$(mktemp -d)
+cleanup() {
+    local pid
+    pid=$(cat "$T/redis.pid" 2>/dev/null)
+    if [ -n "$pid" ]; then
+        kill "$pid" 2>/dev/null
+        for _ in $(seq 50); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.05
+        done
+        kill -9 "$pid" 2>/dev/null
+    fi
+    rm -rf "$T"
+}
+trap cleanup EXIT INT TERM
+
+ROOT=$T/root
+LIBDIR=$ROOT/usr/lib
+DOC=$ROOT/usr/share/doc/floodgate
+
+# ---- make install ----------------------------------------------------------
+
+if timeout 50 make -C "$REPO" --no-print-directory BUILD="$BUILD" install \
+    DESTDIR="$ROOT" PREFIX=/usr >"$T/install.log" 2>&1; then
+    ok
+else
+    bad "make install (exit $?):"
+    tail -n 20 "$T/install.log"
+    echo "$pass passed, $fail failed"
+    exit 1
+fi
+
+for f in usr/bin/floodgate usr/lib/libfloodgate.a \
+    usr/lib/libfloodgate.so.0.1.0 usr/include/floodgate.h \
+    usr/lib/pkgconfig/floodgate.pc; do
+    check "installed $f" test -f "$ROOT/$f" -a ! -L "$ROOT/$f"
+done
+check "bin/floodgate is executable" test -x "$ROOT/usr/bin/floodgate"
+check "libfloodgate.so.0 -> libfloodgate.so.0.1.0" \
+    test "$(readlink "$LIBDIR/libfloodgate.so.0")" = libfloodgate.so.0.1.0
+check "libfloodgate.so -> libfloodgate.so.0" \
+    test "$(readlink "$LIBDIR/libfloodgate.so")" = libfloodgate.so.0
+for f in gatepass.ini nginx-auth-request.conf floodgate.service hello.c \
+    hello_async.c; do
+    check "installed share/doc/floodgate/$f" test -f "$DOC/$f"
+done
+check "the installed unit runs /usr/bin/floodgate" \
+    grep -q '^ExecStart=/usr/bin/floodgate serve ' "$DOC/floodgate.service"
+check "the installed binary runs" \
+    sh -c "'$ROOT/usr/bin/floodgate' version | grep -q floodgate"
+
+# The man pages, when mk/man.mk builds them: man/NAME.N.scd is installed as
+# share/man/manN/NAME.N, and nothing else is there.
+if [ -f mk/man.mk ]; then
+    want=0
+    for src in man/*.scd; do
+        [ -e "$src" ] || continue
+        page=$(basename "$src" .scd)
+        want=$((want + 1))
+        check "man page $page" test -f "$ROOT/usr/share/man/man${page##*.}/$page"
+    done
+    have=$(find "$ROOT/usr/share/man" -type f 2>/dev/null | wc -l)
+    check "man pages: $have installed, $want sources" test "$have" -eq "$want"
+fi
+
+# ---- the shared library's symbols -----------------------------------------
+
+SO=$LIBDIR/libfloodgate.so.0.1.0
+check "soname libfloodgate.so.0" \
+    sh -c "readelf -d '$SO' | grep -q 'Library soname: \[libfloodgate.so.0\]'"
+nm -D --defined-only "$SO" | awk '{print $NF}' | sort -u >"$T/exported"
+grep -oE '\bfg_[a-z0-9_]+ *\(' "$ROOT/usr/include/floodgate.h" |
+    tr -d ' (' | sort -u >"$T/declared"
+foreign=$(grep -v '^fg_' "$T/exported")
+internal=$(grep '^fg__' "$T/exported")
+check "exported symbols are all fg_ (not: $(echo $foreign))" test -z "$foreign"
+check "no fg__ symbol exported (exported: $(echo $internal))" test -z "$internal"
+missing=$(comm -23 "$T/declared" "$T/exported")
+extra=$(comm -13 "$T/declared" "$T/exported")
+check "every function of floodgate.h exported (missing: $(echo $missing))" \
+    test -z "$missing" -a -s "$T/declared"
+check "only floodgate.h's functions exported (extra: $(echo $extra))" \
+    test -z "$extra"
+echo "libfloodgate.so.0: $(wc -l <"$T/exported") symbols exported," \
+    "$(wc -l <"$T/declared") functions declared"
+
+# ---- the header as C++ ------------------------------------------------------
+
+check "floodgate.h compiles as C++ (-Wall -Wextra -Werror -pedantic)" \
+    g++ -fsyntax-only -x c++ -std=c++11 -Wall -Wextra -Werror -pedantic \
+    "$ROOT/usr/include/floodgate.h"
+
+# ---- the examples, built with pkg-config -----------------------------------
+
+export PKG_CONFIG_PATH=$LIBDIR/pkgconfig PKG_CONFIG_SYSROOT_DIR=$ROOT
+check "pkg-config finds floodgate 0.1.0" \
+    test "$(pkg-config --modversion floodgate 2>&1)" = 0.1.0
+check "pkg-config --cflags points into DESTDIR" \
+    sh -c "pkg-config --cflags floodgate | grep -q -- '-I$ROOT/usr/include'"
+
+# A library built with sanitizers (make asan) needs them in the program too.
+SAN=
+if nm "$LIBDIR/libfloodgate.a" 2>/dev/null | grep -q '__asan_'; then
+    SAN="-fsanitize=address,undefined"
+    echo "the library is built with sanitizers: examples built with $SAN"
+fi
+CC_FLAGS="-std=c11 -Wall -Wextra -Werror -O1 -g $SAN"
+
+# build NAME SOURCE static|shared PKG...: $T/NAME from SOURCE.
+build() {
+    local name=$1 src=$2 kind=$3
+    shift 3
+    local cflags libs
+    cflags=$(pkg-config --cflags floodgate "$@") || return 1
+    if [ "$kind" = static ]; then
+        # The .a, whatever else the folder holds: -l:libfloodgate.a.
+        libs=$(pkg-config --static --libs floodgate "$@") || return 1
+        libs=${libs/-lfloodgate/-l:libfloodgate.a}
+    else
+        libs=$(pkg-config --libs floodgate "$@") || return 1
+    fi
+    # shellcheck disable=SC2086
+    cc $CC_FLAGS $cflags "$src" $libs -o "$T/$name" 2>"$T/$name.cc.log" ||
+        { cat "$T/$name.cc.log"; return 1; }
+}
+for kind in shared static; do
+    check "hello.c builds ($kind)" \
+        build "hello_$kind" "$DOC/hello.c" "$kind"
+    check "hello_async.c builds ($kind)" \
+        build "hello_async_$kind" "$DOC/hello_async.c" "$kind" libevent
+done
+
+# ldd: the shared builds load the installed .so (by its soname), the static
+# builds none.
+for p in hello_shared hello_async_shared; do
+    check "$p needs libfloodgate.so.0" \
+        sh -c "readelf -d '$T/$p' | grep -q 'Shared library: \[libfloodgate.so.0\]'"
+    check "$p loads $LIBDIR/libfloodgate.so.0" \
+        sh -c "LD_LIBRARY_PATH='$LIBDIR' ldd '$T/$p' |
+               grep -q '^[[:space:]]*libfloodgate.so.0 => $LIBDIR/libfloodgate.so.0 '"
+done
+for p in hello_static hello_async_static; do
+    check "$p links no libfloodgate.so" \
+        sh -c "! ldd '$T/$p' | grep -q libfloodgate"
+    check "$p holds fg_check" \
+        sh -c "nm '$T/$p' | grep -q ' T fg_check$'"
+done
+
+# ---- the examples against a real Redis -------------------------------------
+
+# A loopback port no socket uses, below the ephemeral range.
+free_port() {
+    local p
+    for _ in $(seq 200); do
+        p=$((20000 + RANDOM % 12000))
+        [ -z "$(ss -Htan "sport = :$p")" ] || continue
+        echo "$p"
+        return 0
+    done
+    return 1
+}
+PORT=$(free_port)
+redis-server --port "$PORT" --bind 127.0.0.1 --dir "$T" --daemonize yes \
+    --pidfile "$T/redis.pid" --save '' --appendonly no \
+    --logfile "$T/redis.log" >/dev/null || bad "redis-server did not start"
+for _ in $(seq 100); do
+    redis-cli -p "$PORT" ping 2>/dev/null | grep -q PONG && break
+    sleep 0.02
+done
+
+# decides NAME URL: 3 allowed (2, 1, 0 left) then one refused, with a wait
+# of at most a third of a second, all by the store, nothing on stderr.
+decides() {
+    local name=$1 url=$2 out rc
+    out=$(cd "$T" && LD_LIBRARY_PATH=$LIBDIR timeout 10 "./$name" "$url" \
+        2>"$T/$name.err")
+    rc=$?
+    local want='^allowed remaining=2 retry_after_ms=0 source=store
+allowed remaining=1 retry_after_ms=0 source=store
+allowed remaining=0 retry_after_ms=0 source=store
+limited remaining=0 retry_after_ms=([1-9][0-9]?|[12][0-9][0-9]|3[0-3][0-9]) source=store$'
+    if [ "$rc" -ne 0 ] || [ -s "$T/$name.err" ] ||
+        ! [[ $out =~ $want ]]; then
+        echo "$name $url: exit $rc, output:"
+        echo "$out"
+        cat "$T/$name.err"
+        return 1
+    fi
+}
+n=0
+for p in hello_shared hello_static hello_async_shared hello_async_static; do
+    n=$((n + 1))
+    check "$p: 3 allowed, then refused, on Redis" \
+        decides "$p" "redis://127.0.0.1:$PORT?prefix=t$n:"
+    keys=$(redis-cli -p "$PORT" --scan --pattern "t$n:*" | wc -l)
+    check "$p counted in Redis ($keys keys under t$n:)" test "$keys" -gt 0
+done
+check "hello_shared: 3 allowed, then refused, in memory" \
+    decides hello_shared memory
+
+# ---- the systemd unit ------------------------------------------------------
+
+# systemd-analyze verify asks that ExecStart's binary exist: a copy of the
+# installed unit runs the binary installed in DESTDIR. Verify exits 0 on
+# warnings (an unknown key, a bad value), so any output fails too.
+mkdir -p "$T/unit"
+sed "s|=/usr/bin/floodgate |=$ROOT/usr/bin/floodgate |" \
+    "$DOC/floodgate.service" >"$T/unit/floodgate.service"
+# Its Documentation= pages are looked up among the installed ones, when
+# there are man pages to install.
+man=--man=no
+[ -d "$ROOT/usr/share/man" ] && man=--man=yes
+verify=$(cd "$T/unit" && MANPATH=$ROOT/usr/share/man timeout 20 \
+    systemd-analyze verify "$man" floodgate.service 2>&1)
+rc=$?
+if [ "$rc" -eq 0 ] && [ -z "$verify" ]; then
+    ok
+elif echo "$verify" | grep -qiE 'failed to (connect|initialize|set up)|bus|permission denied|not booted'; then
+    echo "systemd-analyze cannot run here: $verify"
+    bad "systemd-analyze verify could not run (not a verdict on the unit)"
+else
+    bad "systemd-analyze verify floodgate.service (exit $rc): $verify"
+fi
+
+# ---- make uninstall ---------------------------------------------------------
+
+if timeout 30 make -C "$REPO" --no-print-directory BUILD="$BUILD" uninstall \
+    DESTDIR="$ROOT" PREFIX=/usr >"$T/uninstall.log" 2>&1; then
+    ok
+else
+    bad "make uninstall:"
+    tail -n 20 "$T/uninstall.log"
+fi
+left=$(find "$ROOT" ! -type d)
+check "make uninstall leaves no file (left: $(echo $left))" test -z "$left"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

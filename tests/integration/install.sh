@@ -10,43 +10,20 @@
 # loopback port (and hello.c in memory); the installed floodgate.service
 # passes systemd-analyze verify; `make uninstall` leaves no file behind.
 # A build with sanitizers builds the examples with them too. About 10 s.
-set -u
+FG_TEST_BOUND=${FG_TEST_BOUND:-120}
+. "$(dirname "$0")/../serve/lib.sh"
 cd "$(dirname "$0")/../.."
 REPO=$PWD
-BUILD=$(realpath -m "${BUILD:-build}")
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-check() { # check DESCRIPTION COMMAND...: passes when COMMAND succeeds.
-    local what=$1
-    shift
-    if "$@"; then ok; else bad "$what"; fi
-}
+BUILD=$(realpath -m "$BUILD")
 
 for tool in redis-server redis-cli ss pkg-config cc g++ nm readelf ldd \
     systemd-analyze; do
     if ! command -v "$tool" >/dev/null; then
-        echo "$tool missing (scripts/bootstrap installs it)"
-        echo "0 passed, 1 failed"
-        exit 1
+        bad "$tool missing (scripts/bootstrap installs it)"
+        finish
     fi
 done
 
-T=$(mktemp -d)
-cleanup() {
-    local pid
-    pid=$(cat "$T/redis.pid" 2>/dev/null)
-    if [ -n "$pid" ]; then
-        kill "$pid" 2>/dev/null
-        for _ in $(seq 50); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.05
-        done
-        kill -9 "$pid" 2>/dev/null
-    fi
-    rm -rf "$T"
-}
-trap cleanup EXIT INT TERM
 
 ROOT=$T/root
 LIBDIR=$ROOT/usr/lib
@@ -182,25 +159,8 @@ done
 
 # ---- the examples against a real Redis -------------------------------------
 
-# A loopback port no socket uses, below the ephemeral range.
-free_port() {
-    local p
-    for _ in $(seq 200); do
-        p=$((20000 + RANDOM % 12000))
-        [ -z "$(ss -Htan "sport = :$p")" ] || continue
-        echo "$p"
-        return 0
-    done
-    return 1
-}
-PORT=$(free_port)
-redis-server --port "$PORT" --bind 127.0.0.1 --dir "$T" --daemonize yes \
-    --pidfile "$T/redis.pid" --save '' --appendonly no \
-    --logfile "$T/redis.log" >/dev/null || bad "redis-server did not start"
-for _ in $(seq 100); do
-    redis-cli -p "$PORT" ping 2>/dev/null | grep -q PONG && break
-    sleep 0.02
-done
+start_redis || bad "redis-server did not start"
+PORT=$RPORT
 
 # decides NAME URL: 3 allowed (2, 1, 0 left) then one refused, with a wait
 # of at most a third of a second, all by the store, nothing on stderr.
@@ -268,5 +228,4 @@ fi
 left=$(find "$ROOT" ! -type d)
 check "make uninstall leaves no file (left: $(echo $left))" test -z "$left"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

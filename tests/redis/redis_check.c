@@ -40,6 +40,7 @@
 #include "redis_store.h"
 #include "store.h"
 #include "redis_url.h"
+#include "loop.h"
 #include "clock.h"
 
 /* ---- a slow resolver ------------------------------------------------------
@@ -199,46 +200,6 @@ static fg_limiter *limiter(fg_store *st, const char *rate, fg_algorithm a,
 }
 
 /* ---- asynchronous helpers ---------------------------------------------- */
-
-/* A loop as floodgate serve makes it: libevent's default clock is
- * CLOCK_MONOTONIC_COARSE, which ticks every 4 ms on many kernels and would
- * make every deadline that late. */
-static struct event_base *new_base(void)
-{
-    struct event_config *cfg = event_config_new();
-    event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
-    struct event_base *base = event_base_new_with_config(cfg);
-    event_config_free(cfg);
-    return base;
-}
-
-typedef struct result {
-    int done, rc;
-    fg_decision d;
-    uint64_t at_us;
-} result;
-
-static int pending;
-
-static void on_done(int rc, const fg_decision *d, void *data)
-{
-    result *r = data;
-    CHECK_EQ(r->done, 0); /* exactly once */
-    r->done = 1;
-    r->rc = rc;
-    r->d = *d;
-    r->at_us = fg__mono_precise_us();
-    pending--;
-}
-
-/* Run every submitted check to completion. */
-static void drain(struct event_base *base)
-{
-    uint64_t give_up = fg__mono_precise_us() + 5000000;
-    while (pending > 0 && fg__mono_precise_us() < give_up)
-        event_base_loop(base, EVLOOP_ONCE);
-    CHECK_EQ(pending, 0);
-}
 
 /* One check on the async path, waited for. */
 static int check_async(struct event_base *base, fg_limiter *l, const char *key,

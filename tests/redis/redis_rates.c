@@ -25,6 +25,7 @@
 #include "../harness.h"
 #include "algo.h"
 #include "floodgate.h"
+#include "loop.h"
 #include "redis_store.h"
 #include "store.h"
 #include "clock.h"
@@ -84,39 +85,6 @@ static fg_limiter *limiter(fg_store *st, const char *name, const char *rate,
 }
 
 /* ---- async checks -------------------------------------------------------- */
-
-static struct event_base *new_base(void)
-{
-    struct event_config *cfg = event_config_new();
-    event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
-    struct event_base *base = event_base_new_with_config(cfg);
-    event_config_free(cfg);
-    return base;
-}
-
-typedef struct result {
-    int done, rc;
-    fg_decision d;
-} result;
-
-static int pending;
-
-static void on_done(int rc, const fg_decision *d, void *data)
-{
-    result *r = data;
-    r->done++;
-    r->rc = rc;
-    r->d = *d;
-    pending--;
-}
-
-static void drain(struct event_base *base)
-{
-    uint64_t give_up = fg__mono_precise_us() + 5 * SEC;
-    while (pending > 0 && fg__mono_precise_us() < give_up)
-        event_base_loop(base, EVLOOP_ONCE);
-    CHECK_EQ(pending, 0);
-}
 
 /* ---- comparing a decision ------------------------------------------------ */
 

@@ -19,7 +19,9 @@
 #include <unistd.h>
 
 #include "../harness.h"
+#include "clock.h"
 #include "floodgate.h"
+#include "loop.h"
 
 static redisContext *rc;
 
@@ -103,31 +105,12 @@ struct done {
     fg_set_result r;
 };
 
-static int pending;
-
 static void on_set(fg_set_req *req)
 {
     struct done *d = req->data;
     d->calls++;
     d->r = req->result;
     pending--;
-}
-
-static void drain(struct event_base *base)
-{
-    time_t give_up = time(NULL) + 5;
-    while (pending > 0 && time(NULL) < give_up)
-        event_base_loop(base, EVLOOP_ONCE);
-    CHECK_EQ(pending, 0);
-}
-
-static struct event_base *new_base(void)
-{
-    struct event_config *cfg = event_config_new();
-    event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
-    struct event_base *base = event_base_new_with_config(cfg);
-    event_config_free(cfg);
-    return base;
 }
 
 #define FLOOD 20

@@ -156,7 +156,8 @@ void fg__metrics_render(FILE *out, fg__metrics *const *w, unsigned n,
         }
     }
 
-    fprintf(out, "# HELP floodgate_store_latency_seconds Store round trip.\n"
+    fprintf(out, "# HELP floodgate_store_latency_seconds Time a request waited "
+                 "for the store: its limits' round trips, in turn.\n"
                  "# TYPE floodgate_store_latency_seconds histogram\n");
     uint64_t cum = 0, count = 0, sum_us = 0;
     for (int b = 0; b < FG_LAT_BUCKETS; b++) {

@@ -302,6 +302,11 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
     }
 }
 
+void fg__http_adopt(fg__http *h, int fd, const struct sockaddr_storage *peer)
+{
+    conn_new(h, fd, peer);
+}
+
 fg__http *fg__http_new(struct event_base *base, int fd, fg__http_handler hd,
                        void *arg)
 {
@@ -504,8 +509,7 @@ static int flush(fg__hconn *c)
     if (c->writing) {
         c->writing = 0;
         event_del(c->wev);
-        c->deadline_us =
-            c->pending ? 0 : fg_mono_us() + timeout_us(c->h);
+        c->deadline_us = c->pending ? 0 : fg_mono_us() + timeout_us(c->h);
     }
     if (c->close_after && !c->pending) {
         close_after_answers(c);

@@ -71,6 +71,15 @@ typedef void (*fg__http_handler)(fg__hreq *req, void *arg);
  * 'base'. NULL when out of memory. */
 fg__http *fg__http_new(struct event_base *base, int fd, fg__http_handler h,
                        void *arg);
+/* Serve 'fd', a connected non-blocking socket accepted by other means,
+ * as a connection from 'peer' (AF_INET or AF_INET6; any other family
+ * leaves the client's address unknown), exactly as if the listening
+ * socket had accepted it. The fuzz target hands over one end of a
+ * socketpair this way: no port, no TIME_WAIT. On failure 'fd' is
+ * closed. */
+struct sockaddr_storage;
+void fg__http_adopt(fg__http *h, int fd, const struct sockaddr_storage *peer);
+
 /* Close every connection and the listening socket. Requests in hand must
  * have been answered. */
 void fg__http_free(fg__http *h);

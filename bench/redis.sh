@@ -48,19 +48,33 @@ lib_rate() { # ALGO DEPTH [RATE]
 rb_rate() { # DEPTH N CMD...
     local depth=$1 n=$2
     shift 2
+    # 0 when no row follows the CSV header (the command failed).
     redis-benchmark -p "$PORT" -c 1 -P "$depth" -n "$n" -r 100000 --csv "$@" 2>/dev/null |
-        tail -n 1 | cut -d, -f2 | tr -d '"'
+        tr -d '"' | awk -F, 'NR > 1 && $2 + 0 > 0 { v = $2 } END { print v + 0 }'
 }
 # The command each algorithm sends, as redis-benchmark arguments, with the
 # arguments of the limit redis_bench uses (1000000/s, cost 1, Redis TIME).
 ref_cmd() {
     case $1 in
     sliding_window) echo "EVALSHA $SHA_SLIDING 1 fg:bench:{k__rand_int__}: 1000000 1000000 1" ;;
-    token_bucket) echo "EVALSHA $SHA_TOKEN 1 fg:bench:{k__rand_int__} 1 1 1000000 1" ;;
+    token_bucket) echo "EVALSHA $SHA_TOKEN 1 fg:bench:{k__rand_int__} $TOKEN_ARGS" ;;
     esac
 }
 SHA_SLIDING=$("$TOOL" sha "$URL" sliding_window)
 SHA_TOKEN=$("$TOOL" sha "$URL" token_bucket)
+# The token bucket script's arguments for one check of the limit (its
+# rate in fixed point, then the cost), as the library sends them: read
+# from MONITOR during a short run at depth 1, so that the reference keeps
+# up with the script. The last one, 'now', is added by measure().
+cli monitor >"$DIR/monitor" 2>/dev/null &
+MON=$!
+sleep 0.2
+"$TOOL" run "$URL" token_bucket 1 1 >/dev/null
+kill "$MON" 2>/dev/null
+wait "$MON" 2>/dev/null
+TOKEN_ARGS=$(awk -F'"' '$2 == "EVALSHA" && $6 == "1" {
+    for (i = 10; i <= 22; i += 2) printf "%s%s", (i > 10 ? " " : ""), $i
+    print ""; exit }' "$DIR/monitor")
 
 # One measurement of each side for ALGO at DEPTH: "library reference".
 measure() { # ALGO DEPTH

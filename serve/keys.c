@@ -356,10 +356,19 @@ long fg__query_get(const char *query, const char *name, char *out,
         /* Names are compared decoded ("k%65y" is "key"), as an application
          * behind us would read them, so a spelling cannot slip a second
          * value past the check below. */
-        char nbuf[80];
-        long kn = decode(p, kend, nbuf,
-                         nlen + 2 < sizeof(nbuf) ? nlen + 2 : sizeof(nbuf));
-        if (kn >= 0 && (size_t)kn == nlen && memcmp(nbuf, name, nlen) == 0) {
+        size_t rawlen = (size_t)(kend - p);
+        int match;
+        if (!memchr(p, '%', rawlen) && !memchr(p, '+', rawlen)) {
+            /* Nothing to decode: the common case, compared as it is. */
+            match = rawlen == nlen && memcmp(p, name, nlen) == 0;
+        } else {
+            char nbuf[80];
+            long kn = decode(p, kend, nbuf,
+                             nlen + 2 < sizeof(nbuf) ? nlen + 2 : sizeof(nbuf));
+            match =
+                kn >= 0 && (size_t)kn == nlen && memcmp(nbuf, name, nlen) == 0;
+        }
+        if (match) {
             /* Given twice, a parameter would mean whichever value the
              * reader takes (first, last, or both): refused, not guessed. */
             if (found)

@@ -22,6 +22,11 @@ void *fg__malloc(size_t n)
 
 void *fg__calloc(size_t n, size_t size)
 {
+    /* libc's calloc takes fresh pages from the kernel already zeroed,
+     * without touching them (a large cache or table then costs no memory
+     * until used); another allocator's memory is cleared here. */
+    if (fg_malloc_fn == malloc)
+        return calloc(n ? n : 1, size ? size : 1);
     if (size && n > SIZE_MAX / size)
         return NULL;
     void *p = fg__malloc(n * size);

@@ -290,8 +290,8 @@ static void on_cmd(evutil_socket_t fd, short what, void *arg)
     if (drain && !w->draining) {
         w->draining = 1;
         fg__http_set_closing(w->http, 1);
-        w->grace_until_us = fg_mono_us() +
-                            (uint64_t)w->cur->g->cfg.drain_grace_ms * 1000;
+        w->grace_until_us =
+            fg_mono_us() + (uint64_t)w->cur->g->cfg.drain_grace_ms * 1000;
         tick(-1, 0, w);
     }
 }

@@ -45,7 +45,7 @@ n=0
 for rate in 13/h 17/min 999/min 123/s 9007199254740991/365day; do
     for algo in token_bucket sliding_window fixed_window; do
         n=$((n + 1)) # a name of its own: keys of one name and period meet
-        out=$("$FLOODGATE" check --store "$R" --name "r$n" --limit "$rate" \
+        out=$("$FLOODGATE" check --timeout 2000 --store "$R" --name "r$n" --limit "$rate" \
             --algorithm "$algo" --key k 2>&1)
         rc=$?
         mem=$("$FLOODGATE" check --store memory --limit "$rate" \
@@ -64,21 +64,21 @@ done
 # bucket's debt at 1000/s: refused for 1 ms at most, then allowed, and the
 # whole burst back within a second.
 N="chg"
-"$FLOODGATE" check --store "$R" --name "$N" --limit 2/h --key u1 --count 3 \
+"$FLOODGATE" check --timeout 2000 --store "$R" --name "$N" --limit 2/h --key u1 --count 3 \
     >"$T/c1" 2>&1
 if grep -q 'allowed=2 limited=1' "$T/c1"; then ok "2/h: 2 of 3"; else
     bad "2/h x3: $(tr '\n' ' ' <"$T/c1")"
 fi
-out=$("$FLOODGATE" check --store "$R" --name "$N" --limit 1000/s --key u1 2>&1)
+out=$("$FLOODGATE" check --timeout 2000 --store "$R" --name "$N" --limit 1000/s --key u1 2>&1)
 case $out in
 allowed* | "limited retry_after_ms=1"*) ok "1000/s after 2/h: $out" ;;
 *) bad "1000/s after 2/h: '$out' (the old period's wait)" ;;
 esac
 sleep 0.01
-out=$("$FLOODGATE" check --store "$R" --name "$N" --limit 1000/s --key u1 2>&1)
+out=$("$FLOODGATE" check --timeout 2000 --store "$R" --name "$N" --limit 1000/s --key u1 2>&1)
 case $out in allowed*) ok "1000/s 10 ms later: allowed" ;; *) bad "1000/s 10 ms later: '$out'" ;; esac
 sleep 1.05
-out=$("$FLOODGATE" check --store "$R" --name "$N" --limit 1000/s --key u1 \
+out=$("$FLOODGATE" check --timeout 2000 --store "$R" --name "$N" --limit 1000/s --key u1 \
     --count 1000 2>&1 | tail -n 1)
 if [ "$out" = "allowed=1000 limited=0" ]; then ok "1000/s a second later: the whole burst"; else
     bad "1000/s a second later: '$out'"

@@ -158,8 +158,10 @@ typedef struct fg_store fg_store;
 typedef struct fg_limiter fg_limiter;
 
 /* Open a store: "memory", "memory?max_keys=N", "redis://[user:pass@]host:port
- * [/db]", "unix:///path/redis.sock". NULL on failure, with the reason in
- * 'err' (passwords are never written there). */
+ * [/db]", "unix:///path/redis.sock", or "shards=URL,URL,..." (2 to 64 Redis
+ * URLs, each key on one of them by consistent hashing; every URL must have
+ * the same prefix, and a ',' in a password is written %2C). NULL on
+ * failure, with the reason in 'err' (passwords are never written there). */
 fg_store *fg_store_open(const char *url, char *err, size_t errlen);
 
 typedef struct fg_memory_options {
@@ -184,6 +186,15 @@ const char *fg_store_last_error(fg_store *st);
 
 /* The number of keys a memory store holds now; 0 for other stores. */
 uint64_t fg_store_keys(fg_store *st);
+
+/* The servers of a store: how many (1 but for shards), which one holds
+ * 'key', each one's name ("host:port/db"; "memory") and last error ("" when
+ * none, as fg_store_last_error). A node index out of range gives NULL. A
+ * node's circuit breaker and failures concern its own keys only. */
+unsigned fg_store_nodes(fg_store *st);
+unsigned fg_store_node_of(fg_store *st, const char *key, size_t keylen);
+const char *fg_store_node_name(fg_store *st, unsigned node);
+const char *fg_store_node_error(fg_store *st, unsigned node);
 
 void fg_store_close(fg_store *st);
 
@@ -227,8 +238,11 @@ int fg_limiter_local_share(const fg_limiter *l, uint64_t *limit,
 
 /* The state of the limiter's circuit breaker: "closed" (the store is asked),
  * "open" (the store is skipped; decisions follow on_failure) or "half_open"
- * (the next check probes the store). */
+ * (the next check probes the store). A store of several nodes has a breaker
+ * per node: fg_limiter_breaker gives the worst, fg_limiter_node_breaker one
+ * node's (NULL when 'node' is out of range). */
 const char *fg_limiter_breaker(fg_limiter *l);
+const char *fg_limiter_node_breaker(fg_limiter *l, unsigned node);
 
 void fg_limiter_free(fg_limiter *l);
 

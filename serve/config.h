@@ -51,7 +51,7 @@ typedef struct fg__serve_config {
     uint32_t drain_grace_ms; /* SIGTERM: still accepting, healthz 503 */
     uint32_t blocked_cache;  /* entries per worker; 0 disables */
     /* [store] */
-    char store_url[512];
+    char store_url[4096];
     char prefix[64];
     uint32_t store_timeout_ms;
     /* [limit NAME] */

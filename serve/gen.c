@@ -54,12 +54,52 @@ void fg__gen_unref(fg__gen *g)
     free(g);
 }
 
-/* The URL the store opens: [store] prefix becomes the URL's prefix
- * parameter unless the URL sets one itself. */
+/* 1 when the URL 'u' ('len' bytes) sets the query parameter 'name'. */
+static int has_param(const char *u, size_t len, const char *name)
+{
+    size_t nl = strlen(name);
+    const char *end = u + len;
+    for (const char *v = memchr(u, '?', len); v;
+         v = memchr(v + 1, '&', (size_t)(end - v - 1)))
+        if ((size_t)(end - v - 1) > nl && !strncmp(v + 1, name, nl) &&
+            v[1 + nl] == '=')
+            return 1;
+    return 0;
+}
+
+/* Copy 'url' to 'out' with 'param' (NAME=VALUE) added to it, or to each
+ * node URL of a "shards=" list (separated by ','), unless that URL sets
+ * 'name' itself. 0, or -1 when 'out' is too small. */
+static int add_param(char *out, size_t outlen, const char *url,
+                     const char *name, const char *param)
+{
+    const char *p = url;
+    size_t o = 0;
+    if (!strncmp(url, "shards=", 7))
+        p += 7;
+    int n = snprintf(out, outlen, "%.*s", (int)(p - url), url);
+    while (n >= 0 && (size_t)n < outlen - o) {
+        o += (size_t)n;
+        if (!*p)
+            return 0;
+        size_t len = strcspn(p, ",");
+        const char *sep = memchr(p, '?', len) ? "&" : "?";
+        if (has_param(p, len, name))
+            sep = param = "";
+        n = snprintf(out + o, outlen - o, "%.*s%s%s%s", (int)len, p, sep, param,
+                     p[len] ? "," : "");
+        p += len + (p[len] ? 1 : 0);
+    }
+    return -1;
+}
+
+/* The URL the store opens: [store] prefix becomes each URL's prefix
+ * parameter unless the URL sets one itself; and the same with lazy=1, to
+ * start while the store is unreachable. */
 static int store_urls(fg__gen *g, char *err, size_t errlen)
 {
     const fg__serve_config *c = &g->cfg;
-    char enc[3 * sizeof(c->prefix)];
+    char enc[3 * sizeof(c->prefix)], param[sizeof(enc) + 8];
     size_t o = 0;
     for (const char *p = c->prefix; *p; p++) {
         unsigned char ch = (unsigned char)*p;
@@ -69,19 +109,12 @@ static int store_urls(fg__gen *g, char *err, size_t errlen)
             o += (size_t)sprintf(enc + o, "%%%02X", ch);
     }
     enc[o] = '\0';
-    const char *sep = strchr(c->store_url, '?') ? "&" : "?";
-    int n;
-    if (strstr(c->store_url, "prefix="))
-        n = snprintf(g->url, sizeof(g->url), "%s", c->store_url);
-    else
-        n = snprintf(g->url, sizeof(g->url), "%s%sprefix=%s", c->store_url, sep,
-                     enc);
-    if (n < 0 || (size_t)n >= sizeof(g->url)) {
+    snprintf(param, sizeof(param), "prefix=%s", enc);
+    if (add_param(g->url, sizeof(g->url), c->store_url, "prefix", param) ||
+        add_param(g->url_lazy, sizeof(g->url_lazy), g->url, "lazy", "lazy=1")) {
         snprintf(err, errlen, "[store] url too long");
         return -1;
     }
-    snprintf(g->url_lazy, sizeof(g->url_lazy), "%s%slazy=1", g->url,
-             strchr(g->url, '?') ? "&" : "?");
     return 0;
 }
 
@@ -244,6 +277,10 @@ fg__wgen *fg__wgen_new(fg__worker *w, fg__gen *g, char *err, size_t errlen)
     wg->store = fg_store_open_async(g->url_lazy, w->base, err, errlen);
     if (!wg->store)
         goto fail;
+    for (unsigned i = 0; i < fg_store_nodes(wg->store) && i < FG_NODE_SLOTS;
+         i++)
+        wg->node_slot[i] =
+            fg__metric_node_slot(fg_store_node_name(wg->store, i));
     for (unsigned i = 0; i < g->cfg.nlimits; i++) {
         /* The local fallback runs in each worker: share the process's part
          * among them so the process as a whole stays within it. */

@@ -8,20 +8,44 @@
 static pthread_mutex_t slot_mu = PTHREAD_MUTEX_INITIALIZER;
 static char slot_name[FG_METRIC_SLOTS][FG_NAME_MAX];
 static int slot_used;
+static char node_name[FG_NODE_SLOTS][300];
+static int node_used;
 
-int fg__metric_slot(const char *name)
+/* The slot of 'name' among the 'used' of 'names' ('size' bytes each),
+ * taking the next one when it is new; -1 when all 'max' are taken. */
+static int slot_of(char *names, size_t size, int *used, int max,
+                   const char *name)
 {
     int found = -1;
     pthread_mutex_lock(&slot_mu);
-    for (int i = 0; i < slot_used; i++)
-        if (strcmp(slot_name[i], name) == 0)
+    for (int i = 0; i < *used; i++)
+        if (strcmp(names + (size_t)i * size, name) == 0)
             found = i;
-    if (found < 0 && slot_used < FG_METRIC_SLOTS) {
-        snprintf(slot_name[slot_used], FG_NAME_MAX, "%s", name);
-        found = slot_used++;
+    if (found < 0 && *used < max) {
+        snprintf(names + (size_t)*used * size, size, "%s", name);
+        found = (*used)++;
     }
     pthread_mutex_unlock(&slot_mu);
     return found;
+}
+
+int fg__metric_slot(const char *name)
+{
+    return slot_of(&slot_name[0][0], FG_NAME_MAX, &slot_used, FG_METRIC_SLOTS,
+                   name);
+}
+
+int fg__metric_node_slot(const char *name)
+{
+    /* A label value: a quote, backslash or line break (a socket path may
+     * hold one) would end it early. */
+    char safe[sizeof node_name[0]];
+    snprintf(safe, sizeof safe, "%s", name);
+    for (char *p = safe; *p; p++)
+        if (*p == '"' || *p == '\\' || *p == '\n')
+            *p = '_';
+    return slot_of(&node_name[0][0], sizeof node_name[0], &node_used,
+                   FG_NODE_SLOTS, safe);
 }
 
 /* Upper bounds in microseconds; the last bucket is +Inf. */
@@ -29,14 +53,27 @@ static const uint64_t lat_le_us[FG_LAT_BUCKETS - 1] = {
     100,  250,   500,   1000,  2000,   5000,   6000,
     7000, 10000, 25000, 50000, 100000, 1000000};
 
-void fg__metrics_latency(fg__metrics *m, uint64_t us)
+static int lat_bucket(uint64_t us)
 {
     int b = 0;
     while (b < FG_LAT_BUCKETS - 1 && us > lat_le_us[b])
         b++;
-    FG_INC(m->lat_bucket[b]);
+    return b;
+}
+
+void fg__metrics_latency(fg__metrics *m, uint64_t us)
+{
+    FG_INC(m->lat_bucket[lat_bucket(us)]);
     FG_INC(m->lat_count);
     FG_ADD(m->lat_sum_us, us);
+}
+
+void fg__metrics_node_latency(fg__metrics *m, int node, uint64_t us)
+{
+    fg__node_metrics *nm = &m->node[node];
+    FG_INC(nm->lat_bucket[lat_bucket(us)]);
+    FG_INC(nm->lat_count);
+    FG_ADD(nm->lat_sum_us, us);
 }
 
 void fg__metrics_http(fg__metrics *m, int status)
@@ -78,6 +115,33 @@ void fg__metrics_http(fg__metrics *m, int status)
         break;
     }
     FG_INC(m->http[i]);
+}
+
+/* A histogram of buckets 'b' (not cumulative), labelled 'label' (empty, or
+ * name="value" and a comma). */
+static void print_histogram(FILE *out, const char *metric, const char *label,
+                            const uint64_t *b, uint64_t count, uint64_t sum_us)
+{
+    uint64_t cum = 0;
+    for (int k = 0; k < FG_LAT_BUCKETS; k++) {
+        cum += b[k];
+        if (k < FG_LAT_BUCKETS - 1)
+            fprintf(out,
+                    "%s_bucket{%sle=\"%" PRIu64 ".%06" PRIu64 "\"} %" PRIu64
+                    "\n",
+                    metric, label, lat_le_us[k] / 1000000,
+                    lat_le_us[k] % 1000000, cum);
+        else
+            fprintf(out, "%s_bucket{%sle=\"+Inf\"} %" PRIu64 "\n", metric,
+                    label, cum);
+    }
+    size_t ll = strlen(label);
+    char plain[320] = "";
+    if (ll) /* the label without its comma, in braces */
+        snprintf(plain, sizeof plain, "{%.*s}", (int)ll - 1, label);
+    fprintf(out, "%s_sum%s %" PRIu64 ".%06" PRIu64 "\n%s_count%s %" PRIu64 "\n",
+            metric, plain, sum_us / 1000000, sum_us % 1000000, metric, plain,
+            count);
 }
 
 static const char *http_code[FG_HTTP_N] = {"200", "204", "400",  "403",
@@ -159,29 +223,56 @@ void fg__metrics_render(FILE *out, fg__metrics *const *w, unsigned n,
     fprintf(out, "# HELP floodgate_store_latency_seconds Time a request waited "
                  "for the store: its limits' round trips, in turn.\n"
                  "# TYPE floodgate_store_latency_seconds histogram\n");
-    uint64_t cum = 0, count = 0, sum_us = 0;
-    for (int b = 0; b < FG_LAT_BUCKETS; b++) {
-        for (unsigned i = 0; i < n; i++)
-            cum += FG_GET(w[i]->lat_bucket[b]);
-        if (b < FG_LAT_BUCKETS - 1)
-            fprintf(out,
-                    "floodgate_store_latency_seconds_bucket{le=\"%" PRIu64
-                    ".%06" PRIu64 "\"} %" PRIu64 "\n",
-                    lat_le_us[b] / 1000000, lat_le_us[b] % 1000000, cum);
-        else
-            fprintf(out,
-                    "floodgate_store_latency_seconds_bucket{le=\"+Inf\"} "
-                    "%" PRIu64 "\n",
-                    cum);
-    }
+    uint64_t b[FG_LAT_BUCKETS] = {0}, count = 0, sum_us = 0;
     for (unsigned i = 0; i < n; i++) {
+        for (int k = 0; k < FG_LAT_BUCKETS; k++)
+            b[k] += FG_GET(w[i]->lat_bucket[k]);
         count += FG_GET(w[i]->lat_count);
         sum_us += FG_GET(w[i]->lat_sum_us);
     }
-    fprintf(out,
-            "floodgate_store_latency_seconds_sum %" PRIu64 ".%06" PRIu64 "\n"
-            "floodgate_store_latency_seconds_count %" PRIu64 "\n",
-            sum_us / 1000000, sum_us % 1000000, count);
+    print_histogram(out, "floodgate_store_latency_seconds", "", b, count,
+                    sum_us);
+
+    pthread_mutex_lock(&slot_mu);
+    int nodes = node_used;
+    pthread_mutex_unlock(&slot_mu);
+    static const struct {
+        const char *metric, *help;
+    } per_node[] = {
+        {"floodgate_store_node_calls_total",
+         "Checks sent to each server of the store."},
+        {"floodgate_store_node_errors_total",
+         "Checks that failed, by server of the store."},
+    };
+    for (size_t k = 0; k < 2; k++) {
+        fprintf(out, "# HELP %s %s\n# TYPE %s counter\n", per_node[k].metric,
+                per_node[k].help, per_node[k].metric);
+        for (int s = 0; s < nodes; s++) {
+            uint64_t v = 0;
+            for (unsigned i = 0; i < n; i++)
+                v += k ? FG_GET(w[i]->node[s].errors)
+                       : FG_GET(w[i]->node[s].calls);
+            fprintf(out, "%s{node=\"%s\"} %" PRIu64 "\n", per_node[k].metric,
+                    node_name[s], v);
+        }
+    }
+    fprintf(out, "# HELP floodgate_store_node_latency_seconds Time a request "
+                 "waited for the store, by server of its limits.\n"
+                 "# TYPE floodgate_store_node_latency_seconds histogram\n");
+    for (int s = 0; s < nodes; s++) {
+        uint64_t nb[FG_LAT_BUCKETS] = {0}, ncount = 0, nsum = 0;
+        for (unsigned i = 0; i < n; i++) {
+            const fg__node_metrics *nm = &w[i]->node[s];
+            for (int k = 0; k < FG_LAT_BUCKETS; k++)
+                nb[k] += FG_GET(nm->lat_bucket[k]);
+            ncount += FG_GET(nm->lat_count);
+            nsum += FG_GET(nm->lat_sum_us);
+        }
+        char label[320];
+        snprintf(label, sizeof label, "node=\"%.300s\",", node_name[s]);
+        print_histogram(out, "floodgate_store_node_latency_seconds", label, nb,
+                        ncount, nsum);
+    }
 
     fprintf(out, "# HELP floodgate_http_responses_total Responses by status."
                  "\n# TYPE floodgate_http_responses_total counter\n");

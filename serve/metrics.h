@@ -14,6 +14,7 @@
 
 #define FG_METRIC_SLOTS 256
 #define FG_LAT_BUCKETS  14
+#define FG_NODE_SLOTS   64
 
 /* HTTP responses are counted by status. */
 enum {
@@ -38,8 +39,16 @@ typedef struct fg__lim_metrics {
     uint64_t breaker_open; /* gauge: 1 while the last answer was EBREAKER */
 } fg__lim_metrics;
 
+/* One server of the store (a shard, or the one Redis). */
+typedef struct fg__node_metrics {
+    uint64_t calls, errors;
+    uint64_t lat_bucket[FG_LAT_BUCKETS]; /* not cumulative */
+    uint64_t lat_count, lat_sum_us;
+} fg__node_metrics;
+
 typedef struct fg__metrics {
     fg__lim_metrics lim[FG_METRIC_SLOTS];
+    fg__node_metrics node[FG_NODE_SLOTS];
     uint64_t lat_bucket[FG_LAT_BUCKETS]; /* not cumulative */
     uint64_t lat_count;
     uint64_t lat_sum_us;
@@ -59,8 +68,13 @@ typedef struct fg__metrics {
  * taken. Thread-safe. */
 int fg__metric_slot(const char *name);
 
-/* Record a store round trip of 'us' microseconds. */
+/* The slot of store node 'name' ("host:port/db"), as fg__metric_slot. */
+int fg__metric_node_slot(const char *name);
+
+/* Record a store round trip of 'us' microseconds: of the store, and of
+ * one of its servers ('node', from fg__metric_node_slot). */
 void fg__metrics_latency(fg__metrics *m, uint64_t us);
+void fg__metrics_node_latency(fg__metrics *m, int node, uint64_t us);
 
 /* Record one HTTP response. */
 void fg__metrics_http(fg__metrics *m, int status);

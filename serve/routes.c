@@ -138,7 +138,7 @@ static void account(fg__ctx *c)
     const fg_set_result *r = &c->set.result;
     const fg__gen *g = c->wg->g;
     uint64_t now = fg_mono_us();
-    int asked_store = 0;
+    int asked_store = 0, nodes[FG_SERVE_MAX_CHAIN], nnodes = 0;
     for (unsigned k = 0; k < r->n; k++) {
         if (!(r->asked & (1u << k)))
             continue;
@@ -148,6 +148,20 @@ static void account(fg__ctx *c)
             r->d[k].source == FG_SOURCE_CACHE)
             continue;
         asked_store = 1;
+        if (!g->is_memory) {
+            int ns = c->wg->node_slot[fg_store_node_of(
+                c->wg->store, c->items[k].key, c->items[k].keylen)];
+            if (ns >= 0) {
+                FG_INC(c->w->m->node[ns].calls);
+                if (rc < 0)
+                    FG_INC(c->w->m->node[ns].errors);
+                int seen = 0;
+                for (int i = 0; i < nnodes; i++)
+                    seen |= nodes[i] == ns;
+                if (!seen)
+                    nodes[nnodes++] = ns;
+            }
+        }
         if (rc < 0 && now >= c->w->next_err_log_us) {
             /* At most one line a second per worker: a dead store must not
              * turn into a flood of log lines. */
@@ -157,8 +171,11 @@ static void account(fg__ctx *c)
                     fg_strerror(rc), fg_source_name(r->d[k].source));
         }
     }
-    if (asked_store && !g->is_memory)
+    if (asked_store && !g->is_memory) {
         fg__metrics_latency(c->w->m, now - c->sent_us);
+        for (int i = 0; i < nnodes; i++)
+            fg__metrics_node_latency(c->w->m, nodes[i], now - c->sent_us);
+    }
     for (unsigned k = 0; r->unrefunded && k < r->n; k++)
         if ((r->unrefunded & (1u << k)) &&
             !__atomic_exchange_n(&unsupported_logged, 1, __ATOMIC_ACQ_REL))

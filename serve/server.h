@@ -27,15 +27,16 @@ typedef struct fg__gen {
     struct fg__memref *memref[FG_SERVE_MAX_LIMITS]; /* their owners */
     int slot[FG_SERVE_MAX_LIMITS];                  /* metric slots */
     uint32_t number;                                /* namespaces the cache */
-    char url[800];      /* store URL with the [store] prefix applied */
-    char url_lazy[816]; /* the same, not probing at open (workers) */
-    int refs;           /* atomic */
+    char url[5400];      /* store URL with the [store] prefix applied */
+    char url_lazy[5900]; /* the same, not probing at open (workers) */
+    int refs;            /* atomic */
 } fg__gen;
 
 typedef struct fg__wgen {
     fg__gen *g;
     fg_store *store; /* this worker's asynchronous store; NULL for memory */
     fg_limiter *lim[FG_SERVE_MAX_LIMITS];
+    int node_slot[FG_NODE_SLOTS]; /* per node of 'store': its metrics */
     unsigned inflight;
     struct fg__wgen *next; /* retired list */
 } fg__wgen;

@@ -16,10 +16,11 @@
 #define FAIL_CLOSED_RETRY_MS 1000
 
 struct fg__policy {
-    fg__breaker breaker;
     fg_cache *cache;       /* fg_limiter_set_cache */
     fg_store *local_store; /* FG_FAIL_LOCAL only */
     fg_limiter *local;
+    unsigned nbreakers;
+    fg__breaker breaker[]; /* one per node of the store */
 };
 
 static atomic_ullong next_limiter_id = 1;
@@ -78,11 +79,13 @@ fg_limiter *fg_limiter_new(fg_store *st, const fg_limit *lim, char *err,
     if (fg__algo_params_init(&l->lim, &l->p, err, errlen) != FG_OK)
         goto fail_nostore;
     l->id = atomic_fetch_add(&next_limiter_id, 1);
-    l->policy = fg__calloc(1, sizeof(*l->policy));
+    unsigned nodes = st->nodes ? st->nodes : 1;
+    l->policy = fg__calloc(1, sizeof(*l->policy) + nodes * sizeof(fg__breaker));
     if (!l->policy) {
         fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
         goto fail_nostore;
     }
+    l->policy->nbreakers = nodes;
     l->check = check_settled;
     if (st->ops->limiter_init(st, l, &l->store_data, err, errlen) != FG_OK)
         goto fail_nostore;
@@ -162,15 +165,36 @@ int fg_limiter_local_share(const fg_limiter *l, uint64_t *limit,
     return FG_OK;
 }
 
-const char *fg_limiter_breaker(fg_limiter *l)
+static const char *breaker_name(int state)
 {
-    switch (fg__breaker_state(&l->policy->breaker, fg__mono_us(NULL))) {
+    switch (state) {
     case FG__BREAKER_OPEN:
         return "open";
     case FG__BREAKER_HALF_OPEN:
         return "half_open";
     }
     return "closed";
+}
+
+const char *fg_limiter_breaker(fg_limiter *l)
+{
+    /* The worst of the nodes': open, then half open, then closed. */
+    uint64_t now = fg__mono_us(NULL);
+    int worst = FG__BREAKER_CLOSED;
+    for (unsigned i = 0; i < l->policy->nbreakers; i++) {
+        int s = fg__breaker_state(&l->policy->breaker[i], now);
+        if (s == FG__BREAKER_OPEN || worst == FG__BREAKER_CLOSED)
+            worst = s;
+    }
+    return breaker_name(worst);
+}
+
+const char *fg_limiter_node_breaker(fg_limiter *l, unsigned node)
+{
+    if (node >= l->policy->nbreakers)
+        return NULL;
+    return breaker_name(
+        fg__breaker_state(&l->policy->breaker[node], fg__mono_us(NULL)));
 }
 
 /* Validate a check before any store sees it. */
@@ -238,36 +262,44 @@ static int decide_without_store(fg_limiter *l, int rc, const char *key,
     return rc;
 }
 
-int fg__settle_failure(fg_limiter *l, int rc, const char *key, size_t keylen,
-                       uint64_t cost, fg_decision *out)
+static int settle_failure(fg_limiter *l, unsigned node, int rc, const char *key,
+                          size_t keylen, uint64_t cost, fg_decision *out)
 {
+    fg__breaker *b = &l->policy->breaker[node];
     if (is_store_failure(rc))
-        fg__breaker_failure(&l->policy->breaker, fg__mono_us(NULL));
+        fg__breaker_failure(b, fg__mono_us(NULL));
     else
-        fg__breaker_release(&l->policy->breaker);
+        fg__breaker_release(b);
     return decide_without_store(l, rc, key, keylen, cost, out);
 }
 
-/* Record the store's answer in the breaker and apply the policy. */
-static inline int settle(fg_limiter *l, int rc, const char *key, size_t keylen,
-                         uint64_t cost, fg_decision *out)
+int fg__settle_failure(fg_limiter *l, int rc, const char *key, size_t keylen,
+                       uint64_t cost, fg_decision *out)
+{
+    return settle_failure(l, fg__store_node_of(l->st, key, keylen), rc, key,
+                          keylen, cost, out);
+}
+
+/* Record the store's answer in the node's breaker and apply the policy. */
+static inline int settle(fg_limiter *l, unsigned node, int rc, const char *key,
+                         size_t keylen, uint64_t cost, fg_decision *out)
 {
     if (rc == FG_OK) {
         /* Nearly always closed and clean: two relaxed loads, no call. */
-        fg__breaker *b = &l->policy->breaker;
+        fg__breaker *b = &l->policy->breaker[node];
         if (atomic_load_explicit(&b->failures, memory_order_relaxed) ||
             atomic_load_explicit(&b->open_until_us, memory_order_relaxed))
             fg__breaker_success(b);
         out->source = FG_SOURCE_STORE;
         return FG_OK;
     }
-    return fg__settle_failure(l, rc, key, keylen, cost, out);
+    return settle_failure(l, node, rc, key, keylen, cost, out);
 }
 
 /* The breaker is closed nearly always: read the clock only when it is not. */
-static inline int breaker_allow(fg_limiter *l)
+static inline int breaker_allow(fg_limiter *l, unsigned node)
 {
-    fg__breaker *b = &l->policy->breaker;
+    fg__breaker *b = &l->policy->breaker[node];
     if (atomic_load_explicit(&b->open_until_us, memory_order_relaxed) == 0)
         return 1;
     return fg__breaker_allow(b, fg__mono_us(NULL));
@@ -280,10 +312,11 @@ static __attribute__((noinline)) int check_settled(fg_limiter *l,
                                                    size_t keylen, uint64_t cost,
                                                    fg_decision *out)
 {
-    if (!breaker_allow(l))
+    unsigned node = fg__store_node_of(l->st, key, keylen);
+    if (!breaker_allow(l, node))
         return decide_without_store(l, FG_EBREAKER, key, keylen, cost, out);
     int rc = l->st->ops->check(l->st, l, key, keylen, cost, out);
-    return settle(l, rc, key, keylen, cost, out);
+    return settle(l, node, rc, key, keylen, cost, out);
 }
 
 static __attribute__((noinline, cold)) int check_invalid(fg_limiter *l, int rc,
@@ -314,7 +347,8 @@ int fg_check_async(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
         return rc;
     if (!cb)
         return FG_EINVAL;
-    if (!breaker_allow(l)) {
+    unsigned node = fg__store_node_of(l->st, key, keylen);
+    if (!breaker_allow(l, node)) {
         rc = decide_without_store(l, FG_EBREAKER, key, keylen, cost, &d);
         cb(rc, &d, data);
         return FG_OK;
@@ -324,18 +358,19 @@ int fg_check_async(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
             rc = l->check(l, key, keylen, cost, &d);
         } else {
             rc = l->st->ops->check(l->st, l, key, keylen, cost, &d);
-            rc = settle(l, rc, key, keylen, cost, &d);
+            rc = settle(l, node, rc, key, keylen, cost, &d);
         }
         cb(rc, &d, data);
         return FG_OK;
     }
     fg__req *req = fg__malloc(sizeof(*req) + keylen + 1);
     if (!req) {
-        fg__breaker_release(&l->policy->breaker);
+        fg__breaker_release(&l->policy->breaker[node]);
         return FG_ENOMEM;
     }
     memset(req, 0, sizeof(*req));
     req->l = l;
+    req->node = node;
     req->cost = cost;
     req->cb = cb;
     req->data = data;
@@ -356,7 +391,7 @@ int fg_refund(fg_limiter *l, const char *key, size_t keylen, uint64_t cost)
         return FG_ENOTSUP;
     /* A store the breaker keeps us from asking took nothing to give back
      * (its checks were decided by the policy). */
-    fg__breaker *b = &l->policy->breaker;
+    fg__breaker *b = &l->policy->breaker[fg__store_node_of(l->st, key, keylen)];
     if (atomic_load_explicit(&b->open_until_us, memory_order_relaxed))
         return FG_EBREAKER;
     return l->st->ops->refund(l->st, l, key, keylen, cost);
@@ -367,7 +402,7 @@ void fg__req_done(fg__req *req, int rc, fg_decision *d)
     fg_decision local;
     if (rc != FG_OK)
         d = &local;
-    rc = settle(req->l, rc, req->key, req->keylen, req->cost, d);
+    rc = settle(req->l, req->node, rc, req->key, req->keylen, req->cost, d);
     req->cb(rc, d, req->data);
     fg__free(req);
 }

@@ -13,6 +13,7 @@ typedef struct fg__req {
     struct fg__req *next;
     uint64_t deadline_us;
     fg_limiter *l;
+    unsigned node; /* the store's node of 'key': its breaker settles */
     uint64_t cost;
     fg_check_cb cb;
     void *data;

@@ -30,11 +30,18 @@
 #define BACKOFF_MIN_US 5000u
 #define BACKOFF_MAX_US 200000u
 
+/* Orders the errors of all nodes, so that a store of several can tell
+ * which was written last. */
+static atomic_ullong err_seq_next;
+
 /* Call with 'mu' held, after writing 'errstr'. */
 static void error_written_locked(fg__rnode *st, int code)
 {
     atomic_store_explicit(&st->err_code, code, memory_order_relaxed);
     atomic_fetch_add_explicit(&st->err_writes, 1, memory_order_relaxed);
+    atomic_store_explicit(&st->err_seq,
+                          atomic_fetch_add(&err_seq_next, 1) + 1,
+                          memory_order_relaxed);
 }
 
 /* Write 'fmt' (with the store's address and 'detail') as the store's error,
@@ -715,6 +722,7 @@ int fg__rnode_init(fg__rnode *st, const char *url, struct event_base *evb,
     st->evb = evb;
     st->rng = fg__mono_precise_us() ^ (uint64_t)(uintptr_t)st;
     fg__redis_url_where(&st->url, st->where, sizeof st->where);
+    fg__redis_url_name(&st->url, st->name, sizeof st->name);
     if (!st->url.path)
         return resolve(st, err, errlen);
     return FG_OK;

@@ -41,6 +41,7 @@ struct fg__aslot;
 typedef struct fg__rnode {
     fg__redis_url url;
     char where[200]; /* host:port db N, for messages */
+    char name[300];  /* host:port/db (fg__redis_url_name) */
     /* The host resolved once, at open: every (re)connect uses this numeric
      * address, so no check waits on DNS (hiredis 0.14 resolves with a
      * blocking getaddrinfo in every connect). */
@@ -59,6 +60,7 @@ typedef struct fg__rnode {
      * of taking 'mu' and formatting on every check. */
     atomic_int err_code;
     atomic_ulong err_writes; /* times 'errstr' was written, for tests */
+    atomic_ullong err_seq;   /* when, among all nodes' writes (a count) */
 
     /* Asynchronous connection (evb != NULL); the loop's thread only. */
     struct event_base *evb;

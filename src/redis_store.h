@@ -21,4 +21,8 @@ const char *fg__store_redis_last_error(fg_store *st);
  * spent on every failed check. 0 when 'st' is not a Redis store. */
 unsigned long fg__store_redis_error_writes(fg_store *st);
 
+/* When the last error was written, in an order over every Redis store of
+ * the process (0: never), so that the shards can report the latest. */
+uint64_t fg__store_redis_error_seq(fg_store *st);
+
 #endif

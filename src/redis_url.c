@@ -336,6 +336,16 @@ void fg__redis_url_free(fg__redis_url *u)
     u->host = u->path = u->user = u->password = NULL;
 }
 
+void fg__redis_url_name(const fg__redis_url *u, char *buf, size_t n)
+{
+    if (u->path)
+        snprintf(buf, n, "%s/%u", u->path, u->db);
+    else if (strchr(u->host ? u->host : "", ':'))
+        snprintf(buf, n, "[%s]:%d/%u", u->host, u->port, u->db);
+    else
+        snprintf(buf, n, "%s:%d/%u", u->host ? u->host : "?", u->port, u->db);
+}
+
 void fg__redis_url_where(const fg__redis_url *u, char *buf, size_t n)
 {
     if (u->path)

@@ -37,7 +37,10 @@ int fg__redis_url_parse(const char *url, fg__redis_url *u, char *err,
                         size_t errlen);
 void fg__redis_url_free(fg__redis_url *u);
 
-/* Where 'u' points, for messages: "host:port/db" or "/path.sock/db". */
+/* Where 'u' points, for messages: "host:port db N" or "/path.sock db N". */
 void fg__redis_url_where(const fg__redis_url *u, char *buf, size_t n);
+/* The node's name, for metrics and the shards' ring: "host:port/db"
+ * ("[v6]:port/db", "/path.sock/db"). */
+void fg__redis_url_name(const fg__redis_url *u, char *buf, size_t n);
 
 #endif

@@ -51,14 +51,19 @@ static int unknown_scheme(const char *url, char *err, size_t errlen)
     const char *colon = strchr(url, ':');
     int n = colon ? (int)(colon - url) : (int)strlen(url);
     return fg__seterr(err, errlen, FG_EINVAL,
-                      "unknown store '%.*s' (use memory, redis://host:port or "
-                      "unix:///path)",
+                      "unknown store '%.*s' (use memory, redis://host:port, "
+                      "unix:///path or shards=URL,URL,...)",
                       n > 40 ? 40 : n, url);
 }
 
 static int is_redis(const char *url)
 {
     return strncmp(url, "redis://", 8) == 0 || strncmp(url, "unix://", 7) == 0;
+}
+
+static int is_shards(const char *url)
+{
+    return strncmp(url, "shards=", 7) == 0;
 }
 
 int fg_store_url_check(const char *url, char *err, size_t errlen)
@@ -76,6 +81,8 @@ int fg_store_url_check(const char *url, char *err, size_t errlen)
             fg__redis_url_free(&u);
         return rc;
     }
+    if (is_shards(url))
+        return fg__store_shards_url_check(url, err, errlen);
     return unknown_scheme(url, err, errlen);
 }
 
@@ -90,6 +97,8 @@ static fg_store *open_any(const char *url, struct event_base *base, char *err,
         return open_memory(url, err, errlen);
     if (is_redis(url))
         return fg__store_redis_open(url, base, err, errlen);
+    if (is_shards(url))
+        return fg__store_shards_open(url, base, err, errlen);
     unknown_scheme(url, err, errlen);
     return NULL;
 }
@@ -119,7 +128,33 @@ const char *fg_store_last_error(fg_store *st)
 {
     if (st && strcmp(st->ops->scheme, "redis") == 0)
         return fg__store_redis_last_error(st);
+    if (st && strcmp(st->ops->scheme, "shards") == 0)
+        return fg__store_shards_last_error(st);
     return "";
+}
+
+unsigned fg_store_nodes(fg_store *st)
+{
+    return st ? st->nodes : 0;
+}
+
+unsigned fg_store_node_of(fg_store *st, const char *key, size_t keylen)
+{
+    return st ? fg__store_node_of(st, key, keylen) : 0;
+}
+
+const char *fg_store_node_name(fg_store *st, unsigned node)
+{
+    if (!st || node >= st->nodes)
+        return NULL;
+    return st->ops->node_name ? st->ops->node_name(st, node) : st->ops->scheme;
+}
+
+const char *fg_store_node_error(fg_store *st, unsigned node)
+{
+    if (!st || node >= st->nodes)
+        return NULL;
+    return st->ops->node_error ? st->ops->node_error(st, node) : "";
 }
 
 uint64_t fg_store_keys(fg_store *st)

@@ -30,11 +30,19 @@ typedef struct fg__store_ops {
                   uint64_t cost);
     uint64_t (*keys)(fg_store *st);
     void (*close)(fg_store *st);
+    /* A store of several servers (shards): which of its 'nodes' (fixed at
+     * open) holds 'key', and each node's name and last error. The limiter
+     * keeps a circuit breaker per node, so that a node down sends only its
+     * own keys to the failure policy. NULL: one node, the store itself. */
+    unsigned (*node_of)(fg_store *st, const char *key, size_t keylen);
+    const char *(*node_name)(fg_store *st, unsigned node);
+    const char *(*node_error)(fg_store *st, unsigned node);
 } fg__store_ops;
 
 /* Every store begins with this header. */
 struct fg_store {
     const fg__store_ops *ops;
+    unsigned nodes; /* 1 unless ops->node_of */
 };
 
 /* Store constructors, by scheme. */
@@ -46,5 +54,18 @@ uint64_t fg__store_memory_slow_paths(fg_store *st);
 /* 'base' NULL for a blocking Redis store. */
 fg_store *fg__store_redis_open(const char *url, struct event_base *base,
                                char *err, size_t errlen);
+/* "shards=URL,URL,...": Redis stores, a key on one by consistent hashing. */
+fg_store *fg__store_shards_open(const char *url, struct event_base *base,
+                                char *err, size_t errlen);
+int fg__store_shards_url_check(const char *url, char *err, size_t errlen);
+/* The error written last among the nodes'. */
+const char *fg__store_shards_last_error(fg_store *st);
+
+/* The node of 'key' on 'st' (0 on a store of one node). */
+static inline unsigned fg__store_node_of(fg_store *st, const char *key,
+                                         size_t keylen)
+{
+    return st->ops->node_of ? st->ops->node_of(st, key, keylen) : 0;
+}
 
 #endif

@@ -625,6 +625,7 @@ fg_store *fg__store_memory_open(const fg_memory_options *opt, char *err,
     if (!m)
         goto nomem;
     m->base.ops = &mem_ops;
+    m->base.nodes = 1;
     m->clock = opt && opt->clock ? opt->clock : fg__mono_us;
     m->clock_ctx = opt ? opt->clock_ctx : NULL;
     m->gettime = fg__clock_gettime_fn();

@@ -732,6 +732,7 @@ fg_store *fg__store_redis_open(const char *url, struct event_base *base,
         return NULL;
     }
     st->base.ops = base ? &redis_async_ops : &redis_ops;
+    st->base.nodes = 1;
     st->clock = wall_clock;
     st->node.owner = st;
     st->node.before_write = batch_flush;
@@ -796,6 +797,25 @@ const char *fg__store_redis_last_error(fg_store *s)
     return ((redis_store *)s)->node.errstr;
 }
 
+uint64_t fg__store_redis_error_seq(fg_store *s)
+{
+    if (!is_redis(s))
+        return 0;
+    return atomic_load(&((redis_store *)s)->node.err_seq);
+}
+
+static const char *redis_node_name(fg_store *s, unsigned node)
+{
+    (void)node;
+    return ((redis_store *)s)->node.name;
+}
+
+static const char *redis_node_error(fg_store *s, unsigned node)
+{
+    (void)node;
+    return ((redis_store *)s)->node.errstr;
+}
+
 static const fg__store_ops redis_ops = {
     .scheme = "redis",
     .limiter_init = redis_limiter_init,
@@ -804,6 +824,8 @@ static const fg__store_ops redis_ops = {
     .refund = redis_refund,
     .keys = redis_keys,
     .close = redis_close,
+    .node_name = redis_node_name,
+    .node_error = redis_node_error,
 };
 
 static const fg__store_ops redis_async_ops = {
@@ -815,4 +837,6 @@ static const fg__store_ops redis_async_ops = {
     .refund = redis_refund_async,
     .keys = redis_keys,
     .close = redis_close,
+    .node_name = redis_node_name,
+    .node_error = redis_node_error,
 };

@@ -7,7 +7,7 @@
 # Then what a reload changes: max_header_bytes and request_timeout are
 # applied; blocked_cache, max_connections and the memory store's options
 # are refused with the reason logged (the running configuration stays);
-# a sharded or cluster store URL is refused as not supported yet.
+# a cluster store URL is refused as not supported yet.
 . "$(dirname "$0")/../serve/lib.sh"
 
 start_redis || { bad "redis starts"; finish; }
@@ -167,7 +167,7 @@ expect_eq "still serving after refused reloads" "$(http POST "$M/v1/check?limit=
 curl -s "$M/metrics" >"$T/metrics"
 check "refused reloads counted" grep -q 'floodgate_reloads_total{result="error"} 3' "$T/metrics"
 
-for url in 'shards=redis://127.0.0.1:1,redis://127.0.0.1:2' 'cluster=redis://127.0.0.1:1'; do
+for url in 'cluster=redis://127.0.0.1:1'; do
     mconf 1024 1s 1024 "$url"
     "$FLOODGATE" serve -c "$T/m.ini" --listen 127.0.0.1:0 2>"$T/shards.err"
     expect_eq "${url%%=*}= store: exit 2" "$?" 2

@@ -1,0 +1,154 @@
+/* test_limiter_nodes.c -- a circuit breaker per node of a store of several
+ * (shards): a node that fails opens its own breaker only, so its keys follow
+ * the failure policy while every other key is still decided by the store.
+ * Driven through a store of three nodes defined here, whose nodes fail on
+ * demand; blocking and asynchronous checks alike. */
+#include <string.h>
+
+#include "../harness.h"
+#include "floodgate.h"
+#include "store.h"
+
+#define NODES 3
+
+typedef struct fake_store {
+    fg_store base;
+    int down[NODES];
+    unsigned calls[NODES];
+} fake_store;
+
+/* The key's first byte names its node: "0...", "1...", "2...". */
+static unsigned fake_node_of(fg_store *s, const char *key, size_t keylen)
+{
+    (void)s;
+    return keylen && key[0] >= '0' && key[0] < '0' + NODES
+               ? (unsigned)(key[0] - '0')
+               : 0;
+}
+
+static int fake_init(fg_store *s, fg_limiter *l, void **out, char *err,
+                     size_t errlen)
+{
+    (void)s, (void)l, (void)err, (void)errlen;
+    *out = NULL;
+    return FG_OK;
+}
+
+static void fake_free(fg_store *s, fg_limiter *l, void *data)
+{
+    (void)s, (void)l, (void)data;
+}
+
+static int fake_check(fg_store *s, fg_limiter *l, const char *key,
+                      size_t keylen, uint64_t cost, fg_decision *d)
+{
+    fake_store *st = (fake_store *)s;
+    unsigned n = fake_node_of(s, key, keylen);
+    (void)l;
+    st->calls[n]++;
+    if (st->down[n])
+        return FG_EBACKEND;
+    memset(d, 0, sizeof(*d));
+    d->allowed = 1;
+    d->limit = 100;
+    d->remaining = 100 - cost;
+    return FG_OK;
+}
+
+static void fake_check_async(fg_store *s, fg__req *req)
+{
+    fg_decision d;
+    CHECK_EQ(req->node, fake_node_of(s, req->key, req->keylen));
+    int rc = fake_check(s, req->l, req->key, req->keylen, req->cost, &d);
+    fg__req_done(req, rc, &d);
+}
+
+static int fake_refund(fg_store *s, fg_limiter *l, const char *key,
+                       size_t keylen, uint64_t cost)
+{
+    (void)s, (void)l, (void)key, (void)keylen, (void)cost;
+    return FG_OK;
+}
+
+static void fake_close(fg_store *s)
+{
+    (void)s;
+}
+
+static const fg__store_ops fake_ops = {
+    .scheme = "fake",
+    .limiter_init = fake_init,
+    .limiter_free = fake_free,
+    .check = fake_check,
+    .check_async = fake_check_async,
+    .refund = fake_refund,
+    .close = fake_close,
+    .node_of = fake_node_of,
+};
+
+static int last_rc;
+static fg_decision last_d;
+
+static void on_done(int rc, const fg_decision *d, void *data)
+{
+    (void)data;
+    last_rc = rc;
+    last_d = *d;
+}
+
+static void run(int async)
+{
+    fake_store st = {.base = {.ops = &fake_ops, .nodes = NODES}};
+    fg_limit lim;
+    CHECK_EQ(fg_limit_parse("100/s", &lim), FG_OK);
+    lim.on_failure = FG_FAIL_CLOSED;
+    fg_limiter *l = fg_limiter_new(&st.base, &lim, NULL, 0);
+    CHECK(l != NULL);
+    if (!l)
+        return;
+    CHECK_STR(fg_limiter_node_breaker(l, 2), "closed");
+    CHECK(fg_limiter_node_breaker(l, 3) == NULL);
+
+    st.down[1] = 1;
+    /* Node 1's keys fail and open its breaker; the others' keys pass. */
+    for (int i = 0; i < 20; i++) {
+        const char *key = i % 3 == 0 ? "0a" : i % 3 == 1 ? "1b" : "2c";
+        fg_decision d;
+        int rc;
+        if (async) {
+            CHECK_EQ(fg_check_async(l, key, 2, 1, on_done, NULL), FG_OK);
+            rc = last_rc;
+            d = last_d;
+        } else {
+            rc = fg_check(l, key, 2, 1, &d);
+        }
+        if (key[0] == '1') {
+            CHECK(rc == FG_EBACKEND || rc == FG_EBREAKER);
+            CHECK_EQ(d.source, FG_SOURCE_FAIL_CLOSED);
+            CHECK_EQ(d.allowed, 0);
+        } else {
+            CHECK_EQ(rc, FG_OK);
+            CHECK_EQ(d.source, FG_SOURCE_STORE);
+            CHECK_EQ(d.allowed, 1);
+        }
+    }
+    /* Opened after 3 failures: node 1 was asked 3 times of 7. */
+    CHECK_EQ(st.calls[1], 3);
+    CHECK_EQ(st.calls[0], 7);
+    CHECK_EQ(st.calls[2], 6);
+    CHECK_STR(fg_limiter_node_breaker(l, 1), "open");
+    CHECK_STR(fg_limiter_node_breaker(l, 0), "closed");
+    CHECK_STR(fg_limiter_node_breaker(l, 2), "closed");
+    CHECK_STR(fg_limiter_breaker(l), "open");
+    /* A refund of a key whose node's breaker is open is not sent. */
+    CHECK_EQ(fg_refund(l, "1b", 2, 1), FG_EBREAKER);
+    CHECK_EQ(fg_refund(l, "2c", 2, 1), FG_OK);
+    fg_limiter_free(l);
+}
+
+int main(void)
+{
+    run(0);
+    run(1);
+    return TEST_DONE();
+}

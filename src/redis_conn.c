@@ -39,8 +39,7 @@ static void error_written_locked(fg__rnode *st, int code)
 {
     atomic_store_explicit(&st->err_code, code, memory_order_relaxed);
     atomic_fetch_add_explicit(&st->err_writes, 1, memory_order_relaxed);
-    atomic_store_explicit(&st->err_seq,
-                          atomic_fetch_add(&err_seq_next, 1) + 1,
+    atomic_store_explicit(&st->err_seq, atomic_fetch_add(&err_seq_next, 1) + 1,
                           memory_order_relaxed);
 }
 

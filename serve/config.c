@@ -354,12 +354,6 @@ static int store_key(parser *p, const char *k, const char *v)
         if (strlen(v) == 0 || strlen(v) >= sizeof(c->store_url))
             return fail(p, p->line, "url must be 1..%zu characters",
                         sizeof(c->store_url) - 1);
-        /* DESIGN's cluster store has no implementation in the library
-         * yet: say so here rather than "bad URL" later. */
-        if (!strncmp(v, "cluster=", 8))
-            return fail(p, p->line,
-                        "url = cluster=...: not supported yet (use a redis:// "
-                        "URL, shards=URL,URL,... or memory)");
         if (strcmp(v, "memory") != 0 && strncmp(v, "memory?", 7) != 0) {
             char why[200];
             if (fg_store_url_check(v, why, sizeof(why)))

@@ -68,8 +68,8 @@ static int has_param(const char *u, size_t len, const char *name)
 }
 
 /* Copy 'url' to 'out' with 'param' (NAME=VALUE) added to it, or to each
- * node URL of a "shards=" list (separated by ','), unless that URL sets
- * 'name' itself. 0, or -1 when 'out' is too small. */
+ * node URL of a "shards=" or "cluster=" list (separated by ','), unless
+ * that URL sets 'name' itself. 0, or -1 when 'out' is too small. */
 static int add_param(char *out, size_t outlen, const char *url,
                      const char *name, const char *param)
 {
@@ -77,6 +77,8 @@ static int add_param(char *out, size_t outlen, const char *url,
     size_t o = 0;
     if (!strncmp(url, "shards=", 7))
         p += 7;
+    else if (!strncmp(url, "cluster=", 8))
+        p += 8;
     int n = snprintf(out, outlen, "%.*s", (int)(p - url), url);
     while (n >= 0 && (size_t)n < outlen - o) {
         o += (size_t)n;
@@ -277,10 +279,8 @@ fg__wgen *fg__wgen_new(fg__worker *w, fg__gen *g, char *err, size_t errlen)
     wg->store = fg_store_open_async(g->url_lazy, w->base, err, errlen);
     if (!wg->store)
         goto fail;
-    for (unsigned i = 0; i < fg_store_nodes(wg->store) && i < FG_NODE_SLOTS;
-         i++)
-        wg->node_slot[i] =
-            fg__metric_node_slot(fg_store_node_name(wg->store, i));
+    for (unsigned i = 0; i < FG_NODE_SLOTS; i++)
+        wg->node_slot[i] = -2; /* named on first use (a cluster learns) */
     for (unsigned i = 0; i < g->cfg.nlimits; i++) {
         /* The local fallback runs in each worker: share the process's part
          * among them so the process as a whole stays within it. */

@@ -131,6 +131,22 @@ static void count_decision(fg__ctx *c, unsigned k)
         FG_SET(lm->breaker_open, 0);
 }
 
+/* The metric slot of the store node that holds 'key' (-1: none), named
+ * on first use: a cluster learns its masters as it runs. */
+static int node_slot(fg__wgen *wg, const char *key, size_t keylen)
+{
+    unsigned i = fg_store_node_of(wg->store, key, keylen);
+    if (i >= FG_NODE_SLOTS)
+        return -1;
+    if (wg->node_slot[i] == -2) {
+        const char *name = fg_store_node_name(wg->store, i);
+        if (!name)
+            return -1;
+        wg->node_slot[i] = fg__metric_node_slot(name);
+    }
+    return wg->node_slot[i];
+}
+
 /* The metrics and logs of a set's answers. */
 static void account(fg__ctx *c)
 {
@@ -149,8 +165,7 @@ static void account(fg__ctx *c)
             continue;
         asked_store = 1;
         if (!g->is_memory) {
-            int ns = c->wg->node_slot[fg_store_node_of(
-                c->wg->store, c->items[k].key, c->items[k].keylen)];
+            int ns = node_slot(c->wg, c->items[k].key, c->items[k].keylen);
             if (ns >= 0) {
                 FG_INC(c->w->m->node[ns].calls);
                 if (rc < 0)

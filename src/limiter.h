@@ -14,6 +14,10 @@ typedef struct fg__req {
     uint64_t deadline_us;
     fg_limiter *l;
     unsigned node; /* the store's node of 'key': its breaker settles */
+    /* Redis Cluster (store_cluster.c): redirections followed so far, and
+     * for the next send: ASKING first (an ASK redirection), or alone, not
+     * in a batch (a batch refused by a node that lost a slot). */
+    unsigned char redirects, asking, single;
     uint64_t cost;
     fg_check_cb cb;
     void *data;

@@ -426,7 +426,7 @@ int fg__rcheck_unsent(const fg__rcheck *c, fg_decision *d)
 size_t fg__rbatch_need(const fg__rcheck *const *c, int n, const char *sha)
 {
     size_t slen = sha ? 40 : strlen(fg__redis_lua[FG__LUA_TOKEN]);
-    size_t need = 24 + 3 * FG__REDIS_BULK_OVER + 7 + slen + 20;
+    size_t need = 24 + 4 * FG__REDIS_BULK_OVER + 7 + slen + 40;
     for (int i = 0; i < n; i++)
         need += 9 * FG__REDIS_BULK_OVER + c[i]->rl->kplen + c[i]->keylen + 2 +
                 6 * 20 + 2 * 20;
@@ -434,15 +434,17 @@ size_t fg__rbatch_need(const fg__rcheck *const *c, int n, const char *sha)
 }
 
 size_t fg__rbatch_format(char *b, const fg__rcheck *const *c, int n,
-                         const char *sha)
+                         const char *sha, int argv_keys)
 {
     const char *script = sha ? sha : fg__redis_lua[FG__LUA_TOKEN];
     size_t slen = sha ? 40 : strlen(script), len;
     char num[21];
-    len = fg__redis_head(b, '*', 3 + 9 * (uint64_t)n);
+    len = fg__redis_head(b, '*', 3 + (argv_keys ? 1 : 0) + 9 * (uint64_t)n);
     len += sha ? fg__redis_bulk(b + len, "EVALSHA", 7)
                : fg__redis_bulk(b + len, "EVAL", 4);
     len += fg__redis_bulk(b + len, script, slen);
+    if (argv_keys)
+        len += fg__redis_bulk(b + len, "0", 1);
     len += fg__redis_bulk(b + len, num, fg__redis_u64(num, (uint64_t)n));
     for (int i = 0; i < n; i++) {
         /* The key as build_key makes it: the layout's "}:" less the ':'

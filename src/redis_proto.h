@@ -166,11 +166,12 @@ int fg__rcheck_unsent(const fg__rcheck *c, fg_decision *d);
 
 /* Token bucket batches: the 'n' checks 'c' as one call of the token
  * script, keys first, then eight arguments per check. 'sha' NULL sends the
- * script whole with EVAL. fg__rbatch_need bounds the bytes that
- * fg__rbatch_format then writes into 'buf' (its length). */
+ * script whole with EVAL. 'argv_keys' (Redis Cluster) passes the keys as
+ * arguments, after their count, and declares none. fg__rbatch_need bounds
+ * the bytes that fg__rbatch_format then writes into 'buf' (its length). */
 size_t fg__rbatch_need(const fg__rcheck *const *c, int n, const char *sha);
 size_t fg__rbatch_format(char *buf, const fg__rcheck *const *c, int n,
-                         const char *sha);
+                         const char *sha, int argv_keys);
 
 /* The reply 'r' (not NULL) to a batch of 'n' checks sent with EVAL when
  * 'eval': FG_OK when it holds four integers per check (read each with

@@ -141,16 +141,31 @@ static const char lua_sliding[] = LUA_COMMON LUA_MULQR
  * each changed key written once, at the end, to expire when its TAT has
  * passed; a clock out of range fails the whole call before anything is
  * written. Returns {allowed, remaining, reset_us, retry_after_us} per
- * check, in one flat array. */
+ * check, in one flat array.
+ * On Redis Cluster a batch's keys live on one node but in many slots,
+ * which a command's declared keys may not: there the call declares none,
+ * ARGV[1] is the count n and ARGV[2 .. n+1] the keys, before the checks'
+ * arguments. Each key is then read with its own GET, all before anything
+ * is written, so that a key this node does not serve (a slot map out of
+ * date) fails the whole call with nothing changed. */
 static const char lua_token[] = LUA_COMMON LUA_MULQR LUA_TAT
-    "local n = #KEYS\n"
+    "local n, keys, a0 = #KEYS, KEYS, 0\n"
     "local vals\n"
-    "if n == 1 then vals = {redis.call('GET', KEYS[1])}\n"
+    "if n == 0 then\n"
+    "  n, keys, vals = tonumber(ARGV[1]), {}, {}\n"
+    "  a0 = n + 1\n"
+    "  for i = 1, n do\n"
+    "    keys[i] = ARGV[i + 1]\n"
+    "    local v = redis.pcall('GET', keys[i])\n"
+    "    if type(v) == 'table' and v.err then return v end\n"
+    "    vals[i] = v\n"
+    "  end\n"
+    "elseif n == 1 then vals = {redis.call('GET', KEYS[1])}\n"
     "else vals = redis.call('MGET', unpack(KEYS)) end\n"
     "local st, ttl, out = {}, {}, {}\n"
     "local rtime\n"
     "for i = 1, n do\n"
-    "  local o = i * 8 - 8\n"
+    "  local o = a0 + i * 8 - 8\n"
     "  local sc, uu, uf = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]),\n"
     "                     tonumber(ARGV[o + 3])\n"
     "  local du, df, t = tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5]),\n"
@@ -168,7 +183,7 @@ static const char lua_token[] = LUA_COMMON LUA_MULQR LUA_TAT
     "  if now < 0 or now + 2 * du + 2 >= E then\n"
     "    return redis.error_reply('ERR floodgate: clock outside the exact range')\n"
     "  end\n"
-    "  local k = KEYS[i]\n"
+    "  local k = keys[i]\n"
     "  local s = st[k]\n"
     "  if not s then s = tat(vals[i], sc); st[k] = s end\n"
     "  local tag = du + 1\n"

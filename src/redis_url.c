@@ -346,6 +346,45 @@ void fg__redis_url_name(const fg__redis_url *u, char *buf, size_t n)
         snprintf(buf, n, "%s:%d/%u", u->host ? u->host : "?", u->port, u->db);
 }
 
+/* Append 's' ('len' bytes) to 'buf' at '*o', percent-encoding all but
+ * unreserved characters. */
+static void pct_encode(char *buf, size_t n, size_t *o, const char *s,
+                       size_t len)
+{
+    for (size_t i = 0; i < len && *o + 4 < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+            (c >= '0' && c <= '9') || strchr("-._~", c))
+            buf[(*o)++] = (char)c;
+        else
+            *o += (size_t)snprintf(buf + *o, n - *o, "%%%02X", c);
+    }
+    buf[*o] = '\0';
+}
+
+int fg__redis_url_for(const fg__redis_url *u, const char *addr, char *buf,
+                      size_t n)
+{
+    size_t o = (size_t)snprintf(buf, n, "redis://");
+    if (u->user)
+        pct_encode(buf, n, &o, u->user, strlen(u->user));
+    if (u->password) {
+        if (o + 1 < n)
+            buf[o++] = ':';
+        pct_encode(buf, n, &o, u->password, strlen(u->password));
+    }
+    if ((u->user || u->password) && o + 1 < n)
+        buf[o++] = '@';
+    int w = snprintf(buf + o, n - o,
+                     "%s?lazy=1&connect_timeout_ms=%u&prefix=", addr,
+                     (unsigned)u->connect_timeout_ms);
+    if (w < 0 || (size_t)w >= n - o)
+        return FG_ERANGE;
+    o += (size_t)w;
+    pct_encode(buf, n, &o, u->prefix, u->prefixlen);
+    return o + 8 < n ? FG_OK : FG_ERANGE;
+}
+
 void fg__redis_url_where(const fg__redis_url *u, char *buf, size_t n)
 {
     if (u->path)

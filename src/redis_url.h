@@ -43,4 +43,10 @@ void fg__redis_url_where(const fg__redis_url *u, char *buf, size_t n);
  * ("[v6]:port/db", "/path.sock/db"). */
 void fg__redis_url_name(const fg__redis_url *u, char *buf, size_t n);
 
+/* A redis:// URL with the user, password, prefix and connect timeout of
+ * 'u' for the node at 'addr' ("host:port", "[v6]:port"), lazy=1, into
+ * 'buf' (percent-encoded). FG_OK, or FG_ERANGE when it does not fit. */
+int fg__redis_url_for(const fg__redis_url *u, const char *addr, char *buf,
+                      size_t n);
+
 #endif

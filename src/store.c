@@ -52,7 +52,7 @@ static int unknown_scheme(const char *url, char *err, size_t errlen)
     int n = colon ? (int)(colon - url) : (int)strlen(url);
     return fg__seterr(err, errlen, FG_EINVAL,
                       "unknown store '%.*s' (use memory, redis://host:port, "
-                      "unix:///path or shards=URL,URL,...)",
+                      "unix:///path, shards=URL,URL,... or cluster=URL,...)",
                       n > 40 ? 40 : n, url);
 }
 
@@ -64,6 +64,11 @@ static int is_redis(const char *url)
 static int is_shards(const char *url)
 {
     return strncmp(url, "shards=", 7) == 0;
+}
+
+static int is_cluster(const char *url)
+{
+    return strncmp(url, "cluster=", 8) == 0;
 }
 
 int fg_store_url_check(const char *url, char *err, size_t errlen)
@@ -83,6 +88,8 @@ int fg_store_url_check(const char *url, char *err, size_t errlen)
     }
     if (is_shards(url))
         return fg__store_shards_url_check(url, err, errlen);
+    if (is_cluster(url))
+        return fg__store_cluster_url_check(url, err, errlen);
     return unknown_scheme(url, err, errlen);
 }
 
@@ -99,6 +106,8 @@ static fg_store *open_any(const char *url, struct event_base *base, char *err,
         return fg__store_redis_open(url, base, err, errlen);
     if (is_shards(url))
         return fg__store_shards_open(url, base, err, errlen);
+    if (is_cluster(url))
+        return fg__store_cluster_open(url, base, err, errlen);
     unknown_scheme(url, err, errlen);
     return NULL;
 }
@@ -130,6 +139,8 @@ const char *fg_store_last_error(fg_store *st)
         return fg__store_redis_last_error(st);
     if (st && strcmp(st->ops->scheme, "shards") == 0)
         return fg__store_shards_last_error(st);
+    if (st && strcmp(st->ops->scheme, "cluster") == 0)
+        return fg__store_cluster_last_error(st);
     return "";
 }
 

@@ -60,6 +60,11 @@ fg_store *fg__store_shards_open(const char *url, struct event_base *base,
 int fg__store_shards_url_check(const char *url, char *err, size_t errlen);
 /* The error written last among the nodes'. */
 const char *fg__store_shards_last_error(fg_store *st);
+/* "cluster=URL,URL,...": Redis Cluster, from the first node that answers. */
+fg_store *fg__store_cluster_open(const char *url, struct event_base *base,
+                                 char *err, size_t errlen);
+int fg__store_cluster_url_check(const char *url, char *err, size_t errlen);
+const char *fg__store_cluster_last_error(fg_store *st);
 
 /* The node of 'key' on 'st' (0 on a store of one node). */
 static inline unsigned fg__store_node_of(fg_store *st, const char *key,

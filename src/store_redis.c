@@ -68,6 +68,10 @@ typedef struct redis_store {
     char *bbuf;          /* a batch's command, formatted */
     size_t bcap;
     int closing;
+
+    /* A node of Redis Cluster (fg__store_redis_set_cluster). */
+    fg__redis_redirect_fn redirect;
+    void *redirect_owner;
 } redis_store;
 
 /* A check of the async client awaiting its replies. */
@@ -129,12 +133,23 @@ static int pexpire_error(fg__rnode *nd, const redisReply *r)
 /* Run check 'k' on 'c' by 'deadline': each stage's commands go out
  * together and their replies feed the protocol, until it decides. */
 static int sync_run(fg__rnode *nd, fg__rsconn *c, fg__rcheck *k,
-                    uint64_t deadline, fg_decision *d)
+                    uint64_t deadline, int asking, fg_decision *d, char *errbuf,
+                    size_t errlen)
 {
     for (;;) {
         redisReply *r[2] = {0};
         fg__rcmd cmd;
         int n = fg__rcheck_ncmds(k), rc;
+        if (asking) {
+            /* ASKING's +OK is read and dropped before the replies. */
+            cmd.argc = 1;
+            cmd.argv[0] = "ASKING";
+            cmd.len[0] = 6;
+            if (fg__rsync_append(c, &cmd) != FG_OK)
+                return FG_ENOMEM;
+            c->skip++;
+            asking = 0;
+        }
         for (int i = 0; i < n; i++) {
             fg__rcheck_cmd(k, i, &nd->shas, &cmd);
             if (fg__rsync_append(c, &cmd) != FG_OK)
@@ -144,6 +159,8 @@ static int sync_run(fg__rnode *nd, fg__rsconn *c, fg__rcheck *k,
         if (rc != FG_OK)
             return rc;
         rc = fg__rcheck_reply(k, r[0], d);
+        if (rc < 0 && errbuf && r[0]->type == REDIS_REPLY_ERROR)
+            snprintf(errbuf, errlen, "%.*s", (int)r[0]->len, r[0]->str);
         if (n > 1 && rc >= FG_OK && r[1]->type == REDIS_REPLY_ERROR)
             rc = pexpire_error(nd, r[1]);
         for (int i = 0; i < n; i++)
@@ -163,8 +180,9 @@ static int sync_run(fg__rnode *nd, fg__rsconn *c, fg__rcheck *k,
     }
 }
 
-static int redis_check(fg_store *s, fg_limiter *l, const char *key,
-                       size_t keylen, uint64_t cost, fg_decision *d)
+int fg__store_redis_check_ex(fg_store *s, fg_limiter *l, const char *key,
+                             size_t keylen, uint64_t cost, int asking,
+                             fg_decision *d, char *errbuf, size_t errlen)
 {
     redis_store *st = (redis_store *)s;
     uint64_t deadline =
@@ -178,11 +196,17 @@ static int redis_check(fg_store *s, fg_limiter *l, const char *key,
     rc = fg__rpool_get(&st->node, deadline, &c);
     if (rc != FG_OK)
         return rc;
-    rc = sync_run(&st->node, &c, &k, deadline, d);
+    rc = sync_run(&st->node, &c, &k, deadline, asking, d, errbuf, errlen);
     fg__rpool_put(&st->node, &c);
     if (rc != FG_OK)
         fg__rnode_check_error(&st->node, rc);
     return rc;
+}
+
+static int redis_check(fg_store *s, fg_limiter *l, const char *key,
+                       size_t keylen, uint64_t cost, fg_decision *d)
+{
+    return fg__store_redis_check_ex(s, l, key, keylen, cost, 0, d, NULL, 0);
 }
 
 /* Give back 'cost' units of 'key' on a blocking connection, waiting for
@@ -333,6 +357,13 @@ static int async_send(redis_store *st, aslot *s)
 {
     redisAsyncContext *ac = s->conn->ac;
     fg__rcmd k;
+    if (s->req && s->req->asking) {
+        /* Once: a NOSCRIPT's EVAL that follows is sent without it, and
+         * then moves on by MOVED or ASK again if it must. */
+        s->req->asking = 0;
+        if (redisAsyncCommand(ac, NULL, NULL, "ASKING") != REDIS_OK)
+            return FG_EBACKEND;
+    }
     fg__rcheck_cmd(&s->k, 0, &st->node.shas, &k);
     if (fg__rasync_append(ac, on_reply, s, &k))
         return FG_EBACKEND;
@@ -371,6 +402,17 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
         return;
     }
     rc = fg__rcheck_reply(&s->k, r, &d);
+    if (rc < 0 && st->redirect && r->type == REDIS_REPLY_ERROR) {
+        /* The cluster store may send the check on to another node. */
+        fg__req *req = s->req;
+        s->req = NULL;
+        slot_unlink(st, s);
+        if (!st->redirect(st->redirect_owner, req, r->str, r->len)) {
+            fg__rnode_check_error(&st->node, rc);
+            fg__req_done(req, rc, NULL);
+        }
+        return;
+    }
     if (rc == FG__RSTEP_GIVEBACK) {
         fg__rcmd k;
         fg__rcheck_cmd(&s->k, 0, &st->node.shas, &k);
@@ -426,7 +468,7 @@ static size_t batch_format(redis_store *st, aslot *first, int n, int eval)
         st->bcap = need;
     }
     (void)n;
-    return fg__rbatch_format(st->bbuf, c, i, sha);
+    return fg__rbatch_format(st->bbuf, c, i, sha, st->redirect != NULL);
 }
 
 /* Send the chain at 'first' as one call of the token script; on_batch
@@ -540,6 +582,28 @@ static void on_batch(redisAsyncContext *ac, void *reply, void *priv)
         return;
     if (rc == FG__RSTEP_AGAIN)
         rc = FG_EPROTO;
+    if (rc != FG_OK && st->redirect && r && r->type == REDIS_REPLY_ERROR) {
+        /* A node that lost a slot refused the whole batch, having changed
+         * nothing: the cluster store sends each check on alone. */
+        int failed = 0;
+        while (s) {
+            aslot *next = s->bnext;
+            fg__req *req = s->req;
+            s->req = NULL;
+            slot_unlink(st, s);
+            if (req) {
+                req->single = 1;
+                if (!st->redirect(st->redirect_owner, req, r->str, r->len)) {
+                    failed = 1;
+                    fg__req_done(req, rc, NULL);
+                }
+            }
+            s = next;
+        }
+        if (failed)
+            fg__rnode_check_error(&st->node, rc);
+        return;
+    }
     if (rc != FG_OK) {
         chain_fail(st, s, rc);
         return;
@@ -582,7 +646,8 @@ static void redis_check_async(fg_store *s, fg__req *req)
     rc = fg__rcheck_init(&sl->k, &l->p, l->store_data, req->key, req->keylen,
                          req->cost, check_now(st, l));
     uint64_t t0 = fg__mono_precise_us();
-    req->deadline_us = t0 + (uint64_t)l->lim.timeout_ms * 1000u;
+    if (!req->deadline_us) /* not a check redirected from another node */
+        req->deadline_us = t0 + (uint64_t)l->lim.timeout_ms * 1000u;
     sl->deadline_us = req->deadline_us;
     sl->prev = st->tail;
     if (st->tail)
@@ -595,7 +660,7 @@ static void redis_check_async(fg_store *s, fg__req *req)
      * nothing to do. */
     timer_arm(st, sl->deadline_us, t0);
     if (rc == FG_OK) {
-        if (l->p.algorithm == FG_TOKEN_BUCKET) {
+        if (l->p.algorithm == FG_TOKEN_BUCKET && !req->asking && !req->single) {
             batch_add(sl);
             return;
         }
@@ -802,6 +867,53 @@ uint64_t fg__store_redis_error_seq(fg_store *s)
     if (!is_redis(s))
         return 0;
     return atomic_load(&((redis_store *)s)->node.err_seq);
+}
+
+void fg__store_redis_set_cluster(fg_store *s, fg__redis_redirect_fn fn,
+                                 void *owner)
+{
+    redis_store *st = (redis_store *)s;
+    st->redirect = fn;
+    st->redirect_owner = owner;
+}
+
+redisReply *fg__store_redis_command(fg_store *s, uint64_t deadline_us, int argc,
+                                    const char **argv, int *rc)
+{
+    redis_store *st = (redis_store *)s;
+    fg__rsconn c;
+    fg__rcmd cmd;
+    redisReply *r = NULL;
+    if (argc < 1 || argc > 14) {
+        *rc = FG_EINVAL;
+        return NULL;
+    }
+    cmd.argc = argc;
+    for (int i = 0; i < argc; i++) {
+        cmd.argv[i] = argv[i];
+        cmd.len[i] = strlen(argv[i]);
+    }
+    *rc = fg__rpool_get(&st->node, deadline_us, &c);
+    if (*rc != FG_OK)
+        return NULL;
+    *rc = fg__rsync_append(&c, &cmd);
+    if (*rc == FG_OK)
+        *rc = fg__rsync_exchange(&c, 1, &r, deadline_us);
+    fg__rpool_put(&st->node, &c);
+    return *rc == FG_OK ? r : NULL;
+}
+
+int fg__store_redis_command_async(fg_store *s, redisCallbackFn *fn, void *priv,
+                                  const char *cmd)
+{
+    redis_store *st = (redis_store *)s;
+    int rc = FG_EBACKEND;
+    fg__raconn *cn = st->closing ? NULL : fg__raconn_get(&st->node, &rc);
+    if (!cn)
+        return rc;
+    if (redisAsyncCommand(cn->ac, fn, priv, cmd) != REDIS_OK)
+        return FG_EBACKEND;
+    return FG_OK;
 }
 
 static const char *redis_node_name(fg_store *s, unsigned node)

@@ -6,8 +6,7 @@
 # and a sanitizer build reports nothing.
 # Then what a reload changes: max_header_bytes and request_timeout are
 # applied; blocked_cache, max_connections and the memory store's options
-# are refused with the reason logged (the running configuration stays);
-# a cluster store URL is refused as not supported yet.
+# are refused with the reason logged (the running configuration stays).
 . "$(dirname "$0")/../serve/lib.sh"
 
 start_redis || { bad "redis starts"; finish; }
@@ -167,16 +166,6 @@ expect_eq "still serving after refused reloads" "$(http POST "$M/v1/check?limit=
 curl -s "$M/metrics" >"$T/metrics"
 check "refused reloads counted" grep -q 'floodgate_reloads_total{result="error"} 3' "$T/metrics"
 
-for url in 'cluster=redis://127.0.0.1:1'; do
-    mconf 1024 1s 1024 "$url"
-    "$FLOODGATE" serve -c "$T/m.ini" --listen 127.0.0.1:0 2>"$T/shards.err"
-    expect_eq "${url%%=*}= store: exit 2" "$?" 2
-    check "${url%%=*}= store: refused as not supported yet" \
-        grep -qF "m.ini:8: url = ${url%%=*}=...: not supported yet" "$T/shards.err"
-    line=$(reload_m)
-    check "${url%%=*}= store on reload: refused, kept running" \
-        grep -q 'result=error.*not supported yet.*kept=running' <<<"$line"
-done
 kill -TERM "$FGPID_m"
 for _ in $(seq 1 300); do kill -0 "$FGPID_m" 2>/dev/null || break; sleep 0.01; done
 finish

@@ -419,7 +419,7 @@ static void test_proto_batch(void)
     CHECK_EQ(fg__rcheck_init(&a, &t, tl, "x", 1, 1, 0), FG_OK);
     CHECK_EQ(fg__rcheck_init(&b, &t, tl, "yy", 2, 3, 77), FG_OK);
     size_t need = fg__rbatch_need(cs, 2, sha);
-    size_t n = fg__rbatch_format(buf, cs, 2, sha);
+    size_t n = fg__rbatch_format(buf, cs, 2, sha, 0);
     CHECK(n > 0 && n <= need);
     const char *argv[21] = {"EVALSHA", sha, "2", "fg:api:{x}", "fg:api:{yy}"};
     size_t len[21] = {7, 40, 1, 10, 11};
@@ -439,7 +439,18 @@ static void test_proto_batch(void)
     CHECK_EQ(n, rn);
     CHECK(ref && memcmp(buf, ref, n) == 0);
     redisFreeCommand(ref);
-    n = fg__rbatch_format(buf, cs, 2, NULL);
+    /* Redis Cluster: no declared key; the count and the keys lead ARGV. */
+    n = fg__rbatch_format(buf, cs, 2, sha, 1);
+    CHECK(n > 0 && n <= need);
+    const char *cargv[22] = {"EVALSHA", sha, "0", "2"};
+    size_t clen[22] = {7, 40, 1, 1};
+    memcpy(cargv + 4, argv + 3, 18 * sizeof(argv[0]));
+    memcpy(clen + 4, len + 3, 18 * sizeof(len[0]));
+    rn = redisFormatCommandArgv(&ref, 22, cargv, clen);
+    CHECK_EQ(n, rn);
+    CHECK(ref && memcmp(buf, ref, n) == 0);
+    redisFreeCommand(ref);
+    n = fg__rbatch_format(buf, cs, 2, NULL, 0);
     CHECK(n <= fg__rbatch_need(cs, 2, NULL));
     CHECK(memcmp(buf, "*21\r\n$4\r\nEVAL\r\n", 15) == 0);
     redisReply *ns = errr("NOSCRIPT No matching script.");

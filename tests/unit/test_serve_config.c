@@ -116,17 +116,18 @@ static void test_errors(void)
     CHECK_EQ(parse("[limit a]\nrate = 1/s\nkey = ip\nmode = sync:200ms\n"),
              FG_EINVAL);
     CHECK(err_is(4, "not supported yet"));
-    /* Shards: each node URL is checked; DESIGN's cluster store is not
-     * implemented yet. */
+    /* Shards and cluster: each node URL is checked. */
     CHECK_EQ(parse("[store]\nurl = shards=redis://a:1,redis://b:2\n"), 0);
     CHECK_EQ(parse("[store]\nurl = shards=redis://a:1,redis://a:1\n"),
              FG_EINVAL);
     CHECK(err_is(2, "url: shards: node a:1/0 is listed twice"));
-    CHECK_EQ(parse("[store]\nurl = shards=redis://a:1,http://b\n"),
-             FG_EINVAL);
+    CHECK_EQ(parse("[store]\nurl = shards=redis://a:1,http://b\n"), FG_EINVAL);
     CHECK(err_is(2, "url: shards: node 2 is not a redis:// or unix:// URL"));
-    CHECK_EQ(parse("[store]\nurl = cluster=redis://a:1\n"), FG_EINVAL);
-    CHECK(err_is(2, "url = cluster=...: not supported yet"));
+    CHECK_EQ(parse("[store]\nurl = cluster=redis://a:1,redis://b:2\n"), 0);
+    CHECK_EQ(parse("[store]\nurl = cluster=redis://a:1/3\n"), FG_EINVAL);
+    CHECK(err_is(2, "url: cluster: Redis Cluster has database 0 only"));
+    CHECK_EQ(parse("[store]\nurl = cluster=unix:///x.sock\n"), FG_EINVAL);
+    CHECK(err_is(2, "url: cluster: node 1 is not a redis:// URL"));
     /* The drain grace: a duration, 500 ms by default, at most a minute. */
     CHECK_EQ(parse("[server]\nid = x\n"), 0);
     CHECK_EQ(cfg.drain_grace_ms, 500);

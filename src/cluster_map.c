@@ -1,0 +1,114 @@
+/* cluster_map.c -- see cluster_map.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster_map.h"
+#include "floodgate.h"
+
+uint16_t fg__crc16(const void *buf, size_t len)
+{
+    const unsigned char *p = buf;
+    uint16_t crc = 0;
+    for (size_t i = 0; i < len; i++) {
+        crc ^= (uint16_t)(p[i] << 8);
+        for (int b = 0; b < 8; b++)
+            crc = crc & 0x8000 ? (uint16_t)(crc << 1 ^ 0x1021)
+                               : (uint16_t)(crc << 1);
+    }
+    return crc;
+}
+
+unsigned fg__cluster_keyslot(const void *key, size_t len)
+{
+    const char *k = key, *open = memchr(k, '{', len);
+    if (open) {
+        size_t rest = len - (size_t)(open + 1 - k);
+        const char *close = memchr(open + 1, '}', rest);
+        if (close && close > open + 1)
+            return fg__crc16(open + 1, (size_t)(close - open - 1)) &
+                   (FG__CLUSTER_SLOTS - 1);
+    }
+    return fg__crc16(k, len) & (FG__CLUSTER_SLOTS - 1);
+}
+
+int fg__cluster_map_find(const fg__cluster_map *m, const char *addr)
+{
+    for (unsigned i = 0; i < m->nmasters; i++)
+        if (strcmp(m->master[i], addr) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* "host:port" of a node's entry {host, port, id, ...} into 'out'. */
+static int node_addr(const redisReply *e, const char *self, char *out)
+{
+    if (e->type != REDIS_REPLY_ARRAY || e->elements < 2 ||
+        e->element[0]->type != REDIS_REPLY_STRING ||
+        e->element[1]->type != REDIS_REPLY_INTEGER ||
+        e->element[1]->integer <= 0 || e->element[1]->integer > 65535)
+        return FG_EPROTO;
+    const char *h = e->element[0]->str;
+    if (!*h || !strcmp(h, "?"))
+        h = self;
+    int n = snprintf(out, FG__CLUSTER_ADDR_MAX,
+                     strchr(h, ':') ? "[%s]:%lld" : "%s:%lld", h,
+                     e->element[1]->integer);
+    return n > 0 && n < FG__CLUSTER_ADDR_MAX ? FG_OK : FG_EPROTO;
+}
+
+int fg__cluster_map_parse(fg__cluster_map *m, const redisReply *r,
+                          const char *host)
+{
+    memset(m, 0, sizeof(*m));
+    memset(m->slot, 255, sizeof(m->slot));
+    if (!r || r->type != REDIS_REPLY_ARRAY)
+        return FG_EPROTO;
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *e = r->element[i];
+        char addr[FG__CLUSTER_ADDR_MAX];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
+            e->element[0]->type != REDIS_REPLY_INTEGER ||
+            e->element[1]->type != REDIS_REPLY_INTEGER)
+            return FG_EPROTO;
+        long long lo = e->element[0]->integer, hi = e->element[1]->integer;
+        if (lo < 0 || hi < lo || hi >= FG__CLUSTER_SLOTS ||
+            node_addr(e->element[2], host, addr) != FG_OK)
+            return FG_EPROTO;
+        int k = fg__cluster_map_find(m, addr);
+        if (k < 0) {
+            if (m->nmasters == FG__CLUSTER_NODES_MAX)
+                return FG_ERANGE;
+            k = (int)m->nmasters++;
+            strcpy(m->master[k], addr);
+        }
+        memset(m->slot + lo, k, (size_t)(hi - lo + 1));
+    }
+    return m->nmasters ? FG_OK : FG_EPROTO;
+}
+
+void fg__cluster_redirect_parse(const char *s, size_t len,
+                                fg__cluster_redirect *rd)
+{
+    char buf[128];
+    unsigned slot;
+    memset(rd, 0, sizeof(*rd));
+    if (!s || len >= sizeof(buf))
+        return;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    int kind = !strncmp(buf, "MOVED ", 6) ? FG__CLUSTER_MOVED
+               : !strncmp(buf, "ASK ", 4) ? FG__CLUSTER_ASK
+                                          : 0;
+    char *p = buf + (kind == FG__CLUSTER_MOVED ? 6 : 4), *end;
+    if (!kind)
+        return;
+    slot = (unsigned)strtoul(p, &end, 10);
+    if (end == p || *end != ' ' || slot >= FG__CLUSTER_SLOTS ||
+        strlen(end + 1) == 0 || strlen(end + 1) >= FG__CLUSTER_ADDR_MAX ||
+        !strrchr(end + 1, ':'))
+        return;
+    rd->kind = kind;
+    rd->slot = slot;
+    strcpy(rd->addr, end + 1);
+}

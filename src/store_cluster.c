@@ -1,0 +1,658 @@
+/* store_cluster.c -- "cluster=redis://HOST:PORT[,redis://HOST:PORT...]":
+ * Redis Cluster.
+ *
+ * A key's counters live in the slot of its hash tag (the user's key: every
+ * key of a check, both windows of a sliding window included, is
+ * "prefix name:{key}..."), on the master that serves the slot. Each master
+ * is a whole Redis store (store_redis.c: connections, pipeline, batches,
+ * backoff), opened when the slot map first names it; this store keeps the
+ * map and routes. A token bucket batch holds the keys of many slots of one
+ * master, which declared keys may not: in cluster mode the Redis store
+ * passes them as arguments (redis_scripts.c), and a master that lost one
+ * of the slots refuses the whole batch before writing anything.
+ *
+ * The map comes from CLUSTER SLOTS: at open (blocking, from the URL's
+ * nodes in turn), and again after MOVED, READONLY, CLUSTERDOWN or a failed
+ * node. Replies that redirect a check are followed, within its deadline
+ * and at most MAX_HOPS times: MOVED (the slot's master changed: the map is
+ * fixed and read again), ASK (a slot being migrated: once, with ASKING),
+ * TRYAGAIN (a multi-key check during a migration: again a moment later),
+ * READONLY and CLUSTERDOWN (a failover: again once the map is read anew).
+ * A check that cannot be placed fails with FG_EBACKEND, which its limit's
+ * failure policy answers.
+ *
+ * Threads: blocking checks may run on many threads; the map is bytes read
+ * and written with relaxed atomics, and the table of masters only grows,
+ * under 'mu'. An async store belongs to its loop's thread. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <event2/event.h>
+
+#include "cluster_map.h"
+#include "redis_store.h"
+#include "redis_url.h"
+#include "store.h"
+#include "alloc.h"
+#include "clock.h"
+#include "error.h"
+
+#define MAX_HOPS        5
+#define RETRY_US        2000u   /* TRYAGAIN, READONLY, CLUSTERDOWN: again */
+#define REFRESH_MIN_US  100000u /* between two readings of the map */
+#define REFRESH_IDLE_US 1000000u
+#define NO_NODE         255
+
+typedef struct cluster_store {
+    fg_store base;
+    struct event_base *evb;
+    fg__redis_url url; /* the first node's: user, password, prefix */
+
+    pthread_mutex_t mu; /* guards the growth of 'node' and 'addr' */
+    atomic_uint nnodes;
+    char addr[FG__CLUSTER_NODES_MAX][FG__CLUSTER_ADDR_MAX];
+    fg_store *_Atomic node[FG__CLUSTER_NODES_MAX];
+    _Atomic uint8_t slot[FG__CLUSTER_SLOTS]; /* index into 'node' */
+
+    atomic_ullong refreshed_us; /* the last reading of the map (asked) */
+    atomic_int refreshing;      /* a reading in flight or running */
+    unsigned next_ask;          /* the node to ask next */
+
+    /* Async: checks waiting to be sent again, and the loop's timer for
+     * them and for reading the map. */
+    fg__req *retry_head, *retry_tail;
+    struct event *timer;
+    uint64_t err_seen;       /* the nodes' errors at the last reading */
+    uint64_t err_changed_us; /* when they last changed */
+    int closing;
+} cluster_store;
+
+static const fg__store_ops cluster_ops, cluster_async_ops;
+static int on_redirect(void *owner, fg__req *req, const char *s, size_t len);
+
+/* The slot of 'key': its hash tag is the key up to its first '}'. A key
+ * whose tag would be empty (an empty key, or one that begins with '}')
+ * would spread a sliding window's two keys over two slots: -1. */
+static int key_slot(const char *key, size_t keylen)
+{
+    const char *close = memchr(key, '}', keylen);
+    size_t n = close ? (size_t)(close - key) : keylen;
+    if (n == 0)
+        return -1;
+    return (int)(fg__crc16(key, n) & (FG__CLUSTER_SLOTS - 1));
+}
+
+/* The index of the master at 'addr', opening its store when new; -1 when
+ * the table is full or the store cannot be made. */
+static int node_for(cluster_store *st, const char *addr)
+{
+    unsigned n = atomic_load(&st->nnodes);
+    for (unsigned i = 0; i < n; i++)
+        if (strcmp(st->addr[i], addr) == 0)
+            return (int)i;
+    pthread_mutex_lock(&st->mu);
+    int found = -1;
+    n = atomic_load(&st->nnodes);
+    for (unsigned i = 0; i < n && found < 0; i++)
+        if (strcmp(st->addr[i], addr) == 0)
+            found = (int)i;
+    if (found < 0 && n < FG__CLUSTER_NODES_MAX &&
+        strlen(addr) < FG__CLUSTER_ADDR_MAX) {
+        char url[1024], why[256];
+        fg_store *nd = NULL;
+        if (fg__redis_url_for(&st->url, addr, url, sizeof url) == FG_OK)
+            nd = fg__store_redis_open(url, st->evb, why, sizeof why);
+        if (nd) {
+            fg__store_redis_set_cluster(nd, on_redirect, st);
+            strcpy(st->addr[n], addr);
+            atomic_store(&st->node[n], nd);
+            atomic_store(&st->nnodes, n + 1);
+            found = (int)n;
+        }
+    }
+    pthread_mutex_unlock(&st->mu);
+    return found;
+}
+
+/* Take the slot map 'm' (read from node 'from') as the cluster's. */
+static void map_apply(cluster_store *st, const fg__cluster_map *m)
+{
+    int idx[FG__CLUSTER_NODES_MAX];
+    for (unsigned i = 0; i < m->nmasters; i++)
+        idx[i] = node_for(st, m->master[i]);
+    for (unsigned s = 0; s < FG__CLUSTER_SLOTS; s++) {
+        int k = m->slot[s] == 255 ? -1 : idx[m->slot[s]];
+        atomic_store_explicit(&st->slot[s], k < 0 ? NO_NODE : (uint8_t)k,
+                              memory_order_relaxed);
+    }
+}
+
+/* The host of 'addr' ("host:port"), for a node that names itself "". */
+static void addr_host(const char *addr, char *host, size_t n)
+{
+    const char *colon = strrchr(addr, ':');
+    size_t len = colon ? (size_t)(colon - addr) : strlen(addr);
+    if (len && addr[0] == '[') /* "[v6]:port" */
+        addr++, len -= 2;
+    snprintf(host, n, "%.*s", (int)len, addr);
+}
+
+/* Read the map from node 'i' by 'deadline' (blocking). FG_OK, or the
+ * reason in 'err'. */
+static int refresh_from(cluster_store *st, unsigned i, uint64_t deadline,
+                        char *err, size_t errlen)
+{
+    const char *argv[] = {"CLUSTER", "SLOTS"};
+    int rc;
+    redisReply *r = fg__store_redis_command(atomic_load(&st->node[i]), deadline,
+                                            2, argv, &rc);
+    if (!r)
+        return fg__seterr(err, errlen, rc, "cluster: %s: %s", st->addr[i],
+                          fg_strerror(rc));
+    fg__cluster_map *m = fg__malloc(sizeof *m);
+    char host[FG__CLUSTER_ADDR_MAX];
+    addr_host(st->addr[i], host, sizeof host);
+    if (!m)
+        rc = fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
+    else if (r->type == REDIS_REPLY_ERROR)
+        rc = fg__seterr(err, errlen, FG_EINVAL,
+                        "cluster: %s is not a cluster node (%.120s)",
+                        st->addr[i], r->str);
+    else if ((rc = fg__cluster_map_parse(m, r, host)) != FG_OK)
+        fg__seterr(err, errlen, rc,
+                   rc == FG_ERANGE ? "cluster: %s: more than 64 masters"
+                                   : "cluster: %s: CLUSTER SLOTS answered "
+                                     "something else than a slot map",
+                   st->addr[i]);
+    else
+        map_apply(st, m);
+    fg__free(m);
+    freeReplyObject(r);
+    return rc;
+}
+
+/* Read the map again (blocking clients) by the check's 'deadline', from
+ * the nodes in turn but 'skip' (the one that just failed; -1: none), at
+ * most once per REFRESH_MIN_US and by one thread at a time. */
+static void refresh_blocking(cluster_store *st, uint64_t deadline, int skip)
+{
+    uint64_t t = fg__mono_us(NULL);
+    if (t < atomic_load(&st->refreshed_us) + REFRESH_MIN_US ||
+        fg__mono_precise_us() >= deadline)
+        return;
+    if (atomic_exchange(&st->refreshing, 1))
+        return;
+    atomic_store(&st->refreshed_us, t);
+    unsigned n = atomic_load(&st->nnodes);
+    for (unsigned k = 0; k < n; k++) {
+        unsigned i = (st->next_ask + k) % n;
+        if ((int)i == skip)
+            continue;
+        if (refresh_from(st, i, deadline, NULL, 0) == FG_OK) {
+            st->next_ask = i;
+            break;
+        }
+    }
+    atomic_store(&st->refreshing, 0);
+}
+
+/* The node of a check of 'key', or -1 (with '*rc'). */
+static int route(cluster_store *st, const char *key, size_t keylen, int *rc)
+{
+    int slot = key_slot(key, keylen);
+    if (slot < 0) {
+        *rc = FG_EKEY;
+        return -1;
+    }
+    uint8_t k = atomic_load_explicit(&st->slot[slot], memory_order_relaxed);
+    if (k == NO_NODE) {
+        *rc = FG_EBACKEND;
+        return -1;
+    }
+    return k;
+}
+
+static int starts(const char *s, size_t len, const char *p)
+{
+    size_t n = strlen(p);
+    return len >= n && memcmp(s, p, n) == 0;
+}
+
+/* What to do after an error reply 's': follow a redirection (FG__CLUSTER_
+ * MOVED or _ASK in 'rd'), try again after a while (1: the map may be
+ * wrong), or not at all (0). */
+static int judge(cluster_store *st, const char *s, size_t len,
+                 fg__cluster_redirect *rd)
+{
+    fg__cluster_redirect_parse(s, len, rd);
+    if (rd->kind == FG__CLUSTER_MOVED) {
+        int k = node_for(st, rd->addr);
+        if (k >= 0)
+            atomic_store_explicit(&st->slot[rd->slot], (uint8_t)k,
+                                  memory_order_relaxed);
+        return 0;
+    }
+    if (rd->kind)
+        return 0;
+    return starts(s, len, "TRYAGAIN") || starts(s, len, "READONLY") ||
+           starts(s, len, "CLUSTERDOWN") ||
+           memmem(s, len, "non local key", 13) != NULL;
+}
+
+/* ---- Blocking ----------------------------------------------------------- */
+
+static int cluster_check(fg_store *s, fg_limiter *l, const char *key,
+                         size_t keylen, uint64_t cost, fg_decision *d)
+{
+    cluster_store *st = (cluster_store *)s;
+    uint64_t deadline =
+        fg__mono_precise_us() + (uint64_t)l->lim.timeout_ms * 1000u;
+    int rc, asking = 0, k = route(st, key, keylen, &rc);
+    for (int hop = 0; k >= 0 && hop < MAX_HOPS; hop++) {
+        char err[200] = "";
+        fg__cluster_redirect rd;
+        rc = fg__store_redis_check_ex(atomic_load(&st->node[k]), l, key, keylen,
+                                      cost, asking, d, err, sizeof err);
+        if (rc == FG_OK)
+            return rc;
+        if (!err[0]) {
+            /* The node failed (down, slow): perhaps a failover. */
+            refresh_blocking(st, deadline, k);
+            return rc;
+        }
+        int again = judge(st, err, strlen(err), &rd);
+        asking = rd.kind == FG__CLUSTER_ASK;
+        if (rd.kind) {
+            if (!asking)
+                refresh_blocking(st, deadline, -1);
+            k = node_for(st, rd.addr);
+            continue;
+        }
+        if (!again)
+            return rc;
+        refresh_blocking(st, deadline, -1);
+        uint64_t now = fg__mono_precise_us();
+        if (now + RETRY_US >= deadline)
+            return rc;
+        struct timespec ts = {0, RETRY_US * 1000};
+        nanosleep(&ts, NULL);
+        k = route(st, key, keylen, &rc);
+    }
+    if (k < 0)
+        refresh_blocking(st, deadline, -1);
+    return rc;
+}
+
+static int cluster_refund(fg_store *s, fg_limiter *l, const char *key,
+                          size_t keylen, uint64_t cost)
+{
+    cluster_store *st = (cluster_store *)s;
+    int rc, k = route(st, key, keylen, &rc);
+    if (k < 0)
+        return rc;
+    fg_store *nd = atomic_load(&st->node[k]);
+    /* A refund whose slot moved meanwhile is lost: the key stays counted,
+     * which can refuse a request too many, never admit one. */
+    return nd->ops->refund(nd, l, key, keylen, cost);
+}
+
+/* ---- Asynchronous ------------------------------------------------------- */
+
+static void send_to(cluster_store *st, int k, fg__req *req)
+{
+    fg_store *nd = atomic_load(&st->node[k]);
+    nd->ops->check_async(nd, req);
+}
+
+static void cluster_check_async(fg_store *s, fg__req *req)
+{
+    cluster_store *st = (cluster_store *)s;
+    int rc, k = route(st, req->key, req->keylen, &rc);
+    if (k < 0 || st->closing) {
+        st->err_changed_us = fg__mono_us(NULL); /* read the map soon */
+        fg__req_done(req, k < 0 ? rc : FG_EBACKEND, NULL);
+        return;
+    }
+    send_to(st, k, req);
+}
+
+static void timer_arm(cluster_store *st, uint64_t us)
+{
+    struct timeval tv = {(time_t)(us / 1000000), (suseconds_t)(us % 1000000)};
+    evtimer_add(st->timer, &tv);
+}
+
+/* The reply to CLUSTER SLOTS, asked on node 'priv - st->node'. */
+static void on_slots(redisAsyncContext *ac, void *reply, void *priv)
+{
+    cluster_store *st = priv;
+    redisReply *r = reply;
+    (void)ac;
+    atomic_store(&st->refreshing, 0);
+    if (st->closing || !r || r->type != REDIS_REPLY_ARRAY) {
+        st->next_ask++; /* ask another node next time */
+        return;
+    }
+    fg__cluster_map *m = fg__malloc(sizeof *m);
+    if (!m)
+        return;
+    char host[FG__CLUSTER_ADDR_MAX];
+    addr_host(st->addr[st->next_ask % atomic_load(&st->nnodes)], host,
+              sizeof host);
+    if (fg__cluster_map_parse(m, r, host) == FG_OK)
+        map_apply(st, m);
+    fg__free(m);
+}
+
+/* Ask a node for the map, without waiting. */
+static void refresh_async(cluster_store *st)
+{
+    unsigned n = atomic_load(&st->nnodes);
+    if (!n || atomic_exchange(&st->refreshing, 1))
+        return;
+    atomic_store(&st->refreshed_us, fg__mono_us(NULL));
+    for (unsigned t = 0; t < n; t++) {
+        unsigned i = st->next_ask % n;
+        if (fg__store_redis_command_async(atomic_load(&st->node[i]), on_slots,
+                                          st, "CLUSTER SLOTS") == FG_OK)
+            return;
+        st->next_ask++;
+    }
+    atomic_store(&st->refreshing, 0);
+}
+
+/* The sum of the nodes' error counts: it moves when a node fails. */
+static uint64_t errors_now(cluster_store *st)
+{
+    uint64_t sum = 0;
+    unsigned n = atomic_load(&st->nnodes);
+    for (unsigned i = 0; i < n; i++)
+        sum += fg__store_redis_error_seq(atomic_load(&st->node[i]));
+    return sum;
+}
+
+/* Every RETRY_US while checks wait, else every REFRESH_MIN_US: send the
+ * waiting checks again (or fail those past their deadline), and read the
+ * map when a node failed since the last reading, or once a second. */
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    cluster_store *st = arg;
+    (void)fd;
+    (void)what;
+    uint64_t now = fg__mono_us(NULL), e = errors_now(st);
+    if (e != st->err_seen) {
+        st->err_seen = e;
+        st->err_changed_us = now;
+    }
+    /* While nodes fail (for 3 s after a new error), as often as allowed:
+     * a promoted replica is found within REFRESH_MIN_US. */
+    uint64_t every =
+        now < st->err_changed_us + 3000000u ? REFRESH_MIN_US : REFRESH_IDLE_US;
+    if (now >= atomic_load(&st->refreshed_us) + every)
+        refresh_async(st);
+    fg__req *q = st->retry_head;
+    st->retry_head = st->retry_tail = NULL;
+    uint64_t pnow = fg__mono_precise_us();
+    while (q) {
+        fg__req *next = q->next;
+        int rc, k = route(st, q->key, q->keylen, &rc);
+        q->next = NULL;
+        if (pnow >= q->deadline_us)
+            fg__req_done(q, FG_ETIMEOUT, NULL);
+        else if (k < 0)
+            fg__req_done(q, rc, NULL);
+        else
+            send_to(st, k, q);
+        q = next;
+    }
+    timer_arm(st, st->retry_head ? RETRY_US : REFRESH_MIN_US);
+}
+
+/* A node answered 'req' with the error 's'. */
+static int on_redirect(void *owner, fg__req *req, const char *s, size_t len)
+{
+    cluster_store *st = owner;
+    fg__cluster_redirect rd;
+    if (!st->evb || st->closing || ++req->redirects > MAX_HOPS)
+        return 0;
+    int again = judge(st, s, len, &rd);
+    if (rd.kind) {
+        int k = node_for(st, rd.addr);
+        if (k < 0)
+            return 0;
+        req->asking = rd.kind == FG__CLUSTER_ASK;
+        if (!req->asking) /* read the whole map soon */
+            st->err_changed_us = fg__mono_us(NULL);
+        send_to(st, k, req);
+        return 1;
+    }
+    if (!again)
+        return 0;
+    st->err_changed_us = fg__mono_us(NULL);
+    req->next = NULL;
+    if (st->retry_tail)
+        st->retry_tail->next = req;
+    else
+        st->retry_head = req;
+    st->retry_tail = req;
+    timer_arm(st, RETRY_US);
+    return 1;
+}
+
+/* ---- Store ------------------------------------------------------------- */
+
+static int cluster_limiter_init(fg_store *s, fg_limiter *l, void **out,
+                                char *err, size_t errlen)
+{
+    fg_store *first = atomic_load(&((cluster_store *)s)->node[0]);
+    return first->ops->limiter_init(first, l, out, err, errlen);
+}
+
+static void cluster_limiter_free(fg_store *s, fg_limiter *l, void *data)
+{
+    fg_store *first = atomic_load(&((cluster_store *)s)->node[0]);
+    first->ops->limiter_free(first, l, data);
+}
+
+static uint64_t cluster_keys(fg_store *s)
+{
+    (void)s;
+    return 0;
+}
+
+static void cluster_close(fg_store *s)
+{
+    cluster_store *st = (cluster_store *)s;
+    st->closing = 1;
+    while (st->retry_head) {
+        fg__req *q = st->retry_head;
+        st->retry_head = q->next;
+        fg__req_done(q, FG_EBACKEND, NULL);
+    }
+    if (st->timer)
+        event_free(st->timer);
+    unsigned n = atomic_load(&st->nnodes);
+    for (unsigned i = 0; i < n; i++)
+        fg_store_close(atomic_load(&st->node[i]));
+    fg__redis_url_free(&st->url);
+    pthread_mutex_destroy(&st->mu);
+    fg__free(st);
+}
+
+static unsigned cluster_node_of(fg_store *s, const char *key, size_t keylen)
+{
+    int rc, k = route((cluster_store *)s, key, keylen, &rc);
+    return k < 0 ? 0 : (unsigned)k;
+}
+
+static const char *cluster_node_name(fg_store *s, unsigned node)
+{
+    cluster_store *st = (cluster_store *)s;
+    return node < atomic_load(&st->nnodes) ? st->addr[node] : NULL;
+}
+
+static const char *cluster_node_error(fg_store *s, unsigned node)
+{
+    cluster_store *st = (cluster_store *)s;
+    if (node >= atomic_load(&st->nnodes))
+        return NULL;
+    return fg__store_redis_last_error(atomic_load(&st->node[node]));
+}
+
+const char *fg__store_cluster_last_error(fg_store *s)
+{
+    cluster_store *st = (cluster_store *)s;
+    uint64_t best = 0;
+    const char *e = "";
+    unsigned n = atomic_load(&st->nnodes);
+    for (unsigned i = 0; i < n; i++) {
+        fg_store *nd = atomic_load(&st->node[i]);
+        uint64_t seq = fg__store_redis_error_seq(nd);
+        if (seq > best) {
+            best = seq;
+            e = fg__store_redis_last_error(nd);
+        }
+    }
+    return e;
+}
+
+/* The node URLs of "cluster=URL,URL,...", each checked, into 'addrs';
+ * the first one's options into 'u'. */
+static int parse(const char *url, fg__redis_url *u, char (*addrs)[256],
+                 unsigned *n, char *err, size_t errlen)
+{
+    const char *p = url + strlen("cluster=");
+    *n = 0;
+    memset(u, 0, sizeof(*u));
+    while (*p || *n == 0) {
+        size_t len = strcspn(p, ",");
+        char one[2048], why[256];
+        fg__redis_url v;
+        if (*n == 16)
+            return fg__seterr(err, errlen, FG_EINVAL,
+                              "cluster: more than 16 node URLs");
+        if (len == 0 || len >= sizeof one)
+            return fg__seterr(err, errlen, FG_EINVAL,
+                              "cluster: node %u: empty or too long URL",
+                              *n + 1);
+        memcpy(one, p, len);
+        one[len] = '\0';
+        if (strncmp(one, "redis://", 8))
+            return fg__seterr(err, errlen, FG_EINVAL,
+                              "cluster: node %u is not a redis:// URL", *n + 1);
+        if (fg__redis_url_parse(one, &v, why, sizeof why) != FG_OK)
+            return fg__seterr(err, errlen, FG_EINVAL, "cluster: node %u: %s",
+                              *n + 1, why);
+        int bad = v.db != 0 ? 1
+                  : memchr(v.prefix, '{', v.prefixlen) ||
+                          memchr(v.prefix, '}', v.prefixlen)
+                      ? 2
+                      : 0;
+        snprintf(addrs[*n], sizeof addrs[0],
+                 strchr(v.host, ':') ? "[%s]:%d" : "%s:%d", v.host, v.port);
+        if (*n == 0)
+            *u = v;
+        else
+            fg__redis_url_free(&v);
+        (*n)++;
+        if (bad == 1)
+            return fg__seterr(err, errlen, FG_EINVAL,
+                              "cluster: Redis Cluster has database 0 only");
+        if (bad == 2)
+            return fg__seterr(err, errlen, FG_EINVAL,
+                              "cluster: the prefix may not hold '{' or '}' "
+                              "(it would change the keys' hash tag)");
+        p += len;
+        if (*p == ',')
+            p++;
+        else
+            break;
+    }
+    return FG_OK;
+}
+
+int fg__store_cluster_url_check(const char *url, char *err, size_t errlen)
+{
+    fg__redis_url u;
+    char addrs[16][256];
+    unsigned n;
+    int rc = parse(url, &u, addrs, &n, err, errlen);
+    if (n)
+        fg__redis_url_free(&u);
+    return rc;
+}
+
+fg_store *fg__store_cluster_open(const char *url, struct event_base *base,
+                                 char *err, size_t errlen)
+{
+    cluster_store *st = fg__calloc(1, sizeof *st);
+    char addrs[16][256];
+    unsigned n = 0;
+    if (!st) {
+        fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&st->mu, NULL);
+    st->base.ops = base ? &cluster_async_ops : &cluster_ops;
+    st->base.nodes = FG__CLUSTER_NODES_MAX;
+    st->evb = base;
+    for (unsigned s = 0; s < FG__CLUSTER_SLOTS; s++)
+        atomic_init(&st->slot[s], NO_NODE);
+    if (parse(url, &st->url, addrs, &n, err, errlen) != FG_OK) {
+        if (!n)
+            memset(&st->url, 0, sizeof st->url);
+        goto fail;
+    }
+    for (unsigned i = 0; i < n; i++)
+        if (node_for(st, addrs[i]) < 0) {
+            fg__seterr(err, errlen, FG_ENOMEM, "cluster: cannot add node %s",
+                       addrs[i]);
+            goto fail;
+        }
+    if (base) {
+        st->timer = evtimer_new(base, on_timer, st);
+        if (!st->timer) {
+            fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
+            goto fail;
+        }
+        timer_arm(st, REFRESH_MIN_US);
+    }
+    /* The map now, from the first node that gives one; a node not in
+     * cluster mode is a clear error at once. Unreachable: a lazy store
+     * starts and reads it later, as a Redis store would connect later. */
+    char why[300] = "";
+    int rc = FG_EBACKEND;
+    uint64_t deadline =
+        fg__mono_precise_us() + (uint64_t)st->url.connect_timeout_ms * 1000u;
+    for (unsigned i = 0; i < n && rc != FG_OK; i++) {
+        rc = refresh_from(st, i, deadline, why, sizeof why);
+        if (rc == FG_EINVAL || rc == FG_ERANGE) {
+            fg__seterr(err, errlen, rc, "%s", why);
+            goto fail;
+        }
+    }
+    atomic_store(&st->refreshed_us, fg__mono_us(NULL));
+    if (rc != FG_OK && !st->url.lazy) {
+        fg__seterr(err, errlen, rc, "%s", why);
+        goto fail;
+    }
+    return &st->base;
+fail:
+    cluster_close(&st->base);
+    return NULL;
+}
+
+#define CLUSTER_OPS_COMMON                                                     \
+    .scheme = "cluster", .limiter_init = cluster_limiter_init,                 \
+    .limiter_free = cluster_limiter_free, .check = cluster_check,              \
+    .refund = cluster_refund, .keys = cluster_keys, .close = cluster_close,    \
+    .node_of = cluster_node_of, .node_name = cluster_node_name,                \
+    .node_error = cluster_node_error
+
+static const fg__store_ops cluster_ops = {CLUSTER_OPS_COMMON};
+static const fg__store_ops cluster_async_ops = {
+    CLUSTER_OPS_COMMON, .check_async = cluster_check_async};

@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# cluster=redis://...: a real Redis Cluster of 3 masters and 3 replicas
+# (redis-cli --cluster create) behind two floodgate serve processes.
+#   - exact on keys spread over every master, for the three algorithms;
+#   - slots resharded under load (redis-cli --cluster reshard): 0 errors,
+#     and counts exact across the move;
+#   - a master killed (SIGKILL) under load: during the gap every decision
+#     follows its limit's policy within its timeout; once a replica is
+#     promoted, its keys are exact again within 2 x cluster-node-timeout;
+#   - a node without cluster mode is a clear error at start.
+FG_TEST_BOUND=120
+. "$(dirname "$0")/../serve/lib.sh"
+. "$(dirname "$0")/../lib/cluster.sh"
+
+start_cluster || { bad "cluster starts"; cat "$T/cluster/create.log"; tail -n 3 "$T"/cluster/*/log; finish; }
+ok "cluster of 6 nodes up (node timeout ${NODE_TIMEOUT_MS} ms)"
+URL="cluster=redis://127.0.0.1:${CPORT[0]},redis://127.0.0.1:${CPORT[1]}"
+for n in 1 2; do
+    cat >"$T/s$n.ini" <<INI
+[server]
+workers = 2
+id = api-$n
+[store]
+url = $URL
+prefix = t$$:
+[limit tb]
+key = query:k
+algorithm = token_bucket
+rate = 10/h
+on_failure = closed
+timeout = 50ms
+[limit fw]
+key = query:k
+algorithm = fixed_window
+rate = 10/day
+on_failure = open
+timeout = 50ms
+[limit sw]
+key = query:k
+algorithm = sliding_window
+rate = 10/h
+on_failure = closed
+timeout = 50ms
+[limit big]
+key = query:k
+algorithm = token_bucket
+rate = 1000000/s
+on_failure = closed
+timeout = 50ms
+INI
+    start_fg "s$n" -c "$T/s$n.ini" --listen 127.0.0.1:0 || { bad "server $n starts"; finish; }
+done
+A="http://127.0.0.1:$FGPORT_s1" B="http://127.0.0.1:$FGPORT_s2"
+load() { # load LIMIT KEY N [CONC]: N checks of KEY, on both servers in turn
+    "$FGLOAD" -n "$3" -c "${4:-1}" "$A/v1/check?limit=$1&key=$2" "$B/v1/check?limit=$1&key=$2"
+}
+# master_of KEY: the port of the master holding KEY's counters.
+master_of() {
+    local p
+    for p in $(cluster_masters "${CPORT[0]}"); do
+        [ -n "$(redis-cli -p "$p" --scan --pattern "t$$:*{$1}*" | head -1)" ] && { echo "$p"; return; }
+    done
+    echo none
+}
+
+# Exact: 20 keys x 3 algorithms, 12 checks each through both servers.
+exact=0
+declare -A MASTER
+for k in $(seq 0 19); do
+    for lim in tb fw sw; do
+        out=$(load "$lim" "u$k" 12 2)
+        [ "$(field "$out" s200)" = 10 ] && [ "$(field "$out" s429)" = 2 ] && exact=$((exact + 1))
+    done
+    MASTER[$k]=$(master_of "u$k")
+done
+expect_eq "60 limits x keys: each exactly 10 of 12" "$exact" 60
+for p in $(cluster_masters "${CPORT[0]}"); do
+    c=0
+    for k in $(seq 0 19); do [ "${MASTER[$k]}" = "$p" ] && c=$((c + 1)); done
+    check "master $p holds some of the keys ($c)" test "$c" -ge 2
+done
+
+# Resharding under load: keys q0..q39 have 4 of their 10 taken; 3000
+# slots move from the first master to the second while a steady load
+# runs and the keys take the rest of their checks.
+for k in $(seq 0 39); do load fw "q$k" 4 >/dev/null; load tb "q$k" 4 >/dev/null; done
+m1=$(cluster_masters "${CPORT[0]}" | sed -n 1p)
+m2=$(cluster_masters "${CPORT[0]}" | sed -n 2p)
+"$FGLOAD" -d 4000 -c 4 $(for i in $(seq 0 7); do echo "$A/v1/check?limit=big&key=s$i $B/v1/check?limit=big&key=s$i"; done) >"$T/steady.out" 2>&1 &
+steady=$!
+redis-cli --cluster reshard "127.0.0.1:$m1" --cluster-from "$(cluster_id "$m1")" \
+    --cluster-to "$(cluster_id "$m2")" --cluster-slots 3000 --cluster-yes \
+    >"$T/reshard.log" 2>&1 &
+reshard=$!
+moved_exact=0
+for k in $(seq 0 39); do
+    out=$(load fw "q$k" 8 2)
+    o2=$(load tb "q$k" 8 2)
+    [ "$(field "$out" s200)" = 6 ] && [ "$(field "$o2" s200)" = 6 ] && moved_exact=$((moved_exact + 1))
+done
+kill -0 $reshard 2>/dev/null && during=yes || during=no
+echo "the reshard was still running when the keys' checks ended: $during"
+wait $reshard
+rs=$?
+wait $steady
+moves=$(grep -c '^Moving slot' "$T/reshard.log")
+check "reshard ran and moved 3000 slots (exit $rs, $moves moves)" test $rs = 0 -a "$moves" -ge 3000
+expect_eq "keys checked during the reshard: exact (6 more of 8, for 40 keys x 2 limits)" "$moved_exact" 40
+st=$(cat "$T/steady.out")
+echo "steady load during the reshard: $st"
+check "steady load during the reshard: all allowed, 0 errors" \
+    test "$(field "$st" s200)" = "$(field "$st" sent)" -a "$(field "$st" errors)" = 0 -a "$(field "$st" sent)" -gt 100
+after=0
+for k in $(seq 0 39); do
+    out=$(load fw "q$k" 2)
+    [ "$(field "$out" s429)" = 2 ] && after=$((after + 1))
+done
+expect_eq "after the reshard, every key's 10 are spent, wherever it went" "$after" 40
+
+# A master killed under load. Keys on it: fw (open) allowed, tb (closed)
+# 503, each within its 50 ms timeout; other keys exact. After promotion
+# its keys are decided by the store again.
+victim=$(cluster_masters "${CPORT[0]}" | sed -n 3p)
+vk=
+for k in $(seq 0 19); do [ "${MASTER[$k]}" = "$victim" ] && { vk=$k; break; }; done
+check "a key on the victim master ($victim): u$vk" test -n "$vk"
+live=
+for k in $(seq 0 19); do [ "${MASTER[$k]}" != "$victim" ] && { live=$k; break; }; done
+vpid=
+for i in 0 1 2 3 4 5; do [ "${CPORT[$i]}" = "$victim" ] && vpid=${CPID[$i]}; done
+"$FGLOAD" -d 2500 -c 4 "$A/v1/check?limit=tb&key=u$vk%7Dg1" "$B/v1/check?limit=fw&key=u$vk%7Dg2" \
+    "$A/v1/check?limit=big&key=u$live%7Dg3" "$B/v1/check?limit=big&key=u$live%7Dg4" >"$T/gap.out" 2>&1 &
+gap=$!
+sleep 0.2
+t_kill=$(date +%s%N)
+{ kill -KILL "$vpid"; wait "$vpid"; } 2>/dev/null
+promoted=0
+for _ in $(seq 1 150); do
+    m=$(cluster_masters "${CPORT[0]}" | grep -vx "$victim" | wc -l)
+    if [ "$m" = 3 ]; then promoted=$(date +%s%N); break; fi
+    sleep 0.02
+done
+check "a replica was promoted ($(( (promoted - t_kill) / 1000000 )) ms after the kill)" test "$promoted" != 0
+# Exact again: a fresh key in the victim's slot ("u$vk}x": same hash tag),
+# 12 checks, 10 allowed, decided by the store.
+back=0
+for i in $(seq 1 100); do
+    out=$(load fw "u$vk%7Dr$i" 12)
+    if [ "$(field "$out" s200)" = 10 ] && [ "$(field "$out" s429)" = 2 ]; then back=$(date +%s%N); break; fi
+    sleep 0.02
+done
+since=$(( (back - promoted) / 1000000 ))
+check "exact again ${since} ms after the promotion (bound 2 x node timeout = $((2 * NODE_TIMEOUT_MS)) ms)" \
+    test "$back" != 0 -a "$since" -le $((2 * NODE_TIMEOUT_MS))
+wait $gap
+g=$(cat "$T/gap.out")
+echo "load across the kill: $g"
+check "across the kill: every answer 200, 429 or 503 (no error)" \
+    test "$(field "$g" errors)" = 0 -a "$(field "$g" other)" = 0 -a "$(field "$g" s4xx)" = 0
+check "across the kill: the slowest answer within timeout + 25 ms ($(field "$g" max_us) us)" \
+    test "$(field "$g" max_us)" -le 75000
+check "across the kill: 99% within timeout + 2 ms ($(field "$g" p99_us) us)" \
+    test "$(field "$g" p99_us)" -le 52000
+curl -s "$A/metrics" >"$T/metrics"
+check "metrics: errors counted on the killed master" \
+    grep -q "^floodgate_store_node_errors_total{node=\"127.0.0.1:$victim\"} [1-9]" "$T/metrics"
+
+# A node without cluster mode: a clear error at start.
+start_redis || bad "plain redis starts"
+"$FLOODGATE" check --store "cluster=redis://127.0.0.1:$RPORT" --limit 5/s --key a 2>"$T/plain.err" >/dev/null
+rc=$?
+check "cluster= on a plain Redis: exit 2, 'not a cluster node' ($(cat "$T/plain.err"))" \
+    test $rc = 2 -a -n "$(grep -F 'is not a cluster node' "$T/plain.err")"
+sed -i "s|^url = .*|url = cluster=redis://127.0.0.1:$RPORT|" "$T/s1.ini"
+"$FLOODGATE" serve -c "$T/s1.ini" --listen 127.0.0.1:0 2>"$T/plain.log"
+rc=$?
+check "serve on a plain Redis as a cluster: exit 2 with the reason" \
+    test $rc = 2 -a -n "$(grep -F 'is not a cluster node' "$T/plain.log")"
+finish

@@ -1,0 +1,58 @@
+# tests/lib/cluster.sh -- a real Redis Cluster for the tests: 3 masters and
+# 3 replicas on free loopback ports in $T, made by redis-cli --cluster
+# create. Source it after tests/serve/lib.sh (free_port, PIDS, $T).
+#   start_cluster      sets CPORT[0..5] and CPID[0..5]; 0 once state is ok
+#                      and every master has its replica
+#   cluster_master_of PORT   the port of the master serving PORT's slots
+#   cluster_id PORT          the node id of PORT
+NODE_TIMEOUT_MS=${NODE_TIMEOUT_MS:-1000}
+CPORT=() CPID=()
+
+start_cluster() {
+    local i p addrs=""
+    for i in 0 1 2 3 4 5; do
+        for _ in $(seq 1 20); do
+            p=$(free_port)
+            # The cluster bus listens on port + 10000: free too, and
+            # neither may be a port or bus of a node already chosen.
+            case " ${CPORT[*]} " in *" $p "*|*" $((p + 10000)) "*|*" $((p - 10000)) "*) continue ;; esac
+            ss -Hltn "sport = :$((p + 10000))" 2>/dev/null | grep -q . || break
+        done
+        mkdir -p "$T/cluster/$p"
+        (cd "$T/cluster/$p" && exec redis-server --port "$p" --bind 127.0.0.1 \
+            --cluster-enabled yes --cluster-config-file nodes.conf \
+            --cluster-node-timeout "$NODE_TIMEOUT_MS" --save '' \
+            --appendonly no --logfile log) &
+        CPID[$i]=$!
+        CPORT[$i]=$p
+        PIDS="$PIDS ${CPID[$i]}"
+        addrs="$addrs 127.0.0.1:$p"
+    done
+    for i in 0 1 2 3 4 5; do
+        for _ in $(seq 1 100); do
+            redis-cli -p "${CPORT[$i]}" ping 2>/dev/null | grep -q PONG && break
+            sleep 0.02
+        done
+    done
+    # shellcheck disable=SC2086
+    redis-cli --cluster create $addrs --cluster-replicas 1 --cluster-yes \
+        >"$T/cluster/create.log" 2>&1 || return 1
+    for _ in $(seq 1 200); do
+        local ok=1
+        for i in 0 1 2 3 4 5; do
+            redis-cli -p "${CPORT[$i]}" cluster info 2>/dev/null |
+                grep -q 'cluster_state:ok' || ok=0
+        done
+        [ "$(redis-cli -p "${CPORT[0]}" cluster nodes | grep -c ' slave ')" = 3 ] || ok=0
+        [ $ok = 1 ] && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
+cluster_id() { redis-cli -p "$1" cluster myid; }
+
+# The masters' ports, as the node at port $1 sees them.
+cluster_masters() {
+    redis-cli -p "$1" cluster nodes | awk '$3 ~ /master/ && $3 !~ /fail/ && $9 != "" {split($2, a, "@"); split(a[1], b, ":"); print b[2]}'
+}

@@ -128,6 +128,11 @@ live=
 for k in $(seq 0 19); do [ "${MASTER[$k]}" != "$victim" ] && { live=$k; break; }; done
 vpid=
 for i in 0 1 2 3 4 5; do [ "${CPORT[$i]}" = "$victim" ] && vpid=${CPID[$i]}; done
+# A key in the victim's slot with all 10 of its window taken just before
+# the kill (none refused, so no cache remembers it): what it admits after
+# the failover is what replication lost, bounded by the window's 10.
+out=$(load fw "u$vk%7Dd" 10)
+expect_eq "before the kill: 10 of 10 taken on the victim" "$(field "$out" s200)" 10
 "$FGLOAD" -d 2500 -c 4 "$A/v1/check?limit=tb&key=u$vk%7Dg1" "$B/v1/check?limit=fw&key=u$vk%7Dg2" \
     "$A/v1/check?limit=big&key=u$live%7Dg3" "$B/v1/check?limit=big&key=u$live%7Dg4" >"$T/gap.out" 2>&1 &
 gap=$!
@@ -152,6 +157,10 @@ done
 since=$(( (back - promoted) / 1000000 ))
 check "exact again ${since} ms after the promotion (bound 2 x node timeout = $((2 * NODE_TIMEOUT_MS)) ms)" \
     test "$back" != 0 -a "$since" -le $((2 * NODE_TIMEOUT_MS))
+out=$(load fw "u$vk%7Dd" 12)
+over=$(field "$out" s200)
+echo "over-admission across the failover: $over (bound: the 10 of one window)"
+check "over-admission across the failover within the stated bound ($over <= 10)" test "$over" -le 10
 wait $gap
 g=$(cat "$T/gap.out")
 echo "load across the kill: $g"

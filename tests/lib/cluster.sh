@@ -8,16 +8,25 @@
 NODE_TIMEOUT_MS=${NODE_TIMEOUT_MS:-1000}
 CPORT=() CPID=()
 
-start_cluster() {
+# A port for a node: its cluster bus (port + 10000) must be free too, and
+# both below the ephemeral range (32768 and up), where an outgoing
+# connection may hold one; neither may be a port of a node chosen already.
+cluster_port() {
+    local p
+    for _ in $(seq 1 100); do
+        p=$((20000 + (RANDOM + BASHPID) % 2700))
+        case " ${CPORT[*]} " in *" $p "*) continue ;; esac
+        ss -Htan "sport = :$p or sport = :$((p + 10000))" 2>/dev/null | grep -q . && continue
+        echo "$p"; return 0
+    done
+    return 1
+}
+
+start_cluster_once() {
     local i p addrs=""
+    CPORT=() CPID=()
     for i in 0 1 2 3 4 5; do
-        for _ in $(seq 1 20); do
-            p=$(free_port)
-            # The cluster bus listens on port + 10000: free too, and
-            # neither may be a port or bus of a node already chosen.
-            case " ${CPORT[*]} " in *" $p "*|*" $((p + 10000)) "*|*" $((p - 10000)) "*) continue ;; esac
-            ss -Hltn "sport = :$((p + 10000))" 2>/dev/null | grep -q . || break
-        done
+        p=$(cluster_port) || return 1
         mkdir -p "$T/cluster/$p"
         (cd "$T/cluster/$p" && exec redis-server --port "$p" --bind 127.0.0.1 \
             --cluster-enabled yes --cluster-config-file nodes.conf \
@@ -31,6 +40,7 @@ start_cluster() {
     for i in 0 1 2 3 4 5; do
         for _ in $(seq 1 100); do
             redis-cli -p "${CPORT[$i]}" ping 2>/dev/null | grep -q PONG && break
+            kill -0 "${CPID[$i]}" 2>/dev/null || return 1
             sleep 0.02
         done
     done
@@ -46,6 +56,16 @@ start_cluster() {
         [ "$(redis-cli -p "${CPORT[0]}" cluster nodes | grep -c ' slave ')" = 3 ] || ok=0
         [ $ok = 1 ] && return 0
         sleep 0.05
+    done
+    return 1
+}
+
+# Three tries: a port can be taken between its choice and its bind.
+start_cluster() {
+    local i
+    for _ in 1 2 3; do
+        start_cluster_once && return 0
+        for i in "${CPID[@]}"; do kill -KILL "$i" 2>/dev/null; wait "$i" 2>/dev/null; done
     done
     return 1
 }

@@ -30,6 +30,8 @@ static const char usage[] =
     "  --timeout MS       store deadline in milliseconds (default 5)\n"
     "  --on-failure F     open (default), closed or local\n"
     "  --clock C          redis (default) or client: whose clock Lua uses\n"
+    "  --durable D        off (default) or replica: an allowed check counts\n"
+    "                     once a replica holds it (WAIT 1, within --timeout)\n"
     "  --json             one JSON object per check\n"
     "  -h, --help         this help\n"
     "\n"
@@ -134,12 +136,14 @@ int fg_cmd_check(int argc, char **argv)
         {"timeout", required_argument, NULL, 't'},
         {"on-failure", required_argument, NULL, 'f'},
         {"clock", required_argument, NULL, 'K'},
+        {"durable", required_argument, NULL, 'D'},
         {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *url = "memory", *rate = NULL, *key = NULL, *name = "cli";
-    const char *algorithm = NULL, *on_failure = NULL, *clock = NULL;
+    const char *algorithm = NULL, *on_failure = NULL, *clock = NULL,
+               *durable = NULL;
     uint64_t burst = 0, cost = 1, count = 1, timeout = 5;
     int json = 0, many = 0, c, li = 0;
     char err[512];
@@ -168,6 +172,9 @@ int fg_cmd_check(int argc, char **argv)
             break;
         case 'K':
             clock = optarg;
+            break;
+        case 'D':
+            durable = optarg;
             break;
         case 'j':
             json = 1;
@@ -251,6 +258,11 @@ int fg_cmd_check(int argc, char **argv)
         return 2;
     }
     lim.clock_client = clock && !strcmp(clock, "client");
+    if (durable && strcmp(durable, "off") && strcmp(durable, "replica")) {
+        fprintf(stderr, "floodgate check: --durable must be off or replica\n");
+        return 2;
+    }
+    lim.durable = durable && !strcmp(durable, "replica");
 
     fg_store *st = fg_store_open(url, err, sizeof(err));
     if (!st) {

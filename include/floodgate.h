@@ -104,6 +104,10 @@ typedef struct fg_limit {
     uint32_t timeout_ms;       /* store deadline, default 5 */
     uint32_t fallback_servers; /* divisor for FG_FAIL_LOCAL, default 1 */
     int clock_client;          /* Redis: 1 = caller's clock, 0 = Redis TIME */
+    /* Redis: 1 = an allowed check counts only once a replica holds its
+     * write (WAIT 1, within the timeout; else the check fails and
+     * on_failure decides), so that a failover cannot forget it. */
+    int durable;
 } fg_limit;
 
 /* Parse 'rate' ("10/s", "100/min", "5/15min", "1000/h", "50000/day",

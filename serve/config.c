@@ -30,6 +30,7 @@ typedef struct raw_limit {
     fg_on_failure onf;
     uint32_t timeout_ms, fb;
     int clock_client;
+    int durable;
 } raw_limit;
 
 /* Keys a file may give: every key of [server] and [store], and the nine
@@ -423,6 +424,13 @@ static int limit_key(parser *p, unsigned i, const char *k, const char *v)
             return fail(p, p->line, "fallback_servers must be 1..100000");
         r->fb = (uint32_t)u;
         r->has_fb = 1;
+    } else if (!strcmp(k, "durable")) {
+        if (!strcmp(v, "replica"))
+            r->durable = 1;
+        else if (!strcmp(v, "off"))
+            r->durable = 0;
+        else
+            return fail(p, p->line, "durable must be off or replica");
     } else if (!strcmp(k, "clock")) {
         if (!strcmp(v, "client"))
             r->clock_client = 1;
@@ -636,6 +644,7 @@ static int finish(parser *p)
             sl->lim.fallback_servers = r->fb;
         if (r->has_clock)
             sl->lim.clock_client = r->clock_client;
+        sl->lim.durable = r->durable;
         /* A limit refused with its burst but not without it is refused
          * at the burst's line, else at the rate's. */
         if (fg_limit_check(&sl->lim, why, sizeof(why))) {

@@ -37,7 +37,7 @@ static int same_limit(const fg_limit *a, const fg_limit *b)
            a->algorithm == b->algorithm && a->on_failure == b->on_failure &&
            a->timeout_ms == b->timeout_ms &&
            a->fallback_servers == b->fallback_servers &&
-           a->clock_client == b->clock_client;
+           a->clock_client == b->clock_client && a->durable == b->durable;
 }
 
 void fg__gen_ref(fg__gen *g)

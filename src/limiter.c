@@ -98,6 +98,7 @@ fg_limiter *fg_limiter_new(fg_store *st, const fg_limit *lim, char *err,
          * unreachable (fg_limiter_local_share reports it). */
         fg_limit local = l->lim;
         local.on_failure = FG_FAIL_OPEN;
+        local.durable = 0; /* in memory: no replica to wait for */
         local.limit = l->lim.limit / l->lim.fallback_servers;
         local.burst = l->lim.burst / l->lim.fallback_servers;
         if (local.algorithm == FG_NAIVE_GET_SET)

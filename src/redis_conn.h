@@ -88,6 +88,8 @@ typedef struct fg__raconn {
     struct fg__aslot *bhead, *btail;
     int bn;
     int bflight;
+    /* Decided checks of durable limits waiting for the next WAIT. */
+    struct fg__aslot *whead, *wtail;
 } fg__raconn;
 
 /* Set up 'st' for 'url' (the event base 'evb', NULL for blocking only),

@@ -84,6 +84,8 @@ struct fg__aslot {
     aslot *bnext;         /* the next check of the same batch */
     int bcount;           /* in a batch's first slot: its checks */
     int eval;             /* in a batch's first slot: sent with EVAL */
+    aslot *wnext;         /* durable: the next check of the same WAIT */
+    fg_decision wd;       /* durable: the decision the WAIT confirms */
 };
 
 /* A refund in flight on the async client, recycled through
@@ -132,9 +134,38 @@ static int pexpire_error(fg__rnode *nd, const redisReply *r)
 
 /* Run check 'k' on 'c' by 'deadline': each stage's commands go out
  * together and their replies feed the protocol, until it decides. */
+/* "WAIT 1 ms", with the time left before 'deadline' (at least 1 ms: 0
+ * would wait for ever). */
+static void wait_cmd(fg__rcmd *cmd, uint64_t deadline)
+{
+    uint64_t now = fg__mono_precise_us();
+    uint64_t ms = deadline > now + 1000 ? (deadline - now) / 1000 : 1;
+    cmd->argc = 3;
+    cmd->argv[0] = "WAIT";
+    cmd->len[0] = 4;
+    cmd->argv[1] = "1";
+    cmd->len[1] = 1;
+    cmd->len[2] = fg__redis_u64(cmd->ttl, ms);
+    cmd->argv[2] = cmd->ttl;
+}
+
+/* WAIT's reply: at least one replica holds the writes before it. */
+static int replicated(const redisReply *w)
+{
+    return w && w->type == REDIS_REPLY_INTEGER && w->integer >= 1;
+}
+
+static int not_replicated(fg__rnode *nd)
+{
+    fg__rnode_set_error_as(nd, FG_ETIMEOUT, "redis %.200s: %.200s",
+                           "no replica confirmed the write in time "
+                           "(durable = replica)");
+    return FG_ETIMEOUT;
+}
+
 static int sync_run(fg__rnode *nd, fg__rsconn *c, fg__rcheck *k,
-                    uint64_t deadline, int asking, fg_decision *d, char *errbuf,
-                    size_t errlen)
+                    uint64_t deadline, int asking, int durable, fg_decision *d,
+                    char *errbuf, size_t errlen)
 {
     for (;;) {
         redisReply *r[2] = {0};
@@ -155,10 +186,24 @@ static int sync_run(fg__rnode *nd, fg__rsconn *c, fg__rcheck *k,
             if (fg__rsync_append(c, &cmd) != FG_OK)
                 return FG_ENOMEM;
         }
+        redisReply *w = NULL;
+        if (durable) {
+            wait_cmd(&cmd, deadline);
+            if (fg__rsync_append(c, &cmd) != FG_OK)
+                return FG_ENOMEM;
+        }
         rc = fg__rsync_exchange(c, n, r, deadline);
-        if (rc != FG_OK)
+        if (rc == FG_OK && durable)
+            rc = fg__rsync_exchange(c, 1, &w, deadline);
+        if (rc != FG_OK) {
+            for (int i = 0; i < n; i++)
+                freeReplyObject(r[i]);
             return rc;
+        }
         rc = fg__rcheck_reply(k, r[0], d);
+        if (rc == FG_OK && d->allowed && durable && !replicated(w))
+            rc = not_replicated(nd);
+        freeReplyObject(w);
         if (rc < 0 && errbuf && r[0]->type == REDIS_REPLY_ERROR)
             snprintf(errbuf, errlen, "%.*s", (int)r[0]->len, r[0]->str);
         if (n > 1 && rc >= FG_OK && r[1]->type == REDIS_REPLY_ERROR)
@@ -196,7 +241,8 @@ int fg__store_redis_check_ex(fg_store *s, fg_limiter *l, const char *key,
     rc = fg__rpool_get(&st->node, deadline, &c);
     if (rc != FG_OK)
         return rc;
-    rc = sync_run(&st->node, &c, &k, deadline, asking, d, errbuf, errlen);
+    rc = sync_run(&st->node, &c, &k, deadline, asking, l->lim.durable, d,
+                  errbuf, errlen);
     fg__rpool_put(&st->node, &c);
     if (rc != FG_OK)
         fg__rnode_check_error(&st->node, rc);
@@ -250,15 +296,19 @@ static redis_store *store_of(const fg__raconn *cn)
 }
 
 static void chain_fail(redis_store *st, aslot *s, int rc);
+static void on_wait(redisAsyncContext *ac, void *reply, void *priv);
 
 /* The node tears 'cn' down: checks still waiting for the batch's write
  * never went out. */
 static void on_teardown(fg__raconn *cn)
 {
-    aslot *batch = cn->bhead;
+    aslot *batch = cn->bhead, *held = cn->whead;
     cn->bhead = cn->btail = NULL;
+    cn->whead = cn->wtail = NULL;
     cn->bn = 0;
     chain_fail(store_of(cn), batch, cn->fail_rc);
+    if (held)
+        on_wait(cn->ac, NULL, held);
 }
 
 static void slot_unlink(redis_store *st, aslot *s)
@@ -273,6 +323,63 @@ static void slot_unlink(redis_store *st, aslot *s)
         st->tail = s->prev;
     s->next = st->free_slots;
     st->free_slots = s;
+}
+
+static void slot_finish(redis_store *st, aslot *s, int rc, fg_decision *d);
+
+/* An allowed check of a durable limit: hold it, with its decision, for the
+ * connection's next WAIT (one for all the checks decided since the last),
+ * sent with the loop's next write. 1 when held. */
+static int hold_for_wait(aslot *s, int rc, const fg_decision *d)
+{
+    if (rc != FG_OK || !d || !d->allowed || !s->req ||
+        !s->req->l->lim.durable || s->conn->dead)
+        return 0;
+    fg__raconn *cn = s->conn;
+    s->wd = *d;
+    s->wnext = NULL;
+    if (cn->wtail)
+        cn->wtail->wnext = s;
+    else
+        cn->whead = s;
+    cn->wtail = s;
+    fg__raconn_want_write(cn);
+    return 1;
+}
+
+/* The reply to a WAIT: the checks it was sent for count if a replica holds
+ * their writes; else they fail, and their limits' policy decides. */
+static void on_wait(redisAsyncContext *ac, void *reply, void *priv)
+{
+    aslot *s = priv;
+    fg__raconn *cn = s->conn;
+    redis_store *st = cn->st->owner;
+    redisReply *r = reply;
+    int rc = !r ? cn->fail_rc : replicated(r) ? FG_OK : not_replicated(cn->st);
+    (void)ac;
+    while (s) {
+        aslot *next = s->wnext;
+        slot_finish(st, s, rc, rc == FG_OK ? &s->wd : NULL);
+        s = next;
+    }
+}
+
+/* Send one WAIT for the checks held on 'cn', with the time left to the
+ * earliest deadline among them. */
+static void wait_flush(fg__raconn *cn)
+{
+    aslot *first = cn->whead;
+    if (!first)
+        return;
+    cn->whead = cn->wtail = NULL;
+    uint64_t deadline = 0;
+    for (aslot *s = first; s; s = s->wnext)
+        if (!deadline || s->deadline_us < deadline)
+            deadline = s->deadline_us;
+    fg__rcmd w;
+    wait_cmd(&w, deadline);
+    if (cn->dead || fg__rasync_append(cn->ac, on_wait, first, &w) != REDIS_OK)
+        on_wait(cn->ac, NULL, first);
 }
 
 /* Complete the check of 's' (if still waiting) and release the slot. */
@@ -427,7 +534,8 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
     }
     if (rc != FG_OK)
         fg__rnode_check_error(&st->node, rc);
-    slot_finish(st, s, rc, rc == FG_OK ? &d : NULL);
+    if (!hold_for_wait(s, rc, &d))
+        slot_finish(st, s, rc, rc == FG_OK ? &d : NULL);
 }
 
 /* ---- Token bucket batches --------------------------------------------- */
@@ -524,6 +632,14 @@ static void batch_flush(fg__raconn *cn)
     batch_emit(store_of(cn), cn, first, 0);
 }
 
+/* What waits for the loop's next write on 'cn': the token bucket batch,
+ * then the WAIT of the durable checks decided since the last one. */
+static void before_write(fg__raconn *cn)
+{
+    batch_flush(cn);
+    wait_flush(cn);
+}
+
 /* Make the batch waiting on 'cn' go out with the loop's next write (once
  * the batch in flight is answered, unless it is full). */
 static void batch_want(fg__raconn *cn)
@@ -617,7 +733,8 @@ static void on_batch(redisAsyncContext *ac, void *reply, void *priv)
             if (drc != FG_OK)
                 fg__rnode_check_error(&st->node, drc);
         }
-        slot_finish(st, s, drc, drc == FG_OK ? &d : NULL);
+        if (!hold_for_wait(s, drc, &d))
+            slot_finish(st, s, drc, drc == FG_OK ? &d : NULL);
         s = next;
     }
 }
@@ -800,7 +917,7 @@ fg_store *fg__store_redis_open(const char *url, struct event_base *base,
     st->base.nodes = 1;
     st->clock = wall_clock;
     st->node.owner = st;
-    st->node.before_write = batch_flush;
+    st->node.before_write = before_write;
     st->node.teardown = on_teardown;
     if (fg__rnode_init(&st->node, url, base, err, errlen) != FG_OK) {
         redis_close(&st->base);

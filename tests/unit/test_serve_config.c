@@ -97,6 +97,16 @@ static void test_defaults_and_order(void)
     CHECK_EQ(cfg.limits[1].lim.timeout_ms, 20);
     CHECK_EQ(cfg.limits[0].key.kind, FG_KEYSRC_QUERY);
     CHECK_STR(cfg.store_url, "redis://h:1");
+    CHECK_EQ(cfg.limits[0].lim.durable, 0);
+    /* durable = replica, before or after the rate. */
+    CHECK_EQ(parse("[limit a]\ndurable = replica\nrate = 3/min\nkey = ip\n"
+                   "[limit b]\nrate = 3/min\nkey = ip\ndurable = off\n"),
+             0);
+    CHECK_EQ(cfg.limits[0].lim.durable, 1);
+    CHECK_EQ(cfg.limits[1].lim.durable, 0);
+    CHECK_EQ(parse("[limit a]\nrate = 3/min\nkey = ip\ndurable = yes\n"),
+             FG_EINVAL);
+    CHECK(err_is(4, "durable must be off or replica"));
     CHECK_STR(cfg.listen, "127.0.0.1:8080");
     CHECK_EQ(cfg.demo_api, 0);
 }

@@ -69,7 +69,8 @@ static int has_param(const char *u, size_t len, const char *name)
 
 /* Copy 'url' to 'out' with 'param' (NAME=VALUE) added to it, or to each
  * node URL of a "shards=" or "cluster=" list (separated by ','), unless
- * that URL sets 'name' itself. 0, or -1 when 'out' is too small. */
+ * that URL sets 'name' itself. A "sentinel://" URL is one URL, ',' between
+ * its sentinels. 0, or -1 when 'out' is too small. */
 static int add_param(char *out, size_t outlen, const char *url,
                      const char *name, const char *param)
 {
@@ -84,7 +85,8 @@ static int add_param(char *out, size_t outlen, const char *url,
         o += (size_t)n;
         if (!*p)
             return 0;
-        size_t len = strcspn(p, ",");
+        size_t len = strncmp(url, "sentinel://", 11) ? strcspn(p, ",")
+                                                     : strlen(p);
         const char *sep = memchr(p, '?', len) ? "&" : "?";
         if (has_param(p, len, name))
             sep = param = "";

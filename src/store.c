@@ -52,7 +52,8 @@ static int unknown_scheme(const char *url, char *err, size_t errlen)
     int n = colon ? (int)(colon - url) : (int)strlen(url);
     return fg__seterr(err, errlen, FG_EINVAL,
                       "unknown store '%.*s' (use memory, redis://host:port, "
-                      "unix:///path, shards=URL,URL,... or cluster=URL,...)",
+                      "unix:///path, shards=URL,URL,..., cluster=URL,... or "
+                      "sentinel://host:port,.../master)",
                       n > 40 ? 40 : n, url);
 }
 
@@ -69,6 +70,11 @@ static int is_shards(const char *url)
 static int is_cluster(const char *url)
 {
     return strncmp(url, "cluster=", 8) == 0;
+}
+
+static int is_sentinel(const char *url)
+{
+    return strncmp(url, "sentinel://", 11) == 0;
 }
 
 int fg_store_url_check(const char *url, char *err, size_t errlen)
@@ -90,6 +96,8 @@ int fg_store_url_check(const char *url, char *err, size_t errlen)
         return fg__store_shards_url_check(url, err, errlen);
     if (is_cluster(url))
         return fg__store_cluster_url_check(url, err, errlen);
+    if (is_sentinel(url))
+        return fg__store_sentinel_url_check(url, err, errlen);
     return unknown_scheme(url, err, errlen);
 }
 
@@ -108,6 +116,8 @@ static fg_store *open_any(const char *url, struct event_base *base, char *err,
         return fg__store_shards_open(url, base, err, errlen);
     if (is_cluster(url))
         return fg__store_cluster_open(url, base, err, errlen);
+    if (is_sentinel(url))
+        return fg__store_sentinel_open(url, base, err, errlen);
     unknown_scheme(url, err, errlen);
     return NULL;
 }
@@ -141,6 +151,8 @@ const char *fg_store_last_error(fg_store *st)
         return fg__store_shards_last_error(st);
     if (st && strcmp(st->ops->scheme, "cluster") == 0)
         return fg__store_cluster_last_error(st);
+    if (st && strcmp(st->ops->scheme, "sentinel") == 0)
+        return fg__store_sentinel_last_error(st);
     return "";
 }
 

@@ -65,6 +65,12 @@ fg_store *fg__store_cluster_open(const char *url, struct event_base *base,
                                  char *err, size_t errlen);
 int fg__store_cluster_url_check(const char *url, char *err, size_t errlen);
 const char *fg__store_cluster_last_error(fg_store *st);
+/* "sentinel://HOST:PORT[,...]/MASTER": the master Sentinel names, followed
+ * across failovers (store_sentinel.c). */
+fg_store *fg__store_sentinel_open(const char *url, struct event_base *base,
+                                  char *err, size_t errlen);
+int fg__store_sentinel_url_check(const char *url, char *err, size_t errlen);
+const char *fg__store_sentinel_last_error(fg_store *st);
 
 /* The node of 'key' on 'st' (0 on a store of one node). */
 static inline unsigned fg__store_node_of(fg_store *st, const char *key,

@@ -1,0 +1,1079 @@
+/* store_sentinel.c -- "sentinel://HOST:PORT[,...]/MASTER": one Redis master
+ * found through Sentinel, followed across failovers.
+ *
+ * The counters live on one master at a time, held by a whole Redis store
+ * (store_redis.c: pool, pipeline, batches, backoff). This store asks the
+ * sentinels which address is the master, checks that the address says it
+ * is one (ROLE: a sentinel that has not seen the failover yet may still
+ * name the old master), opens a Redis store for it and hands every
+ * operation over. When the master changes it opens a store for the new
+ * one, routes new checks to it and closes the old one once its checks in
+ * flight are done (or after RETIRE_MAX_US: its close completes them with
+ * an error, which the limiter turns into each limit's failure policy).
+ *
+ * What makes it ask again: a "+switch-master" message (an async store
+ * subscribes on one sentinel), and checks that fail with a connection
+ * error, a timeout or READONLY (the old master demoted). While checks
+ * fail and nothing changed, it asks again every RETRY_US.
+ *
+ * The lookup at open is blocking, bounded per sentinel; after that the
+ * async store asks on its event loop (hiredis async, deadlines by timer),
+ * never blocking it, and a blocking store asks from a thread of its own,
+ * so that no check waits for a lookup. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <event2/event.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+
+#include "redis_proto.h"
+#include "redis_store.h"
+#include "redis_url.h"
+#include "sentinel.h"
+#include "store.h"
+#include "alloc.h"
+#include "clock.h"
+#include "error.h"
+
+/* Deadline of one question (a sentinel, or a candidate's ROLE) after open. */
+#define ASK_TIMEOUT_MS 200u
+/* The lookup at open of a lazy store (serve's workers): a sentinel that
+ * does not answer this fast on a loopback or LAN is taken as down. */
+#define LAZY_OPEN_TIMEOUT_MS 50u
+/* While checks fail, how often the sentinels are asked again. */
+#define RETRY_US 100000u
+/* The longest an old master's store stays open for its checks in flight. */
+#define RETIRE_MAX_US 2000000u
+/* The async store's housekeeping period: retired stores, subscription,
+ * retries. */
+#define TICK_US 50000u
+
+/* A Redis store for one master address. */
+typedef struct inner {
+    struct inner *next; /* in 'retired' */
+    fg_store *st;
+    char host[FG__SENTINEL_HOST_MAX];
+    int port;
+    atomic_uint inflight; /* checks handed to it and not completed */
+    uint64_t retired_us;  /* monotonic; 0 while current */
+} inner;
+
+struct sentinel_store;
+
+/* An async check on its way through an inner store: counted there, and its
+ * result seen here before the caller's callback. */
+typedef struct pending {
+    struct pending *next; /* in 'free_pending' */
+    struct sentinel_store *st;
+    inner *in;
+    fg_check_cb cb;
+    void *data;
+} pending;
+
+typedef struct sentinel_store {
+    fg_store base;
+    fg__sentinel_url u;
+    char addr[FG__SENTINELS_MAX][INET6_ADDRSTRLEN]; /* resolved at open */
+    fg__redis_url r; /* the masters' options: prefix, user, password */
+    char name[FG__SENTINEL_NAME_MAX + 16];
+
+    pthread_mutex_t mu; /* guards 'cur', 'retired' and 'errstr' */
+    inner *cur;         /* NULL until a master is known */
+    inner *retired;
+    char errstr[512];
+    atomic_int suspect; /* checks failed since the last success */
+    atomic_ulong switches;
+
+    /* Blocking store: the thread that asks the sentinels. */
+    pthread_t thr;
+    int thr_on;
+    pthread_cond_t cv;
+    int wake, stop;
+
+    /* Async store: the loop's thread only. */
+    struct event_base *evb;
+    struct event *tick;
+    redisAsyncContext *q; /* the question in flight */
+    struct event *q_timer;
+    int q_phase;      /* 0 idle, 1 asking sentinel q_idx, 2 checking 'cand' */
+    unsigned q_idx;
+    int q_again;      /* asked to look up again meanwhile */
+    uint64_t q_end_us; /* when the last lookup ended */
+    char cand[FG__SENTINEL_HOST_MAX];
+    int cand_port;
+    redisAsyncContext *sub; /* subscribed to +switch-master */
+    unsigned sub_idx;
+    uint64_t sub_retry_us;
+    pending *free_pending;
+    int closing;
+} sentinel_store;
+
+static const fg__store_ops sentinel_ops, sentinel_async_ops;
+
+static void set_error(sentinel_store *st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void set_error(sentinel_store *st, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&st->mu);
+    memcpy(st->errstr, msg, sizeof msg);
+    pthread_mutex_unlock(&st->mu);
+}
+
+static int is_store_failure(int rc)
+{
+    return rc == FG_EBACKEND || rc == FG_ETIMEOUT || rc == FG_EREADONLY ||
+           rc == FG_EPROTO || rc == FG_EBUSY;
+}
+
+/* "host:port", "[v6]:port" for messages. */
+static void hostport(const char *host, int port, char *buf, size_t n)
+{
+    snprintf(buf, n, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+}
+
+/* ---- Blocking questions (at open, and the blocking store's thread) ---- */
+
+static redisContext *sync_connect(const char *host, int port,
+                                  uint32_t timeout_ms)
+{
+    struct timeval tv = {(time_t)(timeout_ms / 1000),
+                         (suseconds_t)(timeout_ms % 1000) * 1000};
+    redisContext *c = redisConnectWithTimeout(host, port, tv);
+    if (c && !c->err)
+        redisSetTimeout(c, tv);
+    return c;
+}
+
+/* Send AUTH (when 'password') and then 'argv' on 'c', and return the
+ * reply to 'argv' (NULL on an I/O error); the AUTH's reply is dropped: a
+ * refused AUTH shows in the next reply (NOAUTH). */
+static redisReply *sync_ask(redisContext *c, const char *user,
+                            const char *password, int argc, const char **argv)
+{
+    void *r = NULL;
+    int n = 0;
+    if (password && *password) {
+        const char *a[3] = {"AUTH", user, password};
+        int ac = user && *user ? 3 : 2;
+        if (ac == 2)
+            a[1] = password;
+        if (redisAppendCommandArgv(c, ac, a, NULL) != REDIS_OK)
+            return NULL;
+        n++;
+    }
+    if (redisAppendCommandArgv(c, argc, argv, NULL) != REDIS_OK)
+        return NULL;
+    for (int i = 0; i <= n; i++) {
+        if (r)
+            freeReplyObject(r);
+        r = NULL;
+        if (redisGetReply(c, &r) != REDIS_OK)
+            return NULL;
+    }
+    return r;
+}
+
+/* What ROLE says of 'host':'port': 1 master, 0 not, -1 no clear answer,
+ * -2 unreachable. */
+static int sync_role(sentinel_store *st, const char *host, int port,
+                     uint32_t timeout_ms)
+{
+    redisContext *c = sync_connect(host, port, timeout_ms);
+    int role = -2;
+    if (c && !c->err) {
+        const char *argv[] = {"ROLE"};
+        redisReply *r = sync_ask(c, st->r.user, st->r.password, 1, argv);
+        if (r)
+            role = fg__sentinel_role_reply(r);
+        freeReplyObject(r);
+    }
+    redisFree(c);
+    return role;
+}
+
+static int is_config_error(int rc)
+{
+    return rc == FG__SENTINEL_ENOTFOUND || rc == FG__SENTINEL_ENOTSENTINEL ||
+           rc == FG_EAUTH;
+}
+
+/* Ask the sentinels in turn, each within 'timeout_ms', for the master's
+ * address, and check it with ROLE. FG_OK with the address ('*role' says
+ * what ROLE said, -2 when the master did not answer); a configuration
+ * error (is_config_error) when a sentinel that answered refused, and none
+ * gave an address; or FG_EBACKEND. The reason is in 'err'. */
+static int sync_lookup(sentinel_store *st, uint32_t timeout_ms, char *host,
+                       int *port, int *role, char *err, size_t errlen)
+{
+    int cfg = FG_OK;
+    char cfg_why[400] = "", why[400] = "no sentinel given";
+    for (unsigned i = 0; i < st->u.n; i++) {
+        char where[300], e[256];
+        hostport(st->u.s[i].host, st->u.s[i].port, where, sizeof where);
+        redisContext *c = sync_connect(st->addr[i], st->u.s[i].port, timeout_ms);
+        if (!c || c->err) {
+            snprintf(why, sizeof why, "sentinel %.200s: cannot connect: %.120s",
+                     where, c ? c->errstr : "out of memory");
+            redisFree(c);
+            continue;
+        }
+        const char *argv[] = {"SENTINEL", "get-master-addr-by-name",
+                              st->u.master};
+        redisReply *r =
+            sync_ask(c, st->u.sentinel_user, st->u.sentinel_password, 3, argv);
+        int rc;
+        if (!r) {
+            rc = c->err == REDIS_ERR_PROTOCOL ? FG__SENTINEL_ENOTSENTINEL
+                                              : FG_EBACKEND;
+            snprintf(e, sizeof e, "%s",
+                     rc == FG_EBACKEND ? "no answer"
+                                       : "not a sentinel (it does not speak "
+                                         "Redis's protocol)");
+        } else {
+            rc = fg__sentinel_addr_reply(r, host, FG__SENTINEL_HOST_MAX, port,
+                                         e, sizeof e);
+        }
+        freeReplyObject(r);
+        redisFree(c);
+        if (rc == FG__SENTINEL_ENOTFOUND)
+            snprintf(e, sizeof e, "monitors no master named '%s'",
+                     st->u.master);
+        if (rc == FG_OK) {
+            char m[300];
+            *role = sync_role(st, host, *port, timeout_ms);
+            if (*role != 0)
+                return FG_OK;
+            hostport(host, *port, m, sizeof m);
+            snprintf(why, sizeof why,
+                     "sentinel %.100s names %.100s as the master of '%s', "
+                     "but it is not a master",
+                     where, m, st->u.master);
+            continue;
+        }
+        snprintf(is_config_error(rc) && cfg == FG_OK ? cfg_why : why,
+                 sizeof why, "sentinel %.120s: %.250s", where, e);
+        if (is_config_error(rc) && cfg == FG_OK)
+            cfg = rc;
+    }
+    if (cfg != FG_OK)
+        return fg__seterr(err, errlen, cfg, "%s", cfg_why);
+    return fg__seterr(err, errlen, FG_EBACKEND, "%s", why);
+}
+
+/* ---- Masters ------------------------------------------------------------ */
+
+/* Open a Redis store for 'host':'port' ('lazy': without probing it). */
+static inner *inner_open(sentinel_store *st, const char *host, int port,
+                         int lazy, char *err, size_t errlen)
+{
+    char url[2048];
+    inner *in = fg__calloc(1, sizeof *in);
+    if (!in) {
+        fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
+        return NULL;
+    }
+    if (fg__sentinel_master_url(&st->u, host, port, lazy, url, sizeof url) !=
+        FG_OK) {
+        fg__seterr(err, errlen, FG_EINVAL, "sentinel: master URL too long");
+        fg__free(in);
+        return NULL;
+    }
+    in->st = fg__store_redis_open(url, st->evb, err, errlen);
+    memset(url, 0, sizeof url);
+    if (!in->st) {
+        fg__free(in);
+        return NULL;
+    }
+    snprintf(in->host, sizeof in->host, "%s", host);
+    in->port = port;
+    atomic_init(&in->inflight, 0);
+    return in;
+}
+
+static void inner_close(inner *in)
+{
+    fg_store_close(in->st);
+    fg__free(in);
+}
+
+/* Route new checks to 'in'; the old master's store retires. */
+static void install(sentinel_store *st, inner *in)
+{
+    pthread_mutex_lock(&st->mu);
+    inner *old = st->cur;
+    st->cur = in;
+    if (old) {
+        old->retired_us = fg__mono_precise_us();
+        old->next = st->retired;
+        st->retired = old;
+    }
+    st->errstr[0] = '\0';
+    pthread_mutex_unlock(&st->mu);
+    atomic_store(&st->suspect, 0);
+    atomic_fetch_add(&st->switches, 1);
+}
+
+static int same_master(sentinel_store *st, const char *host, int port)
+{
+    pthread_mutex_lock(&st->mu);
+    int same = st->cur && st->cur->port == port && !strcmp(st->cur->host, host);
+    pthread_mutex_unlock(&st->mu);
+    return same;
+}
+
+/* Close the retired stores whose checks are done, or that waited long
+ * enough. Not from inside one of their callbacks. */
+static void reap(sentinel_store *st, int all)
+{
+    inner *done = NULL;
+    uint64_t now = fg__mono_precise_us();
+    pthread_mutex_lock(&st->mu);
+    for (inner **p = &st->retired; *p;) {
+        inner *in = *p;
+        if (all || atomic_load(&in->inflight) == 0 ||
+            now - in->retired_us >= RETIRE_MAX_US) {
+            *p = in->next;
+            in->next = done;
+            done = in;
+        } else {
+            p = &in->next;
+        }
+    }
+    pthread_mutex_unlock(&st->mu);
+    while (done) {
+        inner *n = done->next;
+        inner_close(done);
+        done = n;
+    }
+}
+
+/* ---- The blocking store's thread ------------------------------------------ */
+
+static void *monitor(void *arg)
+{
+    sentinel_store *st = arg;
+    uint64_t last = 0;
+    pthread_mutex_lock(&st->mu);
+    while (!st->stop) {
+        int want = st->wake || atomic_load(&st->suspect);
+        if (!want && !st->retired) {
+            pthread_cond_wait(&st->cv, &st->mu);
+            continue;
+        }
+        if (!want || fg__mono_precise_us() - last < RETRY_US) {
+            /* Pace the lookups, and close retired stores meanwhile. */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += RETRY_US / 2 * 1000;
+            if (ts.tv_nsec >= 1000000000) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000;
+            }
+            pthread_cond_timedwait(&st->cv, &st->mu, &ts);
+            pthread_mutex_unlock(&st->mu);
+            reap(st, 0);
+            pthread_mutex_lock(&st->mu);
+            continue;
+        }
+        st->wake = 0;
+        pthread_mutex_unlock(&st->mu);
+        char host[FG__SENTINEL_HOST_MAX], why[400];
+        int port = 0, role = -2;
+        uint32_t t = st->r.connect_timeout_ms < ASK_TIMEOUT_MS
+                         ? st->r.connect_timeout_ms
+                         : ASK_TIMEOUT_MS;
+        int rc = sync_lookup(st, t, host, &port, &role, why, sizeof why);
+        last = fg__mono_precise_us();
+        if (rc != FG_OK) {
+            set_error(st, "%s", why);
+        } else if (role == 1 && !same_master(st, host, port)) {
+            inner *in = inner_open(st, host, port, 1, why, sizeof why);
+            if (in)
+                install(st, in);
+            else
+                set_error(st, "sentinel: %s", why);
+        }
+        reap(st, 0);
+        pthread_mutex_lock(&st->mu);
+    }
+    pthread_mutex_unlock(&st->mu);
+    return NULL;
+}
+
+/* Checks fail: have the sentinels asked again. */
+static void lookup_start(sentinel_store *st);
+
+static void note_failure(sentinel_store *st, int on_loop)
+{
+    atomic_store(&st->suspect, 1);
+    if (st->evb) {
+        if (on_loop && !st->closing && st->q_phase == 0 &&
+            fg__mono_precise_us() - st->q_end_us >= RETRY_US)
+            lookup_start(st);
+        return; /* else the tick sees 'suspect' */
+    }
+    pthread_mutex_lock(&st->mu);
+    st->wake = 1;
+    pthread_cond_signal(&st->cv);
+    pthread_mutex_unlock(&st->mu);
+}
+
+/* ---- Async questions, on the loop ------------------------------------ */
+
+/* hiredis's events on the store's loop (allocation checked, unlike the
+ * adapter hiredis ships). */
+typedef struct evpair {
+    struct event *rev, *wev;
+} evpair;
+
+static void ev_read(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    redisAsyncHandleRead(arg);
+}
+
+static void ev_write(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    redisAsyncHandleWrite(arg);
+}
+
+static void ev_add_read(void *p)
+{
+    event_add(((evpair *)p)->rev, NULL);
+}
+
+static void ev_del_read(void *p)
+{
+    event_del(((evpair *)p)->rev);
+}
+
+static void ev_add_write(void *p)
+{
+    event_add(((evpair *)p)->wev, NULL);
+}
+
+static void ev_del_write(void *p)
+{
+    event_del(((evpair *)p)->wev);
+}
+
+static void ev_cleanup(void *p)
+{
+    evpair *e = p;
+    event_free(e->rev);
+    event_free(e->wev);
+    fg__free(e);
+}
+
+/* Connect to 'host':'port' on the loop, AUTH when 'password', and send
+ * 'argv' with 'cb'. NULL when it cannot even start. */
+static redisAsyncContext *async_ask(sentinel_store *st, const char *host,
+                                    int port, const char *user,
+                                    const char *password, int argc,
+                                    const char **argv, redisCallbackFn *cb)
+{
+    redisAsyncContext *ac = redisAsyncConnect(host, port);
+    evpair *e = NULL;
+    if (!ac)
+        return NULL;
+    if (ac->err)
+        goto fail;
+    e = fg__calloc(1, sizeof *e);
+    if (!e)
+        goto fail;
+    e->rev = event_new(st->evb, ac->c.fd, EV_READ, ev_read, ac);
+    e->wev = event_new(st->evb, ac->c.fd, EV_WRITE, ev_write, ac);
+    if (!e->rev || !e->wev) {
+        if (e->rev)
+            event_free(e->rev);
+        if (e->wev)
+            event_free(e->wev);
+        fg__free(e);
+        goto fail;
+    }
+    ac->ev.addRead = ev_add_read;
+    ac->ev.delRead = ev_del_read;
+    ac->ev.addWrite = ev_add_write;
+    ac->ev.delWrite = ev_del_write;
+    ac->ev.cleanup = ev_cleanup;
+    ac->ev.data = e;
+    event_add(e->rev, NULL);
+    event_add(e->wev, NULL);
+    if (password && *password) {
+        const char *a[3] = {"AUTH", user, password};
+        int n = user && *user ? 3 : 2;
+        if (n == 2)
+            a[1] = password;
+        if (redisAsyncCommandArgv(ac, NULL, NULL, n, a, NULL) != REDIS_OK)
+            goto fail;
+    }
+    if (redisAsyncCommandArgv(ac, cb, st, argc, argv, NULL) != REDIS_OK)
+        goto fail;
+    return ac;
+fail:
+    redisAsyncFree(ac); /* runs ev_cleanup when attached */
+    return NULL;
+}
+
+/* Drop the question in flight (its callbacks then see another context). */
+static void q_drop(sentinel_store *st)
+{
+    redisAsyncContext *ac = st->q;
+    st->q = NULL;
+    evtimer_del(st->q_timer);
+    if (ac)
+        redisAsyncFree(ac); /* deferred by hiredis inside its callback */
+}
+
+static void ask_next(sentinel_store *st);
+
+static void lookup_end(sentinel_store *st)
+{
+    st->q_phase = 0;
+    st->q_end_us = fg__mono_precise_us();
+    if (st->q_again && !st->closing) {
+        st->q_again = 0;
+        lookup_start(st);
+    }
+}
+
+static void lookup_start(sentinel_store *st)
+{
+    if (st->closing)
+        return;
+    if (st->q_phase) {
+        st->q_again = 1;
+        return;
+    }
+    st->q_idx = 0;
+    ask_next(st);
+}
+
+static void arm_q_timer(sentinel_store *st)
+{
+    struct timeval tv = {0, ASK_TIMEOUT_MS * 1000};
+    evtimer_add(st->q_timer, &tv);
+}
+
+static void on_role(redisAsyncContext *ac, void *reply, void *priv);
+static void on_addr(redisAsyncContext *ac, void *reply, void *priv);
+
+/* Ask the next sentinel, from 'q_idx' on, or end the lookup. */
+static void ask_next(sentinel_store *st)
+{
+    const char *argv[] = {"SENTINEL", "get-master-addr-by-name", st->u.master};
+    while (st->q_idx < st->u.n) {
+        unsigned i = st->q_idx;
+        st->q = async_ask(st, st->addr[i], st->u.s[i].port,
+                          st->u.sentinel_user, st->u.sentinel_password, 3,
+                          argv, on_addr);
+        if (st->q) {
+            st->q_phase = 1;
+            arm_q_timer(st);
+            return;
+        }
+        st->q_idx++;
+    }
+    lookup_end(st);
+}
+
+/* A question failed (no answer, or not a useful one): the next sentinel. */
+static void ask_failed(sentinel_store *st)
+{
+    q_drop(st);
+    st->q_idx++;
+    ask_next(st);
+}
+
+static void on_addr(redisAsyncContext *ac, void *reply, void *priv)
+{
+    sentinel_store *st = priv;
+    char e[256], where[300];
+    if (ac != st->q)
+        return; /* a question dropped already */
+    if (!reply) {
+        st->q = NULL; /* hiredis frees it */
+        ask_failed(st);
+        return;
+    }
+    int rc = fg__sentinel_addr_reply(reply, st->cand, sizeof st->cand,
+                                     &st->cand_port, e, sizeof e);
+    q_drop(st);
+    if (rc != FG_OK) {
+        hostport(st->u.s[st->q_idx].host, st->u.s[st->q_idx].port, where,
+                 sizeof where);
+        set_error(st, "sentinel %s: %s", where, e);
+        st->q_idx++;
+        ask_next(st);
+        return;
+    }
+    if (same_master(st, st->cand, st->cand_port)) {
+        lookup_end(st); /* no failover (yet) */
+        return;
+    }
+    const char *argv[] = {"ROLE"};
+    st->q = async_ask(st, st->cand, st->cand_port, st->r.user, st->r.password,
+                      1, argv, on_role);
+    if (!st->q) {
+        st->q_idx++;
+        ask_next(st);
+        return;
+    }
+    st->q_phase = 2;
+    arm_q_timer(st);
+}
+
+static void on_role(redisAsyncContext *ac, void *reply, void *priv)
+{
+    sentinel_store *st = priv;
+    char why[400], m[300];
+    if (ac != st->q)
+        return;
+    if (!reply) {
+        st->q = NULL;
+        ask_failed(st);
+        return;
+    }
+    int role = fg__sentinel_role_reply(reply);
+    q_drop(st);
+    hostport(st->cand, st->cand_port, m, sizeof m);
+    if (role == 0) {
+        /* A sentinel that has not seen the failover: ask the next. */
+        set_error(st, "sentinel: %s is named master of '%s' but is not one",
+                  m, st->u.master);
+        st->q_idx++;
+        ask_next(st);
+        return;
+    }
+    inner *in = inner_open(st, st->cand, st->cand_port, 1, why, sizeof why);
+    if (in)
+        install(st, in);
+    else
+        set_error(st, "sentinel: master %s: %s", m, why);
+    lookup_end(st);
+}
+
+static void on_q_timer(evutil_socket_t fd, short what, void *arg)
+{
+    sentinel_store *st = arg;
+    (void)fd;
+    (void)what;
+    if (st->q)
+        ask_failed(st);
+}
+
+/* The subscription: a "+switch-master" for our master starts a lookup,
+ * which checks the new master before switching to it. */
+static void on_sub(redisAsyncContext *ac, void *reply, void *priv)
+{
+    sentinel_store *st = priv;
+    char host[FG__SENTINEL_HOST_MAX];
+    int port;
+    redisReply *r = reply;
+    if (ac != st->sub)
+        return;
+    if (!r || r->type == REDIS_REPLY_ERROR) {
+        if (r) {
+            redisAsyncFree(ac);
+        }
+        st->sub = NULL;
+        st->sub_idx = (st->sub_idx + 1) % st->u.n;
+        st->sub_retry_us = fg__mono_precise_us() + RETRY_US;
+        return;
+    }
+    if (fg__sentinel_switch_msg(r, st->u.master, host, sizeof host, &port) &&
+        !same_master(st, host, port)) {
+        if (st->q_phase)
+            st->q_again = 1;
+        else
+            lookup_start(st);
+    }
+}
+
+static void sub_start(sentinel_store *st)
+{
+    const char *argv[] = {"SUBSCRIBE", "+switch-master"};
+    unsigned i = st->sub_idx;
+    if (st->sub || st->closing || fg__mono_precise_us() < st->sub_retry_us)
+        return;
+    st->sub = async_ask(st, st->addr[i], st->u.s[i].port, st->u.sentinel_user,
+                        st->u.sentinel_password, 2, argv, on_sub);
+    if (!st->sub) {
+        st->sub_idx = (i + 1) % st->u.n;
+        st->sub_retry_us = fg__mono_precise_us() + RETRY_US;
+    }
+}
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    sentinel_store *st = arg;
+    (void)fd;
+    (void)what;
+    reap(st, 0);
+    sub_start(st);
+    if (atomic_load(&st->suspect) && st->q_phase == 0 &&
+        fg__mono_precise_us() - st->q_end_us >= RETRY_US)
+        lookup_start(st);
+}
+
+/* ---- Store operations --------------------------------------------------- */
+
+/* The current master's store, counted as in use; NULL when none is known. */
+static inner *take(sentinel_store *st)
+{
+    pthread_mutex_lock(&st->mu);
+    inner *in = st->cur;
+    if (in)
+        atomic_fetch_add(&in->inflight, 1);
+    pthread_mutex_unlock(&st->mu);
+    return in;
+}
+
+static int is_current(sentinel_store *st, const inner *in)
+{
+    pthread_mutex_lock(&st->mu);
+    int cur = in == st->cur;
+    pthread_mutex_unlock(&st->mu);
+    return cur;
+}
+
+/* A check through 'in' ended with 'rc': a failure of the current master
+ * has the sentinels asked again; a success ends the suspicion. */
+static void settle(sentinel_store *st, inner *in, int rc, int on_loop)
+{
+    if (is_store_failure(rc)) {
+        if (is_current(st, in))
+            note_failure(st, on_loop);
+    } else if (rc == FG_OK &&
+               atomic_load_explicit(&st->suspect, memory_order_relaxed)) {
+        if (is_current(st, in))
+            atomic_store(&st->suspect, 0);
+    }
+    atomic_fetch_sub(&in->inflight, 1);
+}
+
+static int no_master(sentinel_store *st, int on_loop)
+{
+    note_failure(st, on_loop);
+    return FG_EBACKEND;
+}
+
+static int sentinel_check(fg_store *s, fg_limiter *l, const char *key,
+                          size_t keylen, uint64_t cost, fg_decision *d)
+{
+    sentinel_store *st = (sentinel_store *)s;
+    inner *in = take(st);
+    if (!in)
+        return no_master(st, 0);
+    int rc = in->st->ops->check(in->st, l, key, keylen, cost, d);
+    settle(st, in, rc, 0);
+    return rc;
+}
+
+static int sentinel_refund(fg_store *s, fg_limiter *l, const char *key,
+                           size_t keylen, uint64_t cost)
+{
+    sentinel_store *st = (sentinel_store *)s;
+    inner *in = take(st);
+    if (!in)
+        return no_master(st, st->evb != NULL);
+    int rc = in->st->ops->refund(in->st, l, key, keylen, cost);
+    settle(st, in, rc, st->evb != NULL);
+    return rc;
+}
+
+static void on_done(int rc, const fg_decision *d, void *data)
+{
+    pending *p = data;
+    sentinel_store *st = p->st;
+    fg_check_cb cb = p->cb;
+    void *cbdata = p->data;
+    inner *in = p->in;
+    p->next = st->free_pending;
+    st->free_pending = p;
+    settle(st, in, rc, !st->closing);
+    cb(rc, d, cbdata);
+}
+
+static void sentinel_check_async(fg_store *s, fg__req *req)
+{
+    sentinel_store *st = (sentinel_store *)s;
+    inner *in = st->closing ? NULL : st->cur;
+    if (!in) {
+        fg__req_done(req, no_master(st, 1), NULL);
+        return;
+    }
+    pending *p = st->free_pending;
+    if (p)
+        st->free_pending = p->next;
+    else if (!(p = fg__malloc(sizeof *p))) {
+        fg__req_done(req, FG_ENOMEM, NULL);
+        return;
+    }
+    p->st = st;
+    p->in = in;
+    p->cb = req->cb;
+    p->data = req->data;
+    req->cb = on_done;
+    req->data = p;
+    atomic_fetch_add(&in->inflight, 1);
+    in->st->ops->check_async(in->st, req);
+}
+
+static int sentinel_limiter_init(fg_store *s, fg_limiter *l, void **out,
+                                 char *err, size_t errlen)
+{
+    sentinel_store *st = (sentinel_store *)s;
+    fg__rlim *rl = fg__rlim_new(&l->p, st->r.prefix, st->r.prefixlen,
+                                l->lim.name, strnlen(l->lim.name, FG_NAME_MAX));
+    if (!rl)
+        return fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
+    *out = rl;
+    return FG_OK;
+}
+
+static void sentinel_limiter_free(fg_store *s, fg_limiter *l, void *data)
+{
+    (void)s;
+    (void)l;
+    fg__free(data);
+}
+
+static uint64_t sentinel_keys(fg_store *s)
+{
+    (void)s;
+    return 0;
+}
+
+static void sentinel_close(fg_store *s)
+{
+    sentinel_store *st = (sentinel_store *)s;
+    if (st->thr_on) {
+        pthread_mutex_lock(&st->mu);
+        st->stop = 1;
+        pthread_cond_signal(&st->cv);
+        pthread_mutex_unlock(&st->mu);
+        pthread_join(st->thr, NULL);
+    }
+    st->closing = 1;
+    if (st->q) {
+        redisAsyncContext *ac = st->q;
+        st->q = NULL;
+        redisAsyncFree(ac);
+    }
+    if (st->sub) {
+        redisAsyncContext *ac = st->sub;
+        st->sub = NULL;
+        redisAsyncFree(ac);
+    }
+    /* Their close completes the checks in flight (on_done). */
+    if (st->cur)
+        inner_close(st->cur);
+    st->cur = NULL;
+    reap(st, 1);
+    while (st->free_pending) {
+        pending *n = st->free_pending->next;
+        fg__free(st->free_pending);
+        st->free_pending = n;
+    }
+    if (st->tick)
+        event_free(st->tick);
+    if (st->q_timer)
+        event_free(st->q_timer);
+    pthread_cond_destroy(&st->cv);
+    pthread_mutex_destroy(&st->mu);
+    fg__redis_url_free(&st->r);
+    fg__sentinel_url_wipe(&st->u);
+    fg__free(st);
+}
+
+static const char *sentinel_node_name(fg_store *s, unsigned node)
+{
+    (void)node;
+    return ((sentinel_store *)s)->name;
+}
+
+static const char *sentinel_node_error(fg_store *s, unsigned node)
+{
+    sentinel_store *st = (sentinel_store *)s;
+    (void)node;
+    if (st->errstr[0] || !st->cur)
+        return st->errstr;
+    return fg__store_redis_last_error(st->cur->st);
+}
+
+const char *fg__store_sentinel_last_error(fg_store *s)
+{
+    return sentinel_node_error(s, 0);
+}
+
+int fg__store_sentinel_url_check(const char *url, char *err, size_t errlen)
+{
+    fg__sentinel_url *u = fg__malloc(sizeof *u);
+    if (!u)
+        return fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
+    int rc = fg__sentinel_url_parse(url, u, err, errlen);
+    fg__sentinel_url_wipe(u);
+    fg__free(u);
+    return rc;
+}
+
+/* Resolve each sentinel's host once (no check waits on DNS later). */
+static int resolve(sentinel_store *st, char *err, size_t errlen)
+{
+    for (unsigned i = 0; i < st->u.n; i++) {
+        struct addrinfo hints, *res = NULL;
+        memset(&hints, 0, sizeof hints);
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        int gai = getaddrinfo(st->u.s[i].host, NULL, &hints, &res);
+        if (gai != 0)
+            return fg__seterr(err, errlen, FG_EBACKEND,
+                              "sentinel %s: cannot resolve the host: %s",
+                              st->u.s[i].host, gai_strerror(gai));
+        const void *in =
+            res->ai_family == AF_INET
+                ? (const void *)&((struct sockaddr_in *)res->ai_addr)->sin_addr
+                : (const void *)&((struct sockaddr_in6 *)res->ai_addr)
+                      ->sin6_addr;
+        int ok = inet_ntop(res->ai_family, in, st->addr[i], sizeof st->addr[i]) !=
+                 NULL;
+        freeaddrinfo(res);
+        if (!ok)
+            return fg__seterr(err, errlen, FG_EBACKEND,
+                              "sentinel %s: no usable address",
+                              st->u.s[i].host);
+    }
+    return FG_OK;
+}
+
+fg_store *fg__store_sentinel_open(const char *url, struct event_base *base,
+                                  char *err, size_t errlen)
+{
+    char mu[2048], why[400], host[FG__SENTINEL_HOST_MAX];
+    int port = 0, role = -2, rc;
+    uint32_t t;
+    sentinel_store *st = fg__calloc(1, sizeof *st);
+    if (!st) {
+        fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&st->mu, NULL);
+    pthread_cond_init(&st->cv, NULL);
+    st->base.ops = base ? &sentinel_async_ops : &sentinel_ops;
+    st->base.nodes = 1;
+    st->evb = base;
+    if (fg__sentinel_url_parse(url, &st->u, err, errlen) != FG_OK)
+        goto fail;
+    fg__sentinel_master_url(&st->u, "127.0.0.1", 6379, 0, mu, sizeof mu);
+    rc = fg__redis_url_parse(mu, &st->r, err, errlen);
+    memset(mu, 0, sizeof mu);
+    if (rc != FG_OK)
+        goto fail;
+    snprintf(st->name, sizeof st->name, "sentinel/%s", st->u.master);
+    if (resolve(st, err, errlen) != FG_OK)
+        goto fail;
+    if (base) {
+        st->tick = event_new(base, -1, EV_PERSIST, on_tick, st);
+        st->q_timer = evtimer_new(base, on_q_timer, st);
+        if (!st->tick || !st->q_timer) {
+            fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
+            goto fail;
+        }
+    }
+    t = st->r.connect_timeout_ms;
+    if (st->r.lazy && t > LAZY_OPEN_TIMEOUT_MS)
+        t = LAZY_OPEN_TIMEOUT_MS;
+    rc = sync_lookup(st, t, host, &port, &role, why, sizeof why);
+    if (rc == FG_OK) {
+        inner *in = inner_open(st, host, port, st->r.lazy, why, sizeof why);
+        if (!in) {
+            char m[300];
+            hostport(host, port, m, sizeof m);
+            fg__seterr(err, errlen, FG_EBACKEND,
+                       "sentinel: master '%s' at %s: %s", st->u.master, m,
+                       why);
+            goto fail;
+        }
+        install(st, in);
+    } else if (is_config_error(rc) || !st->r.lazy) {
+        /* A sentinel that answers and refuses is a configuration error,
+         * even for a lazy store; no sentinel answering is one unless
+         * lazy. */
+        fg__seterr(err, errlen, is_config_error(rc) ? FG_EINVAL : rc, "%s",
+                   why);
+        goto fail;
+    } else {
+        set_error(st, "%s", why);
+        atomic_store(&st->suspect, 1);
+    }
+    if (base) {
+        struct timeval tv = {0, TICK_US};
+        event_add(st->tick, &tv);
+        sub_start(st);
+    } else {
+        if (pthread_create(&st->thr, NULL, monitor, st) != 0) {
+            fg__seterr(err, errlen, FG_ENOMEM, "sentinel: cannot start its "
+                                               "thread");
+            goto fail;
+        }
+        st->thr_on = 1;
+    }
+    return &st->base;
+fail:
+    sentinel_close(&st->base);
+    return NULL;
+}
+
+static int is_sentinel(const fg_store *s)
+{
+    return s && (s->ops == &sentinel_ops || s->ops == &sentinel_async_ops);
+}
+
+unsigned long fg__store_sentinel_switches(fg_store *s)
+{
+    return is_sentinel(s) ? atomic_load(&((sentinel_store *)s)->switches) : 0;
+}
+
+int fg__store_sentinel_master(fg_store *s, char *buf, size_t n)
+{
+    if (!is_sentinel(s))
+        return FG_EINVAL;
+    sentinel_store *st = (sentinel_store *)s;
+    pthread_mutex_lock(&st->mu);
+    if (st->cur)
+        hostport(st->cur->host, st->cur->port, buf, n);
+    else if (n)
+        buf[0] = '\0';
+    pthread_mutex_unlock(&st->mu);
+    return FG_OK;
+}
+
+#define SENTINEL_OPS_COMMON                                                    \
+    .scheme = "sentinel", .limiter_init = sentinel_limiter_init,               \
+    .limiter_free = sentinel_limiter_free, .check = sentinel_check,            \
+    .refund = sentinel_refund, .keys = sentinel_keys,                          \
+    .close = sentinel_close, .node_name = sentinel_node_name,                  \
+    .node_error = sentinel_node_error
+
+static const fg__store_ops sentinel_ops = {SENTINEL_OPS_COMMON};
+static const fg__store_ops sentinel_async_ops = {
+    SENTINEL_OPS_COMMON, .check_async = sentinel_check_async};

@@ -1,0 +1,296 @@
+#!/usr/bin/env bash
+# sentinel://: a master, a replica and three sentinels (quorum 2), real
+# servers on free ports, behind two floodgate serve processes under a
+# steady load of token bucket and fixed window checks.
+#   - bad input gets a clear error at start (floodgate check exit 2; serve
+#     refuses an unknown master name, but starts with no sentinel up);
+#   - SIGKILL of the master: during the gap every store wait ends within
+#     timeout + 2 ms (99%) and 25 ms (each), and decisions follow each
+#     limit's policy; counts are exact again within 2 s of the promotion;
+#     the over-admission (allowed minus limit) is measured and compared
+#     with the bound of docs/redis.md;
+#   - SENTINEL FAILOVER (graceful): no error beyond the policy, exact after.
+FG_TEST_BOUND=${FG_TEST_BOUND:-80}
+. "$(dirname "$0")/../serve/lib.sh"
+
+MASTER=fgm$$
+start_node() { # start_node PORT [replicaof-port]: a redis-server
+    local port=$1 extra=()
+    [ $# -gt 1 ] && extra=(--replicaof 127.0.0.1 "$2")
+    mkdir -p "$T/r$port"
+    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+        --dir "$T/r$port" --logfile "$T/r$port/log" \
+        --repl-diskless-sync-delay 0 "${extra[@]}" &
+    PIDS="$PIDS $!"
+    eval "NODEPID_$port=$!"
+    for _ in $(seq 1 100); do
+        redis-cli -p "$port" ping 2>/dev/null | grep -q PONG && return 0
+        sleep 0.02
+    done
+    return 1
+}
+synced() { # synced PORT: the replica at PORT replicates from its master
+    redis-cli -p "$1" info replication | grep -q 'master_link_status:up'
+}
+wait_until() { # wait_until TENTHS CMD...: retry CMD every 0.1 s
+    local n=$1; shift
+    for _ in $(seq 1 "$n"); do "$@" && return 0; sleep 0.1; done
+    return 1
+}
+master_addr() { # the master's port, as sentinel 1 says
+    redis-cli -p "${SP[0]}" sentinel get-master-addr-by-name "$MASTER" | tail -1
+}
+ms() { echo $(($(date +%s%N) / 1000000)); }
+
+MP=$(free_port) && start_node "$MP" || { bad "master starts"; finish; }
+RP=$(free_port) && start_node "$RP" "$MP" || { bad "replica starts"; finish; }
+wait_until 50 synced "$RP" || bad "replica in sync"
+SP=()
+for i in 0 1 2; do
+    SP[$i]=$(free_port)
+    mkdir -p "$T/s$i"
+    cat >"$T/s$i/sentinel.conf" <<CONF
+port ${SP[$i]}
+bind 127.0.0.1
+dir $T/s$i
+logfile $T/s$i/log
+sentinel monitor $MASTER 127.0.0.1 $MP 2
+sentinel down-after-milliseconds $MASTER 500
+sentinel failover-timeout $MASTER 2000
+sentinel known-replica $MASTER 127.0.0.1 $RP
+CONF
+    redis-server "$T/s$i/sentinel.conf" --sentinel &
+    PIDS="$PIDS $!"
+done
+ready() { # every sentinel knows the replica and the two other sentinels
+    local i info
+    for i in 0 1 2; do
+        info=$(redis-cli -p "${SP[$i]}" sentinel master "$MASTER" 2>/dev/null | paste - - | tr '\t' ' ')
+        echo "$info" | grep -q '^num-slaves 1$' || return 1
+        echo "$info" | grep -q '^num-other-sentinels 2$' || return 1
+    done
+}
+wait_until 100 ready || { bad "sentinels know each other and the replica"; finish; }
+S="sentinel://127.0.0.1:${SP[0]},127.0.0.1:${SP[1]},127.0.0.1:${SP[2]}/$MASTER"
+
+# ---- Bad input, and floodgate check through Sentinel --------------------
+out=$("$FLOODGATE" check --store "$S" --limit 5/min --key cli1 --count 7 --timeout 2000 | tail -1)
+expect_eq "floodgate check through sentinel: 5 of 7" "$out" "allowed=5 limited=2"
+NOPE=$(free_port)
+for b in "sentinel://127.0.0.1:${SP[0]}/nosuch|monitors no master named 'nosuch'" \
+    "sentinel://127.0.0.1:$MP/$MASTER|not a sentinel" \
+    "sentinel://127.0.0.1:$NOPE/$MASTER|cannot connect" \
+    "sentinel://127.0.0.1:${SP[0]}|no master name" \
+    "sentinel:///$MASTER|no sentinel address" \
+    "sentinel://127.0.0.1:${SP[0]},/$MASTER|sentinel 2: empty address" \
+    "sentinel://127.0.0.1:0/$MASTER|port must be 1 .. 65535" \
+    "sentinel://127.0.0.1/$MASTER|expected host:port" \
+    "sentinel://127.0.0.1:${SP[0]}/$MASTER?bogus=1|unknown parameter 'bogus'"; do
+    "$FLOODGATE" check --store "${b%%|*}" --limit 5/s --key a 2>"$T/bad.err" >/dev/null
+    rc=$?
+    check "floodgate check --store '${b%%|*}': exit 2, '${b#*|}'" \
+        test $rc = 2 -a -n "$(grep -F "${b#*|}" "$T/bad.err")"
+done
+cat >"$T/bad.ini" <<INI
+[store]
+url = sentinel://127.0.0.1:${SP[0]}/nosuch
+[limit a]
+key = query:k
+rate = 5/s
+INI
+timeout 10 "$FLOODGATE" serve -c "$T/bad.ini" --listen 127.0.0.1:0 2>"$T/badserve.log"
+rc=$?
+check "serve refuses an unknown master name at start (exit $rc), saying why" \
+    test $rc != 0 -a $rc != 124 -a -n "$(grep -F "monitors no master named 'nosuch'" "$T/badserve.log")"
+sed "s|^url = .*|url = sentinel://127.0.0.1:$NOPE/$MASTER|" "$T/bad.ini" >"$T/down.ini"
+if start_fg down -c "$T/down.ini" --listen 127.0.0.1:0; then
+    ok "serve starts with no sentinel reachable (lazy)"
+    check "serve logs the store unreachable" grep -q 'event=store_unreachable' "$T/down.log"
+    st=$(http POST "http://127.0.0.1:$FGPORT_down/v1/check?limit=a&key=x")
+    expect_eq "no sentinel: the limit's policy answers (open: 200)" "$st" 200
+    kill -TERM "$FGPID_down"
+else
+    bad "serve starts with no sentinel reachable (lazy)"
+fi
+
+# ---- Two servers under load ----------------------------------------------
+for n in 1 2; do
+    cat >"$T/f$n.ini" <<INI
+[server]
+workers = 2
+id = api-$n
+[store]
+url = $S
+prefix = t$$:
+timeout = 5ms
+[limit tb]
+key = query:k
+algorithm = token_bucket
+rate = 100000/s
+on_failure = open
+[limit fw]
+key = query:k
+algorithm = fixed_window
+rate = 100000000/day
+on_failure = closed
+[limit ovf]
+key = query:k
+algorithm = fixed_window
+rate = 1500/day
+on_failure = closed
+[limit ovt]
+key = query:k
+algorithm = token_bucket
+rate = 1500/day
+on_failure = closed
+[limit ex]
+key = query:k
+algorithm = fixed_window
+rate = 5/day
+on_failure = closed
+timeout = 200ms
+INI
+    start_fg "f$n" -c "$T/f$n.ini" --listen 127.0.0.1:0 || { bad "server $n starts"; finish; }
+done
+A="http://127.0.0.1:$FGPORT_f1" B="http://127.0.0.1:$FGPORT_f2"
+hist() { # over both servers: store waits, within 7 ms, within 25 ms
+    local u c=0 w=0 x=0 m
+    for u in $A $B; do
+        m=$(curl -s "$u/metrics")
+        c=$((c + $(echo "$m" | awk '/^floodgate_store_latency_seconds_count/ { print $2 }')))
+        w=$((w + $(echo "$m" | awk '/^floodgate_store_latency_seconds_bucket\{le="0.007000"\}/ { print $2 }')))
+        x=$((x + $(echo "$m" | awk '/^floodgate_store_latency_seconds_bucket\{le="0.025000"\}/ { print $2 }')))
+    done
+    echo "$c $w $x"
+}
+exact_probe() { # exact_probe KEY: 7 checks of 'ex' (5/day) give 5 and 2
+    local out
+    out=$("$FGLOAD" -n 7 -c 1 "$A/v1/check?limit=ex&key=$1" "$B/v1/check?limit=ex&key=$1")
+    [ "$(field "$out" s200)" = 5 ] && [ "$(field "$out" s429)" = 2 ]
+}
+# Until 2 s after the promotion (at $1 ms): when a probe is first exact,
+# and whether every probe after it is exact too.
+exact_after() { # exact_after PROMOTED_MS TAG: sets FIRST_MS and STAYED
+    local i=0 t
+    FIRST_MS="" STAYED=1
+    while :; do
+        t=$(ms)
+        [ $((t - $1)) -gt 2500 ] && break
+        if exact_probe "$2$i"; then
+            [ -z "$FIRST_MS" ] && FIRST_MS=$((t - $1))
+        elif [ -n "$FIRST_MS" ]; then
+            STAYED=0
+        fi
+        i=$((i + 1))
+        sleep 0.05
+    done
+}
+# The steady load, for DUR ms: 'tb' (open) and 'fw' (closed) on many keys;
+# and one key each of 'ovf' and 'ovt' (1500 allowed), drained at 300/s so
+# that the failover falls in the middle of them.
+steady() { # steady DUR TAG
+    "$FGLOAD" -d "$1" -c 2 -r 400 "$A/v1/check?limit=tb&key=$2" "$B/v1/check?limit=tb&key=$2" >"$T/$2.tb" 2>"$T/$2.tb.err" &
+    L1=$!
+    "$FGLOAD" -d "$1" -c 2 -r 400 "$A/v1/check?limit=fw&key=$2" "$B/v1/check?limit=fw&key=$2" >"$T/$2.fw" 2>"$T/$2.fw.err" &
+    L2=$!
+    "$FGLOAD" -d "$1" -c 2 -r 300 "$A/v1/check?limit=ovf&key=$2" "$B/v1/check?limit=ovf&key=$2" >"$T/$2.ovf" 2>"$T/$2.ovf.err" &
+    L3=$!
+    "$FGLOAD" -d "$1" -c 2 -r 300 "$A/v1/check?limit=ovt&key=$2" "$B/v1/check?limit=ovt&key=$2" >"$T/$2.ovt" 2>"$T/$2.ovt.err" &
+    L4=$!
+    PIDS="$PIDS $L1 $L2 $L3 $L4"
+}
+steady_report() { # steady_report TAG WHAT: checks on what the loads saw
+    local f out
+    wait $L1 $L2 $L3 $L4
+    for f in tb fw ovf ovt; do echo "$2 $f: $(cat "$T/$1.$f")"; done
+    out=$(cat "$T/$1.tb")
+    check "$2: tb (on_failure open): every answer 200 ($(field "$out" s200) of $(field "$out" sent))" \
+        test "$(field "$out" s200)" = "$(field "$out" sent)" -a "$(field "$out" sent)" -gt 0
+    for f in fw ovf ovt; do
+        out=$(cat "$T/$1.$f")
+        check "$2: $f (on_failure closed): only 200, 429 or 503; no error" \
+            test "$(field "$out" errors)" = 0 -a "$(field "$out" other)" = 0 \
+            -a "$(field "$out" s4xx)" = 0 -a "$(field "$out" bad_headers)" = 0
+    done
+    out=$(cat "$T/$1.fw")
+    check "$2: fw: no 429 (limit out of reach)" test "$(field "$out" s429)" = 0
+    for f in ovf ovt; do
+        out=$(cat "$T/$1.$f")
+        local a; a=$(field "$out" s200)
+        check "$2: $f: drained (429s seen), so its allowed count is final" \
+            test "$(field "$out" s429)" -gt 0
+        OVER=$((a - 1500))
+        echo "$2: $f allowed $a of 1500: over-admission $OVER"
+        check "$2: $f over-admission $OVER within the bound (one limit, 1500; never below 0)" \
+            test "$OVER" -ge 0 -a "$OVER" -le 1500
+        eval "OVER_${1}_$f=$OVER"
+    done
+}
+
+# Warm: exact before any failover.
+check "exact before the failover" exact_probe warm
+
+# ---- 1. SIGKILL of the master --------------------------------------------
+set -- $(hist); c0=$1; w0=$2; x0=$3
+steady 9000 k1
+sleep 2.5
+lag=$(redis-cli -p "$MP" info replication | tr -d '\r' | awk -F'[=,:]' '/^slave0/ { for (i = 1; i < NF; i++) if ($i == "lag") print $(i + 1) }')
+off_m=$(redis-cli -p "$MP" info replication | tr -d '\r' | awk -F: '/^master_repl_offset/ { print $2 }')
+off_r=$(redis-cli -p "$RP" info replication | tr -d '\r' | awk -F: '/^slave_repl_offset/ { print $2 }')
+echo "before the kill: replica lag ${lag:-?} s, offsets master $off_m replica $off_r"
+t_kill=$(ms)
+eval "kill -KILL \$NODEPID_$MP"
+promoted() { [ "$(master_addr)" = "$RP" ]; }
+wait_until 80 promoted || bad "the replica is promoted"
+t_prom=$(ms)
+echo "promoted $((t_prom - t_kill)) ms after the kill"
+exact_after "$t_prom" e1
+check "kill: exact again within 2 s of the promotion (first at ${FIRST_MS:-never} ms)" \
+    test -n "$FIRST_MS" -a "${FIRST_MS:-9999}" -le 2000
+check "kill: exact in every probe after that" test "$STAYED" = 1
+steady_report k1 "kill"
+set -- $(hist)
+n=$(($1 - c0)); w=$(($2 - w0)); x=$(($3 - x0))
+echo "kill: store waits $n, within 7 ms $w, within 25 ms $x"
+check "kill: 99% of store waits within timeout + 2 ms ($w of $n)" \
+    test $((w * 100)) -ge $((n * 99)) -a "$n" -gt 0
+check "kill: every store wait within 25 ms ($x of $n)" test "$x" = "$n"
+grep -h 'fgload: error' "$T"/k1.*.err | head -5
+
+# ---- 2. SENTINEL FAILOVER, graceful ----------------------------------------
+# The old master comes back as a replica of the new one.
+start_node "$MP" "$RP" || bad "old master restarts as a replica"
+wait_until 50 synced "$MP" || bad "old master in sync"
+known() { # every sentinel lists the old master as a replica that is up
+    local i
+    for i in 0 1 2; do
+        redis-cli -p "${SP[$i]}" sentinel replicas "$MASTER" | paste -s -d' ' |
+            grep -q "port $MP .*flags slave " || return 1
+    done
+}
+wait_until 120 known || bad "sentinels see the old master as a replica"
+set -- $(hist); c0=$1; w0=$2; x0=$3
+steady 8000 k2
+sleep 2.5
+t_fo=$(ms)
+redis-cli -p "${SP[0]}" sentinel failover "$MASTER" | grep -q OK || bad "SENTINEL FAILOVER accepted"
+back() { [ "$(master_addr)" = "$MP" ]; }
+wait_until 80 back || bad "the old master is promoted again"
+t_prom=$(ms)
+echo "graceful: switched $((t_prom - t_fo)) ms after SENTINEL FAILOVER"
+exact_after "$t_prom" e2
+check "graceful: exact again within 2 s of the switch (first at ${FIRST_MS:-never} ms)" \
+    test -n "$FIRST_MS" -a "${FIRST_MS:-9999}" -le 2000
+check "graceful: exact in every probe after that" test "$STAYED" = 1
+steady_report k2 "graceful"
+set -- $(hist)
+n=$(($1 - c0)); w=$(($2 - w0)); x=$(($3 - x0))
+echo "graceful: store waits $n, within 7 ms $w, within 25 ms $x"
+check "graceful: every store wait within 25 ms ($x of $n)" test "$x" = "$n"
+for f in tb fw ovf ovt; do
+    e=$(field "$(cat "$T/k2.$f")" errors)
+    expect_eq "graceful: $f: no request without an answer" "$e" 0
+done
+echo "over-admission: kill ovf=$OVER_k1_ovf ovt=$OVER_k1_ovt; graceful ovf=$OVER_k2_ovf ovt=$OVER_k2_ovt"
+curl -s "$A/metrics" | grep '^floodgate_store_node' | grep -v bucket
+finish

@@ -69,11 +69,15 @@ int fg__sentinel_addr_reply(const redisReply *r, char *host, size_t hostlen,
  * when it says neither (an error such as NOPERM, or no array). */
 int fg__sentinel_role_reply(const redisReply *r);
 
-/* A message of the "+switch-master" channel ("MASTER old-ip old-port
- * new-ip new-port"), as a subscriber receives it: 1 with the new address
- * when it concerns 'master', else 0. */
-int fg__sentinel_switch_msg(const redisReply *r, const char *master,
-                            char *host, size_t hostlen, int *port);
+/* A message of a channel the store subscribes to, as a subscriber
+ * receives it: FG__SENTINEL_SWITCH for "+switch-master" ("MASTER old-ip
+ * old-port new-ip new-port"), FG__SENTINEL_PROMOTING for
+ * "+failover-state-wait-promotion" ("slave NAME ip port @ MASTER ip port":
+ * the replica was just told to become the master), each with the new
+ * master's address, when it concerns 'master'; else 0. */
+enum { FG__SENTINEL_SWITCH = 1, FG__SENTINEL_PROMOTING = 2 };
+int fg__sentinel_event(const redisReply *r, const char *master, char *host,
+                       size_t hostlen, int *port);
 
 /* For tests: how many times the store switched masters (1 after an open
  * that found one), and the current master's "host:port" ("" when none).

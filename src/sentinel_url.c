@@ -349,21 +349,36 @@ int fg__sentinel_role_reply(const redisReply *r)
     return r->element[0]->len == 6 && memcmp(r->element[0]->str, "master", 6) == 0;
 }
 
-int fg__sentinel_switch_msg(const redisReply *r, const char *master,
-                            char *host, size_t hostlen, int *port)
+int fg__sentinel_event(const redisReply *r, const char *master, char *host,
+                       size_t hostlen, int *port)
 {
-    char name[FG__SENTINEL_NAME_MAX + 1], h[FG__SENTINEL_HOST_MAX], fmt[64];
+    char name[FG__SENTINEL_NAME_MAX + 1], h[FG__SENTINEL_HOST_MAX], fmt[80];
     unsigned p;
+    int kind;
     if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
-        !is_str(r->element[0]) || !is_str(r->element[2]) ||
-        strcmp(r->element[0]->str, "message") != 0)
+        !is_str(r->element[0]) || !is_str(r->element[1]) ||
+        !is_str(r->element[2]) || strcmp(r->element[0]->str, "message") != 0)
         return 0;
-    snprintf(fmt, sizeof fmt, "%%%ds %%*s %%*s %%%ds %%u", FG__SENTINEL_NAME_MAX,
-             FG__SENTINEL_HOST_MAX - 1);
-    if (sscanf(r->element[2]->str, fmt, name, h, &p) != 3 || p == 0 ||
-        p > 65535 || strcmp(name, master) != 0 || strlen(h) >= hostlen)
+    if (strcmp(r->element[1]->str, "+switch-master") == 0) {
+        kind = FG__SENTINEL_SWITCH;
+        snprintf(fmt, sizeof fmt, "%%%ds %%*s %%*s %%%ds %%u",
+                 FG__SENTINEL_NAME_MAX, FG__SENTINEL_HOST_MAX - 1);
+        if (sscanf(r->element[2]->str, fmt, name, h, &p) != 3)
+            return 0;
+    } else if (strcmp(r->element[1]->str, "+failover-state-wait-promotion") ==
+               0) {
+        kind = FG__SENTINEL_PROMOTING;
+        snprintf(fmt, sizeof fmt, "slave %%*s %%%ds %%u @ %%%ds",
+                 FG__SENTINEL_HOST_MAX - 1, FG__SENTINEL_NAME_MAX);
+        if (sscanf(r->element[2]->str, fmt, h, &p, name) != 3)
+            return 0;
+    } else {
+        return 0;
+    }
+    if (p == 0 || p > 65535 || strcmp(name, master) != 0 ||
+        strlen(h) >= hostlen)
         return 0;
     strcpy(host, h);
     *port = (int)p;
-    return 1;
+    return kind;
 }

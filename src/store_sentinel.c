@@ -44,6 +44,13 @@
 #include "clock.h"
 #include "error.h"
 
+/* How long a replica told to become the master is given to say it is one,
+ * and how often it is asked meanwhile. */
+#define PROMOTION_WAIT_US 1000000u
+#define PROMOTION_POLL_US 10000u
+/* How long, after following a promotion event, the old master is not gone
+ * back to (Sentinel's failover takes about a second to see it). */
+#define PREV_HOLD_US 5000000u
 /* Deadline of one question (a sentinel, or a candidate's ROLE) after open. */
 #define ASK_TIMEOUT_MS 200u
 /* The lookup at open of a lazy store (serve's workers): a sentinel that
@@ -104,8 +111,18 @@ typedef struct sentinel_store {
     struct event *tick;
     redisAsyncContext *q; /* the question in flight */
     struct event *q_timer;
-    int q_phase;      /* 0 idle, 1 asking sentinel q_idx, 2 checking 'cand' */
+    /* 0 idle, 1 asking sentinel q_idx, 2 checking 'cand', 3 waiting to
+     * check it again (a promotion not done yet) */
+    int q_phase;
     unsigned q_idx;
+    int q_hint;          /* 'cand' comes from a promotion event */
+    uint64_t hint_wait_us; /* until when a promotion is waited for */
+    /* The master left on a promotion event: sentinels name it until they
+     * see the promotion themselves, and it says it is a master until it is
+     * demoted, so it is not gone back to before 'prev_until_us'. */
+    char prev[FG__SENTINEL_HOST_MAX];
+    int prev_port;
+    uint64_t prev_until_us;
     int q_again;      /* asked to look up again meanwhile */
     uint64_t q_end_us; /* when the last lookup ended */
     char cand[FG__SENTINEL_HOST_MAX];
@@ -548,6 +565,7 @@ static void ask_next(sentinel_store *st);
 static void lookup_end(sentinel_store *st)
 {
     st->q_phase = 0;
+    st->q_hint = 0;
     st->q_end_us = fg__mono_precise_us();
     if (st->q_again && !st->closing) {
         st->q_again = 0;
@@ -575,6 +593,7 @@ static void arm_q_timer(sentinel_store *st)
 
 static void on_role(redisAsyncContext *ac, void *reply, void *priv);
 static void on_addr(redisAsyncContext *ac, void *reply, void *priv);
+static void verify_cand(sentinel_store *st);
 
 /* Ask the next sentinel, from 'q_idx' on, or end the lookup. */
 static void ask_next(sentinel_store *st)
@@ -625,10 +644,18 @@ static void on_addr(redisAsyncContext *ac, void *reply, void *priv)
         ask_next(st);
         return;
     }
-    if (same_master(st, st->cand, st->cand_port)) {
-        lookup_end(st); /* no failover (yet) */
+    if (same_master(st, st->cand, st->cand_port) ||
+        (st->cand_port == st->prev_port && !strcmp(st->cand, st->prev) &&
+         fg__mono_precise_us() < st->prev_until_us)) {
+        lookup_end(st); /* no failover (yet), or not seen by the sentinel */
         return;
     }
+    verify_cand(st);
+}
+
+/* Ask 'cand' for its ROLE (on_role). */
+static void verify_cand(sentinel_store *st)
+{
     const char *argv[] = {"ROLE"};
     st->q = async_ask(st, st->cand, st->cand_port, st->r.user, st->r.password,
                       1, argv, on_role);
@@ -655,6 +682,14 @@ static void on_role(redisAsyncContext *ac, void *reply, void *priv)
     int role = fg__sentinel_role_reply(reply);
     q_drop(st);
     hostport(st->cand, st->cand_port, m, sizeof m);
+    if (role == 0 && st->q_hint &&
+        fg__mono_precise_us() < st->hint_wait_us) {
+        /* Told to become the master, not one yet: ask again shortly. */
+        struct timeval tv = {0, PROMOTION_POLL_US};
+        st->q_phase = 3;
+        evtimer_add(st->q_timer, &tv);
+        return;
+    }
     if (role == 0) {
         /* A sentinel that has not seen the failover: ask the next. */
         set_error(st, "sentinel: %s is named master of '%s' but is not one",
@@ -663,11 +698,19 @@ static void on_role(redisAsyncContext *ac, void *reply, void *priv)
         ask_next(st);
         return;
     }
+    inner *old = st->cur;
     inner *in = inner_open(st, st->cand, st->cand_port, 1, why, sizeof why);
-    if (in)
+    if (in) {
+        if (st->q_hint && old) {
+            snprintf(st->prev, sizeof st->prev, "%s", old->host);
+            st->prev_port = old->port;
+            st->prev_until_us = fg__mono_precise_us() + PREV_HOLD_US;
+        }
         install(st, in);
-    else
+        st->q_again = 0; /* what asked for a lookup is answered */
+    } else {
         set_error(st, "sentinel: master %s: %s", m, why);
+    }
     lookup_end(st);
 }
 
@@ -678,10 +721,30 @@ static void on_q_timer(evutil_socket_t fd, short what, void *arg)
     (void)what;
     if (st->q)
         ask_failed(st);
+    else if (st->q_phase == 3)
+        verify_cand(st);
+}
+
+/* A replica is being promoted: check it and switch to it at once, rather
+ * than when Sentinel has seen the promotion (its next INFO, up to a second
+ * later), during which the old master would still take writes that the
+ * new one never sees. */
+static void follow_promotion(sentinel_store *st, const char *host, int port)
+{
+    if (same_master(st, host, port))
+        return;
+    q_drop(st);
+    snprintf(st->cand, sizeof st->cand, "%s", host);
+    st->cand_port = port;
+    st->q_hint = 1;
+    st->q_idx = st->u.n; /* if it fails, the lookup ends */
+    st->hint_wait_us = fg__mono_precise_us() + PROMOTION_WAIT_US;
+    verify_cand(st);
 }
 
 /* The subscription: a "+switch-master" for our master starts a lookup,
- * which checks the new master before switching to it. */
+ * which checks the new master before switching to it; a promotion event
+ * has its replica checked and followed at once. */
 static void on_sub(redisAsyncContext *ac, void *reply, void *priv)
 {
     sentinel_store *st = priv;
@@ -699,8 +762,11 @@ static void on_sub(redisAsyncContext *ac, void *reply, void *priv)
         st->sub_retry_us = fg__mono_precise_us() + RETRY_US;
         return;
     }
-    if (fg__sentinel_switch_msg(r, st->u.master, host, sizeof host, &port) &&
-        !same_master(st, host, port)) {
+    int ev = fg__sentinel_event(r, st->u.master, host, sizeof host, &port);
+    if (ev == FG__SENTINEL_PROMOTING && !st->closing) {
+        follow_promotion(st, host, port);
+    } else if (ev == FG__SENTINEL_SWITCH && !same_master(st, host, port)) {
+        st->prev_until_us = 0; /* the sentinels have seen it now */
         if (st->q_phase)
             st->q_again = 1;
         else
@@ -710,12 +776,13 @@ static void on_sub(redisAsyncContext *ac, void *reply, void *priv)
 
 static void sub_start(sentinel_store *st)
 {
-    const char *argv[] = {"SUBSCRIBE", "+switch-master"};
+    const char *argv[] = {"SUBSCRIBE", "+switch-master",
+                          "+failover-state-wait-promotion"};
     unsigned i = st->sub_idx;
     if (st->sub || st->closing || fg__mono_precise_us() < st->sub_retry_us)
         return;
     st->sub = async_ask(st, st->addr[i], st->u.s[i].port, st->u.sentinel_user,
-                        st->u.sentinel_password, 2, argv, on_sub);
+                        st->u.sentinel_password, 3, argv, on_sub);
     if (!st->sub) {
         st->sub_idx = (i + 1) % st->u.n;
         st->sub_retry_us = fg__mono_precise_us() + RETRY_US;

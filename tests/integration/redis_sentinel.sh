@@ -219,10 +219,13 @@ steady_report() { # steady_report TAG WHAT: checks on what the loads saw
         local a; a=$(field "$out" s200)
         check "$2: $f: drained (429s seen), so its allowed count is final" \
             test "$(field "$out" s429)" -gt 0
+        # Below 0 when checks that timed out (5 ms) were counted by
+        # Redis all the same: the store's answer came too late, or never
+        # (the master killed between the script and its reply).
         OVER=$((a - 1500))
         echo "$2: $f allowed $a of 1500: over-admission $OVER"
-        check "$2: $f over-admission $OVER within the bound (one limit, 1500; never below 0)" \
-            test "$OVER" -ge 0 -a "$OVER" -le 1500
+        check "$2: $f over-admission $OVER within the bound (one limit: 1500)" \
+            test "$OVER" -le 1500
         eval "OVER_${1}_$f=$OVER"
     done
 }
@@ -234,10 +237,11 @@ check "exact before the failover" exact_probe warm
 set -- $(hist); c0=$1; w0=$2; x0=$3
 steady 9000 k1
 sleep 2.5
-lag=$(redis-cli -p "$MP" info replication | tr -d '\r' | awk -F'[=,:]' '/^slave0/ { for (i = 1; i < NF; i++) if ($i == "lag") print $(i + 1) }')
-off_m=$(redis-cli -p "$MP" info replication | tr -d '\r' | awk -F: '/^master_repl_offset/ { print $2 }')
-off_r=$(redis-cli -p "$RP" info replication | tr -d '\r' | awk -F: '/^slave_repl_offset/ { print $2 }')
-echo "before the kill: replica lag ${lag:-?} s, offsets master $off_m replica $off_r"
+# What the replica had not acknowledged yet, from one INFO of the master.
+redis-cli -p "$MP" info replication | tr -d '\r' >"$T/repl"
+off_m=$(awk -F: '/^master_repl_offset/ { print $2 }' "$T/repl")
+off_r=$(awk -F'[=,]' '/^slave0/ { for (i = 1; i < NF; i++) if ($i == "offset") print $(i + 1) }' "$T/repl")
+echo "before the kill: master offset $off_m, replica acknowledged $off_r"
 t_kill=$(ms)
 eval "kill -KILL \$NODEPID_$MP"
 promoted() { [ "$(master_addr)" = "$RP" ]; }
@@ -290,6 +294,14 @@ check "graceful: every store wait within 25 ms ($x of $n)" test "$x" = "$n"
 for f in tb fw ovf ovt; do
     e=$(field "$(cat "$T/k2.$f")" errors)
     expect_eq "graceful: $f: no request without an answer" "$e" 0
+done
+# Following the promotion event, the old master takes writes only until
+# each server has switched (milliseconds): at 300 checks/s, 100 ms of them
+# (30) is far above that, and far below the second until Sentinel itself
+# sees the promotion (about 300 lost).
+for f in ovf ovt; do
+    eval "o=\$OVER_k2_$f"
+    check "graceful: $f over-admission $o within 100 ms of load (30)" test "$o" -le 30
 done
 echo "over-admission: kill ovf=$OVER_k1_ovf ovt=$OVER_k1_ovt; graceful ovf=$OVER_k2_ovf ovt=$OVER_k2_ovt"
 curl -s "$A/metrics" | grep '^floodgate_store_node' | grep -v bucket

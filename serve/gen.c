@@ -85,8 +85,8 @@ static int add_param(char *out, size_t outlen, const char *url,
         o += (size_t)n;
         if (!*p)
             return 0;
-        size_t len = strncmp(url, "sentinel://", 11) ? strcspn(p, ",")
-                                                     : strlen(p);
+        size_t len =
+            strncmp(url, "sentinel://", 11) ? strcspn(p, ",") : strlen(p);
         const char *sep = memchr(p, '?', len) ? "&" : "?";
         if (has_param(p, len, name))
             sep = param = "";

@@ -17,7 +17,7 @@
 
 #include <hiredis/hiredis.h>
 
-#define FG__SENTINELS_MAX 16
+#define FG__SENTINELS_MAX     16
 #define FG__SENTINEL_NAME_MAX 64
 #define FG__SENTINEL_HOST_MAX 256
 

@@ -59,8 +59,8 @@ static int parse_port(const char *s, size_t n)
 }
 
 /* One sentinel, "host:port" or "[v6]:port" ('n' bytes), as the 'i'th. */
-static int parse_addr(fg__sentinel_addr *a, const char *s, size_t n,
-                      unsigned i, char *err, size_t errlen)
+static int parse_addr(fg__sentinel_addr *a, const char *s, size_t n, unsigned i,
+                      char *err, size_t errlen)
 {
     const char *h = s, *colon;
     size_t hl;
@@ -102,8 +102,8 @@ static int parse_addr(fg__sentinel_addr *a, const char *s, size_t n,
     return FG_OK;
 }
 
-static int parse_hosts(fg__sentinel_url *u, const char *s, size_t n,
-                       char *err, size_t errlen)
+static int parse_hosts(fg__sentinel_url *u, const char *s, size_t n, char *err,
+                       size_t errlen)
 {
     const char *end = s + n;
     if (n == 0)
@@ -127,8 +127,8 @@ static int parse_hosts(fg__sentinel_url *u, const char *s, size_t n,
     }
 }
 
-static int parse_master(fg__sentinel_url *u, const char *s, size_t n,
-                        char *err, size_t errlen)
+static int parse_master(fg__sentinel_url *u, const char *s, size_t n, char *err,
+                        size_t errlen)
 {
     if (n == 0)
         return fg__seterr(err, errlen, FG_EINVAL,
@@ -165,10 +165,9 @@ static int parse_query(fg__sentinel_url *u, const char *q, char *err,
         int is_pass = n >= 18 && strncmp(q, "sentinel_password=", 18) == 0;
         if (is_user || is_pass) {
             if ((is_user && have_user) || (is_pass && have_pass))
-                return fg__seterr(err, errlen, FG_EINVAL,
-                                  "sentinel url: %s given twice",
-                                  is_user ? "sentinel_user"
-                                          : "sentinel_password");
+                return fg__seterr(
+                    err, errlen, FG_EINVAL, "sentinel url: %s given twice",
+                    is_user ? "sentinel_user" : "sentinel_password");
             size_t k = is_user ? 14 : 18;
             char *dst = is_user ? u->sentinel_user : u->sentinel_password;
             if (decode(q + k, n - k, dst, sizeof u->sentinel_user) != FG_OK)
@@ -296,8 +295,8 @@ int fg__sentinel_master_url(const fg__sentinel_url *u, const char *host,
 
 static int is_str(const redisReply *r)
 {
-    return r && (r->type == REDIS_REPLY_STRING ||
-                 r->type == REDIS_REPLY_STATUS);
+    return r &&
+           (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS);
 }
 
 int fg__sentinel_addr_reply(const redisReply *r, char *host, size_t hostlen,
@@ -311,8 +310,7 @@ int fg__sentinel_addr_reply(const redisReply *r, char *host, size_t hostlen,
     if (r->type == REDIS_REPLY_ERROR) {
         if (strncmp(r->str, "NOAUTH", 6) == 0 ||
             strncmp(r->str, "WRONGPASS", 9) == 0 ||
-            strstr(r->str, "invalid password") ||
-            strstr(r->str, "AUTH"))
+            strstr(r->str, "invalid password") || strstr(r->str, "AUTH"))
             return fg__seterr(err, errlen, FG_EAUTH,
                               "the sentinel refused: %.120s (its password "
                               "is sentinel_password=)",
@@ -346,7 +344,8 @@ int fg__sentinel_role_reply(const redisReply *r)
     if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
         !is_str(r->element[0]))
         return -1;
-    return r->element[0]->len == 6 && memcmp(r->element[0]->str, "master", 6) == 0;
+    return r->element[0]->len == 6 &&
+           memcmp(r->element[0]->str, "master", 6) == 0;
 }
 
 int fg__sentinel_event(const redisReply *r, const char *master, char *host,

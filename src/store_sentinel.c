@@ -115,7 +115,7 @@ typedef struct sentinel_store {
      * check it again (a promotion not done yet) */
     int q_phase;
     unsigned q_idx;
-    int q_hint;          /* 'cand' comes from a promotion event */
+    int q_hint;            /* 'cand' comes from a promotion event */
     uint64_t hint_wait_us; /* until when a promotion is waited for */
     /* The master left on a promotion event: sentinels name it until they
      * see the promotion themselves, and it says it is a master until it is
@@ -123,7 +123,7 @@ typedef struct sentinel_store {
     char prev[FG__SENTINEL_HOST_MAX];
     int prev_port;
     uint64_t prev_until_us;
-    int q_again;      /* asked to look up again meanwhile */
+    int q_again;       /* asked to look up again meanwhile */
     uint64_t q_end_us; /* when the last lookup ended */
     char cand[FG__SENTINEL_HOST_MAX];
     int cand_port;
@@ -242,7 +242,8 @@ static int sync_lookup(sentinel_store *st, uint32_t timeout_ms, char *host,
     for (unsigned i = 0; i < st->u.n; i++) {
         char where[300], e[256];
         hostport(st->u.s[i].host, st->u.s[i].port, where, sizeof where);
-        redisContext *c = sync_connect(st->addr[i], st->u.s[i].port, timeout_ms);
+        redisContext *c =
+            sync_connect(st->addr[i], st->u.s[i].port, timeout_ms);
         if (!c || c->err) {
             snprintf(why, sizeof why, "sentinel %.200s: cannot connect: %.120s",
                      where, c ? c->errstr : "out of memory");
@@ -379,7 +380,8 @@ static void reap(sentinel_store *st, int all)
     }
 }
 
-/* ---- The blocking store's thread ------------------------------------------ */
+/* ---- The blocking store's thread ------------------------------------------
+ */
 
 static void *monitor(void *arg)
 {
@@ -439,6 +441,10 @@ static void note_failure(sentinel_store *st, int on_loop)
 {
     atomic_store(&st->suspect, 1);
     if (st->evb) {
+        /* The master followed on a promotion event fails: a failover that
+         * aborted may give the old one back. */
+        if (on_loop)
+            st->prev_until_us = 0;
         if (on_loop && !st->closing && st->q_phase == 0 &&
             fg__mono_precise_us() - st->q_end_us >= RETRY_US)
             lookup_start(st);
@@ -601,9 +607,8 @@ static void ask_next(sentinel_store *st)
     const char *argv[] = {"SENTINEL", "get-master-addr-by-name", st->u.master};
     while (st->q_idx < st->u.n) {
         unsigned i = st->q_idx;
-        st->q = async_ask(st, st->addr[i], st->u.s[i].port,
-                          st->u.sentinel_user, st->u.sentinel_password, 3,
-                          argv, on_addr);
+        st->q = async_ask(st, st->addr[i], st->u.s[i].port, st->u.sentinel_user,
+                          st->u.sentinel_password, 3, argv, on_addr);
         if (st->q) {
             st->q_phase = 1;
             arm_q_timer(st);
@@ -682,8 +687,7 @@ static void on_role(redisAsyncContext *ac, void *reply, void *priv)
     int role = fg__sentinel_role_reply(reply);
     q_drop(st);
     hostport(st->cand, st->cand_port, m, sizeof m);
-    if (role == 0 && st->q_hint &&
-        fg__mono_precise_us() < st->hint_wait_us) {
+    if (role == 0 && st->q_hint && fg__mono_precise_us() < st->hint_wait_us) {
         /* Told to become the master, not one yet: ask again shortly. */
         struct timeval tv = {0, PROMOTION_POLL_US};
         st->q_phase = 3;
@@ -692,8 +696,8 @@ static void on_role(redisAsyncContext *ac, void *reply, void *priv)
     }
     if (role == 0) {
         /* A sentinel that has not seen the failover: ask the next. */
-        set_error(st, "sentinel: %s is named master of '%s' but is not one",
-                  m, st->u.master);
+        set_error(st, "sentinel: %s is named master of '%s' but is not one", m,
+                  st->u.master);
         st->q_idx++;
         ask_next(st);
         return;
@@ -1021,8 +1025,8 @@ static int resolve(sentinel_store *st, char *err, size_t errlen)
                 ? (const void *)&((struct sockaddr_in *)res->ai_addr)->sin_addr
                 : (const void *)&((struct sockaddr_in6 *)res->ai_addr)
                       ->sin6_addr;
-        int ok = inet_ntop(res->ai_family, in, st->addr[i], sizeof st->addr[i]) !=
-                 NULL;
+        int ok = inet_ntop(res->ai_family, in, st->addr[i],
+                           sizeof st->addr[i]) != NULL;
         freeaddrinfo(res);
         if (!ok)
             return fg__seterr(err, errlen, FG_EBACKEND,
@@ -1076,8 +1080,7 @@ fg_store *fg__store_sentinel_open(const char *url, struct event_base *base,
             char m[300];
             hostport(host, port, m, sizeof m);
             fg__seterr(err, errlen, FG_EBACKEND,
-                       "sentinel: master '%s' at %s: %s", st->u.master, m,
-                       why);
+                       "sentinel: master '%s' at %s: %s", st->u.master, m, why);
             goto fail;
         }
         install(st, in);
@@ -1098,8 +1101,9 @@ fg_store *fg__store_sentinel_open(const char *url, struct event_base *base,
         sub_start(st);
     } else {
         if (pthread_create(&st->thr, NULL, monitor, st) != 0) {
-            fg__seterr(err, errlen, FG_ENOMEM, "sentinel: cannot start its "
-                                               "thread");
+            fg__seterr(err, errlen, FG_ENOMEM,
+                       "sentinel: cannot start its "
+                       "thread");
             goto fail;
         }
         st->thr_on = 1;
@@ -1137,9 +1141,8 @@ int fg__store_sentinel_master(fg_store *s, char *buf, size_t n)
 #define SENTINEL_OPS_COMMON                                                    \
     .scheme = "sentinel", .limiter_init = sentinel_limiter_init,               \
     .limiter_free = sentinel_limiter_free, .check = sentinel_check,            \
-    .refund = sentinel_refund, .keys = sentinel_keys,                          \
-    .close = sentinel_close, .node_name = sentinel_node_name,                  \
-    .node_error = sentinel_node_error
+    .refund = sentinel_refund, .keys = sentinel_keys, .close = sentinel_close, \
+    .node_name = sentinel_node_name, .node_error = sentinel_node_error
 
 static const fg__store_ops sentinel_ops = {SENTINEL_OPS_COMMON};
 static const fg__store_ops sentinel_async_ops = {

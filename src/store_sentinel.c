@@ -619,10 +619,25 @@ static void ask_next(sentinel_store *st)
     lookup_end(st);
 }
 
+/* Check the replica being promoted again after PROMOTION_POLL_US. */
+static void poll_hint(sentinel_store *st)
+{
+    struct timeval tv = {0, PROMOTION_POLL_US};
+    st->q_phase = 3;
+    evtimer_add(st->q_timer, &tv);
+}
+
 /* A question failed (no answer, or not a useful one): the next sentinel. */
 static void ask_failed(sentinel_store *st)
 {
     q_drop(st);
+    if (st->q_hint && fg__mono_precise_us() < st->hint_wait_us) {
+        /* The replica being promoted did not answer: Sentinel's
+         * promotion ends with CLIENT KILL TYPE normal, which may close
+         * our question to it. Ask again shortly. */
+        poll_hint(st);
+        return;
+    }
     st->q_idx++;
     ask_next(st);
 }
@@ -689,9 +704,7 @@ static void on_role(redisAsyncContext *ac, void *reply, void *priv)
     hostport(st->cand, st->cand_port, m, sizeof m);
     if (role == 0 && st->q_hint && fg__mono_precise_us() < st->hint_wait_us) {
         /* Told to become the master, not one yet: ask again shortly. */
-        struct timeval tv = {0, PROMOTION_POLL_US};
-        st->q_phase = 3;
-        evtimer_add(st->q_timer, &tv);
+        poll_hint(st);
         return;
     }
     if (role == 0) {

@@ -136,12 +136,12 @@ on_failure = closed
 [limit ovf]
 key = query:k
 algorithm = fixed_window
-rate = 1500/day
+rate = 1000/day
 on_failure = closed
 [limit ovt]
 key = query:k
 algorithm = token_bucket
-rate = 1500/day
+rate = 1000/day
 on_failure = closed
 [limit ex]
 key = query:k
@@ -186,16 +186,16 @@ exact_after() { # exact_after PROMOTED_MS TAG: sets FIRST_MS and STAYED
     done
 }
 # The steady load, for DUR ms: 'tb' (open) and 'fw' (closed) on many keys;
-# and one key each of 'ovf' and 'ovt' (1500 allowed), drained at 300/s so
+# and one key each of 'ovf' and 'ovt' (1000 allowed), drained at 200/s so
 # that the failover falls in the middle of them.
 steady() { # steady DUR TAG
-    "$FGLOAD" -d "$1" -c 2 -r 400 "$A/v1/check?limit=tb&key=$2" "$B/v1/check?limit=tb&key=$2" >"$T/$2.tb" 2>"$T/$2.tb.err" &
+    "$FGLOAD" -d "$1" -c 2 -r 250 "$A/v1/check?limit=tb&key=$2" "$B/v1/check?limit=tb&key=$2" >"$T/$2.tb" 2>"$T/$2.tb.err" &
     L1=$!
-    "$FGLOAD" -d "$1" -c 2 -r 400 "$A/v1/check?limit=fw&key=$2" "$B/v1/check?limit=fw&key=$2" >"$T/$2.fw" 2>"$T/$2.fw.err" &
+    "$FGLOAD" -d "$1" -c 2 -r 250 "$A/v1/check?limit=fw&key=$2" "$B/v1/check?limit=fw&key=$2" >"$T/$2.fw" 2>"$T/$2.fw.err" &
     L2=$!
-    "$FGLOAD" -d "$1" -c 2 -r 300 "$A/v1/check?limit=ovf&key=$2" "$B/v1/check?limit=ovf&key=$2" >"$T/$2.ovf" 2>"$T/$2.ovf.err" &
+    "$FGLOAD" -d "$1" -c 2 -r 200 "$A/v1/check?limit=ovf&key=$2" "$B/v1/check?limit=ovf&key=$2" >"$T/$2.ovf" 2>"$T/$2.ovf.err" &
     L3=$!
-    "$FGLOAD" -d "$1" -c 2 -r 300 "$A/v1/check?limit=ovt&key=$2" "$B/v1/check?limit=ovt&key=$2" >"$T/$2.ovt" 2>"$T/$2.ovt.err" &
+    "$FGLOAD" -d "$1" -c 2 -r 200 "$A/v1/check?limit=ovt&key=$2" "$B/v1/check?limit=ovt&key=$2" >"$T/$2.ovt" 2>"$T/$2.ovt.err" &
     L4=$!
     PIDS="$PIDS $L1 $L2 $L3 $L4"
 }
@@ -222,10 +222,10 @@ steady_report() { # steady_report TAG WHAT: checks on what the loads saw
         # Below 0 when checks that timed out (5 ms) were counted by
         # Redis all the same: the store's answer came too late, or never
         # (the master killed between the script and its reply).
-        OVER=$((a - 1500))
-        echo "$2: $f allowed $a of 1500: over-admission $OVER"
-        check "$2: $f over-admission $OVER within the bound (one limit: 1500)" \
-            test "$OVER" -le 1500
+        OVER=$((a - 1000))
+        echo "$2: $f allowed $a of 1000: over-admission $OVER"
+        check "$2: $f over-admission $OVER within the bound (one limit: 1000)" \
+            test "$OVER" -le 1000
         eval "OVER_${1}_$f=$OVER"
     done
 }
@@ -296,12 +296,13 @@ for f in tb fw ovf ovt; do
     expect_eq "graceful: $f: no request without an answer" "$e" 0
 done
 # Following the promotion event, the old master takes writes only until
-# each server has switched (milliseconds): at 300 checks/s, 100 ms of them
-# (30) is far above that, and far below the second until Sentinel itself
-# sees the promotion (about 300 lost).
+# each server has seen the replica say it is a master (measured: 0 to 71
+# checks at 200/s). Without it they would go on until Sentinel itself sees
+# the promotion, about a second later (measured: 314 at 300/s). Half a
+# second of load (100) tells the two apart.
 for f in ovf ovt; do
     eval "o=\$OVER_k2_$f"
-    check "graceful: $f over-admission $o within 100 ms of load (30)" test "$o" -le 30
+    check "graceful: $f over-admission $o within 500 ms of load (100)" test "$o" -le 100
 done
 echo "over-admission: kill ovf=$OVER_k1_ovf ovt=$OVER_k1_ovt; graceful ovf=$OVER_k2_ovf ovt=$OVER_k2_ovt"
 curl -s "$A/metrics" | grep '^floodgate_store_node' | grep -v bucket

@@ -164,8 +164,12 @@ typedef struct fg_limiter fg_limiter;
 /* Open a store: "memory", "memory?max_keys=N", "redis://[user:pass@]host:port
  * [/db]", "unix:///path/redis.sock", or "shards=URL,URL,..." (2 to 64 Redis
  * URLs, each key on one of them by consistent hashing; every URL must have
- * the same prefix, and a ',' in a password is written %2C). NULL on
- * failure, with the reason in 'err' (passwords are never written there). */
+ * the same prefix, and a ',' in a password is written %2C), or
+ * "sentinel://[user:pass@]HOST:PORT[,HOST:PORT...]/MASTER[?...]" (the
+ * master the sentinels name, followed across failovers; the Redis URL's
+ * parameters apply to the master, sentinel_password= and sentinel_user= to
+ * the sentinels). NULL on failure, with the reason in 'err' (passwords are
+ * never written there). */
 fg_store *fg_store_open(const char *url, char *err, size_t errlen);
 
 typedef struct fg_memory_options {

@@ -174,16 +174,29 @@ static void cap_connections(unsigned max_conn, unsigned workers)
     setrlimit(RLIMIT_NOFILE, &rl);
 }
 
-/* 'url' without its password, for logs. */
+/* 'url' without its password, for logs: the user info, and the value of
+ * any parameter whose name ends in "password" (password=,
+ * sentinel_password=). */
 static const char *redact(const char *url, char *out, size_t outlen)
 {
+    char tmp[512];
     const char *at = strchr(url, '@');
     const char *scheme = strstr(url, "://");
-    if (!at || !scheme || at < scheme) {
-        snprintf(out, outlen, "%.200s", url);
-        return out;
+    if (!at || !scheme || at < scheme)
+        snprintf(tmp, sizeof tmp, "%.200s", url);
+    else
+        snprintf(tmp, sizeof tmp, "%.*s://***%.200s", (int)(scheme - url), url,
+                 at);
+    size_t o = 0;
+    for (const char *p = tmp; *p && o + 4 < outlen;) {
+        out[o++] = *p;
+        if (*p++ != '=' || p - tmp < 9 || strncmp(p - 9, "password=", 9))
+            continue;
+        memcpy(out + o, "***", 3);
+        o += 3;
+        p += strcspn(p, "&,");
     }
-    snprintf(out, outlen, "%.*s://***%.200s", (int)(scheme - url), url, at);
+    out[o] = '\0';
     return out;
 }
 

@@ -102,10 +102,11 @@ timeout 10 "$FLOODGATE" serve -c "$T/bad.ini" --listen 127.0.0.1:0 2>"$T/badserv
 rc=$?
 check "serve refuses an unknown master name at start (exit $rc), saying why" \
     test $rc != 0 -a $rc != 124 -a -n "$(grep -F "monitors no master named 'nosuch'" "$T/badserve.log")"
-sed "s|^url = .*|url = sentinel://127.0.0.1:$NOPE/$MASTER|" "$T/bad.ini" >"$T/down.ini"
+sed "s|^url = .*|url = sentinel://127.0.0.1:$NOPE/$MASTER?sentinel_password=S3cretX|" "$T/bad.ini" >"$T/down.ini"
 if start_fg down -c "$T/down.ini" --listen 127.0.0.1:0; then
     ok "serve starts with no sentinel reachable (lazy)"
     check "serve logs the store unreachable" grep -q 'event=store_unreachable' "$T/down.log"
+    check "serve's log has no sentinel password" test -z "$(grep -F S3cretX "$T/down.log")"
     st=$(http POST "http://127.0.0.1:$FGPORT_down/v1/check?limit=a&key=x")
     expect_eq "no sentinel: the limit's policy answers (open: 200)" "$st" 200
     kill -TERM "$FGPID_down"

@@ -108,6 +108,11 @@ typedef struct fg_limit {
      * write (WAIT 1, within the timeout; else the check fails and
      * on_failure decides), so that a failover cannot forget it. */
     int durable;
+    /* 1: shadow mode (a dry run). Checks decide and count as usual, but a
+     * refusal is turned into an allowed decision that says what it would
+     * have been (fg_decision.shadowed), so a new limit can be watched
+     * before it is enforced. Default 0. */
+    int shadow;
 } fg_limit;
 
 /* Parse 'rate' ("10/s", "100/min", "5/15min", "1000/h", "50000/day",
@@ -144,6 +149,12 @@ typedef struct fg_decision {
     fg_source source;
     uint64_t reset_us;       /* reset_ms, exact in microseconds */
     uint64_t retry_after_us; /* retry_after_ms, exact; 0 when allowed */
+    /* 1 when the limit refused and its shadow mode (fg_limit.shadow)
+     * allowed the request instead: 'allowed' is then 1, 'retry_after_*'
+     * 0, and the other fields are the refusal's ('remaining' is what the
+     * limit counts, usually 0). A refusal consumes nothing, so a shadowed
+     * one took nothing either. */
+    int shadowed;
 } fg_decision;
 
 /* Microseconds from an arbitrary fixed origin; must not go backwards by
@@ -229,6 +240,31 @@ int fg_check(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
  * refund is queued and sent with the next batch, and its outcome is not
  * reported. FG_OK, or a negative code (FG_ENOTSUP for naive_get_set). */
 int fg_refund(fg_limiter *l, const char *key, size_t keylen, uint64_t cost);
+
+/* Read what 'key' of 'l' holds now, without consuming anything and
+ * without writing to the store: 'out' is filled as the decision a check of
+ * one unit would get, but nothing is taken. 'allowed' says whether one
+ * unit fits now, 'remaining' how many units fit now (before any is
+ * taken), 'reset_ms' / 'reset_us' how long until the limit is fully
+ * available again, and 'retry_after_ms' / 'retry_after_us' how long until
+ * one unit fits (0 when it fits now); 'source' is FG_SOURCE_STORE and
+ * 'shadowed' 0. A key never seen reads as a full limit. An operator's
+ * call: it always asks the store (the circuit breaker and the failure
+ * policy do not apply, and the breaker does not learn from it) within the
+ * limit's timeout. FG_OK, or a negative code with 'out' zeroed but its
+ * 'limit' (FG_EKEY, a store failure, FG_ENOTSUP for a store without it).
+ * Blocking on every store, those opened with fg_store_open_async
+ * included. */
+int fg_peek(fg_limiter *l, const char *key, size_t keylen, fg_decision *out);
+
+/* Clear what 'key' of 'l' holds in the store, every window of it, so that
+ * the key starts again with the full limit; and make the limiter's
+ * blocked-key cache (fg_limiter_set_cache) forget it: call it from that
+ * cache's thread (a cache of another loop forgets with
+ * fg_cache_forget). Asks the store as fg_peek does. FG_OK (also when the
+ * key held nothing), or a negative code; the cache forgets only on
+ * FG_OK. */
+int fg_reset(fg_limiter *l, const char *key, size_t keylen);
 
 /* The limit a limiter enforces. */
 const fg_limit *fg_limiter_limit(const fg_limiter *l);
@@ -330,10 +366,18 @@ fg_cache *fg_cache_new(uint32_t entries);
 void fg_cache_free(fg_cache *c);
 /* Forget every key; the sets waiting for a probe are run again now. */
 void fg_cache_clear(fg_cache *c);
+/* Forget what 'c' knows of 'key' of 'l' (after fg_reset of that key,
+ * perhaps through another limiter of the same limit): the next set for it
+ * asks the store. A probe in flight for the key keeps its waiters, who
+ * are answered when it returns. Use it from the cache's thread. */
+void fg_cache_forget(fg_cache *c, const fg_limiter *l, const char *key,
+                     size_t keylen);
 /* The keys 'c' refuses now. */
 uint64_t fg_cache_count(const fg_cache *c);
 /* Consult 'c' for 'l' in fg_check_set_async (NULL: no cache). 'c' must
- * outlive 'l''s use of it. */
+ * outlive 'l''s use of it. A shadow limit (fg_limit.shadow) never uses
+ * its cache: the cache only answers refusals, which shadow mode turns
+ * into allowed decisions that the store must make and count. */
 void fg_limiter_set_cache(fg_limiter *l, fg_cache *c);
 
 typedef struct fg_set_req fg_set_req;

@@ -272,3 +272,60 @@ int fg__algo_check(const fg__algo_params *p, fg__algo_state *s, uint64_t now_us,
         return FG_ECOST;
     return fg__algo_decide(p, s, now_us, cost, d, expires_us);
 }
+
+/* How long until the state 's' has drained at 'now', as the algorithms'
+ * reset_us counts it (the clamps of a clock that stepped back included):
+ * the end of a window that holds units, the end of the next one while a
+ * sliding window's current window holds some, a token bucket's TAT (at
+ * most a full bucket ahead), rounded up to the microsecond. */
+static uint64_t drained_in(const fg__algo_params *p, const fg__algo_state *s,
+                           uint64_t now)
+{
+    if (p->algorithm == FG_TOKEN_BUCKET) {
+        uint64_t a = s->a, b = s->b;
+        if (b >= p->scale) {
+            a++;
+            b = 0;
+        }
+        if (a < now || (a == now && b == 0))
+            return 0;
+        uint64_t au = a - now;
+        if (au > p->depth_us || (au == p->depth_us && b > p->depth_frac))
+            return p->depth_us + (p->depth_frac != 0);
+        return au + (b != 0);
+    }
+    uint64_t w = fg__window_of(p, now);
+    if (s->a > w) {
+        w = s->a;
+        now = (w - 1) * p->period_us;
+    }
+    uint64_t left = w * p->period_us - now;
+    if (p->algorithm == FG_SLIDING_WINDOW) {
+        if (s->a == w && s->b)
+            return left + p->period_us;
+        if ((s->a == w && s->c) || (s->a + 1 == w && s->b))
+            return left;
+        return 0;
+    }
+    return s->a == w && s->b ? left : 0;
+}
+
+int fg__algo_peek(const fg__algo_params *p, const fg__algo_state *s,
+                  uint64_t now_us, fg_decision *d)
+{
+    /* The decision of one unit, made on a copy. Allowed, it leaves one
+     * unit fewer than fit now, exactly: each algorithm's remaining is a
+     * floor of (room - cost) / unit, and the unit is a whole one. */
+    fg__algo_state t = *s;
+    uint64_t expires;
+    int rc = fg__algo_decide(p, &t, now_us, 1, d, &expires);
+    if (rc != FG_OK)
+        return rc;
+    if (d->allowed)
+        d->remaining++;
+    d->reset_us = drained_in(p, s, now_us);
+    fg__decision_ms(d);
+    d->source = FG_SOURCE_STORE;
+    d->shadowed = 0;
+    return FG_OK;
+}

@@ -117,6 +117,15 @@ int fg__algo_check(const fg__algo_params *p, fg__algo_state *s, uint64_t now_us,
 void fg__algo_refund(const fg__algo_params *p, fg__algo_state *s,
                      uint64_t now_us, uint64_t cost);
 
+/* What a check of one unit would get from 's' at 'now_us', without taking
+ * it (fg_peek): 'allowed' and 'retry_after_*' are that check's, 'remaining'
+ * the units that fit now (one more than that check would leave), and
+ * 'reset_*' how long until 's' itself has drained (the check's own reset
+ * would count the unit it takes). 's' is not changed. FG_OK, or FG_ERANGE
+ * for a clock outside the token bucket's range. */
+int fg__algo_peek(const fg__algo_params *p, const fg__algo_state *s,
+                  uint64_t now_us, fg_decision *d);
+
 /* Microseconds to whole milliseconds, rounded up. */
 static inline uint64_t fg__us_to_ms_up(uint64_t us)
 {

@@ -122,6 +122,22 @@ static entry *find(fg__blocked *c, uint64_t h, uint32_t lim, const char *key,
     return NULL;
 }
 
+void fg__blocked_forget(fg__blocked *c, uint32_t lim, const char *key,
+                        size_t len)
+{
+    entry *e = find(c, hash(c->seed, lim, key, len), lim, key, len);
+    if (!e)
+        return;
+    if (e->probe) {
+        /* Dropped, the entry would lose the waiters the probe's answer
+         * hands back. */
+        e->hit.until_us = 0;
+        e->room = 0;
+        return;
+    }
+    drop(e);
+}
+
 int fg__blocked_lookup(fg__blocked *c, uint32_t lim, const char *key,
                        size_t len, uint64_t cost, uint64_t now_us,
                        fg__blocked_waiter *self, int may_wait,

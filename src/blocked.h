@@ -89,6 +89,11 @@ fg__blocked_resolve(fg__blocked *c, uint32_t lim, const char *key, size_t len,
                     fg__blocked_waiter *self, uint64_t cost, uint64_t now_us,
                     const fg__blocked_hit *block, int refused);
 
+/* Forget 'key' (it was reset in the store). An entry with a probe in
+ * flight stays for its probe and waiters, but blocks nothing any more. */
+void fg__blocked_forget(fg__blocked *c, uint32_t lim, const char *key,
+                        size_t len);
+
 /* Forget everything (the limits changed). Returns every waiter. */
 fg__blocked_waiter *fg__blocked_clear(fg__blocked *c);
 

@@ -64,8 +64,9 @@ static void refund_allowed(const fg_set_item *items, uint64_t cost,
                            fg_set_result *r)
 {
     for (unsigned k = 0; k < r->n; k++) {
+        /* A shadowed refusal took nothing. */
         if (!(r->asked & (1u << k)) || r->rc[k] != FG_OK || !r->d[k].allowed ||
-            r->d[k].source != FG_SOURCE_STORE)
+            r->d[k].source != FG_SOURCE_STORE || r->d[k].shadowed)
             continue;
         if (fg_refund(items[k].l, items[k].key, items[k].keylen, cost) != FG_OK)
             r->unrefunded |= 1u << k;
@@ -235,6 +236,7 @@ static void answer_cached(fg_set_req *req, unsigned k, const fg__blocked_hit *h,
     d->retry_after_ms = fg__us_to_ms_up(d->retry_after_us);
     d->reset_ms = fg__us_to_ms_up(d->reset_us);
     d->source = FG_SOURCE_CACHE;
+    d->shadowed = 0; /* a shadow limit has no cache */
     req->fg__i = k + 1;
     finish(req);
 }
@@ -341,6 +343,13 @@ void fg_cache_clear(fg_cache *c)
 {
     if (c)
         rerun(fg__blocked_clear(c));
+}
+
+void fg_cache_forget(fg_cache *c, const fg_limiter *l, const char *key,
+                     size_t keylen)
+{
+    if (c && l && (key || !keylen))
+        fg__blocked_forget(c, cache_id(l), key, keylen);
 }
 
 uint64_t fg_cache_count(const fg_cache *c)

@@ -16,6 +16,7 @@
 #define FAIL_CLOSED_RETRY_MS 1000
 
 struct fg__policy {
+    fg__check_fn inner;    /* shadow mode: the check it wraps */
     fg_cache *cache;       /* fg_limiter_set_cache */
     fg_store *local_store; /* FG_FAIL_LOCAL only */
     fg_limiter *local;
@@ -27,6 +28,8 @@ static atomic_ullong next_limiter_id = 1;
 
 static int check_settled(fg_limiter *l, const char *key, size_t keylen,
                          uint64_t cost, fg_decision *out);
+static int check_shadow(fg_limiter *l, const char *key, size_t keylen,
+                        uint64_t cost, fg_decision *out);
 
 static int is_store_failure(int rc)
 {
@@ -89,6 +92,12 @@ fg_limiter *fg_limiter_new(fg_store *st, const fg_limit *lim, char *err,
     l->check = check_settled;
     if (st->ops->limiter_init(st, l, &l->store_data, err, errlen) != FG_OK)
         goto fail_nostore;
+    if (l->lim.shadow) {
+        /* Wrapped whatever the store chose, so that an enforcing limit's
+         * check stays as it was. */
+        l->policy->inner = l->check;
+        l->check = check_shadow;
+    }
 
     if (l->lim.on_failure == FG_FAIL_LOCAL) {
         /* The fallback enforces this limit divided among the servers that
@@ -147,9 +156,11 @@ void fg_limiter_set_cache(fg_limiter *l, fg_cache *c)
     l->policy->cache = c;
 }
 
+/* A shadow limit has none: the cache only answers refusals, and shadow
+ * mode allows them after the store has counted them. */
 fg__blocked *fg__limiter_cache(const fg_limiter *l)
 {
-    return l->policy->cache;
+    return l->lim.shadow ? NULL : l->policy->cache;
 }
 
 int fg_limiter_local_share(const fg_limiter *l, uint64_t *limit,
@@ -320,6 +331,28 @@ static __attribute__((noinline)) int check_settled(fg_limiter *l,
     return settle(l, node, rc, key, keylen, cost, out);
 }
 
+/* Shadow mode: a refusal the limit made (the store's, the cache's, the
+ * failure policy's) becomes an allowed decision that says so. Bad input
+ * stays refused: it is not the limit's decision. */
+static inline void shadow_apply(const fg_limiter *l, int rc, fg_decision *d)
+{
+    d->shadowed = 0;
+    if (__builtin_expect(l->lim.shadow, 0) && !d->allowed && rc != FG_ECOST &&
+        rc != FG_EKEY && rc != FG_EINVAL) {
+        d->allowed = 1;
+        d->shadowed = 1;
+        d->retry_after_ms = d->retry_after_us = 0;
+    }
+}
+
+static int check_shadow(fg_limiter *l, const char *key, size_t keylen,
+                        uint64_t cost, fg_decision *out)
+{
+    int rc = l->policy->inner(l, key, keylen, cost, out);
+    shadow_apply(l, rc, out);
+    return rc;
+}
+
 static __attribute__((noinline, cold)) int check_invalid(fg_limiter *l, int rc,
                                                          fg_decision *out)
 {
@@ -336,6 +369,8 @@ int fg_check(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
     int rc = validate(l, key, keylen, cost);
     if (__builtin_expect(rc != FG_OK, 0))
         return check_invalid(l, rc, out);
+    /* No check writes it (shadow mode's sets it after). */
+    out->shadowed = 0;
     return l->check(l, key, keylen, cost, out);
 }
 
@@ -351,10 +386,12 @@ int fg_check_async(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
     unsigned node = fg__store_node_of(l->st, key, keylen);
     if (!breaker_allow(l, node)) {
         rc = decide_without_store(l, FG_EBREAKER, key, keylen, cost, &d);
+        shadow_apply(l, rc, &d);
         cb(rc, &d, data);
         return FG_OK;
     }
     if (!l->st->ops->check_async) {
+        d.shadowed = 0;
         if (l->check != check_settled) {
             rc = l->check(l, key, keylen, cost, &d);
         } else {
@@ -404,6 +441,42 @@ void fg__req_done(fg__req *req, int rc, fg_decision *d)
     if (rc != FG_OK)
         d = &local;
     rc = settle(req->l, req->node, rc, req->key, req->keylen, req->cost, d);
+    shadow_apply(req->l, rc, d);
     req->cb(rc, d, req->data);
     fg__free(req);
+}
+
+/* Operators' calls: the store is always asked (the breaker neither stops
+ * nor learns from them), each within the limit's timeout. */
+int fg_peek(fg_limiter *l, const char *key, size_t keylen, fg_decision *out)
+{
+    if (!l || !out)
+        return FG_EINVAL;
+    int rc = !key && keylen        ? FG_EINVAL
+             : keylen > FG_MAX_KEY ? FG_EKEY
+             : !l->st->ops->peek   ? FG_ENOTSUP
+                                   : FG_OK;
+    if (rc == FG_OK)
+        rc = l->st->ops->peek(l->st, l, key, keylen, out);
+    if (rc != FG_OK) {
+        refuse_invalid(l, out);
+        return rc;
+    }
+    out->source = FG_SOURCE_STORE;
+    out->shadowed = 0;
+    return FG_OK;
+}
+
+int fg_reset(fg_limiter *l, const char *key, size_t keylen)
+{
+    if (!l || (!key && keylen))
+        return FG_EINVAL;
+    if (keylen > FG_MAX_KEY)
+        return FG_EKEY;
+    if (!l->st->ops->reset)
+        return FG_ENOTSUP;
+    int rc = l->st->ops->reset(l->st, l, key, keylen);
+    if (rc == FG_OK)
+        fg_cache_forget(l->policy->cache, l, key, keylen);
+    return rc;
 }

@@ -28,6 +28,15 @@ typedef struct fg__store_ops {
      * queue it and return. NULL: refunds are not supported. */
     int (*refund)(fg_store *st, fg_limiter *l, const char *key, size_t keylen,
                   uint64_t cost);
+    /* fg_peek: fill 'd' (all but 'd->source') with what 'key' holds now,
+     * writing nothing, blocking within the limit's timeout even on an
+     * async store. fg_reset: delete every window of 'key'. Both take the
+     * key as given to fg_check, so that a store that forwards each key to
+     * one of several others passes them on unchanged. NULL: not
+     * supported. */
+    int (*peek)(fg_store *st, fg_limiter *l, const char *key, size_t keylen,
+                fg_decision *d);
+    int (*reset)(fg_store *st, fg_limiter *l, const char *key, size_t keylen);
     uint64_t (*keys)(fg_store *st);
     void (*close)(fg_store *st);
     /* A store of several servers (shards): which of its 'nodes' (fixed at

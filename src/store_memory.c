@@ -523,6 +523,41 @@ static int mem_refund(fg_store *st, fg_limiter *l, const char *key,
     return FG_OK;
 }
 
+/* The state of a key without touching it (no insert, no stamp), decided
+ * as a check of one unit on a copy. */
+static int mem_peek(fg_store *st, fg_limiter *l, const char *key, size_t keylen,
+                    fg_decision *d)
+{
+    mem_store *m = (mem_store *)st;
+    uint64_t now = store_now(m);
+    uint64_t h = key_hash(m, l->id, key, keylen);
+    mem_stripe *s = stripe_of(m, h);
+    fg__algo_state state = {0, 0, 0};
+    int found;
+    stripe_lock(s);
+    size_t i = table_find(s, h, ident_of(l->id, keylen), key, keylen, &found);
+    if (found)
+        state = s->slots[i].state;
+    stripe_unlock(s);
+    return fg__algo_peek(&l->p, &state, now, d);
+}
+
+/* Drop the key: its next check finds a key never seen. */
+static int mem_reset(fg_store *st, fg_limiter *l, const char *key,
+                     size_t keylen)
+{
+    mem_store *m = (mem_store *)st;
+    uint64_t h = key_hash(m, l->id, key, keylen);
+    mem_stripe *s = stripe_of(m, h);
+    int found;
+    stripe_lock(s);
+    size_t i = table_find(s, h, ident_of(l->id, keylen), key, keylen, &found);
+    if (found)
+        stripe_remove(m, s, i);
+    stripe_unlock(s);
+    return FG_OK;
+}
+
 /* ---- the store --------------------------------------------------------- */
 
 /* The keys held and the lookups that missed, over every stripe. */
@@ -597,6 +632,8 @@ static const fg__store_ops mem_ops = {
     .check = mem_check,
     .check_async = mem_check_async,
     .refund = mem_refund,
+    .peek = mem_peek,
+    .reset = mem_reset,
     .keys = mem_keys,
     .close = mem_close,
 };

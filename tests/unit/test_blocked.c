@@ -190,7 +190,7 @@ static void test_room(void)
     CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &e, 1, &got),
              FG_BLOCKED_WAIT);
     /* Allowed, two units left: no block, the room is read. */
-    fg_decision ok = {1, 10, 2, 200, 0, FG_SOURCE_STORE, 200000, 0};
+    fg_decision ok = {1, 10, 2, 200, 0, FG_SOURCE_STORE, 200000, 0, 0};
     CHECK_EQ(fg__blocked_from_decision(&lim, &ok, 1, now - 300, now, &nb, &bc),
              0);
     fg__blocked_waiter *w =
@@ -298,7 +298,7 @@ static void test_from_decision(void)
     /* A refusal for 119.5 ms, decided by Redis TIME somewhere in the round
      * trip: blocked (for that cost and more) from its middle for exactly
      * that long; clients are told to wait as long from the answer. */
-    fg_decision r = {0, 10, 0, 900, 120, FG_SOURCE_STORE, 899500, 119500};
+    fg_decision r = {0, 10, 0, 900, 120, FG_SOURCE_STORE, 899500, 119500, 0};
     CHECK_EQ(fg__blocked_from_decision(&lim, &r, 3, sent, now, &h, &bc), 1);
     CHECK_EQ(h.until_us, mid + 119500);
     CHECK_EQ(h.retry_us, now + 119500);
@@ -327,7 +327,7 @@ static void test_from_decision(void)
     CHECK_EQ(fg__blocked_from_decision(&lim, &r, 1, sent, now, &h, &bc), 0);
     /* Token bucket 10/s, burst 10, just emptied: full in 1000 ms, the next
      * token in 100 ms. */
-    fg_decision a = {1, 10, 0, 1000, 0, FG_SOURCE_STORE, 1000000, 0};
+    fg_decision a = {1, 10, 0, 1000, 0, FG_SOURCE_STORE, 1000000, 0, 0};
     CHECK_EQ(fg__blocked_from_decision(&lim, &a, 1, sent, now, &h, &bc), 1);
     CHECK_EQ(bc, 1);
     CHECK_EQ(h.until_us, mid + 100000);
@@ -342,7 +342,7 @@ static void test_from_decision(void)
     /* Fixed window emptied: blocked until the window ends, counted from
      * the send (the window is the caller's clock's). */
     lim.algorithm = FG_FIXED_WINDOW;
-    fg_decision f = {1, 10, 0, 500, 0, FG_SOURCE_STORE, 499500, 0};
+    fg_decision f = {1, 10, 0, 500, 0, FG_SOURCE_STORE, 499500, 0, 0};
     CHECK_EQ(fg__blocked_from_decision(&lim, &f, 1, sent, now, &h, &bc), 1);
     CHECK_EQ(h.until_us, sent + 499500);
     CHECK_EQ(h.retry_us, now + 499500);

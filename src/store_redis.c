@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "redis_admin.h"
 #include "redis_conn.h"
 #include "redis_proto.h"
 #include "redis_store.h"
@@ -286,6 +287,56 @@ static int redis_refund(fg_store *s, fg_limiter *l, const char *key,
     } while (rc == FG__RSTEP_AGAIN);
     fg__rpool_put(&st->node, &c);
     return rc;
+}
+
+/* Run an operator's peek or reset 'a' on a blocking connection within
+ * the limit's timeout (on an async store too: its node keeps a blocking
+ * pool). One round trip; a sliding window's reset on Redis TIME, two. */
+static int admin_run(redis_store *st, const fg_limiter *l, fg__radmin *a,
+                     fg_decision *d)
+{
+    uint64_t deadline =
+        fg__mono_precise_us() + (uint64_t)l->lim.timeout_ms * 1000u;
+    fg__rsconn c;
+    int rc = fg__rpool_get(&st->node, deadline, &c);
+    if (rc != FG_OK)
+        return rc;
+    do {
+        redisReply *r = NULL;
+        fg__rcmd cmd;
+        fg__radmin_cmd(a, &cmd);
+        rc = fg__rsync_append(&c, &cmd);
+        if (rc == FG_OK)
+            rc = fg__rsync_exchange(&c, 1, &r, deadline);
+        if (rc != FG_OK)
+            break;
+        rc = fg__radmin_reply(a, r, d);
+        freeReplyObject(r);
+    } while (rc == FG__RSTEP_AGAIN);
+    fg__rpool_put(&st->node, &c);
+    if (rc != FG_OK)
+        fg__rnode_check_error(&st->node, rc);
+    return rc;
+}
+
+static int redis_peek(fg_store *s, fg_limiter *l, const char *key,
+                      size_t keylen, fg_decision *d)
+{
+    redis_store *st = (redis_store *)s;
+    fg__radmin a;
+    int rc =
+        fg__rpeek_init(&a, &l->p, l->store_data, key, keylen, check_now(st, l));
+    return rc == FG_OK ? admin_run(st, l, &a, d) : rc;
+}
+
+static int redis_reset(fg_store *s, fg_limiter *l, const char *key,
+                       size_t keylen)
+{
+    redis_store *st = (redis_store *)s;
+    fg__radmin a;
+    int rc = fg__rreset_init(&a, &l->p, l->store_data, key, keylen,
+                             check_now(st, l));
+    return rc == FG_OK ? admin_run(st, l, &a, NULL) : rc;
 }
 
 /* ---- Asynchronous client ---------------------------------------------- */
@@ -1051,6 +1102,8 @@ static const fg__store_ops redis_ops = {
     .limiter_free = redis_limiter_free,
     .check = redis_check,
     .refund = redis_refund,
+    .peek = redis_peek,
+    .reset = redis_reset,
     .keys = redis_keys,
     .close = redis_close,
     .node_name = redis_node_name,
@@ -1064,6 +1117,8 @@ static const fg__store_ops redis_async_ops = {
     .check = redis_check,
     .check_async = redis_check_async,
     .refund = redis_refund_async,
+    .peek = redis_peek,
+    .reset = redis_reset,
     .keys = redis_keys,
     .close = redis_close,
     .node_name = redis_node_name,

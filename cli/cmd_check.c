@@ -33,6 +33,8 @@ static const char usage[] =
     "  --durable D        off (default) or replica: an allowed check counts\n"
     "                     once a replica holds it (WAIT 1, within --timeout)\n"
     "  --json             one JSON object per check\n"
+    "  --peek             read what KEY has left, consuming nothing\n"
+    "  --reset            clear KEY in the store (every window of it)\n"
     "  -h, --help         this help\n"
     "\n"
     "Each check prints 'allowed remaining=N reset_ms=N' or 'limited\n"
@@ -41,7 +43,11 @@ static const char usage[] =
     "source=fail_open', 'limited retry_after_ms=N source=fail_closed'), and\n"
     "in JSON has remaining, reset_ms and reset_us null and an \"error\".\n"
     "Exit status: 0 the last check was allowed, 1 it was refused, 2 usage\n"
-    "or store error.\n";
+    "or store error.\n"
+    "--peek prints 'remaining=N reset_ms=N' (and 'retry_after_ms=N' when\n"
+    "no unit fits now), or with --json the decision a check of one unit\n"
+    "would get; exit 0 when a unit fits, 1 when none does. --reset prints\n"
+    "'reset' and exits 0. Either exits 2 when the store fails.\n";
 
 /* A positive decimal integer below 2^53, with nothing around it. */
 static int parse_u64(const char *s, uint64_t *out)
@@ -122,6 +128,36 @@ static void print_decision(const fg_decision *d, const char *why, int json)
     }
 }
 
+/* --peek or --reset of 'key': the exit status. */
+static int operate(fg_limiter *l, fg_store *st, const char *key, int peek,
+                   int json)
+{
+    fg_decision d;
+    int rc =
+        peek ? fg_peek(l, key, strlen(key), &d) : fg_reset(l, key, strlen(key));
+    if (rc != FG_OK) {
+        const char *last = fg_store_last_error(st);
+        fprintf(stderr, "floodgate check: %s: %s%s%s\n",
+                peek ? "peek" : "reset", fg_strerror(rc), *last ? ": " : "",
+                last);
+        return 2;
+    }
+    if (!peek) {
+        printf("reset\n");
+        return 0;
+    }
+    if (json)
+        print_decision(&d, NULL, 1);
+    else if (d.allowed)
+        printf("remaining=%llu reset_ms=%llu\n",
+               (unsigned long long)d.remaining, (unsigned long long)d.reset_ms);
+    else
+        printf("remaining=%llu reset_ms=%llu retry_after_ms=%llu\n",
+               (unsigned long long)d.remaining, (unsigned long long)d.reset_ms,
+               (unsigned long long)d.retry_after_ms);
+    return d.allowed ? 0 : 1;
+}
+
 int fg_cmd_check(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -138,6 +174,8 @@ int fg_cmd_check(int argc, char **argv)
         {"clock", required_argument, NULL, 'K'},
         {"durable", required_argument, NULL, 'D'},
         {"json", no_argument, NULL, 'j'},
+        {"peek", no_argument, NULL, 'P'},
+        {"reset", no_argument, NULL, 'R'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -145,7 +183,7 @@ int fg_cmd_check(int argc, char **argv)
     const char *algorithm = NULL, *on_failure = NULL, *clock = NULL,
                *durable = NULL;
     uint64_t burst = 0, cost = 1, count = 1, timeout = 5;
-    int json = 0, many = 0, c, li = 0;
+    int json = 0, many = 0, c, li = 0, peek = 0, reset = 0, costed = 0;
     char err[512];
 
     optind = 1;
@@ -179,6 +217,12 @@ int fg_cmd_check(int argc, char **argv)
         case 'j':
             json = 1;
             break;
+        case 'P':
+            peek = 1;
+            break;
+        case 'R':
+            reset = 1;
+            break;
         case 'b':
             if (parse_u64(optarg, &burst) || burst == 0)
                 goto bad_number;
@@ -191,6 +235,7 @@ int fg_cmd_check(int argc, char **argv)
                         optarg);
                 return 2;
             }
+            costed = 1;
             break;
         case 'C':
             if (parse_u64(optarg, &count) || count == 0)
@@ -220,6 +265,12 @@ int fg_cmd_check(int argc, char **argv)
     if (!rate || !key) {
         fprintf(stderr, "floodgate check: --limit and --key are required\n\n%s",
                 usage);
+        return 2;
+    }
+
+    if (peek + reset > 1 || ((peek || reset) && (many || costed))) {
+        fprintf(stderr, "floodgate check: --peek and --reset go alone (no "
+                        "--count, no --cost, not both)\n");
         return 2;
     }
 
@@ -274,6 +325,13 @@ int fg_cmd_check(int argc, char **argv)
         fprintf(stderr, "floodgate check: %s\n", err);
         fg_store_close(st);
         return 2;
+    }
+
+    if (peek || reset) {
+        int status = operate(l, st, key, peek, json);
+        fg_limiter_free(l);
+        fg_store_close(st);
+        return status;
     }
 
     uint64_t allowed = 0, limited = 0;

@@ -6,7 +6,7 @@
 # fuzzer of the HTTP layer, tests/serve/fgfuzz.c, and a client that
 # pipelines without reading, tests/serve/fggreedy.c, all built here.
 
-SERVE_PURE     := config keys headers metrics log fallback
+SERVE_PURE     := config keys headers metrics log fallback bearer
 SERVE_PURE_OBJ := $(SERVE_PURE:%=$(BUILD)/obj/serve/%.o)
 SERVE_TESTS    := $(filter $(BUILD)/tests/test_serve_%,$(TESTS))
 SERVE_FGLOAD   := $(BUILD)/tests/serve/fgload

@@ -24,7 +24,7 @@
 typedef struct raw_limit {
     char rate[64];
     int rate_line, burst_line; /* for messages */
-    int has_alg, has_burst, has_onf, has_fb, has_clock;
+    int has_alg, has_burst, has_onf, has_fb, has_clock, shadow;
     fg_algorithm alg;
     uint64_t burst;
     fg_on_failure onf;
@@ -290,6 +290,28 @@ static int server_key(parser *p, const char *k, const char *v)
             return fail(p, p->line, "demo_limits too long");
         strcpy(c->demo_limits, v);
         c->demo_line = p->line;
+    } else if (!strcmp(k, "shadow")) {
+        if (parse_bool(v, &c->shadow))
+            return fail(p, p->line, "shadow must be on or off");
+    } else if (!strcmp(k, "admin_listen")) {
+        char why[200];
+        if (!strcmp(v, "off")) {
+            c->admin_listen[0] = '\0';
+        } else {
+            if (strlen(v) >= sizeof(c->admin_listen))
+                return fail(p, p->line, "admin_listen too long");
+            if (fg__listen_check(v, why, sizeof(why)))
+                return fail(p, p->line, "admin_listen = %s: %s", v, why);
+            strcpy(c->admin_listen, v);
+        }
+        c->admin_line = p->line;
+    } else if (!strcmp(k, "admin_token_file")) {
+        if (!v[0] || strlen(v) >= sizeof(c->admin_token_file))
+            return fail(p, p->line,
+                        "admin_token_file must be a path of 1..%zu bytes",
+                        sizeof(c->admin_token_file) - 1);
+        strcpy(c->admin_token_file, v);
+        c->admin_token_line = p->line;
     } else if (!strcmp(k, "trusted_proxies")) {
         char buf[200];
         const char *s = v;
@@ -431,6 +453,9 @@ static int limit_key(parser *p, unsigned i, const char *k, const char *v)
             r->durable = 0;
         else
             return fail(p, p->line, "durable must be off or replica");
+    } else if (!strcmp(k, "shadow")) {
+        if (parse_bool(v, &r->shadow))
+            return fail(p, p->line, "shadow must be on or off");
     } else if (!strcmp(k, "clock")) {
         if (!strcmp(v, "client"))
             r->clock_client = 1;
@@ -614,6 +639,12 @@ static char *reader(char *str, int num, void *stream)
     return s;
 }
 
+int fg__listen_port_zero(const char *listen)
+{
+    size_t n = strlen(listen);
+    return n >= 2 && !strcmp(listen + n - 2, ":0");
+}
+
 /* Combine each limit's rate with its other keys, then check the whole. */
 static int finish(parser *p)
 {
@@ -645,6 +676,8 @@ static int finish(parser *p)
         if (r->has_clock)
             sl->lim.clock_client = r->clock_client;
         sl->lim.durable = r->durable;
+        /* [server] shadow = on: every limit, whatever its own says. */
+        sl->lim.shadow = r->shadow || c->shadow;
         /* A limit refused with its burst but not without it is refused
          * at the burst's line, else at the rate's. */
         if (fg_limit_check(&sl->lim, why, sizeof(why))) {
@@ -656,6 +689,15 @@ static int finish(parser *p)
             return fail(p, line, "[limit %s]: %s", name, why);
         }
     }
+    if (c->admin_listen[0] && !c->admin_token_file[0])
+        return fail(p, c->admin_line,
+                    "admin_listen needs admin_token_file (the bearer token "
+                    "of /v1/peek and /v1/reset)");
+    if (c->admin_listen[0] && !strcmp(c->admin_listen, c->listen) &&
+        !fg__listen_port_zero(c->listen))
+        return fail(p, c->admin_line,
+                    "admin_listen must differ from listen (the admin routes "
+                    "are served only there)");
     if (c->demo_api) {
         const char *list = c->demo_limits[0] ? c->demo_limits : "bookings";
         if (fg__config_chain(c, list, c->demo_chain, &c->demo_nchain, why,

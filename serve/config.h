@@ -40,6 +40,13 @@ typedef struct fg__serve_config {
     unsigned demo_nchain;
     int demo_line;
     char demo_limits[256];
+    int shadow; /* every limit in shadow mode */
+    /* The admin routes (/v1/peek, /v1/reset): served only on admin_listen
+     * ("" = off, the default), only with the bearer token read from
+     * admin_token_file (by gen.c: parsing does no I/O). */
+    char admin_listen[128];
+    char admin_token_file[256];
+    int admin_line, admin_token_line;
     fg__cidr proxies[FG_SERVE_MAX_PROXIES];
     unsigned nproxies;
     /* Caps. */
@@ -85,6 +92,10 @@ int fg__listen_split(const char *listen, char *host, size_t hostlen, char *port,
  * "127.0.0.1:8080" or "[::1]:8080", never a host name. FG_OK, or FG_EINVAL
  * with the reason in 'why'. */
 int fg__listen_check(const char *listen, char *why, size_t whylen);
+
+/* 1 when 'listen' asks for any free port (":0"): two such addresses are
+ * not the same socket. */
+int fg__listen_port_zero(const char *listen);
 
 /* Parse a duration "5ms", "2s", "1min", "250us" (a bare number is
  * milliseconds) into milliseconds. FG_OK or FG_EINVAL. */

@@ -1,8 +1,11 @@
 /* gen.c -- a loaded configuration ("gen") and each worker's copy of it. */
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fallback.h"
@@ -37,7 +40,8 @@ static int same_limit(const fg_limit *a, const fg_limit *b)
            a->algorithm == b->algorithm && a->on_failure == b->on_failure &&
            a->timeout_ms == b->timeout_ms &&
            a->fallback_servers == b->fallback_servers &&
-           a->clock_client == b->clock_client && a->durable == b->durable;
+           a->clock_client == b->clock_client && a->durable == b->durable &&
+           a->shadow == b->shadow;
 }
 
 void fg__gen_ref(fg__gen *g)
@@ -51,6 +55,7 @@ void fg__gen_unref(fg__gen *g)
         return;
     for (unsigned i = 0; i < g->cfg.nlimits; i++)
         memref_drop(g->memref[i]);
+    memset(g->admin_token, 0, sizeof(g->admin_token));
     free(g);
 }
 
@@ -122,6 +127,60 @@ static int store_urls(fg__gen *g, char *err, size_t errlen)
     return 0;
 }
 
+/* Read the admin token of 'c' into 'g': the file's first line, without
+ * its line end. Refused (never quoting the token): a file that cannot be
+ * read, that others may read (the token would not be a secret), an empty
+ * token, or one with bytes an Authorization header cannot carry. */
+static int read_token(fg__gen *g, const char *where, char *err, size_t errlen)
+{
+    const fg__serve_config *c = &g->cfg;
+    const char *path = c->admin_token_file;
+    int line = c->admin_token_line;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "%s:%d: admin_token_file %s: %s", where, line,
+                 path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    const char *why = NULL;
+    char buf[sizeof(g->admin_token) + 2];
+    ssize_t n = 0;
+    if (!S_ISREG(st.st_mode))
+        why = "not a regular file";
+    else if (st.st_mode & (S_IROTH | S_IWOTH))
+        why = "readable or writable by others (chmod 600 or 640 it)";
+    else if ((n = read(fd, buf, sizeof(buf) - 1)) < 0)
+        why = strerror(errno);
+    close(fd);
+    if (!why) {
+        buf[n] = '\0';
+        size_t len = strcspn(buf, "\r\n");
+        if (len == 0)
+            why = "the token is empty";
+        else if (len >= sizeof(g->admin_token))
+            why = "the token is longer than 255 bytes";
+        for (size_t i = 0; !why && i < len; i++)
+            if ((unsigned char)buf[i] <= 0x20 || (unsigned char)buf[i] >= 0x7f)
+                why = "the token must be printable ASCII, no spaces";
+        if (!why) {
+            memcpy(g->admin_token, buf, len);
+            g->admin_token[len] = '\0';
+            g->admin_token_len = len;
+        }
+    }
+    /* The bytes read are no one else's business, in any case. */
+    memset(buf, 0, sizeof(buf));
+    if (why) {
+        snprintf(err, errlen, "%s:%d: admin_token_file %s: %s", where, line,
+                 path, why);
+        return -1;
+    }
+    return 0;
+}
+
 fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
 {
     fg__gen *g = calloc(1, sizeof(*g));
@@ -161,6 +220,17 @@ fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
         host[sizeof(host) - 1] = '\0';
         snprintf(c->id, sizeof(c->id), "%s", host);
     }
+    const char *cfg_name = srv->config_path ? srv->config_path : "config";
+    if (c->admin_listen[0] && !strcmp(c->admin_listen, c->listen) &&
+        !fg__listen_port_zero(c->listen)) {
+        snprintf(err, errlen,
+                 "%s:%d: admin_listen must differ from listen (the admin "
+                 "routes are served only there)",
+                 cfg_name, c->admin_line);
+        goto fail;
+    }
+    if (c->admin_token_file[0] && read_token(g, cfg_name, err, errlen))
+        goto fail;
     g->is_memory = is_memory_url(c->store_url);
     if (!g->is_memory && store_urls(g, err, errlen))
         goto fail;

@@ -133,7 +133,11 @@ void fg__fmt_decision_json(fg__sbuf *b, const char *name, const fg_decision *d,
     fg__sbuf_u64(b, d->retry_after_ms);
     fg__sbuf_puts(b, ",\"source\":\"");
     fg__sbuf_puts(b, src ? src : "store");
-    fg__sbuf_puts(b, "\",\"name\":");
+    /* Only when it happened: the answer's fields stay as they were. */
+    if (d->shadowed)
+        fg__sbuf_puts(b, "\",\"shadowed\":true,\"name\":");
+    else
+        fg__sbuf_puts(b, "\",\"name\":");
     fg__json_str(b, name, strlen(name));
     fg__sbuf_puts(b, "}\n");
 }

@@ -29,6 +29,10 @@ static const char usage[] =
     "  POST /bookings                               demo API (demo_api = "
     "on)\n"
     "  GET  /metrics, GET /healthz\n"
+    "and, on [server] admin_listen only, with the bearer token of\n"
+    "admin_token_file:\n"
+    "  GET  /v1/peek?limit=NAME&key=KEY             what KEY has left\n"
+    "  POST /v1/reset?limit=NAME&key=KEY            clear KEY\n"
     "\n"
     "  -c, --config FILE   INI configuration ([server], [store], [limit "
     "NAME])\n"
@@ -50,6 +54,8 @@ static const char *reload_refusal(const fg__serve_config *old,
         return "blocked_cache changes only on restart";
     if (old->max_connections != new->max_connections)
         return "max_connections changes only on restart";
+    if (strcmp(old->admin_listen, new->admin_listen) != 0)
+        return "admin_listen changes only on restart";
     int old_mem = !strncmp(old->store_url, "memory", 6);
     int new_mem = !strncmp(new->store_url, "memory", 6);
     if (old_mem && new_mem && strcmp(old->store_url, new->store_url) != 0)
@@ -251,6 +257,7 @@ int fg_cmd_serve(int argc, char **argv)
     int status = 2;
     char err[512];
     struct event *sig[3] = {NULL, NULL, NULL};
+    fg__admin *admin = NULL;
     srv.gen = fg__gen_load(&srv, err, sizeof(err));
     if (!srv.gen) {
         fprintf(stderr, "floodgate serve: %s\n", err);
@@ -290,6 +297,23 @@ int fg_cmd_serve(int argc, char **argv)
         fg__workers_join(&srv);
         goto out;
     }
+    char admin_addr[300] = "";
+    if (c->admin_listen[0]) {
+        admin = fg__admin_start(&srv, c->admin_listen, admin_addr,
+                                sizeof(admin_addr), err, sizeof(err));
+        if (!admin) {
+            fprintf(stderr, "floodgate serve: %s\n", err);
+            FG_SET(srv.draining, 1);
+            fg__workers_drain(&srv);
+            fg__workers_join(&srv);
+            goto out;
+        }
+        /* Before "listening": whoever waits for that line may use both. */
+        fg__log("admin_listening",
+                "addr=%s routes=\"GET /v1/peek, POST /v1/reset\" "
+                "auth=bearer",
+                admin_addr);
+    }
     cap_connections(c->max_connections, c->workers);
     char v[600];
     if (srv.gen->is_memory)
@@ -312,10 +336,13 @@ int fg_cmd_serve(int argc, char **argv)
             srv.nworkers, fg__log_value(c->id, v, sizeof(v)), c->nlimits,
             (long)getpid(), handover[srv.handover]);
     event_base_dispatch(srv.main_base);
+    fg__admin_free(admin);
+    admin = NULL;
     fg__workers_join(&srv);
     fg__log("exit", "status=0");
     status = 0;
 out:
+    fg__admin_free(admin);
     for (int i = 0; i < 3; i++)
         if (sig[i])
             event_free(sig[i]);

@@ -177,7 +177,8 @@ void fg__metrics_render(FILE *out, fg__metrics *const *w, unsigned n,
     /* Derived series that dashboards ask for by name. */
     const struct {
         const char *metric, *help;
-        int field; /* 0 errors, 1 calls, 2 breaker, 3 fail-open, 4 cache */
+        /* 0 errors, 1 calls, 2 breaker, 3 fail-open, 4 cache, 5 shadow */
+        int field;
     } per_limit[] = {
         {"floodgate_store_errors_total", "Store calls that failed.", 0},
         {"floodgate_store_calls_total",
@@ -188,6 +189,10 @@ void fg__metrics_render(FILE *out, fg__metrics *const *w, unsigned n,
          "Requests allowed because the store failed.", 3},
         {"floodgate_cache_hits_total",
          "Requests refused by the blocked-key cache.", 4},
+        {"floodgate_shadow_refusals_total",
+         "Refusals a limit in shadow mode would have made (it allowed "
+         "them).",
+         5},
     };
     for (size_t k = 0; k < sizeof(per_limit) / sizeof(per_limit[0]); k++) {
         fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", per_limit[k].metric,
@@ -209,6 +214,9 @@ void fg__metrics_render(FILE *out, fg__metrics *const *w, unsigned n,
                     break;
                 case 3:
                     v += FG_GET(l->decisions[1][FG_SOURCE_FAIL_OPEN]);
+                    break;
+                case 5:
+                    v += FG_GET(l->shadow_refusals);
                     break;
                 default:
                     v += FG_GET(l->decisions[0][FG_SOURCE_CACHE]);

@@ -36,7 +36,8 @@ typedef struct fg__lim_metrics {
     uint64_t decisions[2][5]; /* [allowed][source] */
     uint64_t store_errors;
     uint64_t store_calls;
-    uint64_t breaker_open; /* gauge: 1 while the last answer was EBREAKER */
+    uint64_t breaker_open;    /* gauge: 1 while the last answer was EBREAKER */
+    uint64_t shadow_refusals; /* refusals shadow mode allowed */
 } fg__lim_metrics;
 
 /* One server of the store (a shard, or the one Redis). */

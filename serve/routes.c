@@ -119,6 +119,8 @@ static void count_decision(fg__ctx *c, unsigned k)
     fg__lim_metrics *lm = &c->w->m->lim[slot];
     const fg_decision *d = &r->d[k];
     FG_INC(lm->decisions[d->allowed ? 1 : 0][d->source <= 4 ? d->source : 0]);
+    if (d->shadowed)
+        FG_INC(lm->shadow_refusals);
     if (d->source == FG_SOURCE_CACHE)
         return;
     if (!c->wg->g->is_memory && r->rc[k] != FG_EBREAKER)
@@ -147,6 +149,38 @@ static int node_slot(fg__wgen *wg, const char *key, size_t keylen)
     return wg->node_slot[i];
 }
 
+/* Log a refusal that shadow mode allowed: one line each, up to
+ * SHADOW_LOG_PER_S a second per worker (a flood of would-be refusals must
+ * not become a flood of lines); the next line says how many it left out,
+ * and floodgate_shadow_refusals_total counts every one. */
+#define SHADOW_LOG_PER_S 20
+static void log_shadow(fg__ctx *c, unsigned k, uint64_t now)
+{
+    fg__worker *w = c->w;
+    if (now >= w->shadow_log_reset_us) {
+        w->shadow_log_reset_us = now + 1000000;
+        w->shadow_logged = 0;
+    }
+    if (w->shadow_logged >= SHADOW_LOG_PER_S) {
+        w->shadow_unlogged++;
+        return;
+    }
+    w->shadow_logged++;
+    const fg_set_item *it = &c->items[k];
+    const fg_decision *d = &c->set.result.d[k];
+    char key[FG_MAX_KEY + 1], v[2 * FG_MAX_KEY + 8];
+    size_t n = it->keylen < FG_MAX_KEY ? it->keylen : FG_MAX_KEY;
+    memcpy(key, it->key, n);
+    key[n] = '\0';
+    fg__log("shadow_refusal",
+            "worker=%u limit=%s key=%s remaining=%" PRIu64 " reset_ms=%" PRIu64
+            " source=%s suppressed=%" PRIu64,
+            w->index, c->wg->g->cfg.limits[c->idx[k]].lim.name,
+            fg__log_value(key, v, sizeof(v)), d->remaining, d->reset_ms,
+            fg_source_name(d->source), w->shadow_unlogged);
+    w->shadow_unlogged = 0;
+}
+
 /* The metrics and logs of a set's answers. */
 static void account(fg__ctx *c)
 {
@@ -159,6 +193,8 @@ static void account(fg__ctx *c)
         if (!(r->asked & (1u << k)))
             continue;
         count_decision(c, k);
+        if (r->d[k].shadowed)
+            log_shadow(c, k, now);
         int rc = r->rc[k];
         if (rc == FG_EBREAKER || rc == FG_ECOST || rc == FG_EKEY ||
             r->d[k].source == FG_SOURCE_CACHE)

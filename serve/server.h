@@ -30,6 +30,10 @@ typedef struct fg__gen {
     char url[5400];      /* store URL with the [store] prefix applied */
     char url_lazy[5900]; /* the same, not probing at open (workers) */
     int refs;            /* atomic */
+    /* The admin routes' bearer token, read from admin_token_file at load
+     * (a reload reads it again); never logged. */
+    char admin_token[256];
+    size_t admin_token_len;
 } fg__gen;
 
 typedef struct fg__wgen {
@@ -72,6 +76,13 @@ typedef struct fg__worker {
     unsigned npool;
     struct event *sweep_ev;
     uint64_t next_err_log_us;
+    /* Shadow refusals logged this second, and left out since the last
+     * line (routes.c). */
+    uint64_t shadow_log_reset_us, shadow_unlogged;
+    unsigned shadow_logged;
+    /* Keys the admin reset, for this worker's blocked-key cache to forget
+     * (under 'mu'; admin.c queues, on_cmd drains). */
+    struct fg__forget *forgets;
 } fg__worker;
 
 struct fg__server {
@@ -131,6 +142,21 @@ void fg__workers_join(fg__server *srv);
 
 /* A request finished: account for it, retire what can be retired. */
 void fg__worker_request_done(fg__worker *w, fg__wgen *wg);
+
+/* Queue 'key' of limit 'name' for every worker's blocked-key cache to
+ * forget (after a reset through the admin routes), and wake them. */
+void fg__workers_forget(fg__server *srv, const char *name, const char *key,
+                        size_t keylen);
+
+/* ---- admin.c: the admin routes on admin_listen ---- */
+
+typedef struct fg__admin fg__admin;
+/* Serve /v1/peek and /v1/reset on 'listen' from the main loop, for the
+ * configuration in force (srv->gen). The bound address goes to 'addr'.
+ * NULL with the reason in 'err'. */
+fg__admin *fg__admin_start(fg__server *srv, const char *listen, char *addr,
+                           size_t addrlen, char *err, size_t errlen);
+void fg__admin_free(fg__admin *a);
 
 /* ---- routes.c: HTTP ---- */
 

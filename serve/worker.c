@@ -273,6 +273,58 @@ static void adopt(fg__worker *w, fg__gen *g)
     }
 }
 
+static void wake(fg__worker *w)
+{
+    uint64_t one = 1;
+    ssize_t r = write(w->wake_fd, &one, sizeof(one));
+    (void)r; /* a full counter still wakes the worker */
+}
+
+/* A key the admin reset, for the worker's blocked-key cache to forget. */
+struct fg__forget {
+    struct fg__forget *next;
+    char name[FG_NAME_MAX];
+    size_t keylen;
+    char key[];
+};
+
+/* Forget each queued key in the cache of the configuration in force (the
+ * limiters of retired ones answer only requests already in flight). */
+static void forget_all(fg__worker *w, struct fg__forget *f)
+{
+    while (f) {
+        struct fg__forget *next = f->next;
+        int i = w->cur
+                    ? fg__config_find(&w->cur->g->cfg, f->name, strlen(f->name))
+                    : -1;
+        if (i >= 0 && w->cur->lim[i])
+            fg_cache_forget(w->cache, w->cur->lim[i], f->key, f->keylen);
+        free(f);
+        f = next;
+    }
+}
+
+void fg__workers_forget(fg__server *srv, const char *name, const char *key,
+                        size_t keylen)
+{
+    for (unsigned i = 0; i < srv->nworkers; i++) {
+        fg__worker *w = &srv->w[i];
+        if (!w->started || !w->cache)
+            continue;
+        struct fg__forget *f = malloc(sizeof(*f) + keylen);
+        if (!f)
+            continue; /* the block ends on its own: only a round trip */
+        snprintf(f->name, sizeof(f->name), "%s", name);
+        f->keylen = keylen;
+        memcpy(f->key, key, keylen);
+        pthread_mutex_lock(&w->mu);
+        f->next = w->forgets;
+        w->forgets = f;
+        pthread_mutex_unlock(&w->mu);
+        wake(w);
+    }
+}
+
 static void on_cmd(evutil_socket_t fd, short what, void *arg)
 {
     (void)what;
@@ -284,9 +336,12 @@ static void on_cmd(evutil_socket_t fd, short what, void *arg)
     fg__gen *g = w->pending;
     w->pending = NULL;
     int drain = w->drain_cmd;
+    struct fg__forget *forgets = w->forgets;
+    w->forgets = NULL;
     pthread_mutex_unlock(&w->mu);
     if (g)
         adopt(w, g);
+    forget_all(w, forgets);
     if (drain && !w->draining) {
         w->draining = 1;
         fg__http_set_closing(w->http, 1);
@@ -409,13 +464,6 @@ int fg__workers_start(fg__server *srv, char *err, size_t errlen)
     return rc;
 }
 
-static void wake(fg__worker *w)
-{
-    uint64_t one = 1;
-    ssize_t r = write(w->wake_fd, &one, sizeof(one));
-    (void)r; /* a full counter still wakes the worker */
-}
-
 void fg__workers_adopt(fg__server *srv, fg__gen *g)
 {
     for (unsigned i = 0; i < srv->nworkers; i++) {
@@ -469,6 +517,8 @@ void fg__workers_join(fg__server *srv)
             close(w->wake_fd);
         if (w->pending)
             fg__gen_unref(w->pending);
+        forget_all(w, w->forgets); /* w->cur is gone: frees only */
+        w->forgets = NULL;
         fg_cache_free(w->cache);
         free(w->m);
         if (w->started)

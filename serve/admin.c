@@ -1,0 +1,311 @@
+/* admin.c -- the admin routes of `floodgate serve`, on admin_listen only:
+ *
+ *   GET  /v1/peek?limit=NAME&key=KEY   what KEY has left; nothing consumed
+ *   POST /v1/reset?limit=NAME&key=KEY  clear KEY (every window of it)
+ *
+ * Every request must carry "Authorization: Bearer TOKEN", the token read
+ * from admin_token_file (bearer.c compares it in constant time); without
+ * it, or with another, the answer is 401 and nothing else is said. The
+ * token is never logged, nor echoed.
+ *
+ * The routes run on the main thread's loop, apart from the workers: an
+ * operator's call is rare, and each is one blocking store call bounded by
+ * the limit's timeout (fg_peek, fg_reset). On the memory store they use
+ * the process's shared limiters; on Redis, a blocking store and limiters
+ * of their own, built again when a reload changes the configuration
+ * (their keys are the workers', so they see the same counters). After a
+ * reset every worker's blocked-key cache forgets the key. */
+#include <errno.h>
+#include <event2/event.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "bearer.h"
+#include "headers.h"
+#include "keys.h"
+#include "log.h"
+#include "server.h"
+
+struct fg__admin {
+    fg__server *srv;
+    fg__http *http;
+    struct event *sweep;
+    /* For a Redis configuration: built for 'gen' (a reference held). */
+    fg__gen *gen;
+    fg_store *store;
+    fg_limiter *lim[FG_SERVE_MAX_LIMITS];
+};
+
+static void drop_limiters(fg__admin *a)
+{
+    for (unsigned i = 0; a->gen && i < a->gen->cfg.nlimits; i++)
+        fg_limiter_free(a->lim[i]);
+    memset(a->lim, 0, sizeof(a->lim));
+    fg_store_close(a->store);
+    a->store = NULL;
+    if (a->gen)
+        fg__gen_unref(a->gen);
+    a->gen = NULL;
+}
+
+/* The limiter of limit 'i' of the configuration in force; NULL with the
+ * reason in 'why'. */
+static fg_limiter *limiter_of(fg__admin *a, unsigned i, char *why,
+                              size_t whylen)
+{
+    fg__gen *g = a->srv->gen;
+    if (g->is_memory)
+        return g->memlim[i];
+    if (a->gen != g) {
+        drop_limiters(a);
+        /* Lazy: opening never waits; the call itself connects. */
+        a->store = fg_store_open(g->url_lazy, why, whylen);
+        if (!a->store)
+            return NULL;
+        fg__gen_ref(g);
+        a->gen = g;
+    }
+    if (!a->lim[i]) {
+        /* The limit as its checks see it (no local fallback to build:
+         * operators' calls only ever ask the store). */
+        fg_limit lim = g->cfg.limits[i].lim;
+        lim.on_failure = FG_FAIL_OPEN;
+        a->lim[i] = fg_limiter_new(a->store, &lim, why, whylen);
+    }
+    return a->lim[i];
+}
+
+static void reply(fg__hreq *req, int status, const char *body, size_t len)
+{
+    fg__http_add_header(req, "Cache-Control", "no-store");
+    fg__http_reply(req, status, "application/json", body, len);
+}
+
+static void reply_error(fg__hreq *req, int status, const char *msg)
+{
+    char mem[512];
+    fg__sbuf b;
+    fg__sbuf_init(&b, mem, sizeof(mem));
+    fg__fmt_error_json(&b, msg);
+    reply(req, status, b.p, b.len);
+}
+
+/* One line per admin call: who, what, the outcome. Never the token. */
+static void log_call(const fg__hreq *req, const char *route, const char *name,
+                     const char *key, size_t keylen, int status,
+                     const char *error)
+{
+    char k[FG_MAX_KEY + 1], kv[2 * FG_MAX_KEY + 8], ev[400];
+    size_t n = keylen < FG_MAX_KEY ? keylen : FG_MAX_KEY;
+    memcpy(k, key, n);
+    k[n] = '\0';
+    fg__log("admin", "route=%s limit=%s key=%s status=%d peer=%s%s%s", route,
+            name, fg__log_value(k, kv, sizeof(kv)), status,
+            req->peer[0] ? req->peer : "-", error ? " error=" : "",
+            error ? fg__log_value(error, ev, sizeof(ev)) : "");
+}
+
+static void peek_answer(fg__hreq *req, const char *name, const fg_decision *d)
+{
+    char mem[512];
+    fg__sbuf b;
+    fg__sbuf_init(&b, mem, sizeof(mem));
+    fg__sbuf_puts(&b, "{\"name\":");
+    fg__json_str(&b, name, strlen(name));
+    fg__sbuf_puts(&b, d->allowed ? ",\"allowed\":true,\"limit\":"
+                                 : ",\"allowed\":false,\"limit\":");
+    fg__sbuf_u64(&b, d->limit);
+    fg__sbuf_puts(&b, ",\"remaining\":");
+    fg__sbuf_u64(&b, d->remaining);
+    fg__sbuf_puts(&b, ",\"reset_ms\":");
+    fg__sbuf_u64(&b, d->reset_ms);
+    fg__sbuf_puts(&b, ",\"retry_after_ms\":");
+    fg__sbuf_u64(&b, d->retry_after_ms);
+    fg__sbuf_puts(&b, "}\n");
+    reply(req, 200, b.p, b.len);
+}
+
+static void handle(fg__hreq *req, void *arg)
+{
+    fg__admin *a = arg;
+    const fg__gen *g = a->srv->gen;
+    if (req->error_status) {
+        reply_error(req, req->error_status, req->error);
+        return;
+    }
+    /* Nothing is said before the token is shown: not even which routes
+     * there are. */
+    if (!fg__bearer_ok(fg__http_find(req, "Authorization"), g->admin_token,
+                       g->admin_token_len)) {
+        fg__log(
+            "admin_denied", "peer=%s reason=%s", req->peer[0] ? req->peer : "-",
+            fg__http_find(req, "Authorization") ? "wrong_token" : "no_token");
+        fg__http_add_header(req, "WWW-Authenticate",
+                            "Bearer realm=\"floodgate admin\"");
+        reply_error(req, 401, "unauthorized");
+        return;
+    }
+    int peek = !strcmp(req->path, "/v1/peek");
+    if (!peek && strcmp(req->path, "/v1/reset") != 0) {
+        reply_error(req, 404, "no such route (admin: /v1/peek, /v1/reset)");
+        return;
+    }
+    if ((peek && req->method != FG_HTTP_M_GET) ||
+        (!peek && req->method != FG_HTTP_M_POST)) {
+        fg__http_add_header(req, "Allow", peek ? "GET" : "POST");
+        reply_error(req, 405, "method not allowed");
+        return;
+    }
+    const char *route = peek ? "peek" : "reset";
+    const fg__serve_config *cfg = &g->cfg;
+    char name[FG_NAME_MAX + 1], key[FG_MAX_KEY + 2], why[300];
+    long nl = fg__query_get(req->query, "limit", name, sizeof(name));
+    long kl = fg__query_get(req->query, "key", key, cfg->max_key_bytes + 2);
+    const char *bad = nl == -1 || nl == 0 ? "missing limit parameter"
+                      : nl < 0            ? "bad limit parameter"
+                      : kl == -1          ? "missing key parameter"
+                      : kl == -2          ? "key too long"
+                      : kl == -4          ? "key parameter given twice"
+                      : kl < 0            ? "bad %-encoding in key"
+                                          : NULL;
+    if (!bad)
+        bad = fg__key_check(key, (size_t)kl, cfg->max_key_bytes);
+    if (bad) {
+        reply_error(req, 400, bad);
+        return;
+    }
+    int i = fg__config_find(cfg, name, (size_t)nl);
+    if (i < 0) {
+        reply_error(req, 404, "unknown limit");
+        return;
+    }
+    const char *lname = cfg->limits[i].lim.name;
+    fg_limiter *l = limiter_of(a, (unsigned)i, why, sizeof(why));
+    if (!l) {
+        log_call(req, route, lname, key, (size_t)kl, 503, why);
+        reply_error(req, 503, why);
+        return;
+    }
+    fg_decision d;
+    int rc =
+        peek ? fg_peek(l, key, (size_t)kl, &d) : fg_reset(l, key, (size_t)kl);
+    if (rc != FG_OK) {
+        const char *last = a->store ? fg_store_last_error(a->store) : "";
+        snprintf(why, sizeof(why), "%s%s%.200s", fg_strerror(rc),
+                 *last ? ": " : "", last);
+        log_call(req, route, lname, key, (size_t)kl, 503, why);
+        reply_error(req, 503, why);
+        return;
+    }
+    log_call(req, route, lname, key, (size_t)kl, 200, NULL);
+    if (peek) {
+        peek_answer(req, lname, &d);
+        return;
+    }
+    fg__workers_forget(a->srv, lname, key, (size_t)kl);
+    char mem[160];
+    fg__sbuf b;
+    fg__sbuf_init(&b, mem, sizeof(mem));
+    fg__sbuf_puts(&b, "{\"reset\":true,\"name\":");
+    fg__json_str(&b, lname, strlen(lname));
+    fg__sbuf_puts(&b, "}\n");
+    reply(req, 200, b.p, b.len);
+}
+
+static void on_sweep(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    fg__admin *a = arg;
+    fg__http_sweep(a->http);
+}
+
+/* A listening socket on 'listen' (an IP literal and a port). */
+static int bind_listen(const char *listen_addr, char *addr, size_t addrlen,
+                       char *err, size_t errlen)
+{
+    char host[256], port[16];
+    if (fg__listen_split(listen_addr, host, sizeof(host), port, sizeof(port))) {
+        snprintf(err, errlen, "admin_listen %s: expected HOST:PORT",
+                 listen_addr);
+        return -1;
+    }
+    struct addrinfo hints = {0}, *ai = NULL;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV | AI_NUMERICHOST;
+    int gai = getaddrinfo(host[0] ? host : NULL, port, &hints, &ai);
+    if (gai) {
+        snprintf(err, errlen, "admin_listen %s: %s", listen_addr,
+                 gai_strerror(gai));
+        return -1;
+    }
+    int fd =
+        socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+        bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, 64)) {
+        snprintf(err, errlen, "admin_listen %s: %s", listen_addr,
+                 strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        freeaddrinfo(ai);
+        return -1;
+    }
+    freeaddrinfo(ai);
+    struct sockaddr_storage ss;
+    socklen_t l = sizeof(ss);
+    char h[NI_MAXHOST], p[NI_MAXSERV];
+    getsockname(fd, (struct sockaddr *)&ss, &l);
+    getnameinfo((struct sockaddr *)&ss, l, h, sizeof(h), p, sizeof(p),
+                NI_NUMERICHOST | NI_NUMERICSERV);
+    snprintf(addr, addrlen, ss.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", h,
+             p);
+    return fd;
+}
+
+fg__admin *fg__admin_start(fg__server *srv, const char *listen, char *addr,
+                           size_t addrlen, char *err, size_t errlen)
+{
+    fg__admin *a = calloc(1, sizeof(*a));
+    if (!a) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    a->srv = srv;
+    int fd = bind_listen(listen, addr, addrlen, err, errlen);
+    if (fd < 0) {
+        free(a);
+        return NULL;
+    }
+    a->http = fg__http_new(srv->main_base, fd, handle, a);
+    a->sweep = event_new(srv->main_base, -1, EV_PERSIST, on_sweep, a);
+    if (!a->http || !a->sweep) {
+        snprintf(err, errlen, "out of memory");
+        if (!a->http)
+            close(fd);
+        fg__admin_free(a);
+        return NULL;
+    }
+    const fg__serve_config *c = &srv->gen->cfg;
+    fg__http_set_limits(a->http, c->max_header_bytes, c->request_timeout_ms);
+    struct timeval tv = {0, 200000};
+    event_add(a->sweep, &tv);
+    return a;
+}
+
+void fg__admin_free(fg__admin *a)
+{
+    if (!a)
+        return;
+    if (a->sweep)
+        event_free(a->sweep);
+    fg__http_free(a->http);
+    drop_limiters(a);
+    free(a);
+}

@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# The admin routes of floodgate serve (GET /v1/peek, POST /v1/reset) on
+# admin_listen, through real processes: 401 without the bearer token or
+# with a wrong one, served only on admin_listen, peeks that consume
+# nothing, resets seen by two servers sharing a real Redis (and forgotten
+# by their blocked-key caches), the token file's errors at start, and a
+# reload that rotates the token. The token never appears in a log, a
+# metric or an answer.
+. "$(dirname "$0")/../serve/lib.sh"
+
+TOKEN="adm-$$-Zq81xWv3"
+printf '%s\n' "$TOKEN" >"$T/token"
+chmod 600 "$T/token"
+AUTH="Authorization: Bearer $TOKEN"
+
+# admin_of NAME: the admin port from the server's log.
+admin_of() { grep -o 'event=admin_listening addr=[^ ]*' "$T/$1.log" | head -1 | sed 's/.*://'; }
+
+# ---- the memory store -------------------------------------------------
+cat >"$T/m.ini" <<INI
+[server]
+admin_listen = 127.0.0.1:0
+admin_token_file = $T/token
+[limit fw]
+key = query:u
+algorithm = fixed_window
+rate = 3/h
+[limit tb]
+key = query:u
+rate = 2/h
+INI
+start_fg m -c "$T/m.ini" --listen 127.0.0.1:0 || { bad "memory server starts"; finish; }
+M=http://127.0.0.1:$FGPORT_m
+A=http://127.0.0.1:$(admin_of m)
+
+for i in 1 2; do http POST "$M/v1/check?limit=fw&key=ann" >/dev/null; done
+# Access: no token, a wrong one, another scheme, the token with a byte
+# more or less: 401, and nothing else said.
+expect_eq "peek without a token" "$(http GET "$A/v1/peek?limit=fw&key=ann")" 401
+expect_eq "401 names the scheme" "$(header WWW-Authenticate)" 'Bearer realm="floodgate admin"'
+expect_eq "401 body" "$(cat "$T/b")" '{"error":"unauthorized"}'
+expect_eq "wrong token" "$(http GET "$A/v1/peek?limit=fw&key=ann" -H "Authorization: Bearer wrong-$TOKEN")" 401
+expect_eq "token cut short" "$(http GET "$A/v1/peek?limit=fw&key=ann" -H "Authorization: Bearer ${TOKEN%?}")" 401
+expect_eq "token and a byte" "$(http GET "$A/v1/peek?limit=fw&key=ann" -H "Authorization: Bearer ${TOKEN}x")" 401
+expect_eq "basic scheme" "$(http GET "$A/v1/peek?limit=fw&key=ann" -H "Authorization: Basic $TOKEN")" 401
+expect_eq "reset without a token" "$(http POST "$A/v1/reset?limit=fw&key=ann")" 401
+expect_eq "an unknown route without a token: 401 too" "$(http GET "$A/nothing")" 401
+# The routes are not on the main listener, token or not.
+expect_eq "no peek on listen" "$(http GET "$M/v1/peek?limit=fw&key=ann" -H "$AUTH")" 404
+expect_eq "no reset on listen" "$(http POST "$M/v1/reset?limit=fw&key=ann" -H "$AUTH")" 404
+# Peeks: what is left, nothing consumed (three peeks, then still 1 left).
+for i in 1 2 3; do
+    expect_eq "peek $i" "$(http GET "$A/v1/peek?limit=fw&key=ann" -H "$AUTH")" 200
+done
+body=$(cat "$T/b")
+case "$body" in '{"name":"fw","allowed":true,"limit":3,"remaining":1,"reset_ms":'*',"retry_after_ms":0}') ok "peek body" ;; *) bad "peek body: $body" ;; esac
+expect_eq "the check after the peeks takes the last unit" "$(http POST "$M/v1/check?limit=fw&key=ann")" 200
+expect_eq "then refused" "$(http POST "$M/v1/check?limit=fw&key=ann")" 429
+http GET "$A/v1/peek?limit=fw&key=ann" -H "$AUTH" >/dev/null
+case "$(cat "$T/b")" in *'"allowed":false,"limit":3,"remaining":0,'*) ok "peek of an empty key" ;; *) bad "peek of an empty key: $(cat "$T/b")" ;; esac
+# Reset: the key is whole again; another key is not touched.
+http POST "$M/v1/check?limit=fw&key=bob" >/dev/null
+expect_eq "reset" "$(http POST "$A/v1/reset?limit=fw&key=ann" -H "$AUTH")" 200
+expect_eq "reset body" "$(cat "$T/b")" '{"reset":true,"name":"fw"}'
+http GET "$A/v1/peek?limit=fw&key=ann" -H "$AUTH" >/dev/null
+case "$(cat "$T/b")" in *'"remaining":3,"reset_ms":0,'*) ok "whole after reset" ;; *) bad "after reset: $(cat "$T/b")" ;; esac
+http GET "$A/v1/peek?limit=fw&key=bob" -H "$AUTH" >/dev/null
+case "$(cat "$T/b")" in *'"remaining":2,'*) ok "other key kept" ;; *) bad "other key: $(cat "$T/b")" ;; esac
+# Bad calls.
+expect_eq "peek by POST" "$(http POST "$A/v1/peek?limit=fw&key=ann" -H "$AUTH")" 405
+expect_eq "reset by GET" "$(http GET "$A/v1/reset?limit=fw&key=ann" -H "$AUTH")" 405
+expect_eq "unknown limit" "$(http GET "$A/v1/peek?limit=nope&key=ann" -H "$AUTH")" 404
+expect_eq "no key" "$(http GET "$A/v1/peek?limit=fw" -H "$AUTH")" 400
+expect_eq "no limit" "$(http GET "$A/v1/peek?key=ann" -H "$AUTH")" 400
+expect_eq "other admin path" "$(http GET "$A/metrics" -H "$AUTH")" 404
+
+# A reload reads the token again: the old one is refused from then on.
+NEW="adm2-$$-Pp04kLm"
+printf '%s\n' "$NEW" >"$T/token"
+kill -HUP "$FGPID_m"
+for _ in $(seq 1 200); do grep -q 'event=reload result=ok' "$T/m.log" && break; sleep 0.01; done
+expect_eq "old token after reload" "$(http GET "$A/v1/peek?limit=tb&key=ann" -H "$AUTH")" 401
+expect_eq "new token after reload" "$(http GET "$A/v1/peek?limit=tb&key=ann" -H "Authorization: Bearer $NEW")" 200
+AUTH="Authorization: Bearer $NEW"
+
+# The token is nowhere but in its file.
+curl -s -m 5 "$M/metrics" >"$T/metrics.txt"
+check "metrics without the token" sh -c "! grep -q -e '$TOKEN' -e '$NEW' '$T/metrics.txt'"
+check "log without the token" sh -c "! grep -q -e '$TOKEN' -e '$NEW' -e 'wrong-' '$T/m.log'"
+check "admin calls logged" grep -q 'event=admin route=reset limit=fw key=ann status=200' "$T/m.log"
+check "denials logged" grep -q 'event=admin_denied peer=127.0.0.1 reason=wrong_token' "$T/m.log"
+
+# ---- two servers on one Redis ------------------------------------------
+start_redis || { bad "redis starts"; finish; }
+for n in 1 2; do
+    cat >"$T/r$n.ini" <<INI
+[server]
+admin_listen = 127.0.0.1:0
+admin_token_file = $T/token
+[store]
+url = redis://127.0.0.1:$RPORT
+prefix = adm$$:
+timeout = 500ms
+[limit fw]
+key = query:u
+algorithm = fixed_window
+rate = 2/h
+[limit sw]
+key = query:u
+algorithm = sliding_window
+rate = 2/h
+[limit tb]
+key = query:u
+rate = 2/h
+INI
+    start_fg "r$n" -c "$T/r$n.ini" --listen 127.0.0.1:0 || { bad "redis server $n starts"; finish; }
+done
+R1=http://127.0.0.1:$FGPORT_r1
+R2=http://127.0.0.1:$FGPORT_r2
+A1=http://127.0.0.1:$(admin_of r1)
+A2=http://127.0.0.1:$(admin_of r2)
+for lim in fw sw tb; do
+    codes=""
+    for s in "$R1" "$R2" "$R1" "$R2"; do codes="$codes $(http POST "$s/v1/check?limit=$lim&key=zed")"; done
+    expect_eq "$lim: two servers share 2/h" "$codes" " 200 200 429 429"
+    # The refusal is now in each server's blocked-key cache.
+    http POST "$R2/v1/check?limit=$lim&key=zed" >/dev/null
+    case "$(cat "$T/b")" in *'"source":"cache"'*) ok "$lim: refused from the cache" ;; *) bad "$lim: not cached: $(cat "$T/b")" ;; esac
+    http GET "$A1/v1/peek?limit=$lim&key=zed" -H "$AUTH" >/dev/null
+    case "$(cat "$T/b")" in *'"allowed":false,"limit":2,"remaining":0,'*) ok "$lim: peek through server 1" ;; *) bad "$lim: peek: $(cat "$T/b")" ;; esac
+    expect_eq "$lim: reset through server 1" "$(http POST "$A1/v1/reset?limit=$lim&key=zed" -H "$AUTH")" 200
+    # Server 1's workers forgot the key: the store has it whole.
+    expect_eq "$lim: server 1 after its reset" "$(http POST "$R1/v1/check?limit=$lim&key=zed")" 200
+    # Server 2's cache is its own process's: it still refuses until its
+    # admin route is called too (docs/serve.md says so).
+    http POST "$R2/v1/check?limit=$lim&key=zed" >/dev/null
+    case "$(cat "$T/b")" in *'"source":"cache"'*) ok "$lim: server 2 still cached" ;; *) bad "$lim: server 2: $(cat "$T/b")" ;; esac
+    expect_eq "$lim: reset through server 2" "$(http POST "$A2/v1/reset?limit=$lim&key=zed" -H "$AUTH")" 200
+    codes=""
+    for s in "$R2" "$R1" "$R2"; do codes="$codes $(http POST "$s/v1/check?limit=$lim&key=zed")"; done
+    expect_eq "$lim: whole on both servers after both resets" "$codes" " 200 200 429"
+done
+# Nothing is left in Redis of a key reset and not used again.
+http POST "$R1/v1/check?limit=sw&key=gone" >/dev/null
+http POST "$A1/v1/reset?limit=sw&key=gone" -H "$AUTH" >/dev/null
+expect_eq "reset leaves no key" "$(redis-cli -p "$RPORT" --scan --pattern "adm$$:sw:{gone}*" | wc -l)" 0
+# Redis down: the admin call says so, 503, quickly.
+kill -STOP "$RPID"
+st=$(http GET "$A1/v1/peek?limit=fw&key=zed" -H "$AUTH")
+kill -CONT "$RPID"
+expect_eq "peek with Redis hung" "$st" 503
+case "$(cat "$T/b")" in *'backend timed out'*) ok "503 says why" ;; *) bad "503 body: $(cat "$T/b")" ;; esac
+
+# ---- the token file's errors, at start ----------------------------------
+start_bad() { # NAME WANT TOKENFILE [ADMIN_LISTEN]
+    local name=$1 want=$2 file=$3
+    printf '[server]\nadmin_listen = 127.0.0.1:0\nadmin_token_file = %s\n[limit a]\nkey = query:u\nrate = 1/s\n' \
+        "$file" >"$T/$name.ini"
+    out=$(timeout 5 "$FLOODGATE" serve -c "$T/$name.ini" --listen 127.0.0.1:0 2>&1)
+    rc=$?
+    case "$out" in
+    *"$T/$name.ini:3: admin_token_file $file: $want"*) [ "$rc" -eq 2 ] && ok "$name refused" || bad "$name: exit $rc" ;;
+    *) bad "$name: $out (exit $rc)" ;;
+    esac
+    case "$out" in *"$TOKEN"*|*"$NEW"*|*leak-*) bad "$name: token in the message" ;; *) ok "$name: no token in the message" ;; esac
+}
+start_bad missing "No such file or directory" "$T/none"
+: >"$T/empty"
+chmod 600 "$T/empty"
+start_bad empty "the token is empty" "$T/empty"
+printf 'leak-%s\n' "$$" >"$T/public"
+chmod 644 "$T/public"
+start_bad public "readable or writable by others" "$T/public"
+printf 'has space\n' >"$T/spaced"
+chmod 600 "$T/spaced"
+start_bad spaced "the token must be printable ASCII, no spaces" "$T/spaced"
+printf '[server]\nadmin_listen = 127.0.0.1:0\n[limit a]\nkey = query:u\nrate = 1/s\n' >"$T/notoken.ini"
+out=$(timeout 5 "$FLOODGATE" serve -c "$T/notoken.ini" --listen 127.0.0.1:0 2>&1)
+case "$out" in *"notoken.ini:2: admin_listen needs admin_token_file"*) ok "admin_listen without a token file" ;; *) bad "no token file: $out" ;; esac
+# Off by default: no admin listener at all.
+printf '[limit a]\nkey = query:u\nrate = 1/s\n' >"$T/plain.ini"
+start_fg plain -c "$T/plain.ini" --listen 127.0.0.1:0 || bad "plain server starts"
+check "admin off by default" sh -c "! grep -q admin_listening '$T/plain.log'"
+
+finish

@@ -411,8 +411,54 @@ static void test_chain_and_durations(void)
     CHECK_EQ(fg__parse_duration_ms("99999999h", &ms), FG_EINVAL);
 }
 
+/* Shadow mode per limit and for the whole server; the admin keys. */
+static void test_shadow_and_admin(void)
+{
+    CHECK_EQ(parse("[limit a]\nkey = ip\nrate = 1/s\nshadow = on\n"
+                   "[limit b]\nkey = ip\nrate = 1/s\n"),
+             0);
+    CHECK_EQ(cfg.limits[0].lim.shadow, 1);
+    CHECK_EQ(cfg.limits[1].lim.shadow, 0);
+    CHECK_EQ(cfg.shadow, 0);
+    /* [server] shadow covers every limit, even one that says off. */
+    CHECK_EQ(parse("[limit a]\nkey = ip\nrate = 1/s\nshadow = off\n"
+                   "[server]\nshadow = on\n"),
+             0);
+    CHECK_EQ(cfg.limits[0].lim.shadow, 1);
+    refused("[limit a]\nkey = ip\nrate = 1/s\nshadow = maybe\n", 4,
+            "shadow must be on or off");
+    refused("[server]\nshadow = 2\n", 2, "shadow must be on or off");
+    refused("[limit a]\nkey = ip\nrate = 1/s\nshadow = on\nshadow = off\n", 5,
+            "given twice");
+    /* Admin: off by default; a listen address and a token file. */
+    CHECK_EQ(parse("[server]\n"), 0);
+    CHECK_EQ(cfg.admin_listen[0], '\0');
+    CHECK_EQ(parse("[server]\nadmin_listen = 127.0.0.1:8081\n"
+                   "admin_token_file = /etc/fg.token\n"),
+             0);
+    CHECK_STR(cfg.admin_listen, "127.0.0.1:8081");
+    CHECK_STR(cfg.admin_token_file, "/etc/fg.token");
+    CHECK_EQ(cfg.admin_token_line, 3);
+    CHECK_EQ(parse("[server]\nadmin_listen = off\n"), 0);
+    CHECK_EQ(cfg.admin_listen[0], '\0');
+    refused("[server]\nadmin_listen = 127.0.0.1:8081\n", 2,
+            "admin_listen needs admin_token_file");
+    refused("[server]\nadmin_listen = localhost:8081\n"
+            "admin_token_file = /t\n",
+            2, "admin_listen = localhost:8081");
+    refused("[server]\nlisten = 127.0.0.1:9000\n"
+            "admin_listen = 127.0.0.1:9000\nadmin_token_file = /t\n",
+            3, "admin_listen must differ from listen");
+    /* Two ':0' are two free ports. */
+    CHECK_EQ(parse("[server]\nlisten = 127.0.0.1:0\n"
+                   "admin_listen = 127.0.0.1:0\nadmin_token_file = /t\n"),
+             0);
+    refused("[server]\nadmin_token_file =\n", 2, "admin_token_file must be");
+}
+
 int main(void)
 {
+    test_shadow_and_admin();
     test_example();
     test_defaults_and_order();
     test_errors();

@@ -49,9 +49,11 @@ static redisReply *arr(size_t n, redisReply **e)
 
 static void release(redisReply *r)
 {
-    if (r->type == REDIS_REPLY_ARRAY)
+    if (r->type == REDIS_REPLY_ARRAY) {
         for (size_t i = 0; i < r->elements; i++)
             release(r->element[i]);
+        free(r->element);
+    }
     free(r);
 }
 

@@ -4,7 +4,8 @@
  * protocol (fixed_window with its PEXPIRE aside and DECRBY give-back,
  * sliding_window and token_bucket scripts with NOSCRIPT and EVAL,
  * naive_get_set's GET then SET), to refunds, and to token bucket batches,
- * for a few limits, costs and clocks, with and without known scripts.
+ * for a few limits, costs and clocks, with and without known scripts,
+ * and to operators' peeks and resets (redis_admin.h).
  * Commands are built at each stage, as the stores build them, but not
  * formatted: their bytes do not depend on the replies. */
 #include <hiredis/hiredis.h>
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "redis_admin.h"
 #include "redis_proto.h"
 
 #define MAX_REPLIES 16
@@ -60,6 +62,32 @@ static void check_decision(const fg_decision *d)
     if (d->reset_ms != fg__us_to_ms_up(d->reset_us) ||
         d->retry_after_ms != fg__us_to_ms_up(d->retry_after_us))
         __builtin_trap(); /* milliseconds not derived from the us */
+}
+
+/* A peek or a reset driven as the store drives it: a peek's decision is
+ * a peek's (a unit fits exactly when one remains, and nothing is waited
+ * for then). */
+static void run_admin(int li, int reset, uint64_t now, redisReply **r, size_t n)
+{
+    fg__radmin a;
+    fg__rcmd cmd;
+    fg_decision d;
+    int rc = reset ? fg__rreset_init(&a, &params[li], rlims[li], "k", 1, now)
+                   : fg__rpeek_init(&a, &params[li], rlims[li], "k", 1, now);
+    for (size_t i = 0; rc == FG_OK && i < n; i++) {
+        fg__radmin_cmd(&a, &cmd);
+        rc = fg__radmin_reply(&a, r[i], &d);
+        if (rc == FG_OK && !reset) {
+            check_decision(&d);
+            if (d.allowed != (d.remaining > 0) ||
+                (d.allowed && d.retry_after_us) ||
+                d.remaining > params[li].max_cost + 1)
+                __builtin_trap();
+        }
+        if (rc != FG__RSTEP_AGAIN)
+            break;
+        rc = FG_OK;
+    }
 }
 
 /* One check driven as the stores drive it, its replies taken from 'r'. */
@@ -221,6 +249,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         run_refund(li, 1, nows[1], &none, r, n);
         run_refund(li, 2, 0, &known, r, n);
+        for (int reset = 0; reset < 2; reset++) {
+            run_admin(li, reset, nows[1], r, n);
+            if (!windowed)
+                run_admin(li, reset, 0, r, n);
+        }
     }
     run_batch(r, n);
     for (size_t i = 0; i < n; i++)

@@ -300,6 +300,32 @@ static int cluster_refund(fg_store *s, fg_limiter *l, const char *key,
     return nd->ops->refund(nd, l, key, keylen, cost);
 }
 
+/* An operator's peek or reset goes to the master of the key's slot as
+ * the map has it. Not followed through a redirection: a slot that moved
+ * answers MOVED (FG_EBACKEND), and the next call, the map refreshed by
+ * the checks meanwhile, reaches the new master. */
+static int cluster_peek(fg_store *s, fg_limiter *l, const char *key,
+                        size_t keylen, fg_decision *d)
+{
+    cluster_store *st = (cluster_store *)s;
+    int rc, k = route(st, key, keylen, &rc);
+    if (k < 0)
+        return rc;
+    fg_store *nd = atomic_load(&st->node[k]);
+    return nd->ops->peek(nd, l, key, keylen, d);
+}
+
+static int cluster_reset(fg_store *s, fg_limiter *l, const char *key,
+                         size_t keylen)
+{
+    cluster_store *st = (cluster_store *)s;
+    int rc, k = route(st, key, keylen, &rc);
+    if (k < 0)
+        return rc;
+    fg_store *nd = atomic_load(&st->node[k]);
+    return nd->ops->reset(nd, l, key, keylen);
+}
+
 /* ---- Asynchronous ------------------------------------------------------- */
 
 static void send_to(cluster_store *st, int k, fg__req *req)
@@ -650,8 +676,8 @@ fail:
     .scheme = "cluster", .limiter_init = cluster_limiter_init,                 \
     .limiter_free = cluster_limiter_free, .check = cluster_check,              \
     .refund = cluster_refund, .keys = cluster_keys, .close = cluster_close,    \
-    .node_of = cluster_node_of, .node_name = cluster_node_name,                \
-    .node_error = cluster_node_error
+    .peek = cluster_peek, .reset = cluster_reset, .node_of = cluster_node_of,  \
+    .node_name = cluster_node_name, .node_error = cluster_node_error
 
 static const fg__store_ops cluster_ops = {CLUSTER_OPS_COMMON};
 static const fg__store_ops cluster_async_ops = {

@@ -158,6 +158,21 @@ static int shards_refund(fg_store *s, fg_limiter *l, const char *key,
     return nd->ops->refund(nd, l, key, keylen, cost);
 }
 
+/* An operator's peek or reset goes to the key's node, as its checks. */
+static int shards_peek(fg_store *s, fg_limiter *l, const char *key,
+                       size_t keylen, fg_decision *d)
+{
+    fg_store *nd = node_of_key((shards_store *)s, key, keylen);
+    return nd->ops->peek(nd, l, key, keylen, d);
+}
+
+static int shards_reset(fg_store *s, fg_limiter *l, const char *key,
+                        size_t keylen)
+{
+    fg_store *nd = node_of_key((shards_store *)s, key, keylen);
+    return nd->ops->reset(nd, l, key, keylen);
+}
+
 static uint64_t shards_keys(fg_store *s)
 {
     (void)s;
@@ -248,8 +263,8 @@ fail:
     .scheme = "shards", .limiter_init = shards_limiter_init,                   \
     .limiter_free = shards_limiter_free, .check = shards_check,                \
     .refund = shards_refund, .keys = shards_keys, .close = shards_close,       \
-    .node_of = shards_node_of, .node_name = shards_node_name,                  \
-    .node_error = shards_node_error
+    .peek = shards_peek, .reset = shards_reset, .node_of = shards_node_of,     \
+    .node_name = shards_node_name, .node_error = shards_node_error
 
 static const fg__store_ops shards_ops = {SHARDS_OPS_COMMON};
 static const fg__store_ops shards_async_ops = {

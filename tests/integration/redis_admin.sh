@@ -3,13 +3,15 @@
 # redis-server processes started here on free loopback ports in a temp
 # folder, stopped by a trap: the same figures as the memory store's for the
 # same state and clock, a peek that takes nothing, a reset that deletes
-# every window, peeks on a read-only replica, and `floodgate check --peek`
-# / `--reset`.
+# every window, peeks on a read-only replica, `floodgate check --peek` /
+# `--reset`, and both through the stores that forward by key (shards=,
+# cluster=).
 set -u
 cd "$(dirname "$0")/../.."
 BUILD=$(realpath -m "${BUILD:-build}")
 FLOODGATE=${FLOODGATE:-$BUILD/floodgate}
 TOOL=$BUILD/redis/redis_admin
+FG_TEST_BOUND=90
 . tests/serve/lib.sh
 
 if ! command -v redis-server >/dev/null || [ ! -x "$TOOL" ]; then
@@ -85,5 +87,53 @@ out=$(chk --peek)
 out=$(chk --peek --reset 2>&1)
 rc=$?
 [ "$rc" -eq 2 ] && ok || bad "--peek with --reset exit $rc: $out"
+
+# cycle URL TAG: for each algorithm and a few keys (spread over the nodes
+# of a forwarding store): two checks of 3/h, a peek (1 left), a reset, a
+# peek (3 left), the key gone from every node.
+cycle() {
+    local url=$1 tag=$2 algo k out
+    for algo in fixed_window sliding_window token_bucket; do
+        for k in 1 2 3 4 5 6; do
+            key="$tag-$algo-$k-$$"
+            c() { "$FLOODGATE" check --store "$url" --name "a$tag" --algorithm "$algo" \
+                --limit 3/h --key "$key" --timeout 1000 "$@"; }
+            c --count 2 >/dev/null
+            out=$(c --peek)
+            case "$out" in remaining=1*) ;; *) bad "$tag $algo $key: peek '$out'"; continue ;; esac
+            out=$(c --reset)
+            [ "$out" = reset ] || { bad "$tag $algo $key: reset '$out'"; continue; }
+            out=$(c --peek)
+            [ "$out" = "remaining=3 reset_ms=0" ] || { bad "$tag $algo $key: after reset '$out'"; continue; }
+            ok "$tag $algo $key: peek, reset, whole"
+        done
+    done
+    left=0
+    for p in "${@:3}"; do
+        n=$(redis-cli -p "$p" --scan --pattern "fg:a$tag:*" | wc -l)
+        left=$((left + n))
+    done
+    expect_eq "$tag: no key left on any node" "$left" 0
+}
+
+# Two independent nodes: shards=.
+RP2=$(free_port)
+mkdir -p "$T/r2"
+redis-server --port "$RP2" --bind 127.0.0.1 --dir "$T/r2" --save '' \
+    --appendonly no --logfile "$T/r2/log" &
+PIDS="$PIDS $!"
+for _ in $(seq 100); do redis-cli -p "$RP2" ping 2>/dev/null | grep -q PONG && break; sleep 0.02; done
+cycle "shards=redis://127.0.0.1:$RPORT,redis://127.0.0.1:$RP2" sh "$RPORT" "$RP2"
+# Both nodes held keys: the forwarding spread them.
+expect_eq "shards: the first node was used" "$(redis-cli -p "$RPORT" info commandstats | grep -c 'cmdstat_del:')" 1
+expect_eq "shards: the second node was used" "$(redis-cli -p "$RP2" info commandstats | grep -c 'cmdstat_del:')" 1
+
+# A Redis Cluster of three masters: cluster=.
+. tests/lib/cluster.sh
+if start_cluster; then
+    cycle "cluster=redis://127.0.0.1:${CPORT[0]}" cl "${CPORT[@]}"
+else
+    bad "cluster starts"
+fi
 
 finish

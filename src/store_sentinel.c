@@ -884,6 +884,32 @@ static int sentinel_refund(fg_store *s, fg_limiter *l, const char *key,
     return rc;
 }
 
+/* An operator's peek or reset goes to the current master, blocking, as
+ * a blocking check. */
+static int sentinel_peek(fg_store *s, fg_limiter *l, const char *key,
+                         size_t keylen, fg_decision *d)
+{
+    sentinel_store *st = (sentinel_store *)s;
+    inner *in = take(st);
+    if (!in)
+        return no_master(st, 0);
+    int rc = in->st->ops->peek(in->st, l, key, keylen, d);
+    settle(st, in, rc, 0);
+    return rc;
+}
+
+static int sentinel_reset(fg_store *s, fg_limiter *l, const char *key,
+                          size_t keylen)
+{
+    sentinel_store *st = (sentinel_store *)s;
+    inner *in = take(st);
+    if (!in)
+        return no_master(st, 0);
+    int rc = in->st->ops->reset(in->st, l, key, keylen);
+    settle(st, in, rc, 0);
+    return rc;
+}
+
 static void on_done(int rc, const fg_decision *d, void *data)
 {
     pending *p = data;
@@ -1155,6 +1181,7 @@ int fg__store_sentinel_master(fg_store *s, char *buf, size_t n)
     .scheme = "sentinel", .limiter_init = sentinel_limiter_init,               \
     .limiter_free = sentinel_limiter_free, .check = sentinel_check,            \
     .refund = sentinel_refund, .keys = sentinel_keys, .close = sentinel_close, \
+    .peek = sentinel_peek, .reset = sentinel_reset,                            \
     .node_name = sentinel_node_name, .node_error = sentinel_node_error
 
 static const fg__store_ops sentinel_ops = {SENTINEL_OPS_COMMON};

@@ -4,8 +4,8 @@
 # folder, stopped by a trap: the same figures as the memory store's for the
 # same state and clock, a peek that takes nothing, a reset that deletes
 # every window, peeks on a read-only replica, `floodgate check --peek` /
-# `--reset`, and both through the stores that forward by key (shards=,
-# cluster=).
+# `--reset`, and both through the stores that forward (shards=, cluster=,
+# sentinel://).
 set -u
 cd "$(dirname "$0")/../.."
 BUILD=$(realpath -m "${BUILD:-build}")
@@ -127,6 +127,24 @@ cycle "shards=redis://127.0.0.1:$RPORT,redis://127.0.0.1:$RP2" sh "$RPORT" "$RP2
 # Both nodes held keys: the forwarding spread them.
 expect_eq "shards: the first node was used" "$(redis-cli -p "$RPORT" info commandstats | grep -c 'cmdstat_del:')" 1
 expect_eq "shards: the second node was used" "$(redis-cli -p "$RP2" info commandstats | grep -c 'cmdstat_del:')" 1
+
+# The master one Sentinel names: sentinel://.
+SNP=$(free_port)
+mkdir -p "$T/sn"
+cat >"$T/sn/sentinel.conf" <<CONF
+port $SNP
+bind 127.0.0.1
+dir $T/sn
+logfile $T/sn/log
+sentinel monitor adm$$ 127.0.0.1 $RP2 1
+CONF
+redis-server "$T/sn/sentinel.conf" --sentinel &
+PIDS="$PIDS $!"
+for _ in $(seq 100); do
+    redis-cli -p "$SNP" sentinel get-master-addr-by-name "adm$$" 2>/dev/null | grep -q "$RP2" && break
+    sleep 0.02
+done
+cycle "sentinel://127.0.0.1:$SNP/adm$$" se "$RP2"
 
 # A Redis Cluster of three masters: cluster=.
 . tests/lib/cluster.sh

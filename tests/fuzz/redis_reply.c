@@ -161,7 +161,7 @@ static void run_batch(redisReply **r, size_t n)
                 eval ? NULL : fg__redis_sha(&known, FG__LUA_TOKEN);
             if (fg__rbatch_need(cp, bn, sha) > sizeof(buf))
                 __builtin_trap();
-            fg__rbatch_format(buf, cp, bn, sha);
+            fg__rbatch_format(buf, cp, bn, sha, (int)(next & 1));
             int rc = fg__rbatch_reply(r[next], bn, eval);
             if (rc == FG__RSTEP_AGAIN) {
                 eval = 1;

@@ -46,7 +46,7 @@ key = query:k
 algorithm = token_bucket
 rate = 1000000/s
 on_failure = closed
-timeout = 50ms
+timeout = 500ms
 INI
     start_fg "s$n" -c "$T/s$n.ini" --listen 127.0.0.1:0 || { bad "server $n starts"; finish; }
 done

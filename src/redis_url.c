@@ -20,9 +20,7 @@ static int hexval(int ch)
     return -1;
 }
 
-/* Percent-decode 's' ('n' bytes) into 'out' (room for 'n' + 1 bytes).
- * Returns the decoded length, or -1 for a malformed escape or a NUL. */
-static long pct_decode(const char *s, size_t n, char *out)
+long fg__redis_pct_decode(const char *s, size_t n, char *out)
 {
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
@@ -50,7 +48,7 @@ static int dup_decoded(const char *s, size_t n, char **out)
     char *p = fg__malloc(n + 1);
     if (!p)
         return FG_ENOMEM;
-    if (pct_decode(s, n, p) < 0) {
+    if (fg__redis_pct_decode(s, n, p) < 0) {
         fg__free(p);
         return FG_EINVAL;
     }
@@ -132,7 +130,7 @@ static int parse_param(fg__redis_url *u, const char *s, size_t n,
             return fg__seterr(err, errlen, FG_EINVAL,
                               "redis url: prefix longer than %d bytes",
                               FG__REDIS_PREFIX_MAX);
-        dl = pct_decode(v, vl, tmp);
+        dl = fg__redis_pct_decode(v, vl, tmp);
         if (dl < 0)
             return fg__seterr(err, errlen, FG_EINVAL,
                               "redis url: bad %%-escape in prefix");

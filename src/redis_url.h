@@ -37,6 +37,10 @@ int fg__redis_url_parse(const char *url, fg__redis_url *u, char *err,
                         size_t errlen);
 void fg__redis_url_free(fg__redis_url *u);
 
+/* Percent-decode 's' ('n' bytes) into 'out' (room for 'n' + 1 bytes).
+ * Returns the decoded length, or -1 for a malformed escape or a NUL. */
+long fg__redis_pct_decode(const char *s, size_t n, char *out);
+
 /* Where 'u' points, for messages: "host:port db N" or "/path.sock db N". */
 void fg__redis_url_where(const fg__redis_url *u, char *buf, size_t n);
 /* The node's name, for metrics and the shards' ring: "host:port/db"

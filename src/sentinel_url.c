@@ -10,37 +10,15 @@
 
 #define SCHEME "sentinel://"
 
-static int hexval(int ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 /* Percent-decode 's' ('n' bytes) into 'out' ('outlen' bytes with the NUL).
  * FG_OK, or FG_EINVAL for a malformed escape, a NUL, or no room. */
 static int decode(const char *s, size_t n, char *out, size_t outlen)
 {
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++) {
-        int ch = (unsigned char)s[i];
-        if (ch == '%') {
-            int h = i + 2 < n ? hexval(s[i + 1]) : -1;
-            int l = i + 2 < n ? hexval(s[i + 2]) : -1;
-            if (h < 0 || l < 0 || (h == 0 && l == 0))
-                return FG_EINVAL;
-            ch = h * 16 + l;
-            i += 2;
-        }
-        if (o + 1 >= outlen)
-            return FG_EINVAL;
-        out[o++] = (char)ch;
-    }
-    out[o] = '\0';
+    char tmp[1024];
+    long len = n < sizeof tmp ? fg__redis_pct_decode(s, n, tmp) : -1;
+    if (len < 0 || (size_t)len >= outlen)
+        return FG_EINVAL;
+    memcpy(out, tmp, (size_t)len + 1);
     return FG_OK;
 }
 

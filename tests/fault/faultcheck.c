@@ -135,6 +135,58 @@ static int fd_count(pid_t pid)
     return n - (pid == 0); /* opendir's own descriptor */
 }
 
+/* The targets of the descriptors of 'pid', one per line, for a report. */
+static void fd_list(pid_t pid, char *out, size_t len)
+{
+    char dir[64], path[320], target[256];
+    size_t at = 0;
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+    out[0] = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) && at < len) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        ssize_t n = readlink(path, target, sizeof target - 1);
+        target[n > 0 ? n : 0] = 0;
+        at += (size_t)snprintf(out + at, len - at, "  %s -> %s\n", e->d_name,
+                               target);
+    }
+    closedir(d);
+}
+
+/* Microseconds the threads of 'pid' have spent runnable but waiting for a
+ * core, summed: serve's share of a wait that its worker spent in the run
+ * queue (the driver asks one thing at a time, so the rest of serve is
+ * idle meanwhile). */
+static uint64_t proc_run_queue_us(pid_t pid)
+{
+    char dir[64], path[384];
+    uint64_t sum = 0;
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        unsigned long long on_cpu, waited;
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "%.63s/%.255s/schedstat", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        if (fscanf(f, "%llu %llu", &on_cpu, &waited) == 2)
+            sum += waited / 1000;
+        fclose(f);
+    }
+    closedir(d);
+    return sum;
+}
+
 /* Resident set size of 'pid' (0: this one), in KiB. */
 static long rss_kb(pid_t pid)
 {
@@ -311,10 +363,12 @@ static fg_source source_of(const char *s)
 static void one_serve(path *pa, int p, const char *key, uint64_t since0)
 {
     char src[32];
-    uint64_t q0 = run_queue_us(), t0 = fg__mono_precise_us();
+    uint64_t q0 = run_queue_us(), sq0 = proc_run_queue_us(serve_pid);
+    uint64_t t0 = fg__mono_precise_us();
     int status = serve_check(serve_limit[p], key, src, sizeof src);
     uint64_t t1 = fg__mono_precise_us();
-    waits_add(&pa->w, t1 - t0, run_queue_us() - q0);
+    waits_add(&pa->w, t1 - t0,
+              run_queue_us() - q0 + proc_run_queue_us(serve_pid) - sq0);
     fg_source s = source_of(src);
     /* An answer the store made is 200 or 429; a failure 200 (open, local),
      * 429 (local) or 503 (closed); no answer is never right. */
@@ -480,6 +534,9 @@ static void run_fault(int idx, const char *name, long during_ms, const char *on,
         fprintf(stderr, "FAIL %s: the store does not decide before the fault\n",
                 name);
     int fd0 = fd_count(0), sfd0 = fd_count(serve_pid);
+    static char fds0[8192], fds1[8192], sfds0[8192], sfds1[8192];
+    fd_list(getpid(), fds0, sizeof fds0);
+    fd_list(serve_pid, sfds0, sizeof sfds0);
     long rss0 = rss_kb(0), srss0 = rss_kb(serve_pid);
 
     int on_rc = system(on);
@@ -542,16 +599,28 @@ static void run_fault(int idx, const char *name, long during_ms, const char *on,
      * hands for a moment, and serve's workers reconnect on their next
      * check: give both a short while to settle. */
     int fd1 = fd_count(0), sfd1 = fd_count(serve_pid);
-    for (int i = 0; i < 50 && (fd1 != fd0 || sfd1 != sfd0); i++) {
+    for (int i = 0; i < 200 && (fd1 != fd0 || sfd1 != sfd0); i++) {
         usleep(10000);
         healthy(key, 100000);
         fd1 = fd_count(0);
         sfd1 = fd_count(serve_pid);
     }
     long rss1 = rss_kb(0), srss1 = rss_kb(serve_pid);
-    int res_ok = fd1 == fd0 && sfd1 == sfd0 && rss1 - rss0 <= RSS_SLACK_KB &&
-                 srss1 - srss0 <= RSS_SLACK_KB;
+    /* Under AddressSanitizer freed memory waits in its quarantine, and RSS
+     * says nothing of leaks (LeakSanitizer does, at exit). */
+    int res_ok = fd1 == fd0 && sfd1 == sfd0 &&
+                 (TEST_UNDER_ASAN || (rss1 - rss0 <= RSS_SLACK_KB &&
+                                      srss1 - srss0 <= RSS_SLACK_KB));
     CHECK(res_ok);
+    if (fd1 != fd0 || sfd1 != sfd0) {
+        fd_list(getpid(), fds1, sizeof fds1);
+        fd_list(serve_pid, sfds1, sizeof sfds1);
+        fprintf(stderr,
+                "FAIL %s: descriptors %d -> %d (driver), %d -> %d (serve)\n"
+                "driver before:\n%sdriver after:\n%sserve before:\n%s"
+                "serve after:\n%s",
+                name, fd0, fd1, sfd0, sfd1, fds0, fds1, sfds0, sfds1);
+    }
 
     /* The async path's waits are its batches, kept in lib_a[0]. */
     waits *ws = malloc(sizeof *ws), *wv = malloc(sizeof *wv);
@@ -740,8 +809,8 @@ int main(int argc, char **argv)
                srss_end - srss_start);
         CHECK_EQ(fd_end, fd_start);
         CHECK_EQ(sfd_end, sfd_start);
-        CHECK(rss_end - rss_start <= 2 * RSS_SLACK_KB);
-        CHECK(srss_end - srss_start <= 2 * RSS_SLACK_KB);
+        CHECK(TEST_UNDER_ASAN || rss_end - rss_start <= 2 * RSS_SLACK_KB);
+        CHECK(TEST_UNDER_ASAN || srss_end - srss_start <= 2 * RSS_SLACK_KB);
     }
     fclose(pf);
     if (table)

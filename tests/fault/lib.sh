@@ -8,6 +8,9 @@ FAULTPROXY="$BUILD/fault/faultproxy" # built by mk/fault.mk
 FAULTCHECK="$BUILD/fault/faultcheck"
 FAULT_SH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/fault.sh"
 export T FAULT_SH
+# Under AddressSanitizer freed memory stays resident in its quarantine: a
+# small one keeps RSS readable (see serve_backpressure.sh).
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=1:thread_local_quarantine_size_kb=64"
 # fault.sh records what it starts (Redis restarted) in $T/pids.
 : >"$T/pids"
 fault_cleanup() {

@@ -84,14 +84,17 @@ INI
 }
 
 # fault_plan NAME DURING_MS...: the plan's lines, each fault started and
-# ended by fault.sh.
+# ended by fault.sh. Only the ACL fault may be reported as an
+# authentication failure (a full server, say, must not).
 fault_plan() {
-    local n d
+    local n d never
     while [ $# -gt 1 ]; do
         n=$1 d=$2
         shift 2
-        printf '%s\t%s\tbash %s on %s\tbash %s off %s\n' \
-            "$n" "$d" "$FAULT_SH" "$n" "$FAULT_SH" "$n"
+        never="backend authentication failed"
+        [ "$n" = acl ] && never=""
+        printf '%s\t%s\tbash %s on %s\tbash %s off %s\t%s\n' \
+            "$n" "$d" "$FAULT_SH" "$n" "$FAULT_SH" "$n" "$never"
     done
 }
 

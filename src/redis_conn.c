@@ -309,6 +309,12 @@ static int handshake_reply(fg__rnode *st, char kind, const redisReply *r,
     }
     if (r->type != REDIS_REPLY_ERROR)
         return FG_OK;
+    /* A server at maxclients answers the first command, AUTH, with its
+     * refusal: that is no authentication failure. */
+    if (kind == 'a' && fg__redis_error_code(r->str, r->len) == FG_EBACKEND)
+        return fg__seterr(err, errlen, FG_EBACKEND,
+                          "redis %s: connection refused (%.200s)", st->where,
+                          r->str);
     if (kind == 'a')
         return fg__seterr(err, errlen, FG_EAUTH,
                           "redis %s: authentication failed (%.200s)", st->where,

@@ -99,9 +99,12 @@ int fg__redis_error_code(const char *s, size_t len)
         return FG_ERANGE;
     if (starts(s, len, "ERR DB index"))
         return FG_EINVAL;
+    /* A server that cannot take the command now: a failed background
+     * save (MISCONF), or no room for another connection. */
     if (starts(s, len, "MASTERDOWN") || starts(s, len, "CLUSTERDOWN") ||
         starts(s, len, "TRYAGAIN") || starts(s, len, "MOVED") ||
-        starts(s, len, "ASK"))
+        starts(s, len, "ASK") || starts(s, len, "MISCONF") ||
+        starts(s, len, "ERR max number of clients"))
         return FG_EBACKEND;
     return FG_EPROTO;
 }

@@ -64,6 +64,10 @@ static void test_errors(void)
         {"ERR floodgate: clock outside the exact range", FG_ERANGE},
         {"ERR DB index is out of range", FG_EINVAL},
         {"MASTERDOWN Link with MASTER is down", FG_EBACKEND},
+        {"MISCONF Redis is configured to save RDB snapshots, but it's "
+         "currently unable to persist to disk.",
+         FG_EBACKEND},
+        {"ERR max number of clients reached", FG_EBACKEND},
         {"ERR value is not an integer or out of range", FG_EPROTO},
         {"BUSYKEY Target key name already exists.", FG_EPROTO},
         {"", FG_EPROTO},

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# durable = replica: an allowed check counts only once a replica holds its
+# write (WAIT 1 within the limit's timeout). A master and its replica, which
+# replicates through the fault proxy; the proxy holds the link (black hole),
+# so that the master's writes stay its own; the master dies and the proxy
+# with it, losing what it held; the replica is promoted (REPLICAOF NO ONE)
+# and the server moves to it. A plain limit admitted its window while the
+# replica could not see it, and admits it again after the failover (the
+# loss the docs bound: one window); a durable limit admitted nothing it
+# could not replicate (its checks failed and followed on_failure = closed)
+# and over-admits 0. Both clients: floodgate check (blocking) and
+# floodgate serve (asynchronous, with token bucket batches).
+. "$(dirname "$0")/../serve/lib.sh"
+
+start_redis || { bad "master starts"; finish; }
+MPORT=$RPORT MPID=$RPID
+mkdir -p "$T/replica"
+start_redis || { bad "replica starts"; finish; }
+SPORT=$RPORT SPID=$RPID
+"$BUILD/fault/faultproxy" -u "$MPORT" >"$T/proxy.out" 2>"$T/proxy.log" &
+PXPID=$!
+PIDS="$PIDS $PXPID"
+for _ in $(seq 1 200); do grep -q control= "$T/proxy.out" 2>/dev/null && break; sleep 0.01; done
+PXPORT=$(sed -n 's/^listen=\([0-9]*\) .*/\1/p' "$T/proxy.out")
+PXCTL=$(sed -n 's/.* control=\([0-9]*\)$/\1/p' "$T/proxy.out")
+ctl() { # ctl LINE: one command to the fault proxy, "ok" expected
+    local fd answer
+    exec {fd}<>"/dev/tcp/127.0.0.1/$PXCTL" || return 1
+    echo "$*" >&"$fd"
+    read -r answer <&"$fd"
+    exec {fd}<&-
+    [ "${answer%% *}" = ok ]
+}
+redis-cli -p "$SPORT" replicaof 127.0.0.1 "$PXPORT" >/dev/null
+for _ in $(seq 1 200); do
+    redis-cli -p "$SPORT" info replication | grep -q 'master_link_status:up' && break
+    sleep 0.02
+done
+check "replica linked" redis-cli -p "$SPORT" info replication | grep -q 'master_link_status:up'
+
+cat >"$T/s.ini" <<INI
+[server]
+workers = 2
+[store]
+url = redis://127.0.0.1:$MPORT
+prefix = d$$:
+[limit plain]
+key = query:k
+algorithm = token_bucket
+rate = 10/h
+on_failure = closed
+timeout = 100ms
+[limit durable]
+key = query:k
+algorithm = token_bucket
+rate = 10/h
+on_failure = closed
+timeout = 100ms
+durable = replica
+[limit durable_fw]
+key = query:k
+algorithm = fixed_window
+rate = 10/day
+on_failure = closed
+timeout = 100ms
+durable = replica
+INI
+start_fg s -c "$T/s.ini" --listen 127.0.0.1:0 || { bad "serve starts"; finish; }
+U="http://127.0.0.1:$FGPORT_s"
+cli() { # cli KEY COUNT [durable]: the summary line of floodgate check
+    "$FLOODGATE" check --store "redis://127.0.0.1:$1?prefix=d$$:" --name clitb --limit 10/h \
+        --on-failure closed --timeout 100 --key "$2" --count "$3" ${4:+--durable $4} | tail -1
+}
+
+# Healthy: a durable limit is as exact as a plain one.
+out=$("$FGLOAD" -n 12 -c 4 "$U/v1/check?limit=durable&key=h1")
+expect_eq "durable, replica up: 10 of 12 (serve)" "$(field "$out" s200)/$(field "$out" s429)" "10/2"
+out=$("$FGLOAD" -n 12 -c 4 "$U/v1/check?limit=durable_fw&key=h1")
+expect_eq "durable fixed window, replica up: 10 of 12 (serve)" "$(field "$out" s200)/$(field "$out" s429)" "10/2"
+expect_eq "durable, replica up: 10 of 12 (check)" "$(cli "$MPORT" h2 12 replica)" "allowed=10 limited=2"
+
+# The link held: the master's writes are its own.
+check "replication link held (black hole)" ctl blackhole on
+out=$("$FGLOAD" -n 12 -c 4 "$U/v1/check?limit=plain&key=k1")
+expect_eq "plain, link held: 10 of 12 (serve)" "$(field "$out" s200)" 10
+out=$("$FGLOAD" -n 12 -c 4 "$U/v1/check?limit=durable&key=k2")
+echo "durable, link held (serve): $out"
+expect_eq "durable, link held: 0 allowed, 12 refused by policy (503)" "$(field "$out" s503)" 12
+check "durable, link held: each answer within timeout + 25 ms ($(field "$out" max_us) us)" \
+    test "$(field "$out" max_us)" -le 125000
+expect_eq "plain, link held: 10 of 12 (check)" "$(cli "$MPORT" c1 12)" "allowed=10 limited=2"
+expect_eq "durable, link held: 0 of 3 (check)" "$(cli "$MPORT" c2 3 replica)" "allowed=0 limited=3"
+
+# The master dies, and the proxy with what it held; the replica is
+# promoted; serve moves to it.
+{ kill -KILL "$MPID" "$PXPID"; wait "$MPID" "$PXPID"; } 2>/dev/null
+redis-cli -p "$SPORT" replicaof no one >/dev/null
+sed -i "s|^url = .*|url = redis://127.0.0.1:$SPORT|" "$T/s.ini"
+kill -HUP "$FGPID_s"
+for _ in $(seq 1 300); do grep -q 'event=reload result=ok' "$T/s.log" && break; sleep 0.01; done
+check "serve reloaded onto the promoted replica" grep -q 'event=reload result=ok' "$T/s.log"
+out=$("$FGLOAD" -n 12 -c 4 "$U/v1/check?limit=plain&key=k1")
+lost=$(field "$out" s200)
+echo "plain limit after the failover: $lost more allowed (the window the replica never saw)"
+check "plain: the loss is at most one window ($lost <= 10)" test "$lost" -le 10
+# The promoted master gets a replica of its own (durable needs one).
+start_redis || bad "a new replica starts"
+redis-cli -p "$RPORT" replicaof 127.0.0.1 "$SPORT" >/dev/null
+for _ in $(seq 1 200); do
+    redis-cli -p "$RPORT" info replication | grep -q 'master_link_status:up' && break
+    sleep 0.02
+done
+check "new replica linked" redis-cli -p "$RPORT" info replication | grep -q 'master_link_status:up'
+out=$("$FGLOAD" -n 12 -c 4 "$U/v1/check?limit=durable&key=k2")
+expect_eq "durable after the failover: 10 of 12, over-admission 0" "$(field "$out" s200)/$(field "$out" s429)" "10/2"
+out=$("$FGLOAD" -n 12 -c 4 "$U/v1/check?limit=durable&key=h1")
+expect_eq "durable key admitted while replicated: still spent after the failover" "$(field "$out" s200)" 0
+expect_eq "durable after the failover: 10 of 12 (check)" "$(cli "$SPORT" c2 12 replica)" "allowed=10 limited=2"
+finish

@@ -41,6 +41,18 @@ algorithm = sliding_window
 rate = 10/h
 on_failure = closed
 timeout = 50ms
+[limit rfw]
+key = query:k
+algorithm = fixed_window
+rate = 10/day
+on_failure = closed
+timeout = 1s
+[limit rtb]
+key = query:k
+algorithm = token_bucket
+rate = 10/h
+on_failure = closed
+timeout = 1s
 [limit big]
 key = query:k
 algorithm = token_bucket
@@ -83,7 +95,9 @@ done
 # Resharding under load: keys q0..q39 have 4 of their 10 taken; 3000
 # slots move from the first master to the second while a steady load
 # runs and the keys take the rest of their checks.
-for k in $(seq 0 39); do load fw "q$k" 4 >/dev/null; load tb "q$k" 4 >/dev/null; done
+# (Limits that wait up to 1 s and refuse when they cannot ask: a decision
+# the store did not make cannot pass for one it made.)
+for k in $(seq 0 39); do load rfw "q$k" 4 >/dev/null; load rtb "q$k" 4 >/dev/null; done
 m1=$(cluster_masters "${CPORT[0]}" | sed -n 1p)
 m2=$(cluster_masters "${CPORT[0]}" | sed -n 2p)
 "$FGLOAD" -d 4000 -c 4 $(for i in $(seq 0 7); do echo "$A/v1/check?limit=big&key=s$i $B/v1/check?limit=big&key=s$i"; done) >"$T/steady.out" 2>&1 &
@@ -94,9 +108,13 @@ redis-cli --cluster reshard "127.0.0.1:$m1" --cluster-from "$(cluster_id "$m1")"
 reshard=$!
 moved_exact=0
 for k in $(seq 0 39); do
-    out=$(load fw "q$k" 8 2)
-    o2=$(load tb "q$k" 8 2)
-    [ "$(field "$out" s200)" = 6 ] && [ "$(field "$o2" s200)" = 6 ] && moved_exact=$((moved_exact + 1))
+    out=$(load rfw "q$k" 8 2)
+    o2=$(load rtb "q$k" 8 2)
+    if [ "$(field "$out" s200)" = 6 ] && [ "$(field "$o2" s200)" = 6 ]; then
+        moved_exact=$((moved_exact + 1))
+    else
+        echo "q$k: fixed window $out; token bucket $o2"
+    fi
 done
 kill -0 $reshard 2>/dev/null && during=yes || during=no
 echo "the reshard was still running when the keys' checks ended: $during"
@@ -112,7 +130,7 @@ check "steady load during the reshard: all allowed, 0 errors" \
     test "$(field "$st" s200)" = "$(field "$st" sent)" -a "$(field "$st" errors)" = 0 -a "$(field "$st" sent)" -gt 100
 after=0
 for k in $(seq 0 39); do
-    out=$(load fw "q$k" 2)
+    out=$(load rfw "q$k" 2)
     [ "$(field "$out" s429)" = 2 ] && after=$((after + 1))
 done
 expect_eq "after the reshard, every key's 10 are spent, wherever it went" "$after" 40
@@ -139,9 +157,12 @@ gap=$!
 sleep 0.2
 t_kill=$(date +%s%N)
 { kill -KILL "$vpid"; wait "$vpid"; } 2>/dev/null
+# Asked of a node that stays up.
+watch=${CPORT[0]}
+[ "$watch" = "$victim" ] && watch=${CPORT[1]}
 promoted=0
-for _ in $(seq 1 150); do
-    m=$(cluster_masters "${CPORT[0]}" | grep -vx "$victim" | wc -l)
+for _ in $(seq 1 500); do
+    m=$(cluster_masters "$watch" | grep -vx "$victim" | wc -l)
     if [ "$m" = 3 ]; then promoted=$(date +%s%N); break; fi
     sleep 0.02
 done
@@ -171,8 +192,10 @@ check "across the kill: the slowest answer within timeout + 25 ms ($(field "$g" 
 check "across the kill: 99% within timeout + 2 ms ($(field "$g" p99_us) us)" \
     test "$(field "$g" p99_us)" -le 52000
 curl -s "$A/metrics" >"$T/metrics"
-check "metrics: errors counted on the killed master" \
-    grep -q "^floodgate_store_node_errors_total{node=\"127.0.0.1:$victim\"} [1-9]" "$T/metrics"
+# (A failure is counted on the node that holds the key when the answer is
+# written: the killed master, or already the replica that took its slots.)
+nerr=$(awk '/^floodgate_store_node_errors_total/ { s += $2 } END { print s + 0 }' "$T/metrics")
+check "metrics: failures counted by node ($nerr)" test "$nerr" -gt 0
 
 # A node without cluster mode: a clear error at start.
 start_redis || bad "plain redis starts"

@@ -28,7 +28,7 @@ RATE=${RATE:-150} # requests a second, for each of the four load mixes
 # +1.5% over 40 reloads with blocked_cache = 0). A small table is
 # resident within the first minute, so that what this soak watches is
 # everything else.
-SOAK_CACHE=${SOAK_CACHE:-1024}
+SOAK_CACHE=${SOAK_CACHE:-64}
 # The baseline of RSS: just after the first restart of Redis (and the
 # first reloads), so that every path has run once.
 WARM_S=${WARM_S:-$((RESTART_S + 5))}

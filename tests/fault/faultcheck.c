@@ -362,6 +362,11 @@ static fg_source source_of(const char *s)
     return (fg_source)99;
 }
 
+/* serve's answers just before each fault, all the store's: serve's own
+ * time, which its answers during a fault add to the store's wait. */
+static waits serve_own;
+static int measuring_own;
+
 static void one_serve(path *pa, int p, const char *key, uint64_t since0)
 {
     char src[32];
@@ -369,9 +374,11 @@ static void one_serve(path *pa, int p, const char *key, uint64_t since0)
     uint64_t t0 = fg__mono_precise_us();
     int status = serve_check(serve_limit[p], key, src, sizeof src);
     uint64_t t1 = fg__mono_precise_us();
-    waits_add(&pa->w, t1 - t0,
-              run_queue_us() - q0 + proc_run_queue_us(serve_pid) - sq0);
+    uint64_t queued = run_queue_us() - q0 + proc_run_queue_us(serve_pid) - sq0;
+    waits_add(&pa->w, t1 - t0, queued);
     fg_source s = source_of(src);
+    if (measuring_own && s == FG_SOURCE_STORE)
+        waits_add(&serve_own, t1 - t0, queued);
     /* An answer the store made is 200 or 429; a failure 200 (open, local),
      * 429 (local) or 503 (closed); no answer is never right. */
     int ok_status = status == 200 || status == 429 ||
@@ -396,7 +403,9 @@ typedef struct verdict {
     int n, ok;
 } verdict;
 
-static verdict judge(const char *fault, const char *what, waits *w)
+/* 'own_us': what the path itself adds to a store's wait (serve's HTTP). */
+static verdict judge(const char *fault, const char *what, waits *w,
+                     uint64_t own_us)
 {
     verdict v = {0, 0, w->n, 0};
     if (w->n < 1) {
@@ -410,12 +419,12 @@ static verdict judge(const char *fault, const char *what, waits *w)
     uint64_t top[5] = {0};
     for (int i = 0; i < 5 && i < w->n; i++)
         top[i] = w->us[w->n - 1 - i];
-    v.ok = v.p99_ran <= (timeout_ms + TAIL_MS) * 1000u &&
+    v.ok = v.p99_ran <= (timeout_ms + TAIL_MS) * 1000u + own_us &&
            v.worst <= (timeout_ms + CEILING_MS) * 1000u;
     printf("%s, %s: %d waits, p99 %.2f ms (%.2f ms less run-queue time), "
-           "worst %.2f ms (timeout %u ms)\n",
+           "worst %.2f ms (timeout %u ms, own p99 %.2f ms)\n",
            fault, what, w->n, (double)p99 / 1000.0, (double)v.p99_ran / 1000.0,
-           (double)v.worst / 1000.0, timeout_ms);
+           (double)v.worst / 1000.0, timeout_ms, (double)own_us / 1000.0);
     if (!v.ok)
         fprintf(stderr,
                 "FAIL %s, %s: latency beyond its bound (slowest %.2f %.2f "
@@ -541,6 +550,16 @@ static void run_fault(int idx, const char *name, long during_ms, const char *on,
     fd_list(serve_pid, sfds0, sizeof sfds0);
     long rss0 = rss_kb(0), srss0 = rss_kb(serve_pid);
 
+    /* serve's own time, the store answering: 30 rounds. */
+    static path own_path[NPOL];
+    memset(own_path, 0, sizeof own_path);
+    serve_own.n = 0;
+    measuring_own = 1;
+    for (int r = 0; r < 30; r++)
+        for (int p = 0; p < NPOL; p++)
+            one_serve(&own_path[p], p, key, 0);
+    measuring_own = 0;
+
     int on_rc = system(on);
     CHECK_EQ(on_rc, 0);
     uint64_t t0 = fg__mono_precise_us();
@@ -642,9 +661,16 @@ static void run_fault(int idx, const char *name, long during_ms, const char *on,
             waits_add(wv, srv[p].w.us[i], srv[p].w.us[i] - srv[p].w.ran[i]);
         wrong += lib_s[p].wrong + lib_a[p].wrong + srv[p].wrong;
     }
-    verdict vs = judge(name, "library blocking", ws);
-    verdict va = judge(name, "library async", &lib_a[0].w);
-    verdict vv = judge(name, "serve", wv);
+    /* serve's p99 when the store answers (less run-queue time), from the
+     * answers so far: its HTTP is not the store's wait. */
+    uint64_t own = 0;
+    if (serve_own.n >= 20) {
+        waits tmp = serve_own;
+        own = p99_of(tmp.ran, tmp.n);
+    }
+    verdict vs = judge(name, "library blocking", ws, 0);
+    verdict va = judge(name, "library async", &lib_a[0].w, 0);
+    verdict vv = judge(name, "serve", wv, own);
     free(ws);
     free(wv);
     CHECK_EQ(wrong, 0);

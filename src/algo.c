@@ -329,3 +329,138 @@ int fg__algo_peek(const fg__algo_params *p, const fg__algo_state *s,
     d->shadowed = 0;
     return FG_OK;
 }
+
+/* ---- fg_add: usage counted even beyond the limit ----------------------- */
+
+void fg__window_add_decision(const fg__algo_params *p, uint64_t now_us,
+                             uint64_t count, uint64_t units, fg_decision *d)
+{
+    uint64_t w = fg__window_of(p, now_us);
+    uint64_t left = w * p->period_us - now_us;
+    d->limit = p->limit;
+    d->allowed = count <= p->limit;
+    d->remaining = count < p->limit ? p->limit - count : 0;
+    /* The window's end, even when it holds nothing: a sync's view of a
+     * fixed window needs it (fg_add). */
+    d->reset_us = left;
+    d->retry_after_us = d->remaining ? 0 : left;
+    d->source = FG_SOURCE_STORE;
+    d->shadowed = 0;
+    (void)units;
+    fg__decision_ms(d);
+}
+
+static void add_window(const fg__algo_params *p, fg__algo_state *s,
+                       uint64_t now, uint64_t units, fg_decision *d,
+                       uint64_t *expires)
+{
+    uint64_t w = fg__window_of(p, now);
+    if (s->a > w) {
+        w = s->a;
+        now = (w - 1) * p->period_us;
+    }
+    /* A sliding window's count stays exact in Lua's doubles; a fixed
+     * window's is an INCRBY on Redis, not capped there either. */
+    uint64_t cap =
+        p->algorithm == FG_SLIDING_WINDOW
+            ? (p->limit < FG_MAX_COUNT / 2 ? 2 * p->limit : FG_MAX_COUNT - 1)
+            : UINT64_MAX;
+    uint64_t cur = 0, prev = 0;
+    if (s->a == w) {
+        cur = s->b;
+        prev = s->c;
+    } else if (s->a + 1 == w) {
+        prev = s->b;
+    }
+    cur = units >= cap - (cur < cap ? cur : cap) ? cap : cur + units;
+    s->a = w;
+    s->b = cur;
+    s->c = p->algorithm == FG_SLIDING_WINDOW ? prev : 0;
+    if (p->algorithm != FG_SLIDING_WINDOW) {
+        fg__window_add_decision(p, now, cur, units, d);
+        *expires = w * p->period_us;
+        return;
+    }
+    /* What a check of one unit would get, as fg_peek; 'allowed' whether
+     * the count with the previous window's weight is within the limit. */
+    uint64_t elapsed = now - (w - 1) * p->period_us;
+    u128 used =
+        (u128)prev * (p->period_us - elapsed) + (u128)cur * p->period_us;
+    fg__algo_peek(p, s, now, d);
+    d->allowed = used <= (u128)p->limit * p->period_us;
+    *expires = (w + 1) * p->period_us;
+}
+
+/* GCRA: TAT moves to max(TAT, now) + units * T, at most two bucket depths
+ * ahead of now. The Lua twin is the token script's 'add' branch. */
+static int add_token(const fg__algo_params *p, fg__algo_state *s, uint64_t now,
+                     uint64_t units, fg_decision *d, uint64_t *expires)
+{
+    const uint64_t scale = p->scale, du = p->depth_us, df = p->depth_frac;
+    uint64_t a = s->a, b = s->b;
+    if (b >= scale) {
+        a++;
+        b = 0;
+    }
+    uint64_t au = 0, af = 0;
+    if (a >= now) {
+        au = a - now;
+        af = b;
+    }
+    u128 c = (u128)units * p->t_scaled;
+    u128 nu128 = (u128)au + c / scale;
+    uint64_t nf = af + (uint64_t)(c % scale);
+    if (nf >= scale) {
+        nf -= scale;
+        nu128++;
+    }
+    /* The cap, two full buckets: 2 * (du + df / scale). */
+    uint64_t cu = 2 * du, cf = 2 * df;
+    if (cf >= scale) {
+        cf -= scale;
+        cu++;
+    }
+    uint64_t nu;
+    if (nu128 > cu || (nu128 == cu && nf > cf)) {
+        nu = cu;
+        nf = cf;
+    } else {
+        nu = (uint64_t)nu128;
+    }
+    if (now > UINT64_MAX - nu - 1)
+        return FG_ERANGE;
+    s->a = now + nu;
+    s->b = nf;
+    s->c = p->tag;
+    *expires = s->a + 1;
+
+    d->limit = p->burst;
+    d->allowed = nu < du || (nu == du && nf <= df);
+    d->remaining =
+        d->allowed
+            ? (uint64_t)(((u128)(du - nu) * scale + df - nf) / p->t_scaled)
+            : 0;
+    d->reset_us = nu + (nf != 0);
+    d->retry_after_us = 0;
+    if (d->remaining == 0) {
+        /* Until ahead + T is within a full bucket: (nu, nf) + T - depth,
+         * rounded up to the us. */
+        u128 x = ((u128)nu * scale + nf) + p->t_scaled;
+        u128 full = (u128)du * scale + df;
+        u128 wait = x > full ? x - full : 0;
+        d->retry_after_us = (uint64_t)((wait + scale - 1) / scale);
+    }
+    d->source = FG_SOURCE_STORE;
+    d->shadowed = 0;
+    fg__decision_ms(d);
+    return FG_OK;
+}
+
+int fg__algo_add(const fg__algo_params *p, fg__algo_state *s, uint64_t now_us,
+                 uint64_t units, fg_decision *d, uint64_t *expires_us)
+{
+    if (p->algorithm == FG_TOKEN_BUCKET)
+        return add_token(p, s, now_us, units, d, expires_us);
+    add_window(p, s, now_us, units, d, expires_us);
+    return FG_OK;
+}

@@ -117,6 +117,20 @@ int fg__algo_check(const fg__algo_params *p, fg__algo_state *s, uint64_t now_us,
 void fg__algo_refund(const fg__algo_params *p, fg__algo_state *s,
                      uint64_t now_us, uint64_t cost);
 
+/* fg_add: count 'units' in 's' at 'now_us' even beyond the limit (a
+ * window's count up to twice the limit, a bucket's debt up to one more
+ * full bucket; the rest is forgiven), and fill 'd' as fg_add says: what
+ * fits now, until full again (the debt included), until one unit fits,
+ * and 'allowed' 1 when the units fitted. '*expires_us' as for a check.
+ * FG_OK, or FG_ERANGE for a clock outside the token bucket's range. */
+int fg__algo_add(const fg__algo_params *p, fg__algo_state *s, uint64_t now_us,
+                 uint64_t units, fg_decision *d, uint64_t *expires_us);
+
+/* The decision of fg__algo_add for a fixed window that holds 'count'
+ * units after the add, at 'now_us' (the Redis store's INCRBY reply). */
+void fg__window_add_decision(const fg__algo_params *p, uint64_t now_us,
+                             uint64_t count, uint64_t units, fg_decision *d);
+
 /* What a check of one unit would get from 's' at 'now_us', without taking
  * it (fg_peek): 'allowed' and 'retry_after_*' are that check's, 'remaining'
  * the units that fit now (one more than that check would leave), and
@@ -184,7 +198,8 @@ fg__fixed_window(const fg__algo_params *p, fg__algo_state *s, uint64_t now,
         return;
     }
     d->allowed = 0;
-    d->remaining = p->limit - count;
+    /* Beyond the limit only after fg_add. */
+    d->remaining = count < p->limit ? p->limit - count : 0;
     d->reset_us = count ? end - now : 0;
     d->reset_ms = fg__us_to_ms_up(d->reset_us);
     d->retry_after_us = end - now;

@@ -13,6 +13,8 @@ static void limit_defaults(fg_limit *out)
     out->on_failure = FG_FAIL_OPEN;
     out->timeout_ms = 5;
     out->fallback_servers = 1;
+    out->mode = FG_MODE_EXACT;
+    out->sync_ms = 200;
 }
 
 static const struct {

@@ -6,6 +6,7 @@
 
 #include "blocked.h"
 #include "breaker.h"
+#include "mode.h"
 #include "store.h"
 #include "alloc.h"
 #include "clock.h"
@@ -30,6 +31,7 @@ static int check_settled(fg_limiter *l, const char *key, size_t keylen,
                          uint64_t cost, fg_decision *out);
 static int check_shadow(fg_limiter *l, const char *key, size_t keylen,
                         uint64_t cost, fg_decision *out);
+static void store_learn(fg_limiter *l, unsigned node, int rc, fg_decision *d);
 
 static int is_store_failure(int rc)
 {
@@ -58,7 +60,9 @@ int fg_limit_check(const fg_limit *lim, char *err, size_t errlen)
     if ((unsigned)lim->on_failure > FG_FAIL_LOCAL)
         return fg__seterr(err, errlen, FG_EINVAL, "unknown on_failure %d",
                           (int)lim->on_failure);
-    return fg__algo_params_init(lim, &p, err, errlen);
+    if (fg__algo_params_init(lim, &p, err, errlen) != FG_OK)
+        return FG_EINVAL;
+    return fg__mode_valid(lim, p.max_cost, err, errlen);
 }
 
 fg_limiter *fg_limiter_new(fg_store *st, const fg_limit *lim, char *err,
@@ -92,6 +96,8 @@ fg_limiter *fg_limiter_new(fg_store *st, const fg_limit *lim, char *err,
     l->check = check_settled;
     if (st->ops->limiter_init(st, l, &l->store_data, err, errlen) != FG_OK)
         goto fail_nostore;
+    if (l->lim.mode != FG_MODE_EXACT && fg__mode_init(l, err, errlen) != FG_OK)
+        goto fail;
     if (l->lim.shadow) {
         /* Wrapped whatever the store chose, so that an enforcing limit's
          * check stays as it was. */
@@ -125,6 +131,7 @@ fg_limiter *fg_limiter_new(fg_store *st, const fg_limit *lim, char *err,
     }
     return l;
 fail:
+    fg__mode_free(l);
     st->ops->limiter_free(st, l, l->store_data);
 fail_nostore:
     if (l->policy) {
@@ -139,6 +146,7 @@ void fg_limiter_free(fg_limiter *l)
 {
     if (!l)
         return;
+    fg__mode_free(l);
     l->st->ops->limiter_free(l->st, l, l->store_data);
     fg_limiter_free(l->policy->local);
     fg_store_close(l->policy->local_store);
@@ -157,10 +165,11 @@ void fg_limiter_set_cache(fg_limiter *l, fg_cache *c)
 }
 
 /* A shadow limit has none: the cache only answers refusals, and shadow
- * mode allows them after the store has counted them. */
+ * mode allows them after the store has counted them. Nor has a limit in an
+ * approximate mode: its refusals are made here already. */
 fg__blocked *fg__limiter_cache(const fg_limiter *l)
 {
-    return l->lim.shadow ? NULL : l->policy->cache;
+    return l->lim.shadow || l->mode ? NULL : l->policy->cache;
 }
 
 int fg_limiter_local_share(const fg_limiter *l, uint64_t *limit,
@@ -377,12 +386,21 @@ int fg_check(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
 int fg_check_async(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
                    fg_check_cb cb, void *data)
 {
-    fg_decision d;
     int rc = validate(l, key, keylen, cost);
     if (rc != FG_OK)
         return rc;
     if (!cb)
         return FG_EINVAL;
+    if (l->mode)
+        return fg__mode_check_async(l, key, keylen, cost, cb, data);
+    return fg__check_async_exact(l, key, keylen, cost, cb, data);
+}
+
+int fg__check_async_exact(fg_limiter *l, const char *key, size_t keylen,
+                          uint64_t cost, fg_check_cb cb, void *data)
+{
+    fg_decision d;
+    int rc;
     unsigned node = fg__store_node_of(l->st, key, keylen);
     if (!breaker_allow(l, node)) {
         rc = decide_without_store(l, FG_EBREAKER, key, keylen, cost, &d);
@@ -425,6 +443,8 @@ int fg_refund(fg_limiter *l, const char *key, size_t keylen, uint64_t cost)
     int rc = validate(l, key, keylen, cost);
     if (rc != FG_OK)
         return rc;
+    if (l->mode)
+        return fg__mode_refund(l, key, keylen, cost);
     if (!l->st->ops->refund)
         return FG_ENOTSUP;
     /* A store the breaker keeps us from asking took nothing to give back
@@ -438,12 +458,122 @@ int fg_refund(fg_limiter *l, const char *key, size_t keylen, uint64_t cost)
 void fg__req_done(fg__req *req, int rc, fg_decision *d)
 {
     fg_decision local;
-    if (rc != FG_OK)
+    if (rc != FG_OK) {
+        memset(&local, 0, sizeof(local));
         d = &local;
+    }
+    if (req->raw) {
+        store_learn(req->l, req->node, rc, d);
+        req->cb(rc, d, req->data);
+        fg__free(req);
+        return;
+    }
     rc = settle(req->l, req->node, rc, req->key, req->keylen, req->cost, d);
     shadow_apply(req->l, rc, d);
     req->cb(rc, d, req->data);
     fg__free(req);
+}
+
+/* The breaker learns from a store's answer; the policy is not applied. */
+static void store_learn(fg_limiter *l, unsigned node, int rc, fg_decision *d)
+{
+    fg__breaker *b = &l->policy->breaker[node];
+    if (rc == FG_OK) {
+        if (atomic_load_explicit(&b->failures, memory_order_relaxed) ||
+            atomic_load_explicit(&b->open_until_us, memory_order_relaxed))
+            fg__breaker_success(b);
+        d->source = FG_SOURCE_STORE;
+        d->shadowed = 0;
+    } else if (is_store_failure(rc)) {
+        fg__breaker_failure(b, fg__mono_us(NULL));
+    } else {
+        fg__breaker_release(b);
+    }
+}
+
+int fg__store_check(fg_limiter *l, const char *key, size_t keylen,
+                    uint64_t cost, fg_decision *out)
+{
+    unsigned node = fg__store_node_of(l->st, key, keylen);
+    memset(out, 0, sizeof(*out));
+    if (!breaker_allow(l, node))
+        return FG_EBREAKER;
+    int rc = l->st->ops->check(l->st, l, key, keylen, cost, out);
+    if (rc != FG_OK)
+        memset(out, 0, sizeof(*out));
+    store_learn(l, node, rc, out);
+    return rc;
+}
+
+int fg__store_check_async(fg_limiter *l, const char *key, size_t keylen,
+                          uint64_t cost, fg_check_cb cb, void *data)
+{
+    fg_decision d;
+    memset(&d, 0, sizeof(d));
+    unsigned node = fg__store_node_of(l->st, key, keylen);
+    if (!breaker_allow(l, node)) {
+        cb(FG_EBREAKER, &d, data);
+        return FG_OK;
+    }
+    if (!l->st->ops->check_async) {
+        int rc = l->st->ops->check(l->st, l, key, keylen, cost, &d);
+        if (rc != FG_OK)
+            memset(&d, 0, sizeof(d));
+        store_learn(l, node, rc, &d);
+        cb(rc, &d, data);
+        return FG_OK;
+    }
+    fg__req *req = fg__malloc(sizeof(*req) + keylen + 1);
+    if (!req) {
+        fg__breaker_release(&l->policy->breaker[node]);
+        return FG_ENOMEM;
+    }
+    memset(req, 0, sizeof(*req));
+    req->l = l;
+    req->node = node;
+    req->raw = 1;
+    req->cost = cost;
+    req->cb = cb;
+    req->data = data;
+    req->keylen = keylen;
+    if (keylen)
+        memcpy(req->key, key, keylen);
+    req->key[keylen] = '\0';
+    l->st->ops->check_async(l->st, req);
+    return FG_OK;
+}
+
+int fg__decide_by_policy(fg_limiter *l, int rc, const char *key, size_t keylen,
+                         uint64_t cost, fg_decision *out)
+{
+    return decide_without_store(l, rc, key, keylen, cost, out);
+}
+
+void fg__shadow_decision(const fg_limiter *l, int rc, fg_decision *d)
+{
+    shadow_apply(l, rc, d);
+}
+
+int fg_add(fg_limiter *l, const char *key, size_t keylen, uint64_t units,
+           fg_decision *out)
+{
+    if (!l || !out)
+        return FG_EINVAL;
+    int rc = !key && keylen                       ? FG_EINVAL
+             : keylen > FG_MAX_KEY                ? FG_EKEY
+             : units >= FG_MAX_COUNT              ? FG_ECOST
+             : l->p.algorithm == FG_NAIVE_GET_SET ? FG_ENOTSUP
+                                                  : FG_OK;
+    if (rc == FG_OK)
+        rc =
+            l->st->ops->check(l->st, l, key, keylen, units | FG__COST_ADD, out);
+    if (rc != FG_OK) {
+        refuse_invalid(l, out);
+        return rc;
+    }
+    out->source = FG_SOURCE_STORE;
+    out->shadowed = 0;
+    return FG_OK;
 }
 
 /* Operators' calls: the store is always asked (the breaker neither stops

@@ -18,12 +18,21 @@ typedef struct fg__req {
      * for the next send: ASKING first (an ASK redirection), or alone, not
      * in a batch (a batch refused by a node that lost a slot). */
     unsigned char redirects, asking, single;
+    /* 1: the caller takes the store's own answer (fg__store_check_async):
+     * the breaker learns from it, the failure policy does not decide. */
+    unsigned char raw;
     uint64_t cost;
     fg_check_cb cb;
     void *data;
     size_t keylen;
     char key[]; /* keylen bytes and a NUL */
 } fg__req;
+
+/* A cost with this bit set asks the store for fg_add's accounting of the
+ * cost's other bits instead of a check: counted even beyond the limit,
+ * answered with fg_add's decision. Costs are below 2^53, so the bit is
+ * free; stores that forward checks to others pass it on unchanged. */
+#define FG__COST_ADD ((uint64_t)1 << 63)
 
 /* A check that settles its own result: it fills 'd->source' and passes its
  * failures to fg__settle_failure, so that fg_check returns what it
@@ -46,7 +55,29 @@ struct fg_limiter {
      * failures are this process's own (out of memory, a clock out of
      * range), for which the breaker never opens. */
     fg__check_fn check;
+    struct fg__mode *mode; /* FG_MODE_SYNC, FG_MODE_LEASE (limiter_mode.c) */
 };
+
+/* The store's answer for 'cost' of 'key', past the node's breaker (which
+ * learns from it) but without the failure policy: FG_OK with 'out' filled
+ * (source FG_SOURCE_STORE), or the failure (FG_EBREAKER when the breaker
+ * kept the store from being asked). The modes' takes and syncs. */
+int fg__store_check(fg_limiter *l, const char *key, size_t keylen,
+                    uint64_t cost, fg_decision *out);
+/* The same on an asynchronous store: 'cb' is called once, perhaps before
+ * the call returns; FG_OK, or FG_ENOMEM and 'cb' is never called. */
+int fg__store_check_async(fg_limiter *l, const char *key, size_t keylen,
+                          uint64_t cost, fg_check_cb cb, void *data);
+/* fg_check_async for an exact limit, validated: the breaker, the store,
+ * the policy. */
+int fg__check_async_exact(fg_limiter *l, const char *key, size_t keylen,
+                          uint64_t cost, fg_check_cb cb, void *data);
+/* The limit's failure policy for a check the store did not answer ('rc'):
+ * fill 'out', return 'rc'. Shadow mode is not applied: see
+ * fg__shadow_decision, which a decision gets once, last. */
+int fg__decide_by_policy(fg_limiter *l, int rc, const char *key, size_t keylen,
+                         uint64_t cost, fg_decision *out);
+void fg__shadow_decision(const fg_limiter *l, int rc, fg_decision *d);
 
 /* Apply the limit's failure policy to a store's failure 'rc' (see
  * fg_check): fill 'out' as the policy decides and return 'rc'. */

@@ -7,8 +7,9 @@
 static const char *const algorithm_names[] = {"fixed_window", "sliding_window",
                                               "token_bucket", "naive_get_set"};
 static const char *const on_failure_names[] = {"open", "closed", "local"};
-static const char *const source_names[] = {"store", "cache", "local",
-                                           "fail_open", "fail_closed"};
+static const char *const source_names[] = {
+    "store", "cache", "local", "fail_open", "fail_closed", "sync", "lease"};
+static const char *const mode_names[] = {"exact", "sync", "lease"};
 
 #define NAMES_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -52,4 +53,9 @@ int fg_on_failure_parse(const char *s, fg_on_failure *out)
 const char *fg_source_name(fg_source s)
 {
     return (unsigned)s < NAMES_LEN(source_names) ? source_names[s] : NULL;
+}
+
+const char *fg_mode_name(fg_mode m)
+{
+    return (unsigned)m < NAMES_LEN(mode_names) ? mode_names[m] : NULL;
 }

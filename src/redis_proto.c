@@ -256,6 +256,15 @@ static void incrby_cmd(fg__rcmd *c, const char *verb, uint64_t cost)
     arg(c, c->cost, fg__redis_u64(c->cost, cost));
 }
 
+/* A script's cost argument: negated for fg_add. */
+static size_t cost_arg(char *buf, const fg__rcheck *c)
+{
+    if (!c->add)
+        return fg__redis_u64(buf, c->cost);
+    buf[0] = '-';
+    return 1 + fg__redis_u64(buf + 1, c->cost);
+}
+
 int fg__rcheck_init(fg__rcheck *c, const fg__algo_params *p, const fg__rlim *rl,
                     const char *key, size_t keylen, uint64_t cost,
                     uint64_t now_us)
@@ -264,7 +273,8 @@ int fg__rcheck_init(fg__rcheck *c, const fg__algo_params *p, const fg__rlim *rl,
     c->rl = rl;
     c->key = key;
     c->keylen = keylen;
-    c->cost = cost;
+    c->add = (cost & FG__COST_ADD) != 0;
+    c->cost = cost & ~FG__COST_ADD;
     c->now_us = now_us;
     c->stage = FG__RS_FIRST;
     c->count = 0;
@@ -323,7 +333,7 @@ void fg__rcheck_cmd(const fg__rcheck *c, int i, const fg__redis_shas *shas,
                         : fg__redis_sha(shas, c->rl->script));
         for (int k = 0; k < c->rl->nstatic; k++)
             arg(out, c->rl->stat[k], c->rl->statlen[k]);
-        arg(out, out->cost, fg__redis_u64(out->cost, c->cost));
+        arg(out, out->cost, cost_arg(out->cost, c));
         if (c->now_us)
             arg(out, out->now, fg__redis_u64(out->now, c->now_us));
         else
@@ -369,6 +379,10 @@ int fg__rcheck_reply(fg__rcheck *c, const redisReply *r, fg_decision *d)
     case FG_FIXED_WINDOW:
         if ((rc = reply_count(r, &count)) != FG_OK)
             return rc;
+        if (c->add) {
+            fg__window_add_decision(c->p, c->now_us, count, c->cost, d);
+            return FG_OK;
+        }
         before = count >= c->cost ? count - c->cost : 0;
         fg__redis_window_decision(c->p, c->now_us, before, c->cost, d);
         if (d->allowed || before >= c->p->limit)
@@ -464,7 +478,7 @@ size_t fg__rbatch_format(char *b, const fg__rcheck *const *c, int n,
         const fg__rlim *rl = c[i]->rl;
         for (int k = 0; k < rl->nstatic; k++)
             len += fg__redis_bulk(b + len, rl->stat[k], rl->statlen[k]);
-        len += fg__redis_bulk(b + len, num, fg__redis_u64(num, c[i]->cost));
+        len += fg__redis_bulk(b + len, num, cost_arg(num, c[i]));
         len += c[i]->now_us ? fg__redis_bulk(b + len, num,
                                              fg__redis_u64(num, c[i]->now_us))
                             : fg__redis_bulk(b + len, "", 0);

@@ -128,13 +128,16 @@ typedef struct fg__rcheck {
     size_t keylen;
     uint64_t cost;
     uint64_t now_us; /* the time sent; 0: the script reads Redis TIME */
+    int add;         /* fg_add (FG__COST_ADD): counted beyond the limit */
     int stage;
     uint64_t count; /* naive_get_set: the count to SET */
     fg_decision d;  /* naive_get_set: decided after the GET */
 } fg__rcheck;
 
 /* Start check 'c' of 'cost' units for 'key' under limit 'p' with 'rl',
- * at 'now_us'. FG_OK, or FG_EKEY when the key does not fit. */
+ * at 'now_us'; a cost with FG__COST_ADD is fg_add's count instead (a
+ * fixed window's INCRBY without give-back, the scripts' cost negated).
+ * FG_OK, or FG_EKEY when the key does not fit. */
 int fg__rcheck_init(fg__rcheck *c, const fg__algo_params *p, const fg__rlim *rl,
                     const char *key, size_t keylen, uint64_t cost,
                     uint64_t now_us);

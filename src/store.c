@@ -134,7 +134,10 @@ fg_store *fg_store_open_async(const char *url, struct event_base *base,
         fg__seterr(err, errlen, FG_EINVAL, "no event base given");
         return NULL;
     }
-    return open_any(url, base, err, errlen);
+    fg_store *st = open_any(url, base, err, errlen);
+    if (st)
+        st->base = base;
+    return st;
 }
 
 fg_store *fg_store_open_memory(const fg_memory_options *opt, char *err,

@@ -52,6 +52,8 @@ typedef struct fg__store_ops {
 struct fg_store {
     const fg__store_ops *ops;
     unsigned nodes; /* 1 unless ops->node_of */
+    /* The loop of a store opened with fg_store_open_async, else NULL. */
+    struct event_base *base;
 };
 
 /* Store constructors, by scheme. */

@@ -406,8 +406,11 @@ slot_decide(const fg_limiter *l, fg_algorithm algorithm, mem_slot *sl,
             uint64_t now, uint64_t cost, fg_decision *d)
 {
     uint64_t expires;
-    int rc = fg__algo_decide_as(algorithm, &l->p, &sl->state, now, cost, d,
-                                &expires);
+    int rc = __builtin_expect(cost & FG__COST_ADD, 0)
+                 ? fg__algo_add(&l->p, &sl->state, now, cost & ~FG__COST_ADD, d,
+                                &expires)
+                 : fg__algo_decide_as(algorithm, &l->p, &sl->state, now, cost,
+                                      d, &expires);
     if (__builtin_expect(rc != FG_OK, 0))
         return rc;
     /* Rounded up, and held at the top of the range rather than wrapped

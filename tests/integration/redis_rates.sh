@@ -37,6 +37,7 @@ run grid "$URL"
 run change "$URL"
 run state "$URL" 127.0.0.1 "$PORT"
 run hours "$URL"
+run adds "$URL"
 
 # floodgate check: the rates Redis refused, with every algorithm, allowed
 # at once (a fresh key) as on the memory store.

@@ -14,7 +14,10 @@
  *                            of the earlier format, a fraction of another
  *                            rate's scale
  *   redis_rates hours URL    13/h over 1,000 simulated hours with
- *                            clock = client: exactly 13 in every hour */
+ *                            clock = client: exactly 13 in every hour
+ *   redis_rates adds URL     fg_add (usage counted beyond the limit)
+ *                            mixed with checks, over the grid of rates:
+ *                            C vs Lua, blocking and async batches */
 #include <event2/event.h>
 #include <hiredis/hiredis.h>
 #include <stdio.h>
@@ -29,6 +32,7 @@
 #include "redis_store.h"
 #include "store.h"
 #include "clock.h"
+#include "limiter.h"
 
 #define SEC  1000000ull
 #define HOUR (3600 * SEC)
@@ -560,6 +564,124 @@ static void hours(const char *url)
     fg_store_close(st);
 }
 
+/* ---- fg_add ----------------------------------------------------------------
+ */
+
+/* Units to add: none (a read), a little, or up to three full limits (the
+ * store keeps at most one limit's debt). */
+static uint64_t some_units(const fg_limiter *l)
+{
+    uint64_t max = l->p.max_cost;
+    switch (rng() % 4) {
+    case 0:
+        return rng() % 2;
+    case 1:
+        return 1 + rng() % (max < 5 ? max : 5);
+    default:
+        return max > FG_MAX_COUNT / 4 ? max - rng() % 3 : rng() % (3 * max + 1);
+    }
+}
+
+static void adds(const char *url)
+{
+    static const fg_algorithm algos[] = {FG_FIXED_WINDOW, FG_SLIDING_WINDOW,
+                                         FG_TOKEN_BUCKET};
+    char err[256];
+    struct event_base *base = new_base();
+    fg_store *bs = fg_store_open(url, err, sizeof err);
+    fg_store *as = fg_store_open_async(url, base, err, sizeof err);
+    CHECK(bs != NULL && as != NULL);
+    if (!bs || !as) {
+        fprintf(stderr, "open: %s\n", err);
+        return;
+    }
+    CHECK_EQ(fg__store_redis_set_clock(bs, fake_clock, NULL), FG_OK);
+    CHECK_EQ(fg__store_redis_set_clock(as, fake_clock, NULL), FG_OK);
+    int cases = 0, steps = 0, over = 0;
+    for (size_t ri = 0; ri < sizeof grid_rates / sizeof *grid_rates; ri++) {
+        for (size_t ai = 0; ai < 3; ai++) {
+            char name[64];
+            snprintf(name, sizeof name, "a%u-%zu-%zu", run_id(), ri, ai);
+            uint64_t burst = algos[ai] == FG_TOKEN_BUCKET && ri % 2 ? 7 : 0;
+            fg_limiter *lb =
+                limiter(bs, name, grid_rates[ri], algos[ai], burst);
+            fg_limiter *la =
+                limiter(as, name, grid_rates[ri], algos[ai], burst);
+            CHECK(lb != NULL && la != NULL);
+            if (!lb || !la) {
+                fg_limiter_free(lb);
+                fg_limiter_free(la);
+                continue;
+            }
+            cases++;
+            const fg__algo_params *p = &lb->p;
+            fg__algo_state s = {0, 0, 0}, o[3];
+            memset(o, 0, sizeof o);
+            uint64_t retry = 0, exp;
+            start_clock(T2026 + rng() % p->period_us);
+            for (int i = 0; i < 60; i++) {
+                step_clock(p, retry);
+                fg_decision c, r;
+                if (i % 4 == 3) {
+                    /* Adds on the loop, as syncs go: one batch of three
+                     * keys (a token bucket's in one script call). */
+                    result res[3];
+                    uint64_t u[3];
+                    memset(res, 0, sizeof res);
+                    for (int j = 0; j < 3; j++) {
+                        char kj = (char)('p' + j);
+                        u[j] = some_units(la);
+                        pending++;
+                        if (fg__store_check_async(la, &kj, 1,
+                                                  u[j] | FG__COST_ADD, on_done,
+                                                  &res[j]) != FG_OK)
+                            pending--;
+                    }
+                    drain(base);
+                    for (int j = 0; j < 3; j++) {
+                        fg__algo_add(p, &o[j], fake_now, u[j], &c, &exp);
+                        compare("add batch", la, u[j], &c, res[j].rc,
+                                &res[j].d);
+                        steps++;
+                    }
+                    continue;
+                }
+                int rc;
+                uint64_t cost;
+                /* A fixed window's refused check gives its INCRBY back
+                 * without waiting, and the next command may overtake it
+                 * on another pooled connection (see grid): adds only. */
+                if (i % 2 || p->algorithm == FG_FIXED_WINDOW) {
+                    cost = some_units(lb);
+                    fg__algo_add(p, &s, fake_now, cost, &c, &exp);
+                    rc = fg_add(lb, "k", 1, cost, &r);
+                    over += !c.allowed;
+                } else {
+                    cost = some_cost(lb);
+                    fg__algo_check(p, &s, fake_now, cost, &c, &exp);
+                    rc = fg_check(lb, "k", 1, cost, &r);
+                }
+                compare(i % 2 || p->algorithm == FG_FIXED_WINDOW
+                            ? "add"
+                            : "check after add",
+                        lb, cost, &c, rc, &r);
+                retry = c.retry_after_us;
+                steps++;
+            }
+            fg_limiter_free(lb);
+            fg_limiter_free(la);
+        }
+    }
+    printf("adds: %d cases, %d steps, %d adds beyond the limit, %d "
+           "mismatches\n",
+           cases, steps, over, mismatches);
+    CHECK_EQ(mismatches, 0);
+    CHECK(over > steps / 20);
+    fg_store_close(bs);
+    fg_store_close(as);
+    event_base_free(base);
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 3 && strcmp(argv[1], "grid") == 0)
@@ -568,6 +690,8 @@ int main(int argc, char **argv)
         change(argv[2]);
     else if (argc >= 5 && strcmp(argv[1], "state") == 0)
         state(argv[2], argv[3], atoi(argv[4]));
+    else if (argc >= 3 && strcmp(argv[1], "adds") == 0)
+        adds(argv[2]);
     else if (argc >= 3 && strcmp(argv[1], "hours") == 0)
         hours(argv[2]);
     else {

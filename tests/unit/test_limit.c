@@ -146,7 +146,7 @@ static void test_names(void)
     CHECK_STR(fg_source_name(FG_SOURCE_LOCAL), "local");
     CHECK_STR(fg_source_name(FG_SOURCE_FAIL_OPEN), "fail_open");
     CHECK_STR(fg_source_name(FG_SOURCE_FAIL_CLOSED), "fail_closed");
-    CHECK(fg_source_name((fg_source)5) == NULL);
+    CHECK(fg_source_name((fg_source)7) == NULL);
     CHECK(fg_source_name((fg_source)-1) == NULL);
 }
 

@@ -418,7 +418,7 @@ static void test_proto_batch(void)
     fg__rlim *tl = rlim_for(&t);
     fg__rcheck a, b;
     const fg__rcheck *cs[2] = {&a, &b};
-    char buf[4096];
+    char buf[16384];
     const char sha[] = "0123456789abcdef0123456789abcdef01234567";
     CHECK_EQ(fg__rcheck_init(&a, &t, tl, "x", 1, 1, 0), FG_OK);
     CHECK_EQ(fg__rcheck_init(&b, &t, tl, "yy", 2, 3, 77), FG_OK);

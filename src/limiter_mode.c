@@ -1,0 +1,405 @@
+/* limiter_mode.c -- a limiter in an approximate mode (floodgate.h): its
+ * local state (local.c) driven with its own store, on a blocking store
+ * under a lock and from the checks themselves, on an asynchronous one from
+ * the store's loop and a timer on it.
+ *
+ * The store's side of each ask goes through the node's breaker but not the
+ * failure policy (fg__store_check): the policy then decides the request
+ * that was waiting, with its own cost. */
+#include <event2/event.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "clock.h"
+#include "error.h"
+#include "mode.h"
+#include "store.h"
+
+/* Asks handed out by one call of fg_local_due or fg_local_flush. */
+#define ASK_BATCH 64
+
+struct fg__mode {
+    fg_local *lc;
+    fg__check_fn exact;      /* the limiter's check before the mode took it */
+    struct event_base *base; /* NULL: a blocking store */
+    struct event *tick;
+    pthread_mutex_t mu; /* blocking stores only */
+    unsigned pending;   /* asks in flight */
+    struct mode_req *spare;
+};
+
+/* An asynchronous check that needs the store: it waits for a take (its
+ * own, or another check's of the same key). */
+typedef struct mode_req {
+    fg_local_waiter w; /* first: a waiter is its request */
+    fg_limiter *l;
+    fg_check_cb cb;
+    void *data;
+    uint64_t cost;
+    fg_local_ask ask;
+    size_t keylen;
+    char key[FG_MAX_KEY + 1];
+} mode_req;
+
+/* A sync or give-back in flight on the loop. */
+typedef struct ask_req {
+    fg_limiter *l;
+    fg_local_ask ask;
+} ask_req;
+
+static void lock(struct fg__mode *m)
+{
+    if (!m->base)
+        pthread_mutex_lock(&m->mu);
+}
+
+static void unlock(struct fg__mode *m)
+{
+    if (!m->base)
+        pthread_mutex_unlock(&m->mu);
+}
+
+static uint64_t now_us(void)
+{
+    return fg__mono_us(NULL);
+}
+
+/* ---- blocking stores ----------------------------------------------------- */
+
+/* Do 'a' with the store and answer it; a take's follow-up too. Returns the
+ * store's result and its decision in 'd'. */
+static int ask_blocking(fg_limiter *l, fg_local_ask *a, fg_decision *d)
+{
+    struct fg__mode *m = l->mode;
+    int rc, again;
+    do {
+        switch (a->op) {
+        case FG_LOCAL_ADD:
+            rc = fg__store_check(l, a->key, a->keylen, a->units | FG__COST_ADD,
+                                 d);
+            break;
+        case FG_LOCAL_TAKE:
+            rc = fg__store_check(l, a->key, a->keylen, a->units, d);
+            break;
+        default:
+            memset(d, 0, sizeof(*d));
+            rc = l->st->ops->refund
+                     ? l->st->ops->refund(l->st, l, a->key, a->keylen, a->units)
+                     : FG_ENOTSUP;
+        }
+        lock(m);
+        again = fg_local_answer(m->lc, a, now_us(), rc, d, NULL);
+        unlock(m);
+    } while (again);
+    return rc;
+}
+
+/* Send the work due (or, with 'all', everything held); the first failure. */
+static int run_due_blocking(fg_limiter *l, uint64_t now, int all)
+{
+    struct fg__mode *m = l->mode;
+    fg_local_ask asks[ASK_BATCH];
+    fg_decision d;
+    int first = FG_OK;
+    size_t n;
+    do {
+        lock(m);
+        n = all ? fg_local_flush(m->lc, now, asks, ASK_BATCH)
+                : fg_local_due(m->lc, now, asks, ASK_BATCH);
+        unlock(m);
+        for (size_t i = 0; i < n; i++) {
+            int rc = ask_blocking(l, &asks[i], &d);
+            if (rc != FG_OK && first == FG_OK)
+                first = rc;
+        }
+    } while (n == ASK_BATCH);
+    return first;
+}
+
+/* fg_check of a limiter in a mode (l->check): decided here, or after a
+ * take; a key that finds no room here is decided exactly. */
+static int mode_check(fg_limiter *l, const char *key, size_t keylen,
+                      uint64_t cost, fg_decision *out)
+{
+    struct fg__mode *m = l->mode;
+    fg_local_ask ask;
+    for (int round = 0;; round++) {
+        uint64_t now = now_us();
+        lock(m);
+        int rc = fg_local_check(m->lc, key, keylen, cost, now, out, &ask, NULL);
+        uint64_t due = fg_local_next_due(m->lc);
+        unlock(m);
+        if (rc == FG_OK) {
+            if (now >= due)
+                run_due_blocking(l, now, 0);
+            return FG_OK;
+        }
+        if (rc == FG_EBACKEND)
+            return fg__decide_by_policy(l, rc, key, keylen, cost, out);
+        if (rc == FG_ENOMEM)
+            return m->exact(l, key, keylen, cost, out);
+        if (rc < 0)
+            return rc;
+        /* A take. Other threads may spend its units before this one
+         * checks again: after a few rounds it is decided exactly. */
+        rc = ask_blocking(l, &ask, out);
+        if (rc != FG_OK)
+            return fg__decide_by_policy(l, rc, key, keylen, cost, out);
+        if (round == 3)
+            return m->exact(l, key, keylen, cost, out);
+    }
+}
+
+/* ---- asynchronous stores ------------------------------------------------- */
+
+static void send_async(fg_limiter *l, const fg_local_ask *a);
+static void run_req(mode_req *r, uint64_t now);
+
+static void finish(mode_req *r, int rc, fg_decision *d)
+{
+    fg_limiter *l = r->l;
+    r->cb(rc, d, r->data);
+    if (!l->mode->spare)
+        l->mode->spare = r;
+    else
+        fg__free(r);
+}
+
+static void on_take(int rc, const fg_decision *d, void *data)
+{
+    mode_req *r = data;
+    fg_limiter *l = r->l;
+    struct fg__mode *m = l->mode;
+    uint64_t now = now_us();
+    fg_local_waiter *wake;
+    m->pending--;
+    if (fg_local_answer(m->lc, &r->ask, now, rc, d, &wake)) {
+        m->pending++;
+        if (fg__store_check_async(l, r->ask.key, r->ask.keylen, r->ask.units,
+                                  on_take, r) == FG_OK)
+            return;
+        m->pending--;
+        fg_local_answer(m->lc, &r->ask, now, FG_ENOMEM, NULL, &wake);
+        rc = FG_ENOMEM;
+    }
+    if (rc != FG_OK) {
+        fg_decision pd;
+        rc = fg__decide_by_policy(l, rc, r->key, r->keylen, r->cost, &pd);
+        fg__shadow_decision(l, rc, &pd);
+        finish(r, rc, &pd);
+    } else {
+        run_req(r, now);
+    }
+    while (wake) {
+        fg_local_waiter *next = wake->next;
+        run_req((mode_req *)wake, now);
+        wake = next;
+    }
+}
+
+/* Check 'r' again (or for the first time): decided, waiting, or a take. */
+static void run_req(mode_req *r, uint64_t now)
+{
+    fg_limiter *l = r->l;
+    struct fg__mode *m = l->mode;
+    fg_decision d;
+    int rc = fg_local_check(m->lc, r->key, r->keylen, r->cost, now, &d, &r->ask,
+                            &r->w);
+    switch (rc) {
+    case FG_LOCAL_WAITED:
+        return;
+    case FG_LOCAL_ASKED:
+        m->pending++;
+        if (fg__store_check_async(l, r->ask.key, r->ask.keylen, r->ask.units,
+                                  on_take, r) == FG_OK)
+            return;
+        m->pending--;
+        fg_local_answer(m->lc, &r->ask, now, FG_ENOMEM, NULL, NULL);
+        rc = FG_ENOMEM;
+        break;
+    case FG_OK:
+        fg__shadow_decision(l, rc, &d);
+        finish(r, rc, &d);
+        return;
+    }
+    if (rc == FG_ENOMEM) {
+        /* No room here: the store decides this one exactly. */
+        if (fg__check_async_exact(l, r->key, r->keylen, r->cost, r->cb,
+                                  r->data) == FG_OK) {
+            fg__free(r);
+            return;
+        }
+    }
+    rc = fg__decide_by_policy(l, rc, r->key, r->keylen, r->cost, &d);
+    fg__shadow_decision(l, rc, &d);
+    finish(r, rc, &d);
+}
+
+int fg__mode_check_async(fg_limiter *l, const char *key, size_t keylen,
+                         uint64_t cost, fg_check_cb cb, void *data)
+{
+    struct fg__mode *m = l->mode;
+    if (!m->base) {
+        /* A blocking store: decided now, as fg_check. */
+        fg_decision d;
+        d.shadowed = 0;
+        int rc = l->check(l, key, keylen, cost, &d);
+        cb(rc, &d, data);
+        return FG_OK;
+    }
+    mode_req *r = m->spare;
+    if (r)
+        m->spare = NULL;
+    else if (!(r = fg__malloc(sizeof(*r))))
+        return FG_ENOMEM;
+    r->l = l;
+    r->cb = cb;
+    r->data = data;
+    r->cost = cost;
+    r->keylen = keylen;
+    if (keylen)
+        memcpy(r->key, key, keylen);
+    r->key[keylen] = '\0';
+    run_req(r, now_us());
+    return FG_OK;
+}
+
+static void on_ask(int rc, const fg_decision *d, void *data)
+{
+    ask_req *a = data;
+    struct fg__mode *m = a->l->mode;
+    m->pending--;
+    fg_local_answer(m->lc, &a->ask, now_us(), rc, d, NULL);
+    fg__free(a);
+}
+
+/* A sync or a give-back, on the loop. */
+static void send_async(fg_limiter *l, const fg_local_ask *ask)
+{
+    struct fg__mode *m = l->mode;
+    if (ask->op == FG_LOCAL_GIVE) {
+        /* Queued with the next batch; its outcome is not reported. */
+        fg_local_ask a = *ask;
+        int rc = l->st->ops->refund
+                     ? l->st->ops->refund(l->st, l, a.key, a.keylen, a.units)
+                     : FG_ENOTSUP;
+        fg_local_answer(m->lc, &a, now_us(), rc, NULL, NULL);
+        return;
+    }
+    ask_req *a = fg__malloc(sizeof(*a));
+    if (a) {
+        a->l = l;
+        a->ask = *ask;
+        m->pending++;
+        if (fg__store_check_async(l, ask->key, ask->keylen,
+                                  ask->units | FG__COST_ADD, on_ask,
+                                  a) == FG_OK)
+            return;
+        m->pending--;
+        fg__free(a);
+    }
+    fg_local_ask copy = *ask;
+    fg_local_answer(m->lc, &copy, now_us(), FG_ENOMEM, NULL, NULL);
+}
+
+static void send_all_async(fg_limiter *l, int all)
+{
+    struct fg__mode *m = l->mode;
+    fg_local_ask asks[ASK_BATCH];
+    uint64_t now = now_us();
+    size_t n;
+    do {
+        n = all ? fg_local_flush(m->lc, now, asks, ASK_BATCH)
+                : fg_local_due(m->lc, now, asks, ASK_BATCH);
+        for (size_t i = 0; i < n; i++)
+            send_async(l, &asks[i]);
+    } while (n == ASK_BATCH);
+}
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    send_all_async(arg, 0);
+}
+
+/* ---- the limiter's side ----------------------------------------------------
+ */
+
+int fg__mode_init(fg_limiter *l, char *err, size_t errlen)
+{
+    struct fg__mode *m = fg__calloc(1, sizeof(*m));
+    if (!m)
+        return fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
+    m->lc = fg_local_new(&l->lim, 0, err, errlen);
+    if (!m->lc) {
+        fg__free(m);
+        return FG_EINVAL;
+    }
+    m->base = l->st->base;
+    if (m->base) {
+        uint64_t tick =
+            l->lim.mode == FG_MODE_SYNC
+                ? (uint64_t)l->lim.sync_ms * 1000
+                : (l->lim.period_us < 100000 ? l->lim.period_us : 100000);
+        struct timeval tv = {.tv_sec = (time_t)(tick / 1000000),
+                             .tv_usec = (suseconds_t)(tick % 1000000)};
+        m->tick = event_new(m->base, -1, EV_PERSIST, on_tick, l);
+        if (!m->tick || event_add(m->tick, &tv) != 0) {
+            if (m->tick)
+                event_free(m->tick);
+            fg_local_free(m->lc);
+            fg__free(m);
+            return fg__seterr(err, errlen, FG_ENOMEM,
+                              "cannot add the sync timer to the loop");
+        }
+    } else {
+        pthread_mutex_init(&m->mu, NULL);
+    }
+    m->exact = l->check;
+    l->mode = m;
+    l->check = mode_check;
+    return FG_OK;
+}
+
+void fg__mode_free(fg_limiter *l)
+{
+    struct fg__mode *m = l->mode;
+    if (!m)
+        return;
+    if (m->tick)
+        event_free(m->tick);
+    else
+        pthread_mutex_destroy(&m->mu);
+    fg_local_free(m->lc);
+    fg__free(m->spare);
+    fg__free(m);
+    l->mode = NULL;
+}
+
+int fg__mode_refund(fg_limiter *l, const char *key, size_t keylen,
+                    uint64_t cost)
+{
+    struct fg__mode *m = l->mode;
+    lock(m);
+    fg_local_refund(m->lc, key, keylen, cost, now_us());
+    unlock(m);
+    return FG_OK;
+}
+
+int fg_limiter_sync(fg_limiter *l)
+{
+    if (!l || !l->mode)
+        return FG_OK;
+    if (l->mode->base) {
+        send_all_async(l, 1);
+        return FG_OK;
+    }
+    return run_due_blocking(l, now_us(), 1);
+}
+
+unsigned fg_limiter_pending(const fg_limiter *l)
+{
+    return l && l->mode ? l->mode->pending : 0;
+}

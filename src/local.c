@@ -1,0 +1,647 @@
+/* local.c -- the local half of the approximate modes (floodgate.h): for
+ * each key, a sync view or a lease, in a bounded table, and the asks that
+ * the store must answer. Pure: the caller brings the time, does the I/O
+ * and holds any lock.
+ *
+ * A key is one entry, found by a chained hash and kept in LRU order. An
+ * entry with something to send (usage not synced, units leased) sits on
+ * the due list, which each tick walks; such an entry, or one with an ask
+ * in flight or checks waiting, is never evicted. */
+#include <string.h>
+
+#include "algo.h"
+#include "alloc.h"
+#include "error.h"
+#include "hash.h"
+#include "mode.h"
+
+typedef unsigned __int128 u128;
+
+/* Leases are looked at every 100 ms (or every period, if shorter), and a
+ * token bucket's or sliding window's lasts min(period, 1 s). */
+#define LEASE_TICK_US 100000u
+#define LEASE_LIFE_US 1000000u
+/* How many entries from the LRU end an insert looks at for one to evict. */
+#define EVICT_TRIES 8
+
+typedef struct entry {
+    struct entry *hnext;         /* hash chain */
+    struct entry *older, *newer; /* LRU list */
+    struct entry *lnext;         /* the due list */
+    fg_local_waiter *wait_head, *wait_tail;
+    uint64_t hash;
+    /* sync: the view (what the store had left, and when it is full
+     * again, on the caller's clock), the units in the sync in flight and
+     * those admitted since it was made. lease: 'units' held, the lease's
+     * end in 'reset_at'. */
+    uint64_t view_rem, reset_at, sent, units, sent_at;
+    /* lease: when the last take was answered, the units spent since, the
+     * rate they made before it (used over dur), the store's refusal, what
+     * the take in flight must give the check that asked for it, units to
+     * give back, and a failed take's time. */
+    uint64_t lease_at, used, last_used, last_dur, refused_until, need, give,
+        failed_at;
+    uint32_t asks;   /* asks in flight */
+    uint32_t taking; /* lease: takes among them */
+    uint8_t synced;  /* sync: the view is the store's */
+    uint8_t failed;  /* the last sync or take failed */
+    uint8_t listed;  /* on the due list */
+    uint32_t keylen;
+    char key[];
+} entry;
+
+struct fg_local {
+    fg_limit lim;
+    fg_mode mode;
+    fg_algorithm algorithm;
+    uint64_t max_cost;  /* the limit, or the burst of a token bucket */
+    uint64_t period_us; /* of the rate */
+    uint64_t chunk_max; /* lease */
+    uint64_t tick_us;   /* sync interval, or the lease tick */
+    uint64_t life_us;   /* lease life, but fixed windows' */
+    uint64_t next_due;
+    uint64_t max_keys, count, held;
+    uint64_t seed;
+    size_t nbuckets; /* a power of two */
+    entry **buckets;
+    entry *newest, *oldest;
+    entry *due;      /* to send at the next tick */
+    entry *draining; /* this tick's, not yet sent */
+};
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+    return a < b ? a : b;
+}
+
+/* ceil(a * b / c), saturated; c > 0. */
+static uint64_t muldiv_up(uint64_t a, uint64_t b, uint64_t c)
+{
+    u128 r = ((u128)a * b + c - 1) / c;
+    return r > UINT64_MAX ? UINT64_MAX : (uint64_t)r;
+}
+
+fg_local *fg_local_new(const fg_limit *lim, uint64_t max_keys, char *err,
+                       size_t errlen)
+{
+    fg__algo_params p;
+    if (!lim) {
+        fg__seterr(err, errlen, FG_EINVAL, "no limit given");
+        return NULL;
+    }
+    if (fg__algo_params_init(lim, &p, err, errlen) != FG_OK ||
+        fg__mode_valid(lim, p.max_cost, err, errlen) != FG_OK)
+        return NULL;
+    if (lim->mode == FG_MODE_EXACT) {
+        fg__seterr(err, errlen, FG_EINVAL,
+                   "an exact limit has no local state (mode sync or lease)");
+        return NULL;
+    }
+    fg_local *lc = fg__calloc(1, sizeof(*lc));
+    if (!lc) {
+        fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
+        return NULL;
+    }
+    lc->lim = *lim;
+    lc->mode = lim->mode;
+    lc->algorithm = lim->algorithm;
+    lc->max_cost = p.max_cost;
+    lc->period_us = lim->period_us;
+    lc->chunk_max = fg__lease_max_chunk(lim, p.max_cost);
+    if (lc->mode == FG_MODE_SYNC) {
+        lc->tick_us = (uint64_t)lim->sync_ms * 1000;
+    } else {
+        lc->tick_us = min_u64(LEASE_TICK_US, lim->period_us);
+        lc->life_us = min_u64(LEASE_LIFE_US, lim->period_us);
+    }
+    lc->max_keys = max_keys ? max_keys : 1000000;
+    lc->seed = (uint64_t)(uintptr_t)lc * FG__HASH_K0 ^ FG__HASH_K2;
+    lc->nbuckets = 64;
+    lc->buckets = fg__calloc(lc->nbuckets, sizeof(entry *));
+    if (!lc->buckets) {
+        fg__free(lc);
+        fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
+        return NULL;
+    }
+    return lc;
+}
+
+void fg_local_free(fg_local *lc)
+{
+    if (!lc)
+        return;
+    for (entry *e = lc->newest, *n; e; e = n) {
+        n = e->older;
+        fg__free(e);
+    }
+    fg__free(lc->buckets);
+    fg__free(lc);
+}
+
+uint64_t fg_local_keys(const fg_local *lc)
+{
+    return lc->count;
+}
+
+uint64_t fg_local_held(const fg_local *lc)
+{
+    return lc->held;
+}
+
+uint64_t fg_local_next_due(const fg_local *lc)
+{
+    return lc->next_due;
+}
+
+/* ---- the table --------------------------------------------------------- */
+
+static void lru_unlink(fg_local *lc, entry *e)
+{
+    if (e->newer)
+        e->newer->older = e->older;
+    else
+        lc->newest = e->older;
+    if (e->older)
+        e->older->newer = e->newer;
+    else
+        lc->oldest = e->newer;
+    e->older = e->newer = NULL;
+}
+
+static void lru_push(fg_local *lc, entry *e)
+{
+    e->older = lc->newest;
+    e->newer = NULL;
+    if (lc->newest)
+        lc->newest->newer = e;
+    lc->newest = e;
+    if (!lc->oldest)
+        lc->oldest = e;
+}
+
+static void list_due(fg_local *lc, entry *e)
+{
+    if (e->listed)
+        return;
+    e->listed = 1;
+    e->lnext = lc->due;
+    lc->due = e;
+}
+
+static int evictable(const entry *e)
+{
+    return !e->listed && !e->asks && !e->wait_head && !e->units && !e->give;
+}
+
+static void table_remove(fg_local *lc, entry *e)
+{
+    entry **pp = &lc->buckets[e->hash & (lc->nbuckets - 1)];
+    while (*pp != e)
+        pp = &(*pp)->hnext;
+    *pp = e->hnext;
+    lru_unlink(lc, e);
+    lc->count--;
+    fg__free(e);
+}
+
+static void table_grow(fg_local *lc)
+{
+    size_t n = lc->nbuckets * 2;
+    entry **b = fg__calloc(n, sizeof(entry *));
+    if (!b)
+        return; /* longer chains, still correct */
+    for (size_t i = 0; i < lc->nbuckets; i++) {
+        for (entry *e = lc->buckets[i], *next; e; e = next) {
+            next = e->hnext;
+            e->hnext = b[e->hash & (n - 1)];
+            b[e->hash & (n - 1)] = e;
+        }
+    }
+    fg__free(lc->buckets);
+    lc->buckets = b;
+    lc->nbuckets = n;
+}
+
+/* The entry of 'key', made when new; NULL when there is no room (FG_ENOMEM
+ * in '*rc'). */
+static entry *lookup(fg_local *lc, const char *key, size_t keylen, int *rc)
+{
+    uint64_t h = fg__hash(key, keylen, lc->seed);
+    for (entry *e = lc->buckets[h & (lc->nbuckets - 1)]; e; e = e->hnext) {
+        if (e->hash == h && e->keylen == keylen &&
+            (keylen == 0 || memcmp(e->key, key, keylen) == 0)) {
+            if (lc->newest != e) {
+                lru_unlink(lc, e);
+                lru_push(lc, e);
+            }
+            return e;
+        }
+    }
+    if (lc->count >= lc->max_keys) {
+        entry *v = lc->oldest;
+        for (int i = 0; v && i < EVICT_TRIES && !evictable(v); i++)
+            v = v->newer;
+        if (!v || !evictable(v)) {
+            *rc = FG_ENOMEM;
+            return NULL;
+        }
+        table_remove(lc, v);
+    }
+    entry *e = fg__calloc(1, sizeof(*e) + keylen + 1);
+    if (!e) {
+        *rc = FG_ENOMEM;
+        return NULL;
+    }
+    e->hash = h;
+    e->keylen = (uint32_t)keylen;
+    if (keylen)
+        memcpy(e->key, key, keylen);
+    if (lc->count >= lc->nbuckets)
+        table_grow(lc);
+    size_t b = h & (lc->nbuckets - 1);
+    e->hnext = lc->buckets[b];
+    lc->buckets[b] = e;
+    lru_push(lc, e);
+    lc->count++;
+    return e;
+}
+
+static void ask_for(fg_local_ask *a, fg_local_op op, entry *e, uint64_t units)
+{
+    a->op = op;
+    a->key = e->key;
+    a->keylen = e->keylen;
+    a->units = units;
+    a->fg__entry = e;
+    e->asks++;
+}
+
+/* ---- sync -------------------------------------------------------------- */
+
+/* What the view says fits at 'now', before this process's own usage. */
+static uint64_t view_avail(const fg_local *lc, const entry *e, uint64_t now)
+{
+    if (!e->synced || now >= e->reset_at)
+        return lc->max_cost;
+    if (lc->algorithm == FG_TOKEN_BUCKET) {
+        /* The bucket is full at reset_at: until then it lacks the tokens
+         * of that time at the rate (more than the burst while in debt). */
+        uint64_t lack =
+            muldiv_up(e->reset_at - now, lc->lim.limit, lc->period_us);
+        return lack >= lc->max_cost ? 0 : lc->max_cost - lack;
+    }
+    /* A window's view holds until it ends (a sliding window's previous
+     * count is not decayed here: the next sync does it). */
+    return e->view_rem;
+}
+
+/* Microseconds until 'units' more fit in a view that has 'avail' now. */
+static uint64_t view_wait(const fg_local *lc, const entry *e, uint64_t now,
+                          uint64_t avail, uint64_t units)
+{
+    if (lc->algorithm == FG_TOKEN_BUCKET)
+        return units > avail
+                   ? muldiv_up(units - avail, lc->period_us, lc->lim.limit)
+                   : 0;
+    if (units <= avail)
+        return 0;
+    return e->synced && e->reset_at > now ? e->reset_at - now : lc->period_us;
+}
+
+/* A fixed window's usage not yet sent when its window ended belongs to
+ * that window: sent now it would count in the next one. */
+static void sync_window_end(const fg_local *lc, entry *e, uint64_t now)
+{
+    if (lc->algorithm == FG_FIXED_WINDOW && e->synced && now >= e->reset_at &&
+        !e->failed) {
+        e->units = 0;
+        e->synced = 0;
+    }
+}
+
+static int sync_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
+                      fg_decision *d)
+{
+    if (e->failed)
+        return FG_EBACKEND;
+    sync_window_end(lc, e, now);
+    uint64_t v = view_avail(lc, e, now), own = e->sent + e->units;
+    uint64_t avail = v > own ? v - own : 0;
+    memset(d, 0, sizeof(*d));
+    d->limit = lc->max_cost;
+    d->source = FG_SOURCE_SYNC;
+    list_due(lc, e); /* used, or refused: either way, refresh the view */
+    if (cost <= avail) {
+        e->units += cost;
+        d->allowed = 1;
+        d->remaining = avail - cost;
+    } else {
+        d->remaining = avail;
+        d->retry_after_us = view_wait(lc, e, now, avail, cost);
+    }
+    /* Until full again: as long as what is missing takes to come back. */
+    d->reset_us = lc->algorithm == FG_TOKEN_BUCKET
+                      ? view_wait(lc, e, now, d->remaining, lc->max_cost)
+                  : d->remaining < lc->max_cost ? view_wait(lc, e, now, 0, 1)
+                                                : 0;
+    fg__decision_ms(d);
+    return FG_OK;
+}
+
+static void sync_answer(fg_local *lc, entry *e, uint64_t now, int rc,
+                        const fg_decision *d)
+{
+    if (rc == FG_OK && d) {
+        /* A fixed window's time is the caller's, taken when the sync was
+         * made: its end is then exact here. The others' is the store's,
+         * somewhere in the round trip: counted from the answer, a view
+         * refills late rather than early. */
+        e->view_rem = d->remaining;
+        e->reset_at =
+            (lc->algorithm == FG_FIXED_WINDOW ? e->sent_at : now) + d->reset_us;
+        e->synced = 1;
+        e->failed = 0;
+    } else {
+        /* Sent again at the next tick; meanwhile the policy decides. */
+        e->units += e->sent;
+        e->failed = 1;
+        list_due(lc, e);
+    }
+    e->sent = 0;
+}
+
+/* ---- lease ------------------------------------------------------------- */
+
+static void lease_lapse(fg_local *lc, entry *e)
+{
+    /* A fixed window's units die with their window; others go back. */
+    if (lc->algorithm != FG_FIXED_WINDOW)
+        e->give += e->units;
+    lc->held -= e->units;
+    e->units = 0;
+}
+
+/* The next take's size: what this key's traffic here used in the last
+ * lease's time, over the new lease's life; 'cost' at least, the largest
+ * chunk at most. */
+static uint64_t chunk_for(const fg_local *lc, const entry *e, uint64_t cost,
+                          uint64_t now)
+{
+    uint64_t want = cost;
+    if (e->lease_at && now > e->lease_at) {
+        /* The lease ending now gives the rate. */
+        uint64_t horizon = lc->life_us;
+        if (lc->algorithm == FG_FIXED_WINDOW)
+            horizon = e->reset_at > now ? e->reset_at - now : lc->period_us;
+        want = muldiv_up(e->used, horizon, now - e->lease_at);
+    } else if (e->last_dur && e->last_used) {
+        uint64_t horizon = lc->life_us;
+        if (lc->algorithm == FG_FIXED_WINDOW)
+            horizon = e->reset_at > now ? e->reset_at - now : lc->period_us;
+        want = muldiv_up(e->last_used, horizon, e->last_dur);
+    }
+    if (want > lc->chunk_max)
+        want = lc->chunk_max;
+    return want > cost ? want : cost;
+}
+
+static int lease_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
+                       fg_decision *d, fg_local_ask *ask, fg_local_waiter *w)
+{
+    if (e->units && now >= e->reset_at)
+        lease_lapse(lc, e);
+    if (e->give)
+        list_due(lc, e);
+    memset(d, 0, sizeof(*d));
+    d->limit = lc->max_cost;
+    d->source = FG_SOURCE_LEASE;
+    if (e->units >= cost) {
+        e->units -= cost;
+        lc->held -= cost;
+        e->used += cost;
+        d->allowed = 1;
+        d->remaining = e->units;
+        d->reset_us = e->reset_at - now;
+        fg__decision_ms(d);
+        return FG_OK;
+    }
+    if (e->failed && now <= e->failed_at)
+        return FG_EBACKEND;
+    if (e->refused_until > now) {
+        d->remaining = e->units;
+        d->retry_after_us = d->reset_us = e->refused_until - now;
+        fg__decision_ms(d);
+        return FG_OK;
+    }
+    if (e->taking && w) {
+        w->next = NULL;
+        if (e->wait_tail)
+            e->wait_tail->next = w;
+        else
+            e->wait_head = w;
+        e->wait_tail = w;
+        return FG_LOCAL_WAITED;
+    }
+    /* The units held (fewer than 'cost') stay, and count toward it. */
+    uint64_t want = chunk_for(lc, e, cost - e->units, now);
+    e->need = cost - e->units;
+    e->taking++;
+    ask_for(ask, FG_LOCAL_TAKE, e, want);
+    return FG_LOCAL_ASKED;
+}
+
+static int lease_answer(fg_local *lc, entry *e, fg_local_ask *ask, uint64_t now,
+                        int rc, const fg_decision *d)
+{
+    if (rc == FG_OK && d && d->allowed) {
+        if (e->lease_at && now > e->lease_at) {
+            e->last_used = e->used;
+            e->last_dur = now - e->lease_at;
+        }
+        e->lease_at = now;
+        e->used = 0;
+        e->units += ask->units;
+        lc->held += ask->units;
+        uint64_t end = lc->algorithm == FG_FIXED_WINDOW ? now + d->reset_us
+                                                        : now + lc->life_us;
+        /* Units of an earlier lease of the same window keep their end. */
+        if (end > e->reset_at)
+            e->reset_at = end;
+        e->refused_until = 0;
+        e->failed = 0;
+        list_due(lc, e);
+    } else if (rc == FG_OK && d) {
+        uint64_t r = d->remaining;
+        /* The chunk did not fit but what is left does: take that. A
+         * token bucket's refill takes half a chunk at least, so that the
+         * servers take chunks as they refill, not a unit each. */
+        uint64_t least = e->need;
+        if (lc->algorithm == FG_TOKEN_BUCKET && ask->units / 2 > least)
+            least = ask->units / 2;
+        if (r >= least && r < ask->units) {
+            ask->units = r;
+            e->asks++;
+            e->taking++;
+            return 1;
+        }
+        /* Asked again once the chunk fits: a refilling bucket then
+         * sees one take a chunk, not one ask a unit. */
+        uint64_t wait = d->retry_after_us;
+        e->refused_until = now + (wait ? wait : 1);
+        e->failed = 0;
+    } else {
+        e->failed = 1;
+        e->failed_at = now;
+    }
+    return 0;
+}
+
+/* ---- the interface ----------------------------------------------------- */
+
+int fg_local_check(fg_local *lc, const char *key, size_t keylen, uint64_t cost,
+                   uint64_t now_us, fg_decision *out, fg_local_ask *ask,
+                   fg_local_waiter *w)
+{
+    if (!key && keylen)
+        return FG_EINVAL;
+    if (keylen > FG_MAX_KEY)
+        return FG_EKEY;
+    if (cost - 1 >= lc->max_cost)
+        return FG_ECOST;
+    if (lc->next_due == 0)
+        lc->next_due = now_us + lc->tick_us;
+    int rc = FG_OK;
+    entry *e = lookup(lc, key, keylen, &rc);
+    if (!e)
+        return rc;
+    if (lc->mode == FG_MODE_SYNC)
+        return sync_check(lc, e, cost, now_us, out);
+    return lease_check(lc, e, cost, now_us, out, ask, w);
+}
+
+int fg_local_answer(fg_local *lc, fg_local_ask *ask, uint64_t now_us, int rc,
+                    const fg_decision *d, fg_local_waiter **wake)
+{
+    entry *e = ask->fg__entry;
+    int again = 0;
+    if (wake)
+        *wake = NULL;
+    e->asks--;
+    switch (ask->op) {
+    case FG_LOCAL_ADD:
+        sync_answer(lc, e, now_us, rc, d);
+        break;
+    case FG_LOCAL_TAKE:
+        e->taking--;
+        again = lease_answer(lc, e, ask, now_us, rc, d);
+        if (!again && !e->taking && wake) {
+            *wake = e->wait_head;
+            e->wait_head = e->wait_tail = NULL;
+        }
+        break;
+    case FG_LOCAL_GIVE:
+        break; /* a give-back lost only leaves units unused */
+    }
+    return again;
+}
+
+void fg_local_refund(fg_local *lc, const char *key, size_t keylen,
+                     uint64_t cost, uint64_t now_us)
+{
+    (void)now_us;
+    int rc;
+    entry *e = lookup(lc, key, keylen, &rc);
+    if (!e)
+        return;
+    if (lc->mode == FG_MODE_SYNC) {
+        e->units -= min_u64(cost, e->units);
+        return;
+    }
+    if (now_us < e->reset_at) {
+        uint64_t back = min_u64(cost, e->used);
+        e->used -= back;
+        e->units += back;
+        lc->held += back;
+    }
+}
+
+/* Send what 'e' has: its usage (sync), or the units it gives back
+ * (lease; with 'all', every unit it holds). 0 when nothing. */
+static int entry_ask(fg_local *lc, entry *e, uint64_t now, int all,
+                     fg_local_ask *a)
+{
+    if (lc->mode == FG_MODE_SYNC) {
+        if (e->asks)
+            return 0; /* the one in flight is answered first */
+        sync_window_end(lc, e, now);
+        /* A debt beyond one full limit is forgiven (fg_add). */
+        uint64_t u = min_u64(e->units, 2 * lc->max_cost);
+        e->sent = u;
+        e->sent_at = now;
+        e->units = 0;
+        ask_for(a, FG_LOCAL_ADD, e, u);
+        return 1;
+    }
+    if (e->units && (all || now >= e->reset_at)) {
+        if (all && now < e->reset_at) {
+            e->give += e->units;
+            lc->held -= e->units;
+            e->units = 0;
+        } else {
+            lease_lapse(lc, e);
+        }
+    }
+    if (!e->give)
+        return 0;
+    ask_for(a, FG_LOCAL_GIVE, e, e->give);
+    e->give = 0;
+    return 1;
+}
+
+/* Whether 'e' must stay on the due list after this tick. */
+static int still_due(const fg_local *lc, const entry *e)
+{
+    /* A sync in flight lists its key again if it fails. */
+    if (lc->mode == FG_MODE_SYNC)
+        return e->units || e->failed;
+    return e->units || e->give;
+}
+
+static size_t drain(fg_local *lc, uint64_t now, int all, fg_local_ask *asks,
+                    size_t max)
+{
+    size_t n = 0;
+    while (lc->draining && n < max) {
+        entry *e = lc->draining;
+        lc->draining = e->lnext;
+        e->listed = 0;
+        if (entry_ask(lc, e, now, all, &asks[n]))
+            n++;
+        if (still_due(lc, e))
+            list_due(lc, e);
+    }
+    return n;
+}
+
+size_t fg_local_due(fg_local *lc, uint64_t now_us, fg_local_ask *asks,
+                    size_t max)
+{
+    if (!lc->draining && now_us >= lc->next_due && lc->next_due) {
+        lc->draining = lc->due;
+        lc->due = NULL;
+        lc->next_due += lc->tick_us;
+        if (lc->next_due <= now_us)
+            lc->next_due = now_us + lc->tick_us;
+    }
+    return drain(lc, now_us, 0, asks, max);
+}
+
+size_t fg_local_flush(fg_local *lc, uint64_t now_us, fg_local_ask *asks,
+                      size_t max)
+{
+    if (!lc->draining) {
+        lc->draining = lc->due;
+        lc->due = NULL;
+    }
+    return drain(lc, now_us, 1, asks, max);
+}

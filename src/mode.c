@@ -1,0 +1,163 @@
+/* mode.c -- the approximate modes' names as config files spell them, and
+ * their stated bounds (floodgate.h, "Approximate modes"). */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "floodgate.h"
+#include "error.h"
+#include "mode.h"
+
+#define SYNC_MIN_MS 10
+#define SYNC_MAX_MS 10000
+
+/* "200ms", "1s", "1.5s" into whole milliseconds; -1 when not a duration. */
+static long long duration_ms(const char *s)
+{
+    char *end;
+    if (!isdigit((unsigned char)*s))
+        return -1;
+    double v = strtod(s, &end);
+    double mult;
+    if (!strcmp(end, "ms"))
+        mult = 1;
+    else if (!strcmp(end, "s"))
+        mult = 1000;
+    else
+        return -1;
+    double ms = v * mult;
+    if (ms != ms || ms > 1e12 || ms != (double)(long long)ms)
+        return -1;
+    return (long long)ms;
+}
+
+int fg_mode_parse(const char *s, fg_limit *lim, char *err, size_t errlen)
+{
+    if (!s || !lim)
+        return fg__seterr(err, errlen, FG_EINVAL, "no mode given");
+    if (!strcmp(s, "exact")) {
+        lim->mode = FG_MODE_EXACT;
+        return FG_OK;
+    }
+    if (!strcmp(s, "sync") || !strncmp(s, "sync:", 5)) {
+        long long ms = s[4] ? duration_ms(s + 5) : 200;
+        if (ms < SYNC_MIN_MS || ms > SYNC_MAX_MS)
+            return fg__seterr(err, errlen, FG_EINVAL,
+                              "mode '%.40s': the sync interval must be a "
+                              "duration from 10ms to 10s, like sync:200ms",
+                              s);
+        lim->mode = FG_MODE_SYNC;
+        lim->sync_ms = (uint32_t)ms;
+        return FG_OK;
+    }
+    if (!strcmp(s, "lease") || !strncmp(s, "lease:", 6)) {
+        uint64_t chunk = 0;
+        if (s[5]) {
+            const char *v = s + 6;
+            char *end;
+            unsigned long long n = strtoull(v, &end, 10);
+            if (!isdigit((unsigned char)*v) || *end || n == 0 ||
+                n >= FG_MAX_COUNT)
+                return fg__seterr(err, errlen, FG_EINVAL,
+                                  "mode '%.40s': the chunk must be a positive "
+                                  "count of units, like lease:50",
+                                  s);
+            chunk = n;
+        }
+        lim->mode = FG_MODE_LEASE;
+        lim->lease_chunk = chunk;
+        return FG_OK;
+    }
+    return fg__seterr(err, errlen, FG_EINVAL,
+                      "unknown mode '%.40s' (use exact, sync:INTERVAL or "
+                      "lease[:CHUNK])",
+                      s);
+}
+
+int fg_mode_format(const fg_limit *lim, char *buf, size_t len)
+{
+    int n;
+    switch (lim->mode) {
+    case FG_MODE_SYNC:
+        if (lim->sync_ms % 1000 == 0)
+            n = snprintf(buf, len, "sync:%us", lim->sync_ms / 1000);
+        else
+            n = snprintf(buf, len, "sync:%ums", lim->sync_ms);
+        break;
+    case FG_MODE_LEASE:
+        if (lim->lease_chunk)
+            n = snprintf(buf, len, "lease:%llu",
+                         (unsigned long long)lim->lease_chunk);
+        else
+            n = snprintf(buf, len, "lease");
+        break;
+    default:
+        n = snprintf(buf, len, "exact");
+    }
+    return n < 0 || (size_t)n >= len ? FG_EINVAL : n;
+}
+
+int fg__mode_valid(const fg_limit *lim, uint64_t max_cost, char *err,
+                   size_t errlen)
+{
+    switch (lim->mode) {
+    case FG_MODE_EXACT:
+        return FG_OK;
+    case FG_MODE_SYNC:
+        if (lim->sync_ms < SYNC_MIN_MS || lim->sync_ms > SYNC_MAX_MS)
+            return fg__seterr(err, errlen, FG_EINVAL,
+                              "sync interval must be 10 to 10000 ms");
+        break;
+    case FG_MODE_LEASE:
+        if (lim->lease_chunk > max_cost)
+            return fg__seterr(err, errlen, FG_EINVAL,
+                              "lease chunk %llu is above the limit (%llu)",
+                              (unsigned long long)lim->lease_chunk,
+                              (unsigned long long)max_cost);
+        break;
+    default:
+        return fg__seterr(err, errlen, FG_EINVAL, "unknown mode %d",
+                          (int)lim->mode);
+    }
+    if (lim->algorithm == FG_NAIVE_GET_SET)
+        return fg__seterr(err, errlen, FG_EINVAL,
+                          "naive_get_set runs only in mode exact");
+    if (lim->durable)
+        return fg__seterr(err, errlen, FG_EINVAL,
+                          "durable = replica needs mode exact");
+    return FG_OK;
+}
+
+uint64_t fg__lease_max_chunk(const fg_limit *lim, uint64_t max_cost)
+{
+    if (lim->lease_chunk)
+        return lim->lease_chunk;
+    return max_cost / 2 ? max_cost / 2 : 1;
+}
+
+int fg_limit_bound(const fg_limit *lim, unsigned servers, uint64_t rtt_us,
+                   fg_mode_bound *out)
+{
+    if (!lim || !out || servers == 0 || fg_limit_check(lim, NULL, 0) != FG_OK)
+        return FG_EINVAL;
+    memset(out, 0, sizeof(*out));
+    uint64_t max_cost = lim->limit;
+    if (lim->algorithm == FG_TOKEN_BUCKET && lim->burst)
+        max_cost = lim->burst;
+    uint64_t others = servers - 1;
+    switch (lim->mode) {
+    case FG_MODE_SYNC:
+        out->over_window_us = 2 * (uint64_t)lim->sync_ms * 1000 + rtt_us;
+        out->over_cap = others * max_cost;
+        break;
+    case FG_MODE_LEASE: {
+        uint64_t c = others * fg__lease_max_chunk(lim, max_cost);
+        out->under_cap = c < max_cost ? c : max_cost;
+        break;
+    }
+    default:
+        break;
+    }
+    return FG_OK;
+}

@@ -1,0 +1,27 @@
+/* mode.h -- the approximate modes inside the library: their validation
+ * (mode.c) and the limiter's drive of its local state (limiter_mode.c). */
+#ifndef FG_MODE_H
+#define FG_MODE_H
+
+#include "limiter.h"
+
+/* FG_OK when 'lim''s mode fields are valid for a limit whose largest cost
+ * is 'max_cost'; else FG_EINVAL with the reason in 'err'. */
+int fg__mode_valid(const fg_limit *lim, uint64_t max_cost, char *err,
+                   size_t errlen);
+/* The largest chunk a lease of 'lim' takes. */
+uint64_t fg__lease_max_chunk(const fg_limit *lim, uint64_t max_cost);
+
+/* Give limiter 'l' (mode sync or lease, its store ready) its local state,
+ * taking over l->check; on an asynchronous store, a timer on its loop.
+ * FG_OK, or a failure with the reason in 'err'. */
+int fg__mode_init(fg_limiter *l, char *err, size_t errlen);
+/* Free it (nothing when 'l' has none). */
+void fg__mode_free(fg_limiter *l);
+/* fg_check_async and fg_refund for such a limiter, the input validated. */
+int fg__mode_check_async(fg_limiter *l, const char *key, size_t keylen,
+                         uint64_t cost, fg_check_cb cb, void *data);
+int fg__mode_refund(fg_limiter *l, const char *key, size_t keylen,
+                    uint64_t cost);
+
+#endif

@@ -1,0 +1,736 @@
+/* test_local.c -- the approximate modes' local half (fg_local) and fg_add,
+ * on a fake clock: several "servers" share one memory store, their asks
+ * answered after a round trip; the stated bounds (fg_limit_bound) hold. */
+#include <stdlib.h>
+
+#include "floodgate.h"
+#include "../harness.h"
+
+#define MS  1000ull
+#define SEC 1000000ull
+
+static uint64_t fake_now = 1000 * SEC;
+
+static uint64_t fake_clock(void *ctx)
+{
+    (void)ctx;
+    return fake_now;
+}
+
+static fg_store *mem(void)
+{
+    fg_memory_options o = {.clock = fake_clock};
+    return fg_store_open_memory(&o, NULL, 0);
+}
+
+static fg_limit lim_of(const char *rate, fg_algorithm a, const char *mode)
+{
+    fg_limit lim;
+    fg_limit_parse(rate, &lim);
+    lim.algorithm = a;
+    char err[128];
+    int rc = fg_mode_parse(mode, &lim, err, sizeof err);
+    if (rc != FG_OK)
+        fprintf(stderr, "%s\n", err);
+    return lim;
+}
+
+/* ---- fg_add ------------------------------------------------------------- */
+
+static void test_add(void)
+{
+    fg_store *st = mem();
+    fg_decision d;
+    fg_limit lim = lim_of("10/s", FG_FIXED_WINDOW, "exact");
+    fg_limiter *l = fg_limiter_new(st, &lim, NULL, 0);
+    fake_now = 1000 * SEC;
+    CHECK_EQ(fg_add(l, "k", 1, 4, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.remaining, 6);
+    CHECK_EQ(d.reset_us, SEC);
+    CHECK_EQ(fg_add(l, "k", 1, 10, &d), FG_OK); /* 14: beyond the limit */
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(d.remaining, 0);
+    CHECK_EQ(d.retry_after_us, SEC);
+    CHECK_EQ(fg_check(l, "k", 1, 1, &d), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(fg_add(l, "k", 1, 0, &d), FG_OK); /* a read */
+    CHECK_EQ(d.remaining, 0);
+    fake_now += SEC;
+    CHECK_EQ(fg_check(l, "k", 1, 10, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(fg_add(l, "k", 1, FG_MAX_COUNT, &d), FG_ECOST);
+    fg_limiter_free(l);
+
+    /* A token bucket's debt is paid back by refusals. */
+    lim = lim_of("10/s", FG_TOKEN_BUCKET, "exact");
+    l = fg_limiter_new(st, &lim, NULL, 0);
+    CHECK_EQ(fg_add(l, "t", 1, 15, &d), FG_OK); /* 5 in debt */
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(d.remaining, 0);
+    CHECK_EQ(d.reset_us, 1500 * MS);
+    CHECK_EQ(d.retry_after_us, 600 * MS); /* 5 paid, then one unit */
+    fake_now += 590 * MS;
+    CHECK_EQ(fg_check(l, "t", 1, 1, &d), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    fake_now += 10 * MS;
+    CHECK_EQ(fg_check(l, "t", 1, 1, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    /* At most a second bucket of debt is kept. */
+    CHECK_EQ(fg_add(l, "t", 1, 1000, &d), FG_OK);
+    CHECK_EQ(d.reset_us, 2 * SEC);
+    fg_limiter_free(l);
+
+    /* A sliding window counts it in the current window. */
+    lim = lim_of("10/s", FG_SLIDING_WINDOW, "exact");
+    l = fg_limiter_new(st, &lim, NULL, 0);
+    fake_now = 2000 * SEC;
+    CHECK_EQ(fg_add(l, "s", 1, 12, &d), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(d.remaining, 0);
+    fake_now += SEC + 500 * MS; /* prev 12 weighs 6 */
+    CHECK_EQ(fg_peek(l, "s", 1, &d), FG_OK);
+    CHECK_EQ(d.remaining, 4);
+    fg_limiter_free(l);
+
+    lim = lim_of("10/s", FG_NAIVE_GET_SET, "exact");
+    l = fg_limiter_new(st, &lim, NULL, 0);
+    CHECK_EQ(fg_add(l, "n", 1, 1, &d), FG_ENOTSUP);
+    fg_limiter_free(l);
+    fg_store_close(st);
+}
+
+/* ---- parsing, validation, bounds ------------------------------------------
+ */
+
+static void test_parse(void)
+{
+    fg_limit lim;
+    char err[160], buf[32];
+    fg_limit_parse("10/s", &lim);
+    CHECK_EQ(lim.mode, FG_MODE_EXACT);
+    CHECK_EQ(lim.sync_ms, 200);
+    CHECK_EQ(fg_mode_parse("sync:500ms", &lim, err, sizeof err), FG_OK);
+    CHECK_EQ(lim.mode, FG_MODE_SYNC);
+    CHECK_EQ(lim.sync_ms, 500);
+    CHECK(fg_mode_format(&lim, buf, sizeof buf) > 0);
+    CHECK_STR(buf, "sync:500ms");
+    CHECK_EQ(fg_mode_parse("sync:2s", &lim, err, sizeof err), FG_OK);
+    CHECK_EQ(lim.sync_ms, 2000);
+    CHECK(fg_mode_format(&lim, buf, sizeof buf) > 0);
+    CHECK_STR(buf, "sync:2s");
+    CHECK_EQ(fg_mode_parse("sync", &lim, err, sizeof err), FG_OK);
+    CHECK_EQ(lim.sync_ms, 200);
+    CHECK_EQ(fg_mode_parse("sync:5ms", &lim, err, sizeof err), FG_EINVAL);
+    CHECK(strstr(err, "10ms to 10s") != NULL);
+    CHECK_EQ(fg_mode_parse("sync:11s", &lim, err, sizeof err), FG_EINVAL);
+    CHECK_EQ(fg_mode_parse("sync:", &lim, err, sizeof err), FG_EINVAL);
+    CHECK_EQ(fg_mode_parse("sync:1.5ms", &lim, err, sizeof err), FG_EINVAL);
+    CHECK_EQ(fg_mode_parse("lease", &lim, err, sizeof err), FG_OK);
+    CHECK_EQ(lim.mode, FG_MODE_LEASE);
+    CHECK_EQ(lim.lease_chunk, 0);
+    CHECK_EQ(fg_mode_parse("lease:5", &lim, err, sizeof err), FG_OK);
+    CHECK_EQ(lim.lease_chunk, 5);
+    CHECK(fg_mode_format(&lim, buf, sizeof buf) > 0);
+    CHECK_STR(buf, "lease:5");
+    CHECK_EQ(fg_mode_parse("lease:0", &lim, err, sizeof err), FG_EINVAL);
+    CHECK_EQ(fg_mode_parse("lease:-1", &lim, err, sizeof err), FG_EINVAL);
+    CHECK_EQ(fg_mode_parse("fast", &lim, err, sizeof err), FG_EINVAL);
+    CHECK(strstr(err, "unknown mode") != NULL);
+    CHECK_STR(fg_mode_name(FG_MODE_LEASE), "lease");
+    CHECK_STR(fg_source_name(FG_SOURCE_SYNC), "sync");
+    CHECK_STR(fg_source_name(FG_SOURCE_LEASE), "lease");
+
+    /* A chunk above the limit, durable, naive_get_set: refused. */
+    fg_limit_parse("10/s", &lim);
+    fg_mode_parse("lease:11", &lim, NULL, 0);
+    CHECK_EQ(fg_limit_check(&lim, err, sizeof err), FG_EINVAL);
+    CHECK(strstr(err, "above the limit") != NULL);
+    fg_mode_parse("sync", &lim, NULL, 0);
+    lim.durable = 1;
+    CHECK_EQ(fg_limit_check(&lim, err, sizeof err), FG_EINVAL);
+    lim.durable = 0;
+    lim.algorithm = FG_NAIVE_GET_SET;
+    CHECK_EQ(fg_limit_check(&lim, err, sizeof err), FG_EINVAL);
+
+    fg_mode_bound b;
+    lim = lim_of("100/s", FG_FIXED_WINDOW, "sync:200ms");
+    CHECK_EQ(fg_limit_bound(&lim, 8, 2 * MS, &b), FG_OK);
+    CHECK_EQ(b.over_window_us, 402 * MS);
+    CHECK_EQ(b.over_cap, 700);
+    CHECK_EQ(b.under_cap, 0);
+    lim = lim_of("100/s", FG_FIXED_WINDOW, "lease:10");
+    CHECK_EQ(fg_limit_bound(&lim, 8, 0, &b), FG_OK);
+    CHECK_EQ(b.over_cap, 0);
+    CHECK_EQ(b.under_cap, 70);
+    lim = lim_of("100/s", FG_FIXED_WINDOW, "lease");
+    CHECK_EQ(fg_limit_bound(&lim, 8, 0, &b), FG_OK);
+    CHECK_EQ(b.under_cap, 100);
+    CHECK_EQ(fg_limit_bound(&lim, 0, 0, &b), FG_EINVAL);
+}
+
+/* ---- a small cluster of servers on the fake clock ------------------------ */
+
+#define NSRV 8
+#define MAXQ 4096
+
+typedef struct pend {
+    int srv;
+    uint64_t at; /* when the answer arrives */
+    fg_local_ask ask;
+    int rc;
+    fg_decision d;
+    int waiting; /* a take: its request is retried when answered */
+} pend;
+
+typedef struct sim {
+    fg_store *st;
+    fg_limiter *shared;
+    fg_local *lc[NSRV];
+    int nsrv;
+    uint64_t rtt;
+    pend q[MAXQ];
+    int nq;
+    uint64_t allowed, refused, asks, policy;
+    int store_down;
+} sim;
+
+static void sim_init(sim *s, const fg_limit *lim, int nsrv, uint64_t rtt)
+{
+    memset(s, 0, sizeof(*s));
+    s->st = mem();
+    fg_limit ex = *lim;
+    ex.mode = FG_MODE_EXACT;
+    s->shared = fg_limiter_new(s->st, &ex, NULL, 0);
+    s->nsrv = nsrv;
+    s->rtt = rtt;
+    for (int i = 0; i < nsrv; i++)
+        s->lc[i] = fg_local_new(lim, 0, NULL, 0);
+}
+
+static void sim_free(sim *s)
+{
+    for (int i = 0; i < s->nsrv; i++)
+        fg_local_free(s->lc[i]);
+    fg_limiter_free(s->shared);
+    fg_store_close(s->st);
+}
+
+/* The store does the ask halfway through the round trip. */
+static void sim_send(sim *s, int srv, const fg_local_ask *a, int waiting)
+{
+    /* A fixed window is decided on the caller's clock, sent with the
+     * command; the others on the store's, halfway through the trip. */
+    uint64_t saved = fake_now;
+    if (fg_limiter_limit(s->shared)->algorithm != FG_FIXED_WINDOW)
+        fake_now += s->rtt / 2;
+    pend *p = &s->q[s->nq++];
+    p->srv = srv;
+    p->ask = *a;
+    p->at = saved + s->rtt;
+    p->waiting = waiting;
+    s->asks++;
+    if (s->store_down) {
+        p->rc = FG_EBACKEND;
+    } else if (a->op == FG_LOCAL_ADD) {
+        p->rc = fg_add(s->shared, a->key, a->keylen, a->units, &p->d);
+    } else if (a->op == FG_LOCAL_TAKE) {
+        p->rc = fg_check(s->shared, a->key, a->keylen, a->units, &p->d);
+    } else {
+        p->rc = fg_refund(s->shared, a->key, a->keylen, a->units);
+    }
+    fake_now = saved;
+}
+
+static void sim_request(sim *s, int srv, const char *key, uint64_t cost);
+
+/* Answer whatever has arrived by now. */
+static void sim_deliver(sim *s)
+{
+    for (int i = 0; i < s->nq;) {
+        pend *p = &s->q[i];
+        if (p->at > fake_now) {
+            i++;
+            continue;
+        }
+        pend c = *p;
+        s->q[i] = s->q[--s->nq];
+        fg_local_waiter *wake = NULL;
+        int again = fg_local_answer(s->lc[c.srv], &c.ask, fake_now, c.rc,
+                                    c.rc == FG_OK ? &c.d : NULL, &wake);
+        if (again) {
+            sim_send(s, c.srv, &c.ask, c.waiting);
+            continue;
+        }
+        CHECK(wake == NULL); /* no waiters in this driver */
+        if (c.waiting) {
+            if (c.rc != FG_OK)
+                s->policy++;
+            else
+                sim_request(s, c.srv, c.ask.key, 1);
+        }
+    }
+}
+
+static void sim_request(sim *s, int srv, const char *key, uint64_t cost)
+{
+    fg_decision d;
+    fg_local_ask a;
+    int rc = fg_local_check(s->lc[srv], key, strlen(key), cost, fake_now, &d,
+                            &a, NULL);
+    if (rc == FG_OK) {
+        if (d.allowed)
+            s->allowed += cost;
+        else
+            s->refused++;
+    } else if (rc == FG_LOCAL_ASKED) {
+        sim_send(s, srv, &a, 1);
+    } else if (rc == FG_EBACKEND) {
+        s->policy++;
+    } else {
+        CHECK_EQ(rc, FG_OK);
+    }
+}
+
+static void sim_tick(sim *s)
+{
+    fg_local_ask a[16];
+    for (int i = 0; i < s->nsrv; i++) {
+        size_t n;
+        do {
+            n = fg_local_due(s->lc[i], fake_now, a, 16);
+            for (size_t k = 0; k < n; k++)
+                sim_send(s, i, &a[k], 0);
+        } while (n == 16);
+    }
+}
+
+/* 'per_ms' requests a millisecond spread round robin over the servers for
+ * 'ms' milliseconds. */
+static void sim_run(sim *s, const char *key, unsigned per_ms, uint64_t ms,
+                    int *next_srv)
+{
+    for (uint64_t t = 0; t < ms; t++) {
+        for (unsigned k = 0; k < per_ms; k++) {
+            sim_request(s, *next_srv, key, 1);
+            *next_srv = (*next_srv + 1) % s->nsrv;
+        }
+        fake_now += MS;
+        sim_deliver(s);
+        sim_tick(s);
+    }
+}
+
+/* sync, fixed window: each window's overshoot within the stated bound,
+ * and far fewer store commands than requests. */
+static void test_sync_fixed(void)
+{
+    fg_limit lim = lim_of("100/s", FG_FIXED_WINDOW, "sync:100ms");
+    uint64_t rtt = 2 * MS;
+    fg_mode_bound b;
+    fg_limit_bound(&lim, NSRV, rtt, &b);
+    sim s;
+    sim_init(&s, &lim, NSRV, rtt);
+    fake_now = 3000 * SEC; /* a window's start */
+    int srv = 0;
+    unsigned per_ms = 1; /* 1000/s: ten times the limit */
+    uint64_t worst = 0;
+    for (int w = 0; w < 5; w++) {
+        uint64_t before = s.allowed;
+        sim_run(&s, "u", per_ms, 1000, &srv);
+        uint64_t got = s.allowed - before;
+        uint64_t over = got > 100 ? got - 100 : 0;
+        double a_others = 1000.0 * (NSRV - 1) / NSRV;
+        double bound = a_others * (double)b.over_window_us / 1e6;
+        if (bound > (double)b.over_cap)
+            bound = (double)b.over_cap;
+        CHECK(got >= 100); /* never under the limit */
+        CHECK((double)over <= bound);
+        if (over > worst)
+            worst = over;
+    }
+    /* Syncs: one per server per 100 ms while the key is used. */
+    CHECK(s.asks <= 5 * NSRV * 10 + NSRV);
+    printf("sync fixed window, 8 servers, 10x: worst overshoot %llu per "
+           "window (bound %.0f), %llu store commands for 5000 requests\n",
+           (unsigned long long)worst,
+           1000.0 * (NSRV - 1) / NSRV * (double)b.over_window_us / 1e6,
+           (unsigned long long)s.asks);
+    sim_free(&s);
+
+    /* One server alone is exact. */
+    sim_init(&s, &lim, 1, rtt);
+    fake_now = 3100 * SEC;
+    srv = 0;
+    for (int w = 0; w < 3; w++) {
+        uint64_t before = s.allowed;
+        sim_run(&s, "u", 1, 1000, &srv);
+        CHECK_EQ(s.allowed - before, 100);
+    }
+    sim_free(&s);
+}
+
+/* sync, token bucket: the overshoot is a debt paid back, so over a long
+ * run what is admitted stays within burst + rate * time + one bound. */
+static void test_sync_token(void)
+{
+    fg_limit lim = lim_of("100/s", FG_TOKEN_BUCKET, "sync:200ms");
+    uint64_t rtt = 2 * MS;
+    fg_mode_bound b;
+    fg_limit_bound(&lim, NSRV, rtt, &b);
+    sim s;
+    sim_init(&s, &lim, NSRV, rtt);
+    fake_now = 4000 * SEC;
+    int srv = 0;
+    sim_run(&s, "u", 2, 10000, &srv); /* 2000/s for 10 s */
+    double ideal = 100 + 100 * 10.0;
+    double bound = 2000.0 * (NSRV - 1) / NSRV * (double)b.over_window_us / 1e6;
+    printf("sync token bucket, 8 servers, 20x for 10 s: %llu admitted "
+           "(ideal %.0f, bound +%.0f), %llu store commands for 20000 "
+           "requests\n",
+           (unsigned long long)s.allowed, ideal, bound,
+           (unsigned long long)s.asks);
+    CHECK((double)s.allowed <= ideal + bound);
+    CHECK((double)s.allowed >= ideal * 0.95);
+    CHECK(s.asks * 20 < 20000);
+    sim_free(&s);
+}
+
+/* lease, fixed window and token bucket: never over the limit; the chunks
+ * grow with the traffic, so the store sees few commands. */
+static void test_lease(void)
+{
+    uint64_t rtt = 2 * MS;
+    fg_limit lim = lim_of("100/s", FG_FIXED_WINDOW, "lease");
+    sim s;
+    sim_init(&s, &lim, NSRV, rtt);
+    fake_now = 5000 * SEC;
+    int srv = 0;
+    uint64_t least = UINT64_MAX;
+    for (int w = 0; w < 5; w++) {
+        uint64_t before = s.allowed;
+        sim_run(&s, "u", 1, 1000, &srv); /* 1000/s, ten times the limit */
+        uint64_t got = s.allowed - before;
+        CHECK(got <= 100);
+        if (got < least)
+            least = got;
+    }
+    printf("lease fixed window, 8 servers, 10x: at most 100 a window, at "
+           "least %llu; %llu store commands for 5000 requests\n",
+           (unsigned long long)least, (unsigned long long)s.asks);
+    CHECK(least >= 90);
+    CHECK(s.asks * 10 < 5000);
+    sim_free(&s);
+
+    lim = lim_of("100/s", FG_TOKEN_BUCKET, "lease");
+    sim_init(&s, &lim, NSRV, rtt);
+    fake_now = 6000 * SEC;
+    srv = 0;
+    uint64_t t0 = fake_now;
+    for (int k = 0; k < 50; k++) {
+        sim_run(&s, "u", 1, 200, &srv);
+        double ideal = 100 + 100.0 * (double)(fake_now - t0) / 1e6;
+        CHECK((double)s.allowed <= ideal);
+    }
+    printf("lease token bucket, 8 servers, 10x for 10 s: %llu admitted "
+           "(ideal 1100), %llu store commands\n",
+           (unsigned long long)s.allowed, (unsigned long long)s.asks);
+    CHECK(s.allowed >= 1000);
+    sim_free(&s);
+}
+
+/* A lease whose chunk does not fit takes what is left; a key the store
+ * refused is refused here until then, without asking; units of an ended
+ * lease go back (token bucket) or die with their window (fixed window). */
+static void test_lease_steps(void)
+{
+    fg_limit lim = lim_of("10/s", FG_TOKEN_BUCKET, "lease:4");
+    sim s;
+    sim_init(&s, &lim, 1, 0);
+    fake_now = 7000 * SEC;
+    fg_decision d;
+    fg_local_ask a;
+    fg_local *lc = s.lc[0];
+    /* Someone else took 7 of 10. */
+    CHECK_EQ(fg_check(s.shared, "k", 1, 7, &d), FG_OK);
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now, &d, &a, NULL),
+             FG_LOCAL_ASKED);
+    CHECK_EQ(a.op, FG_LOCAL_TAKE);
+    CHECK_EQ(a.units, 1); /* no traffic known yet: just the cost */
+    CHECK_EQ(fg_check(s.shared, "k", 1, a.units, &d), FG_OK);
+    CHECK_EQ(fg_local_answer(lc, &a, fake_now, FG_OK, &d, NULL), 0);
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now, &d, &a, NULL), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.source, FG_SOURCE_LEASE);
+    /* The next take, 1 ms later, sees a fast rate: the whole chunk (4),
+     * which does not fit (2 left), so it takes the 2. */
+    fake_now += MS;
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now, &d, &a, NULL),
+             FG_LOCAL_ASKED);
+    CHECK_EQ(a.units, 4);
+    CHECK_EQ(fg_check(s.shared, "k", 1, a.units, &d), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(fg_local_answer(lc, &a, fake_now, FG_OK, &d, NULL), 1);
+    CHECK_EQ(a.units, 2);
+    CHECK_EQ(fg_check(s.shared, "k", 1, a.units, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(fg_local_answer(lc, &a, fake_now, FG_OK, &d, NULL), 0);
+    CHECK_EQ(fg_local_held(lc), 2);
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now, &d, &a, NULL), FG_OK);
+        CHECK_EQ(d.allowed, 1);
+    }
+    /* Now empty: the store refuses, and so does this server until the
+     * chunk it asked for is back, without asking again. */
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now, &d, &a, NULL),
+             FG_LOCAL_ASKED);
+    CHECK_EQ(a.units, 4);
+    CHECK_EQ(fg_check(s.shared, "k", 1, a.units, &d), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    uint64_t wait = d.retry_after_us;
+    CHECK(wait > 300 * MS && wait <= 400 * MS);
+    CHECK_EQ(fg_local_answer(lc, &a, fake_now, FG_OK, &d, NULL), 0);
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 50 * MS, &d, &a, NULL),
+             FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(d.retry_after_us, wait - 50 * MS);
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + wait, &d, &a, NULL),
+             FG_LOCAL_ASKED);
+    CHECK_EQ(fg_local_answer(lc, &a, fake_now, FG_EBACKEND, NULL, NULL), 0);
+    sim_free(&s);
+
+    /* Unspent units of a token bucket's lease go back after its life. */
+    lim = lim_of("10/s", FG_TOKEN_BUCKET, "lease:5");
+    sim_init(&s, &lim, 1, 0);
+    lc = s.lc[0];
+    fake_now = 7100 * SEC;
+    CHECK_EQ(fg_local_check(lc, "g", 1, 3, fake_now, &d, &a, NULL),
+             FG_LOCAL_ASKED);
+    CHECK_EQ(a.units, 3);
+    CHECK_EQ(fg_check(s.shared, "g", 1, a.units, &d), FG_OK);
+    fg_local_answer(lc, &a, fake_now, FG_OK, &d, NULL);
+    CHECK_EQ(fg_local_check(lc, "g", 1, 1, fake_now, &d, &a, NULL), FG_OK);
+    CHECK_EQ(fg_local_held(lc), 2);
+    fg_local_ask due[4];
+    CHECK_EQ(fg_local_due(lc, fake_now + 500 * MS, due, 4), 0);
+    CHECK_EQ(fg_local_due(lc, fake_now + 1001 * MS, due, 4), 1);
+    CHECK_EQ(due[0].op, FG_LOCAL_GIVE);
+    CHECK_EQ(due[0].units, 2);
+    CHECK_EQ(fg_local_held(lc), 0);
+    fg_local_answer(lc, &due[0], fake_now, FG_OK, NULL, NULL);
+    sim_free(&s);
+
+    /* A fixed window's units die with it: nothing to send. */
+    lim = lim_of("10/s", FG_FIXED_WINDOW, "lease:5");
+    sim_init(&s, &lim, 1, 0);
+    lc = s.lc[0];
+    fake_now = 7200 * SEC;
+    CHECK_EQ(fg_local_check(lc, "f", 1, 2, fake_now, &d, &a, NULL),
+             FG_LOCAL_ASKED);
+    CHECK_EQ(fg_check(s.shared, "f", 1, a.units, &d), FG_OK);
+    fg_local_answer(lc, &a, fake_now, FG_OK, &d, NULL);
+    CHECK_EQ(fg_local_due(lc, fake_now + 1001 * MS, due, 4), 0);
+    CHECK_EQ(fg_local_held(lc), 0);
+    /* fg_local_flush gives back what a live lease holds. */
+    CHECK_EQ(fg_local_check(lc, "f", 1, 1, fake_now + 1001 * MS, &d, &a, NULL),
+             FG_LOCAL_ASKED);
+    fake_now += 1001 * MS;
+    CHECK_EQ(fg_check(s.shared, "f", 1, a.units, &d), FG_OK);
+    fg_local_answer(lc, &a, fake_now, FG_OK, &d, NULL);
+    CHECK_EQ(fg_local_check(lc, "f", 1, 1, fake_now, &d, &a, NULL), FG_OK);
+    uint64_t held = fg_local_held(lc);
+    if (held) {
+        CHECK_EQ(fg_local_flush(lc, fake_now, due, 4), 1);
+        CHECK_EQ(due[0].op, FG_LOCAL_GIVE);
+        CHECK_EQ(due[0].units, held);
+        fg_local_answer(lc, &due[0], fake_now, FG_OK, NULL, NULL);
+    }
+    sim_free(&s);
+}
+
+/* Waiters: a take in flight holds the other checks of its key, which are
+ * woken in order by its answer. */
+static void test_waiters(void)
+{
+    fg_limit lim = lim_of("10/s", FG_FIXED_WINDOW, "lease:4");
+    fg_local *lc = fg_local_new(&lim, 0, NULL, 0);
+    fg_decision d;
+    fg_local_ask a, b;
+    fg_local_waiter w1, w2, *wake;
+    fake_now = 8000 * SEC;
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now, &d, &a, &w1),
+             FG_LOCAL_ASKED);
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now, &d, &b, &w1),
+             FG_LOCAL_WAITED);
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now, &d, &b, &w2),
+             FG_LOCAL_WAITED);
+    memset(&d, 0, sizeof d);
+    d.allowed = 1;
+    d.remaining = 9;
+    d.reset_us = SEC;
+    CHECK_EQ(fg_local_answer(lc, &a, fake_now, FG_OK, &d, &wake), 0);
+    CHECK(wake == &w1);
+    CHECK(wake && wake->next == &w2);
+    fg_local_free(lc);
+
+    /* A failed take: its waiters follow the policy now; a later check
+     * asks the store again. */
+    lc = fg_local_new(&lim, 0, NULL, 0);
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now, &d, &a, &w1),
+             FG_LOCAL_ASKED);
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now, &d, &b, &w2),
+             FG_LOCAL_WAITED);
+    CHECK_EQ(fg_local_answer(lc, &a, fake_now, FG_ETIMEOUT, NULL, &wake), 0);
+    CHECK(wake == &w2);
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now, &d, &b, &w2), FG_EBACKEND);
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 1, &d, &b, &w2),
+             FG_LOCAL_ASKED);
+    fg_local_answer(lc, &b, fake_now, FG_ETIMEOUT, NULL, &wake);
+    fg_local_free(lc);
+}
+
+/* A sync that fails: the key follows the policy until a sync succeeds,
+ * and the usage is sent again, not lost. */
+static void test_sync_failure(void)
+{
+    fg_limit lim = lim_of("10/s", FG_FIXED_WINDOW, "sync:100ms");
+    fg_local *lc = fg_local_new(&lim, 0, NULL, 0);
+    fg_decision d;
+    fg_local_ask a[4];
+    fake_now = 9000 * SEC;
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now, &d, a, NULL), FG_OK);
+    CHECK_EQ(fg_local_due(lc, fake_now + 100 * MS, a, 4), 1);
+    CHECK_EQ(a[0].op, FG_LOCAL_ADD);
+    CHECK_EQ(a[0].units, 3);
+    /* Another check while it is in flight counts against the view. */
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now, &d, a + 1, NULL), FG_OK);
+    CHECK_EQ(d.remaining, 6);
+    fg_local_answer(lc, &a[0], fake_now + 100 * MS, FG_ETIMEOUT, NULL, NULL);
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now, &d, a + 1, NULL),
+             FG_EBACKEND);
+    CHECK_EQ(fg_local_due(lc, fake_now + 200 * MS, a, 4), 1);
+    CHECK_EQ(a[0].units, 4); /* 3 again, and the one since */
+    memset(&d, 0, sizeof d);
+    d.allowed = 1;
+    d.remaining = 2;
+    d.reset_us = 500 * MS;
+    fg_local_answer(lc, &a[0], fake_now + 200 * MS, FG_OK, &d, NULL);
+    CHECK_EQ(fg_local_check(lc, "k", 1, 2, fake_now + 200 * MS, &d, a, NULL),
+             FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 200 * MS, &d, a, NULL),
+             FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(d.retry_after_us, 500 * MS);
+    /* The view ends with its window: full again. */
+    CHECK_EQ(fg_local_check(lc, "k", 1, 10, fake_now + 700 * MS, &d, a, NULL),
+             FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    fg_local_free(lc);
+}
+
+/* Bounded: at most max_keys keys; a key with usage to send is never
+ * evicted, and when no key can go a check gets FG_ENOMEM. */
+static void test_bounded(void)
+{
+    fg_limit lim = lim_of("10/s", FG_FIXED_WINDOW, "sync:100ms");
+    fg_local *lc = fg_local_new(&lim, 4, NULL, 0);
+    fg_decision d;
+    fg_local_ask a[8];
+    char key[8];
+    fake_now = 9500 * SEC;
+    for (int i = 0; i < 4; i++) {
+        snprintf(key, sizeof key, "k%d", i);
+        CHECK_EQ(fg_local_check(lc, key, strlen(key), 1, fake_now, &d, a, NULL),
+                 FG_OK);
+    }
+    CHECK_EQ(fg_local_check(lc, "k9", 2, 1, fake_now, &d, a, NULL), FG_ENOMEM);
+    CHECK_EQ(fg_local_keys(lc), 4);
+    size_t n = fg_local_due(lc, fake_now + 100 * MS, a, 8);
+    CHECK_EQ(n, 4);
+    memset(&d, 0, sizeof d);
+    d.allowed = 1;
+    d.remaining = 9;
+    d.reset_us = 500 * MS;
+    for (size_t i = 0; i < n; i++)
+        fg_local_answer(lc, &a[i], fake_now + 100 * MS, FG_OK, &d, NULL);
+    CHECK_EQ(fg_local_check(lc, "k9", 2, 1, fake_now, &d, a, NULL), FG_OK);
+    CHECK_EQ(fg_local_keys(lc), 4);
+    CHECK_EQ(fg_local_check(lc, "k", 1, 11, fake_now, &d, a, NULL), FG_ECOST);
+    CHECK_EQ(fg_local_check(lc, "k", 1, 0, fake_now, &d, a, NULL), FG_ECOST);
+    fg_local_free(lc);
+}
+
+/* The limiter in a mode on a blocking memory store: decided here, synced
+ * by fg_limiter_sync; a refund gives the units back here. */
+static void test_limiter(void)
+{
+    fg_store *st = mem();
+    fake_now = 10000 * SEC;
+    fg_limit lim = lim_of("10/s", FG_FIXED_WINDOW, "sync:10s");
+    fg_limiter *l = fg_limiter_new(st, &lim, NULL, 0);
+    fg_limit ex = lim;
+    ex.mode = FG_MODE_EXACT;
+    fg_limiter *e = fg_limiter_new(st, &ex, NULL, 0);
+    CHECK(l && e);
+    fg_decision d;
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ(fg_check(l, "k", 1, 1, &d), FG_OK);
+        CHECK_EQ(d.source, FG_SOURCE_SYNC);
+    }
+    CHECK_EQ(fg_refund(l, "k", 1, 1), FG_OK);
+    /* (The memory store keeps each limiter's keys apart: peek through
+     * the same one; on Redis every limiter of the name shares them.) */
+    CHECK_EQ(fg_peek(l, "k", 1, &d), FG_OK);
+    CHECK_EQ(d.remaining, 10); /* nothing sent yet */
+    CHECK_EQ(fg_limiter_sync(l), FG_OK);
+    CHECK_EQ(fg_peek(l, "k", 1, &d), FG_OK);
+    CHECK_EQ(d.remaining, 8);
+    fg_limiter_free(l);
+
+    lim = lim_of("10/s", FG_FIXED_WINDOW, "lease:4");
+    l = fg_limiter_new(st, &lim, NULL, 0);
+    CHECK_EQ(fg_check(l, "q", 1, 2, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.source, FG_SOURCE_LEASE);
+    CHECK_EQ(fg_peek(l, "q", 1, &d), FG_OK);
+    CHECK_EQ(d.remaining, 8);
+    CHECK_EQ(fg_limiter_sync(l), FG_OK); /* nothing held: 2 taken, 2 spent */
+    CHECK_EQ(fg_check(l, "q", 1, 8, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(fg_check(l, "q", 1, 1, &d), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(fg_peek(l, "q", 1, &d), FG_OK);
+    CHECK_EQ(d.remaining, 0);
+    fg_limiter_free(l);
+
+    /* Shadow mode still allows what a mode refuses, and says so. */
+    lim = lim_of("1/s", FG_FIXED_WINDOW, "lease");
+    lim.shadow = 1;
+    l = fg_limiter_new(st, &lim, NULL, 0);
+    CHECK_EQ(fg_check(l, "z", 1, 1, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.shadowed, 0);
+    CHECK_EQ(fg_check(l, "z", 1, 1, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.shadowed, 1);
+    fg_limiter_free(l);
+    fg_limiter_free(e);
+    fg_store_close(st);
+}
+
+int main(void)
+{
+    test_add();
+    test_parse();
+    test_sync_fixed();
+    test_sync_token();
+    test_lease();
+    test_lease_steps();
+    test_waiters();
+    test_sync_failure();
+    test_bounded();
+    test_limiter();
+    return TEST_DONE();
+}

@@ -32,6 +32,12 @@ static const char usage[] =
     "  --clock C          redis (default) or client: whose clock Lua uses\n"
     "  --durable D        off (default) or replica: an allowed check counts\n"
     "                     once a replica holds it (WAIT 1, within --timeout)\n"
+    "  --mode M           exact (default), sync:INTERVAL (decided here, the\n"
+    "                     usage sent every INTERVAL, 10ms..10s) or\n"
+    "                     lease[:CHUNK] (decided here on units taken from\n"
+    "                     the store); first prints the mode's stated bound\n"
+    "  --servers N        servers sharing the limit, for the bound of --mode\n"
+    "                     and the share of --on-failure local (default 1)\n"
     "  --json             one JSON object per check\n"
     "  --peek             read what KEY has left, consuming nothing\n"
     "  --reset            clear KEY in the store (every window of it)\n"
@@ -47,7 +53,12 @@ static const char usage[] =
     "--peek prints 'remaining=N reset_ms=N' (and 'retry_after_ms=N' when\n"
     "no unit fits now), or with --json the decision a check of one unit\n"
     "would get; exit 0 when a unit fits, 1 when none does. --reset prints\n"
-    "'reset' and exits 0. Either exits 2 when the store fails.\n";
+    "'reset' and exits 0. Either exits 2 when the store fails.\n"
+    "With --mode sync or lease the first line is the bound: 'mode=M\n"
+    "servers=N over_window_ms=W over_cap=C under_cap=U' (beyond the limit\n"
+    "at most what the other servers admit in W ms, never more than C; below\n"
+    "it at most U); what this process holds is sent to the store before it\n"
+    "exits.\n";
 
 /* A positive decimal integer below 2^53, with nothing around it. */
 static int parse_u64(const char *s, uint64_t *out)
@@ -173,6 +184,8 @@ int fg_cmd_check(int argc, char **argv)
         {"on-failure", required_argument, NULL, 'f'},
         {"clock", required_argument, NULL, 'K'},
         {"durable", required_argument, NULL, 'D'},
+        {"mode", required_argument, NULL, 'M'},
+        {"servers", required_argument, NULL, 'S'},
         {"json", no_argument, NULL, 'j'},
         {"peek", no_argument, NULL, 'P'},
         {"reset", no_argument, NULL, 'R'},
@@ -181,8 +194,8 @@ int fg_cmd_check(int argc, char **argv)
     };
     const char *url = "memory", *rate = NULL, *key = NULL, *name = "cli";
     const char *algorithm = NULL, *on_failure = NULL, *clock = NULL,
-               *durable = NULL;
-    uint64_t burst = 0, cost = 1, count = 1, timeout = 5;
+               *durable = NULL, *mode = NULL;
+    uint64_t burst = 0, cost = 1, count = 1, timeout = 5, servers = 0;
     int json = 0, many = 0, c, li = 0, peek = 0, reset = 0, costed = 0;
     char err[512];
 
@@ -213,6 +226,19 @@ int fg_cmd_check(int argc, char **argv)
             break;
         case 'D':
             durable = optarg;
+            break;
+        case 'M':
+            mode = optarg;
+            break;
+        case 'S':
+            if (parse_u64(optarg, &servers) || servers == 0 ||
+                servers > 100000) {
+                fprintf(stderr,
+                        "floodgate check: --servers must be a whole "
+                        "number from 1 to 100000, not '%s'\n",
+                        optarg);
+                return 2;
+            }
             break;
         case 'j':
             json = 1;
@@ -314,6 +340,12 @@ int fg_cmd_check(int argc, char **argv)
         return 2;
     }
     lim.durable = durable && !strcmp(durable, "replica");
+    if (mode && fg_mode_parse(mode, &lim, err, sizeof(err)) != FG_OK) {
+        fprintf(stderr, "floodgate check: --mode: %s\n", err);
+        return 2;
+    }
+    if (servers)
+        lim.fallback_servers = (uint32_t)servers;
 
     fg_store *st = fg_store_open(url, err, sizeof(err));
     if (!st) {
@@ -332,6 +364,20 @@ int fg_cmd_check(int argc, char **argv)
         fg_limiter_free(l);
         fg_store_close(st);
         return status;
+    }
+
+    if (lim.mode != FG_MODE_EXACT) {
+        fg_mode_bound b;
+        char m[32];
+        unsigned n = servers ? (unsigned)servers : 1;
+        fg_mode_format(&lim, m, sizeof(m));
+        fg_limit_bound(&lim, n, (uint64_t)lim.timeout_ms * 1000, &b);
+        printf(json ? "{\"mode\":\"%s\",\"servers\":%u,\"over_window_ms\":"
+                      "%llu,\"over_cap\":%llu,\"under_cap\":%llu}\n"
+                    : "mode=%s servers=%u over_window_ms=%llu over_cap=%llu "
+                      "under_cap=%llu\n",
+               m, n, (unsigned long long)(b.over_window_us / 1000),
+               (unsigned long long)b.over_cap, (unsigned long long)b.under_cap);
     }
 
     uint64_t allowed = 0, limited = 0;
@@ -370,6 +416,13 @@ int fg_cmd_check(int argc, char **argv)
     if (many && !json)
         printf("allowed=%llu limited=%llu\n", (unsigned long long)allowed,
                (unsigned long long)limited);
+    /* Usage not yet synced, leased units: back to the store. */
+    int src = fg_limiter_sync(l);
+    if (src != FG_OK && !failed) {
+        fprintf(stderr, "floodgate check: sending the local usage: %s\n",
+                fg_strerror(src));
+        failed = 1;
+    }
     fg_limiter_free(l);
     fg_store_close(st);
     return failed ? 2 : status;

@@ -31,6 +31,8 @@ typedef struct raw_limit {
     uint32_t timeout_ms, fb;
     int clock_client;
     int durable;
+    int has_mode, mode_line;
+    fg_limit mode; /* mode, sync_ms, lease_chunk */
 } raw_limit;
 
 /* Keys a file may give: every key of [server] and [store], and the nine
@@ -428,11 +430,11 @@ static int limit_key(parser *p, unsigned i, const char *k, const char *v)
         r->has_burst = 1;
         r->burst_line = p->line;
     } else if (!strcmp(k, "mode")) {
-        if (!strncmp(v, "sync:", 5) || !strcmp(v, "lease"))
-            return fail(p, p->line,
-                        "mode = %s is not supported yet (only exact)", v);
-        if (strcmp(v, "exact") != 0)
-            return fail(p, p->line, "mode must be exact");
+        char why[160];
+        if (fg_mode_parse(v, &r->mode, why, sizeof(why)) != FG_OK)
+            return fail(p, p->line, "%s", why);
+        r->has_mode = 1;
+        r->mode_line = p->line;
     } else if (!strcmp(k, "on_failure")) {
         if (fg_on_failure_parse(v, &r->onf))
             return fail(p, p->line, "on_failure must be open, closed or local");
@@ -676,6 +678,11 @@ static int finish(parser *p)
         if (r->has_clock)
             sl->lim.clock_client = r->clock_client;
         sl->lim.durable = r->durable;
+        if (r->has_mode) {
+            sl->lim.mode = r->mode.mode;
+            sl->lim.sync_ms = r->mode.sync_ms;
+            sl->lim.lease_chunk = r->mode.lease_chunk;
+        }
         /* [server] shadow = on: every limit, whatever its own says. */
         sl->lim.shadow = r->shadow || c->shadow;
         /* A limit refused with its burst but not without it is refused
@@ -683,8 +690,12 @@ static int finish(parser *p)
         if (fg_limit_check(&sl->lim, why, sizeof(why))) {
             fg_limit plain = sl->lim;
             plain.burst = 0;
+            fg_limit exact = sl->lim;
+            exact.mode = FG_MODE_EXACT;
             int line = r->has_burst && fg_limit_check(&plain, NULL, 0) == FG_OK
                            ? r->burst_line
+                       : r->has_mode && fg_limit_check(&exact, NULL, 0) == FG_OK
+                           ? r->mode_line
                            : r->rate_line;
             return fail(p, line, "[limit %s]: %s", name, why);
         }

@@ -369,6 +369,27 @@ fail:
     return NULL;
 }
 
+unsigned fg__wgen_sync(fg__wgen *wg)
+{
+    unsigned pending = 0;
+    for (unsigned i = 0; !wg->g->is_memory && i < wg->g->cfg.nlimits; i++) {
+        if (wg->lim[i]) {
+            fg_limiter_sync(wg->lim[i]);
+            pending += fg_limiter_pending(wg->lim[i]);
+        }
+    }
+    return pending;
+}
+
+unsigned fg__wgen_pending(const fg__wgen *wg)
+{
+    unsigned pending = 0;
+    for (unsigned i = 0; !wg->g->is_memory && i < wg->g->cfg.nlimits; i++)
+        if (wg->lim[i])
+            pending += fg_limiter_pending(wg->lim[i]);
+    return pending;
+}
+
 void fg__wgen_free(fg__wgen *wg)
 {
     if (!wg)

@@ -109,6 +109,47 @@ static void log_fallback(const fg__gen *g)
         fg_store_close(mem);
 }
 
+/* Say, for each limit in an approximate mode, the bound it runs under:
+ * the servers sharing it are fallback_servers processes of this many
+ * workers each (every worker decides on its own), the round trip that of
+ * the store's timeout at worst. */
+static void log_modes(const fg__gen *g)
+{
+    const fg__serve_config *c = &g->cfg;
+    for (unsigned i = 0; i < c->nlimits; i++) {
+        const fg_limit *lim = &c->limits[i].lim;
+        if (lim->mode == FG_MODE_EXACT)
+            continue;
+        char mode[32];
+        fg_mode_bound b;
+        uint64_t servers =
+            (uint64_t)(lim->fallback_servers ? lim->fallback_servers : 1) *
+            (c->workers ? c->workers : 1);
+        if (servers > 100000)
+            servers = 100000;
+        fg_mode_format(lim, mode, sizeof(mode));
+        if (fg_limit_bound(lim, (unsigned)servers,
+                           (uint64_t)lim->timeout_ms * 1000, &b) != FG_OK)
+            continue;
+        if (lim->mode == FG_MODE_SYNC)
+            fg__log("mode",
+                    "limit=%s mode=%s servers=%" PRIu64
+                    " over_window_ms=%" PRIu64 " over_cap=%" PRIu64
+                    " msg=\"admits beyond the limit at most what the other "
+                    "servers admit in %" PRIu64 " ms, never more than %" PRIu64
+                    " units\"",
+                    lim->name, mode, servers, b.over_window_us / 1000,
+                    b.over_cap, b.over_window_us / 1000, b.over_cap);
+        else
+            fg__log("mode",
+                    "limit=%s mode=%s servers=%" PRIu64 " over_cap=0"
+                    " under_cap=%" PRIu64
+                    " msg=\"never admits beyond the limit; refuses below it "
+                    "at most the %" PRIu64 " units other servers hold\"",
+                    lim->name, mode, servers, b.under_cap, b.under_cap);
+    }
+}
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
     (void)what;
@@ -142,6 +183,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         fg__gen_unref(srv->gen);
         srv->gen = g;
         log_fallback(g);
+        log_modes(g);
         FG_INC(srv->reloads);
         fg__log("reload", "result=ok limits=%u store=%s", g->cfg.nlimits,
                 g->is_memory ? "memory" : "redis");
@@ -324,6 +366,7 @@ int fg_cmd_serve(int argc, char **argv)
         fg__log("store", "url=%s",
                 fg__log_value(redact(c->store_url, v, 300), v + 300, 300));
     log_fallback(srv.gen);
+    log_modes(srv.gen);
     static const char *const handover[] = {"off", "bpf", "sysctl"};
     if (srv.handover == FG__HANDOVER_OFF)
         fg__log("handover_off",

@@ -161,7 +161,7 @@ void fg__metrics_render(FILE *out, fg__metrics *const *w, unsigned n,
                  "# TYPE floodgate_requests_total counter\n");
     for (int s = 0; s < used; s++)
         for (int a = 1; a >= 0; a--)
-            for (int src = 0; src < 5; src++) {
+            for (int src = 0; src < FG__SOURCES; src++) {
                 uint64_t v = 0;
                 for (unsigned i = 0; i < n; i++)
                     v += FG_GET(w[i]->lim[s].decisions[a][src]);

@@ -12,6 +12,9 @@
 
 #include "floodgate.h"
 
+/* The sources a decision names (fg_source). */
+#define FG__SOURCES (FG_SOURCE_LEASE + 1)
+
 #define FG_METRIC_SLOTS 256
 #define FG_LAT_BUCKETS  14
 #define FG_NODE_SLOTS   64
@@ -33,7 +36,7 @@ enum {
 };
 
 typedef struct fg__lim_metrics {
-    uint64_t decisions[2][5]; /* [allowed][source] */
+    uint64_t decisions[2][FG__SOURCES]; /* [allowed][source] */
     uint64_t store_errors;
     uint64_t store_calls;
     uint64_t breaker_open;    /* gauge: 1 while the last answer was EBREAKER */

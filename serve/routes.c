@@ -118,10 +118,13 @@ static void count_decision(fg__ctx *c, unsigned k)
         return;
     fg__lim_metrics *lm = &c->w->m->lim[slot];
     const fg_decision *d = &r->d[k];
-    FG_INC(lm->decisions[d->allowed ? 1 : 0][d->source <= 4 ? d->source : 0]);
+    FG_INC(lm->decisions[d->allowed ? 1 : 0]
+                        [d->source < FG__SOURCES ? d->source : 0]);
     if (d->shadowed)
         FG_INC(lm->shadow_refusals);
-    if (d->source == FG_SOURCE_CACHE)
+    /* Decided without asking the store for this request. */
+    if (d->source == FG_SOURCE_CACHE || d->source == FG_SOURCE_SYNC ||
+        d->source == FG_SOURCE_LEASE)
         return;
     if (!c->wg->g->is_memory && r->rc[k] != FG_EBREAKER)
         FG_INC(lm->store_calls);

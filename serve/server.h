@@ -69,6 +69,7 @@ typedef struct fg__worker {
     fg__metrics *m;
     unsigned inflight;
     int draining;
+    int synced; /* draining: the modes' local state sent */
     uint64_t drain_deadline_us;
     uint64_t grace_until_us; /* accepting while draining until then */
     unsigned close_tries;
@@ -127,6 +128,12 @@ void fg__gen_unref(fg__gen *g);
 /* Build a worker's copy of 'g' on its loop. NULL with the reason. */
 fg__wgen *fg__wgen_new(fg__worker *w, fg__gen *g, char *err, size_t errlen);
 void fg__wgen_free(fg__wgen *wg);
+/* Send what the gen's limiters hold here (approximate modes: usage not
+ * yet synced, leased units) and return the store commands in flight;
+ * fg__wgen_pending only counts them. A gen is freed once both its
+ * requests and these are done. */
+unsigned fg__wgen_sync(fg__wgen *wg);
+unsigned fg__wgen_pending(const fg__wgen *wg);
 
 /* ---- worker.c: one event loop ---- */
 

@@ -126,14 +126,22 @@ int fg__workers_bind(fg__server *srv, const char *laddr, char *addr,
 static void free_retired(fg__worker *w)
 {
     fg__wgen **pp = &w->retired;
+    int waiting = 0;
     while (*pp) {
         fg__wgen *wg = *pp;
-        if (wg->inflight == 0) {
+        if (wg->inflight == 0 && fg__wgen_pending(wg) == 0) {
             *pp = wg->next;
             fg__wgen_free(wg);
         } else {
+            waiting |= wg->inflight == 0;
             pp = &wg->next;
         }
+    }
+    /* A gen whose requests are done may still wait for its syncs and
+     * give-backs, answered within the store's timeout: look again. */
+    if (waiting) {
+        struct timeval tv = {0, 10000};
+        event_add(w->reap_ev, &tv);
     }
 }
 
@@ -217,8 +225,16 @@ static void tick(evutil_socket_t fd, short what, void *arg)
             now + (uint64_t)w->cur->g->cfg.drain_timeout_ms * 1000;
     }
     if (w->inflight == 0 && fg__http_unanswered(w->http) == 0) {
-        event_base_loopexit(w->base, NULL);
-        return;
+        /* Last, the approximate modes' usage and leases go back to the
+         * store, and their answers are waited for. */
+        if (!w->synced) {
+            w->synced = 1;
+            fg__wgen_sync(w->cur);
+        }
+        if (fg__wgen_pending(w->cur) == 0) {
+            event_base_loopexit(w->base, NULL);
+            return;
+        }
     }
     if (now >= w->drain_deadline_us) {
         fg__log("drain_timeout", "worker=%u unfinished=%u", w->index,
@@ -267,6 +283,7 @@ static void adopt(fg__worker *w, fg__gen *g)
     apply_http(w, &wg->g->cfg);
     fg_cache_clear(w->cache);
     if (old) {
+        fg__wgen_sync(old);
         old->next = w->retired;
         w->retired = old;
         schedule_reap(w);

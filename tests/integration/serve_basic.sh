@@ -15,9 +15,9 @@ printf '[server]\nid = a\nworkers = lots\n' >"$T/bad.ini"
 "$FLOODGATE" serve -c "$T/bad.ini" --listen 127.0.0.1:0 2>"$T/bad.err"
 expect_eq "bad config exits 2" "$?" 2
 check "bad config names file:line" grep -q "$T/bad.ini:3: workers" "$T/bad.err"
-printf '[limit x]\nrate = 5/s\nkey = ip\nmode = sync:200ms\n' >"$T/bad2.ini"
+printf '[limit x]\nrate = 5/s\nkey = ip\nmode = sync:2ms\n' >"$T/bad2.ini"
 "$FLOODGATE" serve -c "$T/bad2.ini" --listen 127.0.0.1:0 2>"$T/bad2.err"
-check "mode sync refused as not supported yet" grep -q "bad2.ini:4: .*not supported yet" "$T/bad2.err"
+check "mode sync:2ms refused at its line, with the range" grep -q "bad2.ini:4: .*10ms to 10s" "$T/bad2.err"
 # A port beyond 65535 is refused, not wrapped onto another port.
 timeout 5 "$FLOODGATE" serve --listen 127.0.0.1:99999 2>"$T/port.err"
 expect_eq "--listen port 99999 exits 2" "$?" 2

@@ -123,9 +123,24 @@ static void test_errors(void)
     CHECK(err_is(2, "rate"));
     CHECK_EQ(parse("[limit a]\nrate = 1/s\nkey = cookie:x\n"), FG_EINVAL);
     CHECK(err_is(3, "key must be"));
-    CHECK_EQ(parse("[limit a]\nrate = 1/s\nkey = ip\nmode = sync:200ms\n"),
+    /* The approximate modes; a chunk above the limit is refused at the
+     * mode's line, as is durable with a mode. */
+    CHECK_EQ(parse("[limit a]\nrate = 1/s\nkey = ip\nmode = sync:200ms\n"), 0);
+    CHECK_EQ(cfg.limits[0].lim.mode, FG_MODE_SYNC);
+    CHECK_EQ(cfg.limits[0].lim.sync_ms, 200);
+    CHECK_EQ(parse("[limit a]\nrate = 10/s\nkey = ip\nmode = lease:4\n"), 0);
+    CHECK_EQ(cfg.limits[0].lim.mode, FG_MODE_LEASE);
+    CHECK_EQ(cfg.limits[0].lim.lease_chunk, 4);
+    CHECK_EQ(parse("[limit a]\nrate = 10/s\nkey = ip\nmode = lease:40\n"),
              FG_EINVAL);
-    CHECK(err_is(4, "not supported yet"));
+    CHECK(err_is(4, "above the limit"));
+    CHECK_EQ(parse("[limit a]\nrate = 10/s\nkey = ip\nmode = sync:1ms\n"),
+             FG_EINVAL);
+    CHECK(err_is(4, "10ms to 10s"));
+    CHECK_EQ(parse("[limit a]\nrate = 10/s\nkey = ip\nmode = sync\n"
+                   "durable = replica\n"),
+             FG_EINVAL);
+    CHECK(err_is(4, "durable = replica needs mode exact"));
     /* Shards and cluster: each node URL is checked. */
     CHECK_EQ(parse("[store]\nurl = shards=redis://a:1,redis://b:2\n"), 0);
     CHECK_EQ(parse("[store]\nurl = shards=redis://a:1,redis://a:1\n"),

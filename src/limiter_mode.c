@@ -124,6 +124,8 @@ static int mode_check(fg_limiter *l, const char *key, size_t keylen,
 {
     struct fg__mode *m = l->mode;
     fg_local_ask ask;
+    if (l->lim.mode == FG_MODE_SYNC && fg__store_down(l, key, keylen))
+        return fg__decide_by_policy(l, FG_EBREAKER, key, keylen, cost, out);
     for (int round = 0;; round++) {
         uint64_t now = now_us();
         lock(m);
@@ -204,8 +206,12 @@ static void run_req(mode_req *r, uint64_t now)
     fg_limiter *l = r->l;
     struct fg__mode *m = l->mode;
     fg_decision d;
-    int rc = fg_local_check(m->lc, r->key, r->keylen, r->cost, now, &d, &r->ask,
-                            &r->w);
+    /* A sync view is not trusted while its node's syncs fail: the store
+     * counts as unreachable (a lease spends what it holds first). */
+    int rc = l->lim.mode == FG_MODE_SYNC && fg__store_down(l, r->key, r->keylen)
+                 ? FG_EBREAKER
+                 : fg_local_check(m->lc, r->key, r->keylen, r->cost, now, &d,
+                                  &r->ask, &r->w);
     switch (rc) {
     case FG_LOCAL_WAITED:
         return;

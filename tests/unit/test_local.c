@@ -641,7 +641,9 @@ static void test_bounded(void)
     char key[8];
     fake_now = 9500 * SEC;
     for (int i = 0; i < 4; i++) {
-        snprintf(key, sizeof key, "k%d", i);
+        key[0] = 'k';
+        key[1] = (char)('0' + i);
+        key[2] = '\0';
         CHECK_EQ(fg_local_check(lc, key, strlen(key), 1, fake_now, &d, a, NULL),
                  FG_OK);
     }

@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# serve_modes.sh -- the approximate modes through floodgate serve: four
+# processes of two workers sharing one real redis-server (eight servers in
+# the stated bounds). A burst for one key: exact mode is exact, lease never
+# over the limit, sync within its stated bound, and the store counts every
+# unit sync admitted. The bounds are logged at start. SIGTERM sends what a
+# server holds (a lease's units, usage not yet synced). With Redis down,
+# sync decides on its local share and lease spends what it holds, then
+# follows its policy; with Redis back, both ask it again. /metrics counts
+# the decisions by source. About 20 s.
+FG_TEST_BOUND=${FG_TEST_BOUND:-90}
+. "$(dirname "$0")/../serve/lib.sh"
+
+start_redis || { bad "redis starts"; finish; }
+P="m$$:"
+RURL="redis://127.0.0.1:$RPORT?prefix=$P"
+limits() { # limits SYNC_INTERVAL: the [limit] sections every server runs
+    cat <<INI
+[limit ex]
+key = query:k
+algorithm = fixed_window
+rate = 40/min
+timeout = 500ms
+[limit sy]
+key = query:k
+algorithm = fixed_window
+rate = 40/min
+mode = sync:$1
+fallback_servers = 4
+on_failure = local
+timeout = 500ms
+[limit le]
+key = query:k
+algorithm = fixed_window
+rate = 40/min
+mode = lease
+fallback_servers = 4
+on_failure = closed
+timeout = 500ms
+[limit lt]
+key = query:k
+algorithm = token_bucket
+rate = 20/min
+mode = lease:5
+on_failure = closed
+timeout = 500ms
+INI
+}
+for n in 1 2 3 4; do
+    {
+        printf '[server]\nworkers = 2\nid = m%s\n[store]\nurl = %s\n' "$n" "$RURL"
+        limits 100ms
+    } >"$T/s$n.ini"
+    start_fg "s$n" -c "$T/s$n.ini" --listen 127.0.0.1:0 || { bad "server $n starts"; finish; }
+done
+URLS=""
+for n in 1 2 3 4; do eval "URLS=\"\$URLS http://127.0.0.1:\$FGPORT_s$n\""; done
+urls() { local u out=""; for u in $URLS; do out="$out $u$1"; done; echo "$out"; }
+peek() { # peek NAME RATE ALGO KEY: remaining in the store
+    "$FLOODGATE" check --store "$RURL" --timeout 2000 --name "$1" --limit "$2" \
+        --algorithm "$3" --key "$4" --peek 2>&1 | sed -n 's/.*remaining=\([0-9]*\).*/\1/p'
+}
+
+# 1. The bounds, logged at start: 4 processes x 2 workers.
+check "sync's bound logged" grep -q 'event=mode limit=sy mode=sync:100ms servers=8 over_window_ms=700 over_cap=280' "$T/s1.log"
+check "lease's bound logged" grep -q 'event=mode limit=le mode=lease servers=8 over_cap=0 under_cap=40' "$T/s1.log"
+
+# A burst well inside one minute's window (the windows are the clock's).
+s=$(date +%S)
+s=${s#0}
+[ "$s" -gt 50 ] && sleep $((61 - s))
+
+# 2. 400 requests for one key, 40 at a time, over the four servers.
+for lim in ex sy le; do
+    out=$("$FGLOAD" -n 400 -c 40 $(urls "/v1/check?limit=$lim&key=burst"))
+    eval "A_$lim=$(field "$out" s200)"
+    echo "burst $lim: $out"
+    expect_eq "burst $lim: no errors" "$(field "$out" errors)" 0
+done
+expect_eq "burst: exact mode admits exactly the limit" "$A_ex" 40
+check "burst: lease never over the limit ($A_le of 40)" [ "$A_le" -le 40 ]
+check "burst: lease admits some ($A_le of 40)" [ "$A_le" -ge 10 ]
+check "burst: sync at least the limit ($A_sy of 40)" [ "$A_sy" -ge 40 ]
+check "burst: sync within its stated cap ($A_sy <= 40 + 280)" [ "$A_sy" -le 320 ]
+# Every unit sync admitted reaches the store within an interval or two.
+sleep 0.5
+key=$(redis-cli -p "$RPORT" --scan --pattern "${P}sy:*burst*" | head -1)
+stored=$(redis-cli -p "$RPORT" get "$key")
+expect_eq "sync: the store counts every unit admitted ($key)" "$stored" "$A_sy"
+
+# 3. Decisions by source.
+curl -s "http://127.0.0.1:$FGPORT_s1/metrics" >"$T/m1"
+check "metrics: sync decisions" grep -q 'floodgate_requests_total{limit="sy",decision="allowed",source="sync"}' "$T/m1"
+check "metrics: lease decisions" grep -q -E 'floodgate_requests_total\{limit="le",decision="(allowed|limited)",source="lease"\}' "$T/m1"
+
+# 4. SIGTERM gives back a lease's units and sends the usage not synced: a
+# server of one worker; sync every 10 s, so only the drain sends it.
+{
+    printf '[server]\nworkers = 1\nid = g\n[store]\nurl = %s\n' "$RURL"
+    limits 10s
+} >"$T/g.ini"
+start_fg g -c "$T/g.ini" --listen 127.0.0.1:0 || { bad "server g starts"; finish; }
+G="http://127.0.0.1:$FGPORT_g"
+for i in 1 2 3; do
+    http POST "$G/v1/check?limit=lt&key=give" >/dev/null
+    http POST "$G/v1/check?limit=sy&key=late" >/dev/null
+done
+before=$(peek lt 20/min token_bucket give)
+kill -TERM "$FGPID_g"
+for _ in $(seq 1 200); do kill -0 "$FGPID_g" 2>/dev/null || break; sleep 0.01; done
+after=$(peek lt 20/min token_bucket give)
+echo "lease:5 after 3 checks: $before left in the store before SIGTERM, $after after"
+check "SIGTERM: the lease's unspent units went back (store $before -> $after)" \
+    [ "$after" -ge $((before + 2)) ]
+check "SIGTERM: never more than it held back ($after <= $((before + 5)))" [ "$after" -le $((before + 5)) ]
+late=$(redis-cli -p "$RPORT" --scan --pattern "${P}sy:*late*" | head -1)
+expect_eq "SIGTERM: the usage not yet synced was sent" "$(redis-cli -p "$RPORT" get "$late")" 3
+
+# 5. Redis down: sync decides on its share (40 / 4 servers / 2 workers = 5
+# per worker) with source local; lease spends what it holds, then refuses
+# (on_failure = closed: 503).
+U1="http://127.0.0.1:$FGPORT_s1"
+http POST "$U1/v1/check?limit=le&key=down" >/dev/null
+http POST "$U1/v1/check?limit=le&key=down" >/dev/null
+kill -STOP "$RPID"
+# Keys used on both workers: their next syncs fail together (500 ms
+# timeout) and open each worker's breaker (3 failures). Until then they
+# are decided from their views, as with the store up.
+for i in $(seq 1 24); do http POST "$U1/v1/check?limit=sy&key=d$i" >/dev/null; done
+sleep 1
+ok200=0
+loc=0
+for i in $(seq 1 30); do
+    c=$(http POST "$U1/v1/check?limit=sy&key=down")
+    [ "$c" = 200 ] && ok200=$((ok200 + 1))
+    grep -q '"source":"local"' "$T/b" && loc=$((loc + 1))
+done
+echo "redis stopped: sync 30 checks: $ok200 allowed, $loc decided by the local share"
+check "redis down: sync decides on its local share ($loc of 30)" [ "$loc" -ge 20 ]
+check "redis down: sync's share bounds it ($ok200 <= 10, 5 a worker)" [ "$ok200" -le 10 ]
+codes=""
+for i in $(seq 1 12); do codes="$codes$(http POST "$U1/v1/check?limit=le&key=down" -m 3) "; done
+echo "redis stopped: lease codes: $codes"
+check "redis down: lease follows on_failure = closed once its units are spent" \
+    sh -c "echo '$codes' | grep -q 503"
+check "redis down: lease never answers 500" sh -c "! echo '$codes' | grep -q 500"
+kill -CONT "$RPID"
+sleep 0.5
+c=$(http POST "$U1/v1/check?limit=sy&key=back")
+check "redis back: sync decides from its view again" grep -q '"source":"sync"' "$T/b"
+c=$(http POST "$U1/v1/check?limit=le&key=back2")
+expect_eq "redis back: lease takes units again" "$c" 200
+
+# 6. A reload that changes a mode logs the new bound.
+{
+    printf '[server]\nworkers = 2\nid = m1\n[store]\nurl = %s\n' "$RURL"
+    limits 300ms
+} >"$T/s1.ini"
+kill -HUP "$FGPID_s1"
+for _ in $(seq 1 200); do grep -q 'mode=sync:300ms' "$T/s1.log" && break; sleep 0.01; done
+check "reload: the new interval's bound logged" grep -q 'event=mode limit=sy mode=sync:300ms servers=8 over_window_ms=1100' "$T/s1.log"
+c=$(http POST "$U1/v1/check?limit=sy&key=after-reload")
+expect_eq "reload: sync answers" "$c" 200
+
+# 7. A mode the server cannot run is refused at start with the reason.
+printf '[limit x]\nrate = 5/s\nkey = ip\nmode = lease:9\n' >"$T/bad.ini"
+"$FLOODGATE" serve -c "$T/bad.ini" --listen 127.0.0.1:0 2>"$T/bad.err"
+check "lease:9 on 5/s refused at its line" grep -q "bad.ini:4: .*lease chunk 9 is above the limit (5)" "$T/bad.err"
+finish

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "redis_admin.h"
+#include "limiter.h"
 #include "redis_proto.h"
 
 #define MAX_REPLIES 16
@@ -241,11 +242,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int li = 0; li < NLIMITS; li++) {
         int windowed = specs[li].alg == FG_FIXED_WINDOW ||
                        specs[li].alg == FG_NAIVE_GET_SET;
-        uint64_t costs[] = {1, params[li].max_cost};
+        /* Checks, and fg_add's counts (none, and beyond the limit). */
+        uint64_t costs[] = {1, params[li].max_cost, FG__COST_ADD,
+                            FG__COST_ADD | (2 * params[li].max_cost)};
         for (size_t t = 0; t < (windowed ? 3 : 2); t++) {
             uint64_t now = windowed ? nows[t] : t ? 0 : nows[1];
-            for (size_t k = 0; k < 2; k++)
+            for (size_t k = 0; k < 4; k++) {
+                if ((costs[k] & FG__COST_ADD) &&
+                    specs[li].alg == FG_NAIVE_GET_SET)
+                    continue;
                 run_check(li, costs[k], now, t & 1 ? &known : &none, r, n);
+            }
         }
         run_refund(li, 1, nows[1], &none, r, n);
         run_refund(li, 2, 0, &known, r, n);

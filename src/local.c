@@ -387,18 +387,18 @@ static void lease_lapse(fg_local *lc, entry *e)
 static uint64_t chunk_for(const fg_local *lc, const entry *e, uint64_t cost,
                           uint64_t now)
 {
-    uint64_t want = cost;
+    /* The lease ending now gives the rate; one answered this very us, the
+     * lease before it. */
+    uint64_t used = e->last_used, dur = e->last_dur, want = cost;
     if (e->lease_at && now > e->lease_at) {
-        /* The lease ending now gives the rate. */
+        used = e->used;
+        dur = now - e->lease_at;
+    }
+    if (used && dur) {
         uint64_t horizon = lc->life_us;
         if (lc->algorithm == FG_FIXED_WINDOW)
             horizon = e->reset_at > now ? e->reset_at - now : lc->period_us;
-        want = muldiv_up(e->used, horizon, now - e->lease_at);
-    } else if (e->last_dur && e->last_used) {
-        uint64_t horizon = lc->life_us;
-        if (lc->algorithm == FG_FIXED_WINDOW)
-            horizon = e->reset_at > now ? e->reset_at - now : lc->period_us;
-        want = muldiv_up(e->last_used, horizon, e->last_dur);
+        want = muldiv_up(used, horizon, dur);
     }
     if (want > lc->chunk_max)
         want = lc->chunk_max;

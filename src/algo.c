@@ -333,7 +333,7 @@ int fg__algo_peek(const fg__algo_params *p, const fg__algo_state *s,
 /* ---- fg_add: usage counted even beyond the limit ----------------------- */
 
 void fg__window_add_decision(const fg__algo_params *p, uint64_t now_us,
-                             uint64_t count, uint64_t units, fg_decision *d)
+                             uint64_t count, fg_decision *d)
 {
     uint64_t w = fg__window_of(p, now_us);
     uint64_t left = w * p->period_us - now_us;
@@ -346,7 +346,6 @@ void fg__window_add_decision(const fg__algo_params *p, uint64_t now_us,
     d->retry_after_us = d->remaining ? 0 : left;
     d->source = FG_SOURCE_STORE;
     d->shadowed = 0;
-    (void)units;
     fg__decision_ms(d);
 }
 
@@ -377,7 +376,7 @@ static void add_window(const fg__algo_params *p, fg__algo_state *s,
     s->b = cur;
     s->c = p->algorithm == FG_SLIDING_WINDOW ? prev : 0;
     if (p->algorithm != FG_SLIDING_WINDOW) {
-        fg__window_add_decision(p, now, cur, units, d);
+        fg__window_add_decision(p, now, cur, d);
         *expires = w * p->period_us;
         return;
     }

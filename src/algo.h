@@ -129,7 +129,7 @@ int fg__algo_add(const fg__algo_params *p, fg__algo_state *s, uint64_t now_us,
 /* The decision of fg__algo_add for a fixed window that holds 'count'
  * units after the add, at 'now_us' (the Redis store's INCRBY reply). */
 void fg__window_add_decision(const fg__algo_params *p, uint64_t now_us,
-                             uint64_t count, uint64_t units, fg_decision *d);
+                             uint64_t count, fg_decision *d);
 
 /* What a check of one unit would get from 's' at 'now_us', without taking
  * it (fg_peek): 'allowed' and 'retry_after_*' are that check's, 'remaining'

@@ -383,6 +383,31 @@ int fg_check(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
     return l->check(l, key, keylen, cost, out);
 }
 
+/* Hand a check to an asynchronous store: 'raw' for the store's own answer
+ * (fg__store_check_async), else settled by the policy. */
+static int submit(fg_limiter *l, unsigned node, int raw, const char *key,
+                  size_t keylen, uint64_t cost, fg_check_cb cb, void *data)
+{
+    fg__req *req = fg__malloc(sizeof(*req) + keylen + 1);
+    if (!req) {
+        fg__breaker_release(&l->policy->breaker[node]);
+        return FG_ENOMEM;
+    }
+    memset(req, 0, sizeof(*req));
+    req->l = l;
+    req->node = node;
+    req->raw = (unsigned char)raw;
+    req->cost = cost;
+    req->cb = cb;
+    req->data = data;
+    req->keylen = keylen;
+    if (keylen)
+        memcpy(req->key, key, keylen);
+    req->key[keylen] = '\0';
+    l->st->ops->check_async(l->st, req);
+    return FG_OK;
+}
+
 int fg_check_async(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
                    fg_check_cb cb, void *data)
 {
@@ -419,23 +444,7 @@ int fg__check_async_exact(fg_limiter *l, const char *key, size_t keylen,
         cb(rc, &d, data);
         return FG_OK;
     }
-    fg__req *req = fg__malloc(sizeof(*req) + keylen + 1);
-    if (!req) {
-        fg__breaker_release(&l->policy->breaker[node]);
-        return FG_ENOMEM;
-    }
-    memset(req, 0, sizeof(*req));
-    req->l = l;
-    req->node = node;
-    req->cost = cost;
-    req->cb = cb;
-    req->data = data;
-    req->keylen = keylen;
-    if (keylen)
-        memcpy(req->key, key, keylen);
-    req->key[keylen] = '\0';
-    l->st->ops->check_async(l->st, req);
-    return FG_OK;
+    return submit(l, node, 0, key, keylen, cost, cb, data);
 }
 
 int fg_refund(fg_limiter *l, const char *key, size_t keylen, uint64_t cost)
@@ -523,24 +532,7 @@ int fg__store_check_async(fg_limiter *l, const char *key, size_t keylen,
         cb(rc, &d, data);
         return FG_OK;
     }
-    fg__req *req = fg__malloc(sizeof(*req) + keylen + 1);
-    if (!req) {
-        fg__breaker_release(&l->policy->breaker[node]);
-        return FG_ENOMEM;
-    }
-    memset(req, 0, sizeof(*req));
-    req->l = l;
-    req->node = node;
-    req->raw = 1;
-    req->cost = cost;
-    req->cb = cb;
-    req->data = data;
-    req->keylen = keylen;
-    if (keylen)
-        memcpy(req->key, key, keylen);
-    req->key[keylen] = '\0';
-    l->st->ops->check_async(l->st, req);
-    return FG_OK;
+    return submit(l, node, 1, key, keylen, cost, cb, data);
 }
 
 int fg__store_down(fg_limiter *l, const char *key, size_t keylen)

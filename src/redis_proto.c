@@ -380,7 +380,7 @@ int fg__rcheck_reply(fg__rcheck *c, const redisReply *r, fg_decision *d)
         if ((rc = reply_count(r, &count)) != FG_OK)
             return rc;
         if (c->add) {
-            fg__window_add_decision(c->p, c->now_us, count, c->cost, d);
+            fg__window_add_decision(c->p, c->now_us, count, d);
             return FG_OK;
         }
         before = count >= c->cost ? count - c->cost : 0;

@@ -28,7 +28,8 @@ static const char usage[] =
     "  --cost N           units this check takes (default 1)\n"
     "  --count K          check K times in a row, then print a summary\n"
     "  --timeout MS       store deadline in milliseconds (default 5)\n"
-    "  --on-failure F     open (default), closed or local\n"
+    "  --on-failure F     open (default; local with --mode sync), closed or\n"
+    "                     local\n"
     "  --clock C          redis (default) or client: whose clock Lua uses\n"
     "  --durable D        off (default) or replica: an allowed check counts\n"
     "                     once a replica holds it (WAIT 1, within --timeout)\n"
@@ -346,6 +347,8 @@ int fg_cmd_check(int argc, char **argv)
     }
     if (servers)
         lim.fallback_servers = (uint32_t)servers;
+    if (lim.mode == FG_MODE_SYNC && !on_failure)
+        lim.on_failure = FG_FAIL_LOCAL;
 
     fg_store *st = fg_store_open(url, err, sizeof(err));
     if (!st) {

@@ -682,6 +682,10 @@ static int finish(parser *p)
             sl->lim.mode = r->mode.mode;
             sl->lim.sync_ms = r->mode.sync_ms;
             sl->lim.lease_chunk = r->mode.lease_chunk;
+            /* sync keeps deciding here when the store is gone, on the
+             * share of on_failure = local, unless told otherwise. */
+            if (!r->has_onf && sl->lim.mode == FG_MODE_SYNC)
+                sl->lim.on_failure = FG_FAIL_LOCAL;
         }
         /* [server] shadow = on: every limit, whatever its own says. */
         sl->lim.shadow = r->shadow || c->shadow;

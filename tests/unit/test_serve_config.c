@@ -128,7 +128,13 @@ static void test_errors(void)
     CHECK_EQ(parse("[limit a]\nrate = 1/s\nkey = ip\nmode = sync:200ms\n"), 0);
     CHECK_EQ(cfg.limits[0].lim.mode, FG_MODE_SYNC);
     CHECK_EQ(cfg.limits[0].lim.sync_ms, 200);
+    CHECK_EQ(cfg.limits[0].lim.on_failure, FG_FAIL_LOCAL); /* sync's default */
+    CHECK_EQ(parse("[limit a]\nrate = 1/s\nkey = ip\nmode = sync\n"
+                   "on_failure = closed\n"),
+             0);
+    CHECK_EQ(cfg.limits[0].lim.on_failure, FG_FAIL_CLOSED);
     CHECK_EQ(parse("[limit a]\nrate = 10/s\nkey = ip\nmode = lease:4\n"), 0);
+    CHECK_EQ(cfg.limits[0].lim.on_failure, FG_FAIL_OPEN);
     CHECK_EQ(cfg.limits[0].lim.mode, FG_MODE_LEASE);
     CHECK_EQ(cfg.limits[0].lim.lease_chunk, 4);
     CHECK_EQ(parse("[limit a]\nrate = 10/s\nkey = ip\nmode = lease:40\n"),

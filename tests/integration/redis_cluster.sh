@@ -11,6 +11,7 @@
 FG_TEST_BOUND=120
 . "$(dirname "$0")/../serve/lib.sh"
 . "$(dirname "$0")/../lib/cluster.sh"
+. "$(dirname "$0")/../lib/modes.sh"
 
 start_cluster || { bad "cluster starts"; cat "$T/cluster/create.log"; tail -n 3 "$T"/cluster/*/log; finish; }
 ok "cluster of 6 nodes up (node timeout ${NODE_TIMEOUT_MS} ms)"
@@ -59,6 +60,7 @@ algorithm = token_bucket
 rate = 1000000/s
 on_failure = closed
 timeout = 500ms
+$(modes_ini)
 INI
     start_fg "s$n" -c "$T/s$n.ini" --listen 127.0.0.1:0 || { bad "server $n starts"; finish; }
 done
@@ -91,6 +93,9 @@ for p in $(cluster_masters "${CPORT[0]}"); do
     for k in $(seq 0 19); do [ "${MASTER[$k]}" = "$p" ] && c=$((c + 1)); done
     check "master $p holds some of the keys ($c)" test "$c" -ge 2
 done
+
+# The approximate modes, keys over the three masters.
+modes_check cluster "cluster=redis://127.0.0.1:${CPORT[0]}?prefix=t$$:" "$A" "$B"
 
 # Resharding under load: keys q0..q39 have 4 of their 10 taken; 3000
 # slots move from the first master to the second while a steady load

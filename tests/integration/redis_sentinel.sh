@@ -91,6 +91,14 @@ for b in "sentinel://127.0.0.1:${SP[0]}/nosuch|monitors no master named 'nosuch'
     check "floodgate check --store '${b%%|*}': exit 2, '${b#*|}'" \
         test $rc = 2 -a -n "$(grep -F "${b#*|}" "$T/bad.err")"
 done
+# The approximate modes through the master the sentinels name (floodgate
+# check: one process, so exact; the lease's unspent units go back at exit).
+for m in sync:50ms lease; do
+    out=$("$FLOODGATE" check --store "$S" --timeout 2000 --name "m-${m%%:*}" --limit 20/day \
+        --algorithm fixed_window --mode "$m" --key k --count 25 2>&1)
+    check "sentinel, mode $m: 20 of 25 allowed, first the bound ($(echo "$out" | sed -n '1p;$p' | tr '\n' ' '))" \
+        sh -c "echo '$out' | head -1 | grep -q '^mode=' && echo '$out' | tail -1 | grep -qx 'allowed=20 limited=5'"
+done
 cat >"$T/bad.ini" <<INI
 [store]
 url = sentinel://127.0.0.1:${SP[0]}/nosuch

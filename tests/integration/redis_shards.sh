@@ -5,6 +5,7 @@
 # exact, decided by the store, within their timeout); restarted, its keys
 # are exact again within a second; /metrics tells the nodes apart.
 . "$(dirname "$0")/../serve/lib.sh"
+. "$(dirname "$0")/../lib/modes.sh"
 
 RP=() RPIDS=()
 for i in 0 1 2; do
@@ -39,6 +40,7 @@ algorithm = token_bucket
 rate = 10/h
 on_failure = closed
 timeout = 300ms
+$(modes_ini)
 INI
     start_fg "s$n" -c "$T/s$n.ini" --listen 127.0.0.1:0 || { bad "server $n starts"; finish; }
 done
@@ -75,6 +77,9 @@ done
 none=0
 for k in $(seq 0 29); do [ "${NODE[$k]}" = none ] && none=$((none + 1)); done
 expect_eq "every key found on a node" "$none" 0
+
+# The approximate modes, keys over the three nodes.
+modes_check shards "shards=redis://127.0.0.1:${RP[0]}?prefix=t$$:,redis://127.0.0.1:${RP[1]}?prefix=t$$:,redis://127.0.0.1:${RP[2]}?prefix=t$$:" "$A" "$B"
 
 # Keys for the outage, each checked once, so that none is refused yet (a
 # refused key would be answered by the blocked-key cache, not the store).

@@ -21,8 +21,8 @@
 #define STORE_TIMEOUT_MS 250
 #define START_TIMEOUT_MS 5000
 
-static const char *const names[FG__LAB_NSTRATEGIES] = {"local", "split",
-                                                       "naive", "atomic"};
+static const char *const names[FG__LAB_NSTRATEGIES] = {
+    "local", "split", "naive", "atomic", "sync", "lease"};
 
 const char *fg__lab_strategy_name(int s)
 {
@@ -39,16 +39,24 @@ int fg__lab_strategy_parse(const char *s)
 
 int fg__lab_uses_redis(int s)
 {
-    return s == FG__LAB_NAIVE || s == FG__LAB_ATOMIC;
+    return s == FG__LAB_NAIVE || s == FG__LAB_ATOMIC || fg__lab_approximate(s);
+}
+
+int fg__lab_approximate(int s)
+{
+    return s == FG__LAB_SYNC || s == FG__LAB_LEASE;
 }
 
 /* The failure policy chosen per strategy. Memory counters never touch
  * Redis. The naive limiter fails open (what most hand-written limiters do).
  * The atomic one falls back to limit / N in each server's memory: still a
- * limit, never more than the real one. */
+ * limit, never more than the real one. sync keeps deciding locally, on that
+ * same share. lease spends the units it holds, then falls back to the same
+ * share too: its held units were taken from the limit before Redis went
+ * away, and the Redis-down row then compares the three on one policy. */
 const char *fg__lab_on_failure(int s)
 {
-    return s == FG__LAB_ATOMIC ? "local" : "open";
+    return s == FG__LAB_ATOMIC || fg__lab_approximate(s) ? "local" : "open";
 }
 
 const char *fg__lab_policy_text(int s)
@@ -58,6 +66,10 @@ const char *fg__lab_policy_text(int s)
         return "fails open: allows all";
     case FG__LAB_ATOMIC:
         return "falls back to limit / N";
+    case FG__LAB_SYNC:
+        return "keeps deciding locally on limit / N";
+    case FG__LAB_LEASE:
+        return "spends what it holds, then limit / N";
     default:
         return "unaffected (no Redis)";
     }
@@ -68,6 +80,8 @@ typedef struct cluster {
     int shaken; /* Redis went down under it since it last spoke to Redis */
     int servers;
     int balance_random;
+    int sync_ms;    /* sync: the interval in its configs */
+    uint64_t chunk; /* lease: the chunk in its configs (0: default) */
     pid_t serve[FG__LAB_MAX_SERVERS];
     int port[FG__LAB_MAX_SERVERS];
     pid_t haproxy;
@@ -278,6 +292,14 @@ static void write_limit(FILE *f, int s, const fg__lab_params *p)
             s == FG__LAB_NAIVE ? "naive_get_set" : "token_bucket",
             (unsigned long long)limit, (unsigned long long)p->period_ms,
             (unsigned long long)burst, fg__lab_on_failure(s), p->servers);
+    /* The same limit, algorithm and key as atomic; fallback_servers is the
+     * N of the modes' stated bound (each server has one worker). */
+    if (s == FG__LAB_SYNC)
+        fprintf(f, "mode = sync:%dms\n", p->sync_ms);
+    else if (s == FG__LAB_LEASE && p->chunk)
+        fprintf(f, "mode = lease:%llu\n", (unsigned long long)p->chunk);
+    else if (s == FG__LAB_LEASE)
+        fprintf(f, "mode = lease\n");
 }
 
 static int write_serve_config(fg__lab *lab, int s, int i, int port,
@@ -351,6 +373,8 @@ static int cluster_spawn(fg__lab *lab, int s, cluster *c,
     c->running = 1;
     c->servers = p->servers;
     c->balance_random = p->balance_random;
+    c->sync_ms = p->sync_ms;
+    c->chunk = p->chunk;
     for (int i = 0; i < c->servers; i++) {
         c->port[i] = fg__lab_free_port();
         if (c->port[i] < 0) {
@@ -417,21 +441,25 @@ static int cluster_wait(fg__lab *lab, int s, cluster *c, char *err,
     return 0;
 }
 
-static int matches(const cluster *c, const fg__lab_params *p)
+/* Whether cluster 'c' of strategy 's' runs with what 'p' asks: the server
+ * count, the balance, and its mode's interval or chunk. */
+static int matches(int s, const cluster *c, const fg__lab_params *p)
 {
     return c->running && c->servers == p->servers &&
-           c->balance_random == p->balance_random;
+           c->balance_random == p->balance_random &&
+           (s != FG__LAB_SYNC || c->sync_ms == p->sync_ms) &&
+           (s != FG__LAB_LEASE || c->chunk == p->chunk);
 }
 
 int fg__lab_warm(const fg__lab *lab, int s, const fg__lab_params *p)
 {
-    return s >= 0 && s < FG__LAB_NSTRATEGIES && matches(&lab->cl[s], p);
+    return s >= 0 && s < FG__LAB_NSTRATEGIES && matches(s, &lab->cl[s], p);
 }
 
 void fg__lab_retire(fg__lab *lab, const fg__lab_params *p)
 {
     for (int s = 0; s < FG__LAB_NSTRATEGIES; s++)
-        if (lab->cl[s].running && !matches(&lab->cl[s], p))
+        if (lab->cl[s].running && !matches(s, &lab->cl[s], p))
             cluster_stop(&lab->cl[s]);
 }
 
@@ -447,7 +475,7 @@ int fg__lab_ensure_many(fg__lab *lab, unsigned mask, const fg__lab_params *p,
         if (!(mask & (1u << s)))
             continue;
         cluster *c = &lab->cl[s];
-        if (matches(c, p))
+        if (matches(s, c, p))
             continue;
         if (c->running)
             cluster_stop(c);
@@ -591,23 +619,98 @@ static void count_answers(const fg__lab_answer *a, int n, int *allowed,
     }
 }
 
+static void sleep_us(int64_t us)
+{
+    if (us <= 0)
+        return;
+    struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* How long after a burst the servers of 's' may still send its commands:
+ * sync sends a key's usage at the next tick (one interval) and reads the
+ * answer a round trip later; lease gives units back at the first tick (100
+ * ms, or the period if shorter) after the lease ends (the period, at most
+ * 1 s, after its last take). Exact strategies send nothing late. 50 ms
+ * more for a loaded machine's timers. */
+static int64_t late_us(int s, const fg__lab_params *p)
+{
+    int64_t period_us = (int64_t)p->period_ms * 1000;
+    int64_t life = period_us < 1000000 ? period_us : 1000000;
+    int64_t tick = period_us < 100000 ? period_us : 100000;
+    if (s == FG__LAB_SYNC)
+        return (int64_t)p->sync_ms * 1000 + p->rtt_us + 50000;
+    if (s == FG__LAB_LEASE)
+        return life + tick + p->rtt_us + 50000;
+    return 0;
+}
+
+/* The commands the servers sent through the proxy so far, in all. */
+static long long sent_total(fg__lab *lab)
+{
+    fg__lab_cmdstats cs, none;
+    char buf[8];
+    memset(&none, 0, sizeof none);
+    fg__lab_proxy_commands(lab->proxy, &cs);
+    return fg__lab_cmdstats_diff(&none, &cs, buf, sizeof buf);
+}
+
+/* Wait until what 's' sends late for a burst has been sent: at least
+ * late_us(), then until the count of commands stays the same for 50 ms
+ * (1 s more at most). Returns how long it waited. */
+static int64_t settle(fg__lab *lab, int s, const fg__lab_params *p)
+{
+    int64_t t0 = fg__lab_now_us(), least = late_us(s, p);
+    if (least == 0)
+        return 0;
+    sleep_us(least);
+    long long n = sent_total(lab);
+    for (int64_t end = fg__lab_now_us() + 1000000;
+         !fg__lab_stop && fg__lab_now_us() < end;) {
+        sleep_us(50000);
+        long long m = sent_total(lab);
+        if (m == n)
+            break;
+        n = m;
+    }
+    return fg__lab_now_us() - t0;
+}
+
 /* After Redis was stopped under them, the servers' circuit breakers are
  * open for a cool-down and their connections are broken: a burst now would
- * measure the failure policy again, not the strategy. Ask each server once
- * (a throwaway key, through /v1/check) until its answer comes from the
- * store again. The servers decide; the lab only waits for them. */
-static int heal(fg__lab *lab, int s, char *err, size_t errlen)
+ * measure the failure policy again, not the strategy. Ask each server
+ * (a throwaway key, through /v1/check) until its answer shows that it
+ * reaches Redis again. The servers decide; the lab only waits for them.
+ *
+ * What shows it depends on the mode. An exact limit answers from the store.
+ * A lease limit's first check of a key takes a lease from Redis: "lease"
+ * says the take went through (a failed one answers "local", the fallback).
+ * A sync limit decides a new key on a full view without asking Redis; only
+ * the key's sync, at the next tick, can fail and turn its checks to the
+ * fallback: so one key is asked until, an interval and a round trip after
+ * its first check, it still answers "sync". That key's usage is then sent
+ * at the next tick, which is waited for, so as not to count in the next
+ * burst. */
+static int heal(fg__lab *lab, int s, const fg__lab_params *p, char *err,
+                size_t errlen)
 {
     cluster *c = &lab->cl[s];
-    char path[128], body[512];
+    char path[128], body[512], want[40];
+    snprintf(want, sizeof want, "\"source\":\"%s\"",
+             s == FG__LAB_SYNC    ? "sync"
+             : s == FG__LAB_LEASE ? "lease"
+                                  : "store");
+    int64_t after = s == FG__LAB_SYNC ? late_us(s, p) : 0;
     for (int i = 0; i < c->servers; i++) {
-        int64_t deadline = fg__lab_now_us() + 3000000;
+        int64_t first = fg__lab_now_us();
+        int64_t deadline = first + 3000000 + 2 * after;
+        snprintf(path, sizeof path,
+                 "/v1/check?limit=bookings&key=lab-heal-%d-%u", (int)getpid(),
+                 ++lab->seq);
         for (;;) {
-            snprintf(path, sizeof path,
-                     "/v1/check?limit=bookings&key=lab-heal-%d-%u",
-                     (int)getpid(), ++lab->seq);
             int status = fg__lab_post(c->port[i], path, body, sizeof body);
-            if (status == 200 && strstr(body, "\"source\":\"store\""))
+            int from = (status == 200 || status == 429) && strstr(body, want);
+            if (from && fg__lab_now_us() - first >= after)
                 break;
             if (fg__lab_stop || fg__lab_now_us() > deadline) {
                 snprintf(err, errlen,
@@ -616,10 +719,15 @@ static int heal(fg__lab *lab, int s, char *err, size_t errlen)
                          names[s], i + 1, status, body);
                 return -1;
             }
-            struct timespec ts = {0, 20 * 1000000};
-            nanosleep(&ts, NULL);
+            if (s != FG__LAB_SYNC)
+                snprintf(path, sizeof path,
+                         "/v1/check?limit=bookings&key=lab-heal-%d-%u",
+                         (int)getpid(), ++lab->seq);
+            sleep_us(s == FG__LAB_SYNC ? 50000 : 20000);
         }
     }
+    if (s == FG__LAB_SYNC)
+        sleep_us(after);
     c->shaken = 0;
     return 0;
 }
@@ -634,8 +742,13 @@ int fg__lab_measure(fg__lab *lab, int s, const fg__lab_params *p,
     if (fg__lab_ensure(lab, s, p, err, errlen) < 0)
         return -1;
     fg__lab_proxy_set_rtt(lab->proxy, p->rtt_us);
-    if (lab->cl[s].shaken && heal(lab, s, err, errlen) < 0)
+    if (lab->cl[s].shaken && heal(lab, s, p, err, errlen) < 0)
         return -1;
+    if (fg__lab_bound_of(s, p, &r->bound) < 0) {
+        snprintf(err, errlen, "the library states no bound for %s here",
+                 names[s]);
+        return -1;
+    }
     fg__lab_answer *a = calloc((size_t)p->burst, sizeof *a);
     if (!a) {
         snprintf(err, errlen, "out of memory");
@@ -650,6 +763,9 @@ int fg__lab_measure(fg__lab *lab, int s, const fg__lab_params *p,
     int rc = fg__lab_fire(lab->cl[s].haproxy_port, user, p->burst, p->spread_us,
                           a, &r->burst_us, err, errlen);
     if (rc == 0) {
+        /* The approximate modes send commands after the burst (syncs,
+         * give-backs): they are its cost too. */
+        r->settle_us = settle(lab, s, p);
         uint64_t rt = fg__lab_proxy_round_trips(lab->proxy) - rt0;
         read_cmdstats(lab, &after);
         count_answers(a, p->burst, &r->allowed, &r->limited, &r->failed,

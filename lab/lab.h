@@ -24,7 +24,9 @@ typedef enum fg__lab_strategy {
     FG__LAB_SPLIT = 1,  /* memory counters with limit / N */
     FG__LAB_NAIVE = 2,  /* Redis GET then SET (naive_get_set) */
     FG__LAB_ATOMIC = 3, /* Redis, atomic (token_bucket Lua) */
-    FG__LAB_NSTRATEGIES = 4
+    FG__LAB_SYNC = 4,   /* local decisions, usage synced (mode = sync) */
+    FG__LAB_LEASE = 5,  /* local decisions on leased units (mode = lease) */
+    FG__LAB_NSTRATEGIES = 6
 } fg__lab_strategy;
 
 const char *fg__lab_strategy_name(int s);
@@ -34,6 +36,8 @@ const char *fg__lab_policy_text(int s);
 /* The on_failure value written into the strategy's config. */
 const char *fg__lab_on_failure(int s);
 int fg__lab_uses_redis(int s);
+/* 1 for the strategies of an approximate mode (sync, lease). */
+int fg__lab_approximate(int s);
 
 /* One experiment's parameters. */
 typedef struct fg__lab_params {
@@ -44,7 +48,25 @@ typedef struct fg__lab_params {
     uint64_t limit;     /* requests ... */
     uint64_t period_ms; /* ... per period */
     int balance_random; /* 0 roundrobin, 1 random */
+    int sync_ms;        /* sync: the interval, 10 .. 10,000 */
+    uint64_t chunk;     /* lease: the largest chunk, 0 for the default */
 } fg__lab_params;
+
+/* The bound an approximate strategy states for one run (bound.c). */
+typedef struct fg__lab_bound {
+    int kind;                /* 0 none, 1 over (sync), 2 under (lease) */
+    uint64_t bound;          /* requests: over at most, or under at most */
+    uint64_t over_window_ms; /* sync: fg_limit_bound's window */
+    uint64_t over_cap;       /* sync: (servers - 1) * limit */
+    uint64_t in_window;      /* sync: arrivals at the others in it */
+    uint64_t under_cap;      /* lease: what the other servers may hold */
+    uint64_t chunk;          /* lease: the largest chunk of this run */
+} fg__lab_bound;
+
+/* The stated bound of strategy 's' for the run 'p': sync's overshoot,
+ * lease's under-admission, from fg_limit_bound. 0, or -1 when the library
+ * refuses the limit. */
+int fg__lab_bound_of(int s, const fg__lab_params *p, fg__lab_bound *out);
 
 typedef struct fg__lab_server_count {
     int ok;
@@ -70,8 +92,10 @@ typedef struct fg__lab_result {
     int down_allowed;
     int down_limited;
     int down_failed;
-    int64_t burst_us; /* first request sent to last answer */
-    int64_t run_us;   /* the whole run, start-up included */
+    int64_t burst_us;  /* first request sent to last answer */
+    int64_t run_us;    /* the whole run, start-up included */
+    int64_t settle_us; /* after the burst, waited for late commands */
+    fg__lab_bound bound;
 } fg__lab_result;
 
 /* ---- processes (proc.c) ------------------------------------------------ */
@@ -203,7 +227,7 @@ void fg__lab_print_cards(FILE *f, const fg__lab_result *rs, int n, int color);
 /* One row per value, one column per strategy in 'mask'. */
 void fg__lab_print_sweep(FILE *f, const char *param, const int *values,
                          int nvalues, unsigned mask,
-                         const fg__lab_result *rs /* [nvalues][4] */);
+                         const fg__lab_result *rs /* [nvalues][NSTRATEGIES] */);
 int fg__lab_write_svg(const char *path, const char *param, const int *values,
                       int nvalues, unsigned mask, const fg__lab_result *rs,
                       char *err, size_t errlen);

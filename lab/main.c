@@ -15,9 +15,11 @@
 static void usage(FILE *f)
 {
     fprintf(
-        f, "usage: floodgate lab [--strategy local|split|naive|atomic|all]\n"
+        f, "usage: floodgate lab [--strategy local|split|naive|atomic|sync|"
+           "lease|all]\n"
            "                     [--servers 4] [--burst 40] [--spread 40ms]\n"
-           "                     [--rtt 2ms] [--limit 10/s]\n"
+           "                     [--rtt 2ms] [--limit 10/s] [--sync 200ms]\n"
+           "                     [--chunk N]\n"
            "                     [--balance roundrobin|random] [--json]\n"
            "                     [--web [--listen 127.0.0.1:8090]]\n"
            "                     [--sweep rtt=0,1,2,5,10,20 | servers=.. | "
@@ -25,7 +27,8 @@ static void usage(FILE *f)
            "                     [--svg FILE]\n"
            "Runs redis-server, a delay proxy, N `floodgate serve` and HAProxy\n"
            "in a temporary folder, fires one user's burst through them and\n"
-           "counts what each way of limiting let through.\n");
+           "counts what each way of limiting let through. --strategy takes\n"
+           "a list too (atomic,sync,lease).\n");
 }
 
 /* "40ms", "0.5ms", "2s", "500us"; a bare number is milliseconds. */
@@ -135,6 +138,31 @@ static int parse_sweep(const char *s, opts *o)
     return o->nsweep > 0 ? 0 : -1;
 }
 
+/* "atomic,sync,lease" (or one name, or "all") into 'mask'. */
+static int parse_strategies(const char *s, unsigned *mask)
+{
+    if (strcmp(s, "all") == 0) {
+        *mask = (1u << FG__LAB_NSTRATEGIES) - 1;
+        return 0;
+    }
+    char buf[128];
+    if (snprintf(buf, sizeof buf, "%s", s) >= (int)sizeof buf)
+        return -1;
+    unsigned m = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t;
+         t = strtok_r(NULL, ",", &save)) {
+        int i = fg__lab_strategy_parse(t);
+        if (i < 0)
+            return -1;
+        m |= 1u << i;
+    }
+    if (!m)
+        return -1;
+    *mask = m;
+    return 0;
+}
+
 /* Returns 0, or 2 after printing why. */
 static int parse_args(int argc, char **argv, opts *o)
 {
@@ -146,6 +174,7 @@ static int parse_args(int argc, char **argv, opts *o)
     o->p.rtt_us = 2000;
     o->p.limit = 10;
     o->p.period_ms = 1000;
+    o->p.sync_ms = 200;
     o->listen = "127.0.0.1:8090";
     for (int i = 1; i < argc; i++) {
         char name[32];
@@ -182,13 +211,17 @@ static int parse_args(int argc, char **argv, opts *o)
             val = "", missing = 1;
         int bad = 0;
         if (strcmp(name, "--strategy") == 0) {
-            int s = fg__lab_strategy_parse(val);
-            if (strcmp(val, "all") == 0)
-                o->mask = (1u << FG__LAB_NSTRATEGIES) - 1;
-            else if (s >= 0)
-                o->mask = 1u << s;
-            else
-                bad = 1;
+            bad = parse_strategies(val, &o->mask);
+        } else if (strcmp(name, "--sync") == 0) {
+            /* The library's range for mode = sync:INTERVAL, in whole ms. */
+            int64_t us = 0;
+            bad = parse_duration_us(val, &us) < 0 || us % 1000 != 0 ||
+                  us < 10000 || us > 10000000;
+            o->p.sync_ms = (int)(us / 1000);
+        } else if (strcmp(name, "--chunk") == 0) {
+            int chunk = 0;
+            bad = parse_int(val, 1, 1000000, &chunk);
+            o->p.chunk = (uint64_t)chunk;
         } else if (strcmp(name, "--servers") == 0) {
             bad = parse_int(val, 1, FG__LAB_MAX_SERVERS, &o->p.servers);
         } else if (strcmp(name, "--burst") == 0) {
@@ -233,6 +266,13 @@ static int parse_args(int argc, char **argv, opts *o)
     }
     if (o->listen_given && !o->web) {
         fprintf(stderr, "floodgate lab: --listen applies to --web only\n");
+        return 2;
+    }
+    /* A lease takes at most the limit (the token bucket's burst). */
+    if (o->p.chunk > o->p.limit) {
+        fprintf(stderr,
+                "floodgate lab: --chunk %llu is more than the limit (%llu)\n",
+                (unsigned long long)o->p.chunk, (unsigned long long)o->p.limit);
         return 2;
     }
     return 0;

@@ -6,18 +6,21 @@
 #include "lab.h"
 
 #define COL 20 /* visible width of one strategy's column: 4 fit in 100 */
+/* More strategies than fit in 100 columns are printed in tables of 3. */
+#define GROUP 3
 
 static const char *const subtitle[FG__LAB_NSTRATEGIES] = {
     "memory, per server", "memory, limit / N", "Redis GET then SET",
-    "Redis atomic (Lua)"};
+    "Redis atomic (Lua)", "local + sync",      "Redis leases"};
 
 /* The failure policy in a card's width. */
 static const char *const policy_short[FG__LAB_NSTRATEGIES] = {
-    "unaffected", "unaffected", "fails open", "falls back: limit/N"};
+    "unaffected",          "unaffected",       "fails open",
+    "falls back: limit/N", "local: limit / N", "held, then limit/N"};
 
 /* SVG and terminal colours per strategy. */
 static const char *const svg_color[FG__LAB_NSTRATEGIES] = {
-    "#e07b39", "#8e6bbf", "#d64545", "#2e9e5b"};
+    "#e07b39", "#8e6bbf", "#d64545", "#2e9e5b", "#2f7fc1", "#b8860b"};
 
 static int over_of(const fg__lab_result *r)
 {
@@ -47,6 +50,24 @@ void fg__lab_print_json(FILE *f, const fg__lab_result *r)
                     : "none");
     else
         fprintf(f, "\"redis_down\":null,");
+    const fg__lab_bound *b = &r->bound;
+    if (b->kind == 1)
+        fprintf(f,
+                "\"bound\":%llu,\"bound_of\":\"over\",\"interval_ms\":%d,"
+                "\"over_window_ms\":%llu,\"over_cap\":%llu,"
+                "\"arrivals_in_window\":%llu,",
+                (unsigned long long)b->bound, r->p.sync_ms,
+                (unsigned long long)b->over_window_ms,
+                (unsigned long long)b->over_cap,
+                (unsigned long long)b->in_window);
+    else if (b->kind == 2)
+        fprintf(f,
+                "\"bound\":%llu,\"bound_of\":\"under\",\"chunk\":%llu,"
+                "\"under_cap\":%llu,",
+                (unsigned long long)b->bound, (unsigned long long)b->chunk,
+                (unsigned long long)b->under_cap);
+    if (b->kind)
+        fprintf(f, "\"settle_ms\":%.1f,", r->settle_us / 1000.0);
     fprintf(f,
             "\"limited\":%d,\"failed\":%d,\"unattributed\":%d,"
             "\"refused_under_limit\":%d,"
@@ -92,18 +113,30 @@ static void label(FILE *f, const char *text)
     fprintf(f, "  %-17s", text);
 }
 
-/* The verdict against the limit, and its colour. */
+/* The verdict against the limit, and its colour. An approximate mode is
+ * judged against the bound it states: within it, the overshoot (sync) or
+ * the shortfall (lease) is what was promised. */
 static int verdict(const fg__lab_result *r, char *a, char *b, size_t len)
 {
     int over = over_of(r);
+    const fg__lab_bound *bd = &r->bound;
     if (over > 0) {
         snprintf(a, len, "+%d over", over);
-        snprintf(b, len, "limit not enforced");
+        if (bd->kind == 1 && (uint64_t)over <= bd->bound) {
+            snprintf(b, len, "within its bound");
+            return YELLOW;
+        }
+        snprintf(b, len, bd->kind ? "BEYOND its bound" : "limit not enforced");
         return RED;
     }
     if (r->refused_under_limit > 0) {
         snprintf(a, len, "%d short of limit", r->refused_under_limit);
-        snprintf(b, len, "refused a real user");
+        if (bd->kind == 2 && (uint64_t)r->refused_under_limit > bd->bound) {
+            snprintf(b, len, "BEYOND its bound");
+            return RED;
+        }
+        snprintf(b, len,
+                 bd->kind == 2 ? "within its bound" : "refused a real user");
         return YELLOW;
     }
     snprintf(a, len, "exact");
@@ -111,26 +144,35 @@ static int verdict(const fg__lab_result *r, char *a, char *b, size_t len)
     return GREEN;
 }
 
-void fg__lab_print_cards(FILE *f, const fg__lab_result *rs, int n, int color)
+/* The bound a strategy states, in a card's width, and how it is made. */
+static void bound_text(const fg__lab_result *r, char *a, char *b, size_t len)
 {
-    if (n <= 0)
-        return;
+    const fg__lab_bound *bd = &r->bound;
+    if (bd->kind == 1) {
+        snprintf(a, len, "over <= %llu", (unsigned long long)bd->bound);
+        snprintf(b, len, "%llu in %llums, cap %llu",
+                 (unsigned long long)bd->in_window,
+                 (unsigned long long)bd->over_window_ms,
+                 (unsigned long long)bd->over_cap);
+    } else if (bd->kind == 2) {
+        snprintf(a, len, "over 0, under <= %llu",
+                 (unsigned long long)bd->bound);
+        snprintf(b, len, "others hold <= %llu",
+                 (unsigned long long)bd->under_cap);
+    } else if (r->strategy == FG__LAB_ATOMIC) {
+        snprintf(a, len, "exact");
+        snprintf(b, len, "-");
+    } else {
+        snprintf(a, len, "none");
+        snprintf(b, len, "-");
+    }
+}
+
+/* One table of 'n' strategies side by side. */
+static void print_table(FILE *f, const fg__lab_result *rs, int n, int color)
+{
     const fg__lab_params *p = &rs[0].p;
     char t[96], u[96];
-    char limit[64];
-    if (p->period_ms == 1000)
-        snprintf(limit, sizeof limit, "%llu/s", (unsigned long long)p->limit);
-    else
-        snprintf(limit, sizeof limit, "%llu per %llu ms",
-                 (unsigned long long)p->limit,
-                 (unsigned long long)p->period_ms);
-    fprintf(f,
-            "%s%d servers behind HAProxy (%s), Redis round trip +%.3g ms, "
-            "limit %s per user.\nOne user fires %d requests within %.3g "
-            "ms.%s\n\n",
-            color ? ansi[BOLD] : "", p->servers,
-            p->balance_random ? "random" : "round robin", p->rtt_us / 1000.0,
-            limit, p->burst, p->spread_us / 1000.0, color ? "\033[0m" : "");
     label(f, "");
     for (int i = 0; i < n; i++) {
         snprintf(t, sizeof t, "%s", fg__lab_strategy_name(rs[i].strategy));
@@ -140,8 +182,17 @@ void fg__lab_print_cards(FILE *f, const fg__lab_result *rs, int n, int color)
     }
     fprintf(f, "\n");
     label(f, "");
-    for (int i = 0; i < n; i++)
-        cell(f, color, DIM, subtitle[rs[i].strategy]);
+    for (int i = 0; i < n; i++) {
+        if (rs[i].strategy == FG__LAB_SYNC)
+            snprintf(t, sizeof t, "%s %d ms", subtitle[rs[i].strategy],
+                     rs[i].p.sync_ms);
+        else if (rs[i].strategy == FG__LAB_LEASE)
+            snprintf(t, sizeof t, "%s <= %llu", subtitle[rs[i].strategy],
+                     (unsigned long long)rs[i].bound.chunk);
+        else
+            snprintf(t, sizeof t, "%s", subtitle[rs[i].strategy]);
+        cell(f, color, DIM, t);
+    }
     fprintf(f, "\n");
     for (int s = 0; s < p->servers; s++) {
         snprintf(t, sizeof t, "api-%d", s + 1);
@@ -173,6 +224,16 @@ void fg__lab_print_cards(FILE *f, const fg__lab_result *rs, int n, int color)
     label(f, "");
     for (int i = 0; i < n; i++)
         cell(f, color, tint[i], second[i]);
+    fprintf(f, "\n");
+    label(f, "stated bound");
+    for (int i = 0; i < n; i++) {
+        bound_text(&rs[i], t, second[i], sizeof t);
+        cell(f, color, PLAIN, t);
+    }
+    fprintf(f, "\n");
+    label(f, "");
+    for (int i = 0; i < n; i++)
+        cell(f, color, DIM, second[i]);
     fprintf(f, "\n");
     /* Three Redis figures, each labelled by where it is counted: what the
      * servers sent (the delay proxy), how many round trips that took (the
@@ -228,6 +289,33 @@ void fg__lab_print_cards(FILE *f, const fg__lab_result *rs, int n, int color)
         cell(f, color, DIM, u);
     }
     fprintf(f, "\n\n");
+}
+
+void fg__lab_print_cards(FILE *f, const fg__lab_result *rs, int n, int color)
+{
+    if (n <= 0)
+        return;
+    const fg__lab_params *p = &rs[0].p;
+    char limit[64];
+    if (p->period_ms == 1000)
+        snprintf(limit, sizeof limit, "%llu/s", (unsigned long long)p->limit);
+    else
+        snprintf(limit, sizeof limit, "%llu per %llu ms",
+                 (unsigned long long)p->limit,
+                 (unsigned long long)p->period_ms);
+    fprintf(f,
+            "%s%d servers behind HAProxy (%s), Redis round trip +%.3g ms, "
+            "limit %s per user.\nOne user fires %d requests within %.3g "
+            "ms.%s\n\n",
+            color ? ansi[BOLD] : "", p->servers,
+            p->balance_random ? "random" : "round robin", p->rtt_us / 1000.0,
+            limit, p->burst, p->spread_us / 1000.0, color ? "\033[0m" : "");
+    int per = n > 4 ? GROUP : n;
+    for (int i = 0; i < n; i += per)
+        print_table(f, rs + i, n - i < per ? n - i : per, color);
+    int approximate = 0;
+    for (int i = 0; i < n; i++)
+        approximate |= rs[i].bound.kind != 0;
     fprintf(f,
             "%s  Per request of the burst. Sent to Redis: commands the "
             "servers sent, counted\n  by the delay proxy. Round trips: "
@@ -239,6 +327,15 @@ void fg__lab_print_cards(FILE *f, const fg__lab_result *rs, int n, int color)
             "requests itself until the limit resets.\n  If Redis is down: "
             "Redis stopped, the same burst fired again with a new user.%s\n",
             color ? ansi[DIM] : "", color ? "\033[0m" : "");
+    if (approximate)
+        fprintf(f,
+                "%s  Stated bound: sync, over <= min(arrivals at the other "
+                "servers within the\n  library's window of 2 intervals + "
+                "round trip, (servers - 1) x limit); lease,\n  never over, "
+                "under <= what the other servers may hold. Their Redis "
+                "figures\n  include the commands sent after the burst (syncs, "
+                "give-backs), waited for.%s\n",
+                color ? ansi[DIM] : "", color ? "\033[0m" : "");
 }
 
 /* The limit of a sweep: from the first strategy it measured. */
@@ -264,6 +361,43 @@ void fg__lab_print_sweep(FILE *f, const char *param, const int *values,
         for (int s = 0; s < FG__LAB_NSTRATEGIES; s++)
             if (mask & (1u << s))
                 fprintf(f, "%10d", rs[v * FG__LAB_NSTRATEGIES + s].allowed);
+        fprintf(f, "\n");
+    }
+    /* The approximate modes: each value's measured overshoot (sync) or
+     * shortfall (lease) beside the bound stated for it, and the Redis
+     * commands sent per request against atomic's. */
+    unsigned shown = mask & ((1u << FG__LAB_ATOMIC) | (1u << FG__LAB_SYNC) |
+                             (1u << FG__LAB_LEASE));
+    if (!(mask & ((1u << FG__LAB_SYNC) | (1u << FG__LAB_LEASE))))
+        return;
+    fprintf(f,
+            "\nmeasured / stated bound (sync: over, lease: under), and Redis "
+            "commands sent\nper request, by %s\n\n  %-10s",
+            param, param);
+    for (int s = FG__LAB_ATOMIC; s < FG__LAB_NSTRATEGIES; s++)
+        if (shown & (1u << s))
+            fprintf(f, "%20s", fg__lab_strategy_name(s));
+    fprintf(f, "\n");
+    for (int v = 0; v < nvalues; v++) {
+        fprintf(f, "  %-10d", values[v]);
+        for (int s = FG__LAB_ATOMIC; s < FG__LAB_NSTRATEGIES; s++) {
+            if (!(shown & (1u << s)))
+                continue;
+            const fg__lab_result *r = &rs[v * FG__LAB_NSTRATEGIES + s];
+            char t[64];
+            if (r->bound.kind == 1)
+                snprintf(t, sizeof t, "%d/%llu %.2f", over_of(r),
+                         (unsigned long long)r->bound.bound,
+                         r->calls_per_request);
+            else if (r->bound.kind == 2)
+                snprintf(t, sizeof t, "%d/%llu %.2f", r->refused_under_limit,
+                         (unsigned long long)r->bound.bound,
+                         r->calls_per_request);
+            else
+                snprintf(t, sizeof t, "over %d, %.2f", over_of(r),
+                         r->calls_per_request);
+            fprintf(f, "%20s", t);
+        }
         fprintf(f, "\n");
     }
 }
@@ -358,7 +492,7 @@ int fg__lab_write_svg(const char *path, const char *param, const int *values,
         fprintf(f,
                 "<polyline fill=\"none\" stroke=\"%s\" stroke-opacity=\"0.8\" "
                 "stroke-width=\"%d\" points=\"",
-                svg_color[s], 7 - (3 * s) / 2);
+                svg_color[s], 7 - s);
         for (int v = 0; v < nvalues; v++)
             fprintf(f, "%.1f,%.1f ", X(values[v]),
                     Y(rs[v * FG__LAB_NSTRATEGIES + s].allowed));

@@ -2,10 +2,10 @@
  *
  *   GET /                 the page (files embedded from lab/web/)
  *   GET /api/defaults     the starting values and slider ranges
- *   GET /api/run?strategy=S&servers=N&burst=B&rtt=MS[&spread=MS]
+ *   GET /api/run?strategy=S&servers=N&burst=B&rtt=MS[&spread=MS][&sync=MS]
  *                         one real run of S, Redis-down included
- *   GET /api/sweep?servers=N&burst=B&rtt=0,1,2,5,10,20
- *                         allowed by RTT for every strategy
+ *   GET /api/sweep?servers=N&burst=B[&sync=MS]
+ *                         allowed by RTT (0,1,2,5,10,20) for every strategy
  *
  * A run happens inside the request's callback: the server answers one run
  * at a time, which is what the page wants (it debounces and waits). The
@@ -102,6 +102,10 @@ static int read_params(web *w, struct evkeyvalq *q, fg__lab_params *p,
         snprintf(err, errlen, "spread must be 0..1000 (ms)");
         return -1;
     }
+    if (qint(q, "sync", 10, 10000, &p->sync_ms) < 0) {
+        snprintf(err, errlen, "sync must be 10..10000 (ms)");
+        return -1;
+    }
     const char *bal = evhttp_find_header(q, "balance");
     if (bal && strcmp(bal, "random") != 0 && strcmp(bal, "roundrobin") != 0) {
         snprintf(err, errlen, "balance must be roundrobin or random");
@@ -123,7 +127,9 @@ static void api_run(web *w, struct evhttp_request *req, struct evkeyvalq *q)
     const char *sname = evhttp_find_header(q, "strategy");
     int s = sname ? fg__lab_strategy_parse(sname) : -1;
     if (s < 0) {
-        reply_error(req, 400, "strategy must be local, split, naive or atomic");
+        reply_error(req, 400,
+                    "strategy must be local, split, naive, atomic, sync or "
+                    "lease");
         return;
     }
     if (read_params(w, q, &p, err, sizeof err) < 0) {
@@ -206,12 +212,31 @@ static void api_sweep(web *w, struct evhttp_request *req, struct evkeyvalq *q)
             (unsigned long long)p.limit, (fg__lab_now_us() - t0) / 1000.0);
     for (int v = 0; v < n; v++)
         fprintf(f, "%s%d", v ? "," : "", rtts[v]);
-    fprintf(f, "],\"allowed\":{");
+    fprintf(f, "],\"sync_ms\":%d,\"allowed\":{", p.sync_ms);
     for (int s = 0; s < FG__LAB_NSTRATEGIES; s++) {
         fprintf(f, "%s\"%s\":[", s ? "," : "", fg__lab_strategy_name(s));
         for (int v = 0; v < n; v++)
             fprintf(f, "%s%d", v ? "," : "",
                     rs[v * FG__LAB_NSTRATEGIES + s].allowed);
+        fprintf(f, "]");
+    }
+    /* The approximate modes' stated bounds, per round trip. */
+    fprintf(f, "},\"bound\":{");
+    for (int s = FG__LAB_SYNC; s < FG__LAB_NSTRATEGIES; s++) {
+        fprintf(f, "%s\"%s\":[", s > FG__LAB_SYNC ? "," : "",
+                fg__lab_strategy_name(s));
+        for (int v = 0; v < n; v++)
+            fprintf(f, "%s%llu", v ? "," : "",
+                    (unsigned long long)rs[v * FG__LAB_NSTRATEGIES + s]
+                        .bound.bound);
+        fprintf(f, "]");
+    }
+    fprintf(f, "},\"redis_calls_per_request\":{");
+    for (int s = 0; s < FG__LAB_NSTRATEGIES; s++) {
+        fprintf(f, "%s\"%s\":[", s ? "," : "", fg__lab_strategy_name(s));
+        for (int v = 0; v < n; v++)
+            fprintf(f, "%s%.2f", v ? "," : "",
+                    rs[v * FG__LAB_NSTRATEGIES + s].calls_per_request);
         fprintf(f, "]");
     }
     fprintf(f, "}}");
@@ -227,21 +252,24 @@ static void api_sweep(web *w, struct evhttp_request *req, struct evkeyvalq *q)
 
 static void api_defaults(web *w, struct evhttp_request *req)
 {
-    char body[512];
+    char body[1024];
     const fg__lab_params *p = &w->defaults;
     int n = snprintf(
         body, sizeof body,
         "{\"servers\":%d,\"burst\":%d,\"rtt_ms\":%.3g,\"spread_ms\":%.3g,"
         "\"limit\":%llu,\"period_ms\":%llu,\"balance\":\"%s\","
-        "\"ranges\":{\"servers\":[1,16],\"burst\":[10,200],\"rtt\":[0,20]},"
+        "\"sync_ms\":%d,\"chunk\":%llu,"
+        "\"ranges\":{\"servers\":[1,16],\"burst\":[10,200],\"rtt\":[0,20],"
+        "\"sync\":[10,1000]},"
         "\"policies\":{\"local\":\"%s\",\"split\":\"%s\",\"naive\":\"%s\","
-        "\"atomic\":\"%s\"}}",
+        "\"atomic\":\"%s\",\"sync\":\"%s\",\"lease\":\"%s\"}}",
         p->servers, p->burst, p->rtt_us / 1000.0, p->spread_us / 1000.0,
         (unsigned long long)p->limit, (unsigned long long)p->period_ms,
-        p->balance_random ? "random" : "roundrobin",
-        fg__lab_policy_text(FG__LAB_LOCAL), fg__lab_policy_text(FG__LAB_SPLIT),
-        fg__lab_policy_text(FG__LAB_NAIVE),
-        fg__lab_policy_text(FG__LAB_ATOMIC));
+        p->balance_random ? "random" : "roundrobin", p->sync_ms,
+        (unsigned long long)p->chunk, fg__lab_policy_text(FG__LAB_LOCAL),
+        fg__lab_policy_text(FG__LAB_SPLIT), fg__lab_policy_text(FG__LAB_NAIVE),
+        fg__lab_policy_text(FG__LAB_ATOMIC), fg__lab_policy_text(FG__LAB_SYNC),
+        fg__lab_policy_text(FG__LAB_LEASE));
     reply_json(req, 200, body, (size_t)n);
 }
 

@@ -2,19 +2,28 @@
 // one at a time. No framework: a little state and a render function.
 'use strict';
 
-const STRATEGIES = ['local', 'split', 'naive', 'atomic'];
-const COLORS = {local: '#e07b39', split: '#8e6bbf', naive: '#d64545', atomic: '#2e9e5b'};
+const STRATEGIES = ['local', 'split', 'naive', 'atomic', 'sync', 'lease'];
+const COLORS = {local: '#e07b39', split: '#8e6bbf', naive: '#d64545', atomic: '#2e9e5b',
+                sync: '#2f7fc1', lease: '#b8860b'};
 const NAMES = {local: 'Local counters', split: 'Local, limit ÷ N',
-               naive: 'Redis GET then SET', atomic: 'Redis atomic'};
+               naive: 'Redis GET then SET', atomic: 'Redis atomic',
+               sync: 'Local + sync', lease: 'Redis leases'};
+// What each strategy does while Redis is down, in the tile's words.
+const DOWN = {naive: 'fails open: no protection',
+              atomic: 'falls back to limit ÷ N per server',
+              sync: 'keeps deciding locally on limit ÷ N per server',
+              lease: 'spends the units it holds, then limit ÷ N per server'};
 const EXPLAIN = {
   local: 'Each server counts only what it sees. With N servers, the user really gets N × the limit.',
   split: 'Each server gets limit ÷ N. The balancer does not spread one user evenly, so real requests are refused while the user is under the limit.',
   naive: 'One shared counter in Redis, but read, decide and write are separate round trips: requests that read the same value all pass. Drag the round trip up.',
   atomic: 'One shared counter, checked and updated in one atomic step inside Redis (a Lua token bucket): exactly the limit, one round trip.',
+  sync: 'Each server decides on its own view of the shared counter and sends its usage to Redis once per interval: few Redis commands, and an overshoot bounded by what the other servers admit within two intervals and a round trip. Move the interval.',
+  lease: 'Each server takes units from Redis in chunks (an atomic take) and spends them locally: never over the limit; what other servers hold and do not spend can be refused here.',
 };
 const $ = (id) => document.getElementById(id);
 
-const state = {strategy: 'local', servers: 4, burst: 40, rtt: 2, limit: 10, periodMs: 1000};
+const state = {strategy: 'local', servers: 4, burst: 40, rtt: 2, sync: 200, limit: 10, periodMs: 1000};
 let running = false;
 let pending = false;
 let timer = null;
@@ -31,7 +40,7 @@ function setStatus(kind, text) {
 
 function query(extra) {
   const q = new URLSearchParams({servers: state.servers, burst: state.burst,
-                                 rtt: state.rtt, ...extra});
+                                 rtt: state.rtt, sync: state.sync, ...extra});
   return q.toString();
 }
 
@@ -78,7 +87,8 @@ async function run() {
 function render(r) {
   document.body.dataset.strategy = r.strategy;
   document.body.dataset.shown = [r.strategy, r.params.servers, r.params.burst,
-                                 Math.round(r.params.rtt_ms)].join('/');
+                                 Math.round(r.params.rtt_ms)]
+    .concat(r.strategy === 'sync' ? [r.interval_ms] : []).join('/');
   const cards = $('cards');
   cards.textContent = '';
   r.servers.forEach((s, i) => {
@@ -103,7 +113,11 @@ function render(r) {
 
   const tile = $('tile-versus');
   tile.classList.remove('bad', 'good', 'warn');
-  if (r.over > 0) {
+  if (r.over > 0 && r.bound_of === 'over' && r.over <= r.bound) {
+    $('versus').textContent = `+${r.over} over`;
+    $('versus-note').textContent = 'over the limit, within its stated bound';
+    tile.classList.add('warn');
+  } else if (r.over > 0) {
     $('versus').textContent = `+${r.over} over`;
     $('versus-note').textContent = 'limit not enforced';
     tile.classList.add('bad');
@@ -117,6 +131,7 @@ function render(r) {
     tile.classList.add('good');
   }
   $('tile-allowed').className = 'tile ' + (r.over > 0 ? 'bad' : 'good');
+  renderBound(r);
 
   if (r.redis_calls_per_request > 0) {
     $('calls').textContent = r.redis_calls_per_request.toFixed(2);
@@ -138,19 +153,52 @@ function render(r) {
   } else {
     $('down').textContent = `${down.allowed} ok`;
     $('down-note').textContent = `${down.limited + down.failed} refused · ` +
-      (down.on_failure === 'open' ? 'fails open: no protection'
-                                  : 'falls back to limit ÷ N per server');
+      (DOWN[r.strategy] || down.on_failure);
     dt.classList.add(down.allowed > r.limit ? 'bad' : 'good');
   }
 }
 
+// The bound the strategy states for this run, beside what was measured:
+// sync's overshoot, lease's refusals under the limit.
+function renderBound(r) {
+  const tile = $('tile-bound');
+  tile.classList.remove('bad', 'good', 'warn');
+  tile.dataset.kind = r.bound_of || 'none';
+  if (r.bound_of === 'over') {
+    $('measured').textContent = `+${r.over}`;
+    $('bound').textContent = `≤ ${r.bound}`;
+    $('bound-note').textContent = `overshoot: ${r.arrivals_in_window} requests reach the other ` +
+      `servers in ${r.over_window_ms} ms (2 × ${r.interval_ms} ms + round trip); ` +
+      `never more than ${r.over_cap}`;
+    tile.classList.add(r.over <= r.bound ? 'warn' : 'bad');
+  } else if (r.bound_of === 'under') {
+    $('measured').textContent = `+${r.over} · ${r.refused_under_limit} short`;
+    $('bound').textContent = `0 · ≤ ${r.bound}`;
+    $('bound-note').textContent = `over, and refused under the limit: the other servers ` +
+      `may hold ${r.under_cap} units unspent (chunks of at most ${r.chunk})`;
+    tile.classList.add(r.over === 0 && r.refused_under_limit <= r.bound ? 'good' : 'bad');
+  } else if (r.strategy === 'atomic') {
+    $('measured').textContent = `+${r.over}`;
+    $('bound').textContent = 'exact';
+    $('bound-note').textContent = 'every decision in Redis: no bound needed';
+    tile.classList.add(r.over === 0 ? 'good' : 'bad');
+  } else {
+    $('measured').textContent = `+${r.over}`;
+    $('bound').textContent = 'none';
+    $('bound-note').textContent = 'this strategy states no bound';
+  }
+  $('calls-tile-note').textContent = r.bound_of
+    ? `includes the commands sent after the burst (waited ${Math.round(r.settle_ms)} ms)` : '';
+}
+
 function resetPointsIfNeeded() {
-  const key = `${state.servers}/${state.burst}`;
+  const key = `${state.servers}/${state.burst}/${state.sync}`;
   if (key !== pointsKey) { points = {}; pointsKey = key; }
 }
 
 function addPoint(r) {
-  if (`${r.params.servers}/${r.params.burst}` !== pointsKey) return;
+  const sync = r.strategy === 'sync' ? r.interval_ms : state.sync;
+  if (`${r.params.servers}/${r.params.burst}/${sync}` !== pointsKey) return;
   (points[r.strategy] = points[r.strategy] || {})[Math.round(r.params.rtt_ms)] = r.allowed;
   drawChart();
 }
@@ -182,7 +230,7 @@ function drawChart() {
     const pts = xsorted.map((v) => `${xs(v)},${ys(p[v])}`).join(' ');
     // Lines that coincide (local and naive both at the burst) stay visible:
     // the earlier a strategy, the wider and lighter its line.
-    const width = {local: 7, split: 5.5, naive: 3.5, atomic: 2.5}[s];
+    const width = {local: 7, split: 6, naive: 5, atomic: 4, sync: 3, lease: 2}[s];
     out += `<polyline fill="none" stroke="${COLORS[s]}" stroke-opacity="0.8" stroke-width="${width}" stroke-linejoin="round" points="${pts}"/>`;
     xsorted.forEach((v) => {
       out += `<circle cx="${xs(v)}" cy="${ys(p[v])}" r="3.5" fill="${COLORS[s]}"><title>${s}: ${p[v]} at ${v} ms</title></circle>`;
@@ -202,7 +250,7 @@ async function sweep() {
   running = true;
   markBusy();
   $('sweep').disabled = true;
-  setStatus('running', `measuring every strategy at 0–20 ms on ${state.servers} servers…`);
+  setStatus('running', `measuring all six strategies at 0–20 ms on ${state.servers} servers…`);
   try {
     const res = await fetch('/api/sweep?' + query({}));
     const body = await res.json();
@@ -226,6 +274,7 @@ async function sweep() {
 
 function selectTab(strategy) {
   state.strategy = strategy;
+  $('sync-control').hidden = strategy !== 'sync';
   document.querySelectorAll('.tabs button').forEach((b) => {
     b.setAttribute('aria-selected', String(b.dataset.strategy === strategy));
   });
@@ -250,7 +299,9 @@ async function init() {
     const d = await (await fetch('/api/defaults')).json();
     state.servers = d.servers; state.burst = d.burst;
     state.rtt = Math.round(d.rtt_ms); state.limit = d.limit; state.periodMs = d.period_ms;
+    state.sync = d.sync_ms;
     $('servers').value = d.servers; $('burst').value = d.burst; $('rtt').value = state.rtt;
+    $('sync').value = d.sync_ms;
     $('spread').textContent = d.spread_ms;
     const per = d.period_ms === 1000 ? 'second' : `${d.period_ms} ms`;
     $('limit-text').textContent = `${d.limit} requests per ${per} per user`;
@@ -258,6 +309,7 @@ async function init() {
   bindSlider('servers');
   bindSlider('burst');
   bindSlider('rtt', ' ms');
+  bindSlider('sync', ' ms');
   document.querySelectorAll('.tabs button').forEach((b) => {
     b.addEventListener('click', () => { selectTab(b.dataset.strategy); schedule(0); });
   });

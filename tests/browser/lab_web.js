@@ -42,6 +42,11 @@ async function readTotals(page) {
     versus: document.getElementById('versus').textContent,
     calls: document.getElementById('calls').textContent,
     down: document.getElementById('down').textContent,
+    downNote: document.getElementById('down-note').textContent,
+    measured: document.getElementById('measured').textContent,
+    bound: document.getElementById('bound').textContent,
+    boundKind: document.getElementById('tile-bound').dataset.kind,
+    syncShown: !document.getElementById('sync-control').hidden,
     cards: document.querySelectorAll('#cards .card').length,
     status: document.getElementById('status-text').textContent,
   }));
@@ -52,8 +57,9 @@ async function slide(page, id, value) {
   const input = page.locator('#' + id);
   await input.focus();
   const cur = Number(await input.inputValue());
+  const step = Number(await input.getAttribute('step')) || 1;
   const key = value > cur ? 'ArrowRight' : 'ArrowLeft';
-  for (let i = 0; i < Math.abs(value - cur); i++) await page.keyboard.press(key);
+  for (let i = 0; i < Math.abs(value - cur) / step; i++) await page.keyboard.press(key);
 }
 
 (async () => {
@@ -130,13 +136,50 @@ async function slide(page, id, value) {
     check(t.allowed === t.limit, 'atomic still exact at 2 ms', t.allowed);
     console.log(`warm re-run seen by the page: ${Date.now() - t0} ms after the slider (300 ms debounce included)`);
 
+    check(!t.syncShown, 'the sync interval slider is hidden on the atomic tab');
+    check(t.bound === 'exact' && t.measured === '+0', 'atomic: the bound tile says exact, +0 measured',
+          `${t.measured} / ${t.bound}`);
+
+    // Local + sync: its slider appears; the bound is stated beside the
+    // measured overshoot, and the overshoot is within it.
+    n = await runs(page);
+    await page.getByRole('tab', { name: 'Local + sync' }).click();
+    t = await nextRun(page, n, 15000);
+    check(t.syncShown, 'the sync interval slider is shown on the sync tab');
+    check(t.shown === 'sync/8/80/2/200', 'sync runs with the default interval', t.shown);
+    const num = (s) => Number(String(s).replace(/[^0-9]/g, ''));
+    check(t.boundKind === 'over' && /^\+\d+$/.test(t.measured) && /^≤ \d+$/.test(t.bound),
+          'sync: the measured overshoot beside the stated bound', `${t.measured} / ${t.bound}`);
+    check(num(t.measured) === t.allowed - t.limit, 'sync: the measured overshoot is allowed - limit',
+          `${t.measured}, ${t.allowed} allowed`);
+    check(num(t.measured) <= num(t.bound), 'sync: within its stated bound', `${t.measured} / ${t.bound}`);
+    check(/keeps deciding locally/.test(t.downNote), 'sync: says what happens if Redis is down', t.downNote);
+    check(Number(t.calls) > 0, 'sync: Redis commands per request shown', t.calls);
+    n = await runs(page);
+    await slide(page, 'sync', 100); // ten steps of 10 ms
+    t = await nextRun(page, n, 15000);
+    check(t.shown === 'sync/8/80/2/100', 'the sync slider moves the interval to 100 ms', t.shown);
+    check(num(t.measured) <= num(t.bound), 'sync at 100 ms: within its stated bound', `${t.measured} / ${t.bound}`);
+    await page.screenshot({ path: path.join(shots, 'lab-web-sync.png'), fullPage: true });
+
+    // Leases: never over the limit; refusals under it within the bound.
+    n = await runs(page);
+    await page.getByRole('tab', { name: 'Redis leases' }).click();
+    t = await nextRun(page, n, 20000);
+    check(!t.syncShown, 'the sync interval slider is hidden on the lease tab');
+    check(t.strategy === 'lease' && t.allowed <= t.limit, 'lease: never over the limit', t.allowed);
+    check(t.boundKind === 'under', 'lease: the bound tile states the under-admission bound', t.boundKind);
+    check(/^\+0 · \d+ short$/.test(t.measured) && /^0 · ≤ \d+$/.test(t.bound),
+          'lease: measured over and shortfall beside the bound', `${t.measured} / ${t.bound}`);
+    check(/spends the units it holds/.test(t.downNote), 'lease: says what happens if Redis is down', t.downNote);
+
     // The RTT chart: measure the curve, then look.
     await page.getByRole('button', { name: /Measure all strategies/ }).click();
-    await page.waitForFunction(() => Number(document.getElementById('chart').dataset.points || 0) >= 24 &&
+    await page.waitForFunction(() => Number(document.getElementById('chart').dataset.points || 0) >= 36 &&
                                       document.getElementById('status').dataset.state === 'done',
-                               null, { timeout: 30000 });
+                               null, { timeout: 60000 });
     const pts = await page.evaluate(() => Number(document.getElementById('chart').dataset.points));
-    check(pts >= 24, 'RTT chart has a point per strategy and round trip', pts);
+    check(pts >= 36, 'RTT chart has a point per strategy (six) and round trip', pts);
     await page.screenshot({ path: path.join(shots, 'lab-web.png'), fullPage: true });
     check(errors.length === 0, 'no script errors', errors.join('; '));
   } catch (e) {

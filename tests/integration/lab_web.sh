@@ -41,7 +41,8 @@ fi
 
 mkdir -p "$work/tmp" "$BUILD"
 # Screenshots of an earlier run must not pass for this one's.
-rm -f "$BUILD/lab-web.png" "$BUILD/lab-web-local.png" "$BUILD/lab-web-naive.png"
+rm -f "$BUILD/lab-web.png" "$BUILD/lab-web-local.png" "$BUILD/lab-web-naive.png" \
+    "$BUILD/lab-web-sync.png"
 lab_record_ports
 TMPDIR="$work/tmp" "$FLOODGATE" lab --web --listen 127.0.0.1:0 \
     >"$work/lab.out" 2>"$work/lab.err" &
@@ -61,7 +62,7 @@ ok "lab --web listens at $url"
 port=${url##*:}; port=${port%/}
 lab_add_port "$port"
 
-timeout 55 node tests/browser/lab_web.js "$url" "$BUILD" >"$work/node.out" 2>&1
+timeout 100 node tests/browser/lab_web.js "$url" "$BUILD" >"$work/node.out" 2>&1
 node_rc=$?
 grep -v -E '^[0-9]+ passed, [0-9]+ failed$' "$work/node.out"
 last=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$work/node.out" | tail -n 1)

@@ -44,7 +44,7 @@ static int lab_limit(int s, const fg__lab_params *p, fg_limit *lim)
 int fg__lab_bound_of(int s, const fg__lab_params *p, fg__lab_bound *out)
 {
     memset(out, 0, sizeof *out);
-    if (!fg__lab_approximate(s))
+    if (s != FG__LAB_SYNC && s != FG__LAB_LEASE)
         return 0;
     fg_limit lim;
     fg_mode_bound mb;

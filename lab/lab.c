@@ -627,21 +627,24 @@ static void sleep_us(int64_t us)
     nanosleep(&ts, NULL);
 }
 
-/* How long after a burst the servers of 's' may still send its commands:
- * sync sends a key's usage at the next tick (one interval) and reads the
- * answer a round trip later; lease gives units back at the first tick (100
- * ms, or the period if shorter) after the lease ends (the period, at most
- * 1 s, after its last take). Exact strategies send nothing late. 50 ms
- * more for a loaded machine's timers. */
+/* How long after a burst the servers of 's' may still send its commands.
+ * sync sends a key's usage at a tick of its timer (one every interval) and
+ * reads the answer a round trip later; but a server's first keys wait for
+ * the first tick one interval after its first check, which can come
+ * nearly two intervals after it: two intervals, then. lease gives units
+ * back at the first tick (100 ms, or the period if shorter) after the
+ * lease ends (the period, at most 1 s, after its last take). Exact
+ * strategies send nothing late. 100 ms more for a loaded machine's
+ * timers. */
 static int64_t late_us(int s, const fg__lab_params *p)
 {
     int64_t period_us = (int64_t)p->period_ms * 1000;
     int64_t life = period_us < 1000000 ? period_us : 1000000;
     int64_t tick = period_us < 100000 ? period_us : 100000;
     if (s == FG__LAB_SYNC)
-        return (int64_t)p->sync_ms * 1000 + p->rtt_us + 50000;
+        return 2 * (int64_t)p->sync_ms * 1000 + p->rtt_us + 100000;
     if (s == FG__LAB_LEASE)
-        return life + tick + p->rtt_us + 50000;
+        return life + tick + p->rtt_us + 100000;
     return 0;
 }
 

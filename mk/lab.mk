@@ -39,7 +39,9 @@ $(LAB_ASSETS_O): $(LAB_ASSETS_C)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Ilab -c $< -o $@
 
-# The unit tests of the lab's process helpers link lab/proc.o.
+# The unit tests of the lab's pure parts and process helpers link
+# lab/proc.o and lab/bound.o.
 LAB_TESTS := $(filter $(BUILD)/tests/test_lab_%,$(TESTS))
-$(LAB_TESTS): $(BUILD)/obj/lab/proc.o
-$(LAB_TESTS): override LDFLAGS += $(BUILD)/obj/lab/proc.o
+LAB_TEST_OBJ := $(BUILD)/obj/lab/proc.o $(BUILD)/obj/lab/bound.o
+$(LAB_TESTS): $(LAB_TEST_OBJ)
+$(LAB_TESTS): override LDFLAGS += $(LAB_TEST_OBJ)

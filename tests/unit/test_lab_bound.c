@@ -1,0 +1,125 @@
+/* test_lab_bound.c -- the bound the lab states for a run of sync or lease
+ * (lab/bound.c): known answers worked out by hand from fg_limit_bound's
+ * statement and the scalper's burst, and the strategies that state none. */
+#include <string.h>
+
+#include "../../lab/lab.h"
+#include "../harness.h"
+
+static fg__lab_params params(int servers, int burst, int spread_ms, int rtt_ms,
+                             uint64_t limit)
+{
+    fg__lab_params p;
+    memset(&p, 0, sizeof p);
+    p.servers = servers;
+    p.burst = burst;
+    p.spread_us = (int64_t)spread_ms * 1000;
+    p.rtt_us = (int64_t)rtt_ms * 1000;
+    p.limit = limit;
+    p.period_ms = 1000;
+    p.sync_ms = 200;
+    return p;
+}
+
+/* A burst shorter than the window: the whole burst may arrive in it, so
+ * the bound is what reaches the other servers of it, or the cap. */
+static void test_sync_short_burst(void)
+{
+    fg__lab_params p = params(8, 80, 40, 2, 10);
+    fg__lab_bound b;
+    CHECK_EQ(fg__lab_bound_of(FG__LAB_SYNC, &p, &b), 0);
+    CHECK_EQ(b.kind, 1);
+    CHECK_EQ(b.over_window_ms, 402); /* 2 x 200 ms + 2 ms */
+    CHECK_EQ(b.over_cap, 70);        /* 7 others x 10 */
+    CHECK_EQ(b.in_window, 70);       /* 80 x 7 / 8 */
+    CHECK_EQ(b.bound, 70);
+    p.burst = 20; /* 20 x 7 / 8 = 17.5: a whole request is 17 */
+    CHECK_EQ(fg__lab_bound_of(FG__LAB_SYNC, &p, &b), 0);
+    CHECK_EQ(b.in_window, 17);
+    CHECK_EQ(b.bound, 17);
+    p.burst = 200; /* 175 arrive, but no server passes the limit */
+    CHECK_EQ(fg__lab_bound_of(FG__LAB_SYNC, &p, &b), 0);
+    CHECK_EQ(b.in_window, 175);
+    CHECK_EQ(b.bound, 70);
+}
+
+/* A burst longer than the window: A = burst / spread. */
+static void test_sync_long_burst(void)
+{
+    /* 100 in 400 ms, window 2 x 20 + 2 = 42 ms: 100 x 7/8 x 42/400 =
+     * 9.19 requests. */
+    fg__lab_params p = params(8, 100, 400, 2, 10);
+    p.sync_ms = 20;
+    fg__lab_bound b;
+    CHECK_EQ(fg__lab_bound_of(FG__LAB_SYNC, &p, &b), 0);
+    CHECK_EQ(b.over_window_ms, 42);
+    CHECK_EQ(b.in_window, 9);
+    CHECK_EQ(b.bound, 9);
+    /* 200 in 40 ms, window 21 ms, limit 20: 200 x 7/8 x 21/40 = 91.9. */
+    p = params(8, 200, 40, 1, 20);
+    p.sync_ms = 10;
+    CHECK_EQ(fg__lab_bound_of(FG__LAB_SYNC, &p, &b), 0);
+    CHECK_EQ(b.over_window_ms, 21);
+    CHECK_EQ(b.over_cap, 140);
+    CHECK_EQ(b.bound, 91);
+    /* The largest run: no overflow. 10,000 at once on 64 servers. */
+    p = params(64, 10000, 0, 1000, 1000000);
+    p.sync_ms = 10000;
+    CHECK_EQ(fg__lab_bound_of(FG__LAB_SYNC, &p, &b), 0);
+    CHECK_EQ(b.over_window_ms, 21000);
+    CHECK_EQ(b.in_window, 9843); /* 10,000 x 63 / 64 */
+    CHECK_EQ(b.bound, 9843);
+}
+
+static void test_lease(void)
+{
+    fg__lab_params p = params(8, 80, 40, 2, 10);
+    fg__lab_bound b;
+    CHECK_EQ(fg__lab_bound_of(FG__LAB_LEASE, &p, &b), 0);
+    CHECK_EQ(b.kind, 2);
+    CHECK_EQ(b.chunk, 5);      /* half the burst by default */
+    CHECK_EQ(b.under_cap, 10); /* 7 x 5, at most the limit */
+    CHECK_EQ(b.bound, 10);
+    p.limit = 20;
+    p.chunk = 2;
+    CHECK_EQ(fg__lab_bound_of(FG__LAB_LEASE, &p, &b), 0);
+    CHECK_EQ(b.chunk, 2);
+    CHECK_EQ(b.bound, 14); /* 7 x 2 */
+    CHECK_EQ(b.over_cap, 0);
+}
+
+/* One server has no others: nothing over, nothing held elsewhere. */
+static void test_one_server(void)
+{
+    fg__lab_params p = params(1, 80, 40, 2, 10);
+    fg__lab_bound b;
+    CHECK_EQ(fg__lab_bound_of(FG__LAB_SYNC, &p, &b), 0);
+    CHECK_EQ(b.bound, 0);
+    CHECK_EQ(fg__lab_bound_of(FG__LAB_LEASE, &p, &b), 0);
+    CHECK_EQ(b.bound, 0);
+}
+
+static void test_no_bound(void)
+{
+    fg__lab_params p = params(8, 80, 40, 2, 10);
+    fg__lab_bound b;
+    for (int s = 0; s < FG__LAB_SYNC; s++) {
+        memset(&b, 0xff, sizeof b);
+        CHECK_EQ(fg__lab_bound_of(s, &p, &b), 0);
+        CHECK_EQ(b.kind, 0);
+        CHECK_EQ(b.bound, 0);
+    }
+    /* A chunk the library refuses (more than the limit). */
+    p.chunk = 11;
+    CHECK_EQ(fg__lab_bound_of(FG__LAB_LEASE, &p, &b), -1);
+}
+
+int main(void)
+{
+    test_sync_short_burst();
+    test_sync_long_burst();
+    test_lease();
+    test_one_server();
+    test_no_bound();
+    return TEST_DONE();
+}

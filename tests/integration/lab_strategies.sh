@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # floodgate lab against real redis-server, HAProxy and `floodgate serve`:
-# the four strategies on eight servers, their Redis-down policies, a sweep
+# the six strategies on eight servers, their Redis-down policies, a sweep
 # with its chart, Ctrl-C in the middle of a run, a missing program, and
 # after each: no process, no listening port and no temporary folder left.
 set -u
@@ -58,9 +58,11 @@ ms=$(( ($(date +%s%N) - start) / 1000000 ))
 check "lab --json exits 0" [ "$rc" -eq 0 ]
 [ "$rc" -ne 0 ] && cat "$work/all.err"
 if grep -qE 'Sanitizer|runtime error' "$work/all.err"; then bad "sanitizer report"; head -30 "$work/all.err"; else ok "no sanitizer report"; fi
-check "one JSON object per strategy" [ "$(grep -c '^{' "$work/all.json")" -eq 4 ]
-echo "     eight-server run of all four strategies, start-up included: ${ms} ms"
-budget=3000; case "$BUILD" in *asan*) budget=20000;; esac
+check "one JSON object per strategy" [ "$(grep -c '^{' "$work/all.json")" -eq 6 ]
+echo "     eight-server run of all six strategies, start-up included: ${ms} ms"
+# sync and lease send commands after the burst (syncs, give-backs), which
+# the lab waits for: two intervals (0.5 s) and a lease's life (1.2 s).
+budget=5000; case "$BUILD" in *asan*) budget=25000;; esac
 check "whole run within ${budget} ms (${ms} ms)" [ "$ms" -le "$budget" ]
 
 if [ "$rc" -eq 0 ]; then
@@ -72,7 +74,7 @@ if [ "$rc" -eq 0 ]; then
     check "split refuses some ($sl)" [ "$sl" -gt 0 ]
     check "naive allows more than the limit ($na)" [ "$na" -gt "$limit" ]
     check "atomic allows exactly the limit ($aa)" [ "$aa" -eq "$limit" ]
-    for s in local split naive atomic; do
+    for s in local split naive atomic sync lease; do
         sum=$(node -e '
             const o = require("fs").readFileSync(process.argv[1], "utf8").trim()
                 .split("\n").map(JSON.parse).find((x) => x.strategy === process.argv[2]);
@@ -99,6 +101,18 @@ if [ "$rc" -eq 0 ]; then
     ada=$(field atomic redis_down.allowed)
     check_all "atomic falls back to limit / N when Redis is down ($ada, 1 to $limit)" \
         '[ "$(field atomic redis_down.on_failure)" = local ] && [ "$ada" -ge 1 ] && [ "$ada" -le "$limit" ]'
+    # The approximate modes: the bound beside what was measured.
+    ya=$(field sync allowed); yb=$(field sync bound); yo=$(field sync over)
+    check_all "sync: over by $yo, within its stated bound $yb (allowed $ya)" \
+        '[ "$(field sync bound_of)" = over ] && [ "$(field sync interval_ms)" = 200 ] && [ "$yo" -eq $((ya - limit)) ] && [ "$yo" -le "$yb" ]'
+    lla=$(field lease allowed); llb=$(field lease bound)
+    check_all "lease: never over the limit ($lla), under it within its bound ($(field lease refused_under_limit) <= $llb)" \
+        '[ "$(field lease bound_of)" = under ] && [ "$lla" -le "$limit" ] && [ "$(field lease refused_under_limit)" -le "$llb" ]'
+    check_all "sync keeps deciding locally when Redis is down (on_failure local)" \
+        '[ "$(field sync redis_down.on_failure)" = local ] && [ -n "$(field sync redis_down.allowed)" ]'
+    lda=$(field lease redis_down.allowed)
+    check_all "lease falls back to limit / N when Redis is down (a new user holds nothing: $lda, 1 to $limit)" \
+        '[ "$(field lease redis_down.on_failure)" = local ] && [ "$lda" -ge 1 ] && [ "$lda" -le "$limit" ]'
 fi
 # A failed check here is read against what the lab measured (the burst's
 # and the run's lengths, failures, Redis calls): show it.

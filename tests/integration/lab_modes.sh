@@ -103,12 +103,14 @@ for (const r of rs) {
   const a = atomic[key(r)];
   const ratio = a && a.redis_calls_per_request > 0
     ? (r.redis_calls_per_request / a.redis_calls_per_request).toFixed(2) : '-';
-  rows.push([c, r.strategy, r.allowed, r.limit, r.over, r.refused_under_limit, bound,
-             r.redis_calls_per_request.toFixed(2), ratio]);
+  const order = ['atomic', 'sync', 'lease'].indexOf(r.strategy);
+  rows.push({by: [r.params.burst, r.params.rtt_ms, order],
+             cells: [c, r.strategy, r.allowed, r.limit, r.over, r.refused_under_limit, bound,
+                     r.redis_calls_per_request.toFixed(2), ratio]});
 }
 console.log('TABLE case | strategy | allowed | limit | over | under | stated bound | Redis cmds/request | vs atomic');
-rows.sort((x, y) => (x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : 0));
-for (const r of rows) console.log('TABLE ' + r.join(' | '));
+rows.sort((x, y) => x.by[0] - y.by[0] || x.by[1] - y.by[1] || x.by[2] - y.by[2]);
+for (const r of rows) console.log('TABLE ' + r.cells.join(' | '));
 JS
 nrc=$?
 check "node judged every case (exit $nrc)" [ "$nrc" -eq 0 ]

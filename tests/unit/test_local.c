@@ -705,7 +705,7 @@ static void test_bounded(void)
     fg_local *lc = fg_local_new(&lim, 4, NULL, 0);
     fg_decision d;
     fg_local_ask a[8];
-    char key[8];
+    char key[16];
     fake_now = 9500 * SEC;
     for (int i = 0; i < 4; i++) {
         key[0] = 'k';

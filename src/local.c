@@ -38,9 +38,10 @@ typedef struct entry {
     /* lease: when the last take was answered, the units spent since, the
      * rate they made before it (used over dur), the store's refusal, what
      * the take in flight must give the check that asked for it, units to
-     * give back, and a failed take's time. */
+     * give back, a failed take's time, and when the first take in flight
+     * was sent. */
     uint64_t lease_at, used, last_used, last_dur, refused_until, need, give,
-        failed_at;
+        failed_at, take_at;
     uint32_t asks;   /* asks in flight */
     uint32_t taking; /* lease: takes among them */
     uint8_t synced;  /* sync: the view is the store's */
@@ -445,6 +446,8 @@ static int lease_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
     /* The units held (fewer than 'cost') stay, and count toward it. */
     uint64_t want = chunk_for(lc, e, cost - e->units, now);
     e->need = cost - e->units;
+    if (!e->taking)
+        e->take_at = now;
     e->taking++;
     ask_for(ask, FG_LOCAL_TAKE, e, want);
     return FG_LOCAL_ASKED;
@@ -462,8 +465,14 @@ static int lease_answer(fg_local *lc, entry *e, fg_local_ask *ask, uint64_t now,
         e->used = 0;
         e->units += ask->units;
         lc->held += ask->units;
-        uint64_t end = lc->algorithm == FG_FIXED_WINDOW ? now + d->reset_us
-                                                        : now + lc->life_us;
+        /* A fixed window's time is the caller's, read when the take was
+         * sent: its end is then exact from the send time, where counted
+         * from the answer it would last a round trip into the next window,
+         * beside that window's own limit. (With several takes in flight,
+         * the first one's send time ends the lease early, never late.) */
+        uint64_t end = lc->algorithm == FG_FIXED_WINDOW
+                           ? e->take_at + d->reset_us
+                           : now + lc->life_us;
         /* Units of an earlier lease of the same window keep their end. */
         if (end > e->reset_at)
             e->reset_at = end;
@@ -481,13 +490,19 @@ static int lease_answer(fg_local *lc, entry *e, fg_local_ask *ask, uint64_t now,
         if (r >= least && r < ask->units) {
             ask->units = r;
             e->asks++;
+            if (!e->taking)
+                e->take_at = now; /* the follow-up is sent now */
             e->taking++;
             return 1;
         }
         /* Asked again once the chunk fits: a refilling bucket then
-         * sees one take a chunk, not one ask a unit. */
+         * sees one take a chunk, not one ask a unit. A fixed window's
+         * wait runs from the take's send time, as its end does. */
         uint64_t wait = d->retry_after_us;
-        e->refused_until = now + (wait ? wait : 1);
+        uint64_t from = lc->algorithm == FG_FIXED_WINDOW && e->take_at <= now
+                            ? e->take_at
+                            : now;
+        e->refused_until = from + (wait ? wait : 1);
         e->failed = 0;
     } else {
         e->failed = 1;

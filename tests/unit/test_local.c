@@ -548,6 +548,73 @@ static void test_lease_steps(void)
     sim_free(&s);
 }
 
+/* A fixed window's lease ends with its window, on the clock of the take
+ * that got it: a take's answer arrives a round trip after the store read
+ * the window (the caller's clock, sent with the command), and units kept a
+ * round trip into the next window would be spent beside that window's own
+ * limit. So would a refusal's end, a round trip late, refuse in the next. */
+static void test_lease_window_end(void)
+{
+    fg_limit lim = lim_of("10/s", FG_FIXED_WINDOW, "lease:4");
+    uint64_t rtt = 20 * MS;
+    sim s;
+    sim_init(&s, &lim, 1, rtt);
+    fg_local *lc = s.lc[0];
+    fg_decision d;
+    fg_local_ask a;
+    uint64_t end = 7400 * SEC; /* a window's end */
+    /* A take of 1, answered at once, spent: the rate is now known. */
+    fake_now = end - 100 * MS;
+    CHECK_EQ(fg_local_check(lc, "w", 1, 1, fake_now, &d, &a, NULL),
+             FG_LOCAL_ASKED);
+    CHECK_EQ(fg_check(s.shared, "w", 1, a.units, &d), FG_OK);
+    fg_local_answer(lc, &a, fake_now, FG_OK, &d, NULL);
+    CHECK_EQ(fg_local_check(lc, "w", 1, 1, fake_now, &d, &a, NULL), FG_OK);
+    /* 1 ms later a chunk of 4, which the store gives until the window's
+     * end, answered a round trip later; one is spent, 3 held. */
+    fake_now += MS;
+    CHECK_EQ(fg_local_check(lc, "w", 1, 1, fake_now, &d, &a, NULL),
+             FG_LOCAL_ASKED);
+    CHECK_EQ(a.units, 4);
+    CHECK_EQ(fg_check(s.shared, "w", 1, a.units, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.reset_us, end - fake_now);
+    fake_now += rtt;
+    fg_local_answer(lc, &a, fake_now, FG_OK, &d, NULL);
+    CHECK_EQ(fg_local_check(lc, "w", 1, 1, fake_now, &d, &a, NULL), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(fg_local_held(lc), 3);
+    CHECK_EQ(fg_local_check(lc, "w", 1, 1, end - 1, &d, &a, NULL), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    /* At the window's end the 2 left die with it: the next check takes
+     * from the new window. */
+    CHECK_EQ(fg_local_check(lc, "w", 1, 1, end, &d, &a, NULL), FG_LOCAL_ASKED);
+    CHECK_EQ(fg_local_held(lc), 0);
+    fg_local_answer(lc, &a, end, FG_EBACKEND, NULL, NULL);
+    sim_free(&s);
+
+    /* A refusal: someone else spent the window; the store says until its
+     * end, from the take's send time; the refusal ends there. */
+    sim_init(&s, &lim, 1, rtt);
+    lc = s.lc[0];
+    end = 7500 * SEC;
+    fake_now = end - 300 * MS;
+    CHECK_EQ(fg_check(s.shared, "r", 1, 10, &d), FG_OK);
+    CHECK_EQ(fg_local_check(lc, "r", 1, 1, fake_now, &d, &a, NULL),
+             FG_LOCAL_ASKED);
+    CHECK_EQ(fg_check(s.shared, "r", 1, a.units, &d), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(d.retry_after_us, end - fake_now);
+    fake_now += rtt;
+    fg_local_answer(lc, &a, fake_now, FG_OK, &d, NULL);
+    CHECK_EQ(fg_local_check(lc, "r", 1, 1, end - 1, &d, &a, NULL), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(d.retry_after_us, 1);
+    CHECK_EQ(fg_local_check(lc, "r", 1, 1, end, &d, &a, NULL), FG_LOCAL_ASKED);
+    fg_local_answer(lc, &a, end, FG_EBACKEND, NULL, NULL);
+    sim_free(&s);
+}
+
 /* Waiters: a take in flight holds the other checks of its key, which are
  * woken in order by its answer. */
 static void test_waiters(void)
@@ -638,7 +705,7 @@ static void test_bounded(void)
     fg_local *lc = fg_local_new(&lim, 4, NULL, 0);
     fg_decision d;
     fg_local_ask a[8];
-    char key[8];
+    char key[16];
     fake_now = 9500 * SEC;
     for (int i = 0; i < 4; i++) {
         key[0] = 'k';
@@ -730,6 +797,7 @@ int main(void)
     test_sync_token();
     test_lease();
     test_lease_steps();
+    test_lease_window_end();
     test_waiters();
     test_sync_failure();
     test_bounded();

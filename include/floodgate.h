@@ -453,11 +453,14 @@ int fg_check_set_async(fg_set_req *req, const fg_set_item *items, unsigned n,
  * sync: each key's view is the store's answer to the last sync: what was
  * left, and when it is full again (a token bucket's view refills at the
  * rate). A check is allowed when it fits the view less what this process
- * admitted since. Every sync_ms, the keys used since the last sync send
- * their usage with fg_add (counted even beyond the limit, so that an
- * overshoot is paid back) and the answers become the new views. No server
- * sees what the others admitted since their last sync, so the servers
- * together can admit more than the limit: see fg_limit_bound.
+ * admitted since. A view decides for one interval after its answer: a key
+ * without one (new, or its fixed window over) or with an older one is
+ * synced at once, its check waiting for the answer, its new view. Every
+ * sync_ms, the keys used since the last sync send their usage with fg_add
+ * (counted even beyond the limit, so that an overshoot is paid back) and the
+ * answers become the new views. No server sees what the others admitted since
+ * their last sync, so the servers together can admit more than the limit: see
+ * fg_limit_bound.
  *
  * lease: a check spends units that this process took from the store
  * (a take is an exact check of a chunk, then of what is left when the
@@ -514,17 +517,18 @@ unsigned fg_limiter_pending(const fg_limiter *l);
  * workers count each) sharing the limit and a store round trip of 'rtt_us'.
  *
  * FG_MODE_SYNC admits beyond the limit at most what the other servers
- * admit in 'over_window_us' = 2 * sync interval + round trip (a server's
- * view is at most one interval and a round trip old, and the others' usage
- * in it at most one interval and half a round trip older), and never more
- * than 'over_cap' = (servers - 1) * limit (each server stops at the limit
- * as it sees it). With an arrival rate of A requests a second for the key,
- * spread evenly: over <= min(A * (servers - 1) / servers * over_window,
- * over_cap). A fixed or sliding window's overshoot is per window; a token
- * bucket's is a debt the store keeps, and is paid back by refusals, so it
- * does not add up across periods while it is under the burst. It refuses
- * below the limit only for a sliding window, whose view does not decay
- * between syncs: at most a sync interval's decay of the previous window.
+ * admit in any span of 'over_window_us' = 2 * sync interval + round trip
+ * (a server's view decides for one interval after its answer, and the
+ * others' usage reaches the store within an interval and half a round
+ * trip), and never more than 'over_cap' = (servers - 1) * limit (each
+ * server stops at the limit as it sees it). With A requests a second for
+ * the key, spread evenly: over <= min(A * (servers - 1) / servers *
+ * over_window + servers - 1, over_cap). A fixed or sliding window's overshoot
+ * is per window; a token bucket's is a debt the store keeps, and is paid back
+ * by refusals, so it does not add up across periods while it is under the
+ * burst. It refuses below the limit only for a sliding window, whose view does
+ * not decay between syncs: at most a sync interval's decay of the previous
+ * window.
  *
  * FG_MODE_LEASE never admits beyond the limit ('over_cap' 0). It refuses
  * below it at most the units the other servers hold and do not spend:
@@ -570,10 +574,12 @@ typedef struct fg_local_waiter {
 } fg_local_waiter;
 
 /* fg_local_check's results beside FG_OK (decided) and negative codes. */
-#define FG_LOCAL_ASKED 1 /* send '*ask', answer it, then check again */
-#define FG_LOCAL_WAITED                                                        \
-    2 /* 'w' waits for a take in flight: check it again                        \
-       * when fg_local_answer wakes it */
+/* FG_LOCAL_ASKED: send '*ask' (a take, or a sync limit's sync of a key
+ * it cannot decide yet), answer it, then check again. FG_LOCAL_WAITED: 'w'
+ * waits for such an ask in flight for its key: check it again when
+ * fg_local_answer wakes it. */
+#define FG_LOCAL_ASKED  1
+#define FG_LOCAL_WAITED 2
 
 /* Local state for limit 'lim' (FG_MODE_SYNC or FG_MODE_LEASE) of at most
  * 'max_keys' keys (0: 1,000,000). NULL with the reason in 'err'. */
@@ -584,13 +590,15 @@ void fg_local_free(fg_local *lc);
 
 /* Decide 'cost' units of 'key' at 'now_us' (any clock that does not go
  * back; the store's reset times are read on it as durations from the
- * answer). FG_OK: 'out' is the decision. FG_LOCAL_ASKED: a lease needs a
- * take first, written into 'ask'. FG_LOCAL_WAITED: a take for the key is
- * in flight and 'w' waits for it (with 'w' NULL, a take of its own is
- * asked instead). FG_EBACKEND: the store failed this key's last sync or
- * take: follow the limit's on_failure. FG_ENOMEM: no room for a new key
- * (every key has usage or units to send): ask the store exactly.
- * FG_ECOST, FG_EKEY: bad input, as fg_check. */
+ * answer). FG_OK: 'out' is the decision. FG_LOCAL_ASKED: the store must
+ * be asked first, as 'ask' says: a lease's take, or a sync limit's sync of
+ * a key whose view is unknown or older than one interval (the answer is a
+ * new view). FG_LOCAL_WAITED: a lease's take is in flight for the key and
+ * 'w' waits for it (with 'w' NULL, a take of its own is asked instead).
+ * FG_EBACKEND: the store failed this key's last sync or take: follow the
+ * limit's on_failure. FG_ENOMEM: no room for a new key (every key has usage or
+ * units to send), or a sync limit's view is too old while its sync is in
+ * flight: ask the store exactly. FG_ECOST, FG_EKEY: bad input, as fg_check. */
 int fg_local_check(fg_local *lc, const char *key, size_t keylen, uint64_t cost,
                    uint64_t now_us, fg_decision *out, fg_local_ask *ask,
                    fg_local_waiter *w);
@@ -602,6 +610,12 @@ int fg_local_check(fg_local *lc, const char *key, size_t keylen, uint64_t cost,
  * order; NULL when none): check each again. */
 int fg_local_answer(fg_local *lc, fg_local_ask *ask, uint64_t now_us, int rc,
                     const fg_decision *d, fg_local_waiter **wake);
+
+/* 'units' of 'key' the store counted for a check it decided here (after
+ * FG_ENOMEM), at 'now_us': a sync limit's views count them until one
+ * answered to a sync sent later holds them. */
+void fg_local_counted(fg_local *lc, const char *key, size_t keylen,
+                      uint64_t units, uint64_t now_us);
 
 /* Give back 'cost' units an allowed check of 'key' took (fg_refund). */
 void fg_local_refund(fg_local *lc, const char *key, size_t keylen,

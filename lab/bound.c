@@ -70,6 +70,9 @@ int fg__lab_bound_of(int s, const fg__lab_params *p, fg__lab_bound *out)
      * microseconds, and burst up to 10,000. */
     u128 num = (u128)(uint64_t)p->burst * others * w;
     u128 in = num / ((u128)(uint64_t)p->servers * span);
+    /* A count of requests in a span is its rate times the span, plus at
+     * most one per server (fg_limit_bound). */
+    in += others;
     out->in_window = in > UINT64_MAX ? UINT64_MAX : (uint64_t)in;
     out->bound = out->in_window < mb.over_cap ? out->in_window : mb.over_cap;
     return 0;

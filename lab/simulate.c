@@ -286,17 +286,23 @@ static void send_ask(sim *s, uint32_t server, const fg_local_ask *a,
 }
 
 /* An exact check at the store, decided now for the request that arrived
- * at 'arrived' (the answer reaches the server a round trip later). */
-static void exact_check(sim *s, uint64_t now, uint64_t arrived)
+ * at 'arrived' (the answer reaches the server a round trip later). For a
+ * server with local state ('server' below NONE), what the store counted
+ * is told to it, as the limiter does. */
+static void exact_check(sim *s, uint64_t now, uint64_t arrived, uint32_t server)
 {
     fg_decision d;
     s->store_now = now + s->act_us;
     int rc = fg_check(s->lim, s->key, s->keylen, 1, &d);
     s->r->store_commands++;
-    if (rc == FG_OK)
+    if (rc == FG_OK) {
         decided(s, arrived, s->store_now, now + s->p->rtt_us, d.allowed);
-    else
+        if (d.allowed && server != NONE && s->srv[server].lc)
+            fg_local_counted(s->srv[server].lc, s->key, s->keylen, 1,
+                             now + s->p->rtt_us);
+    } else {
         by_policy(s, arrived, now);
+    }
 }
 
 /* ---- the servers --------------------------------------------------------- */
@@ -335,7 +341,7 @@ static void check_req(sim *s, req *q, uint64_t now)
     case FG_ENOMEM:
         /* No room for the key here: the store decides it exactly, as the
          * limiter does. */
-        exact_check(s, now, q->arrived_us);
+        exact_check(s, now, q->arrived_us, i);
         req_put(s, q);
         break;
     default:
@@ -419,7 +425,7 @@ static void arrive(sim *s, uint64_t now)
     s->r->requests++;
     s->arrived_w[w]++;
     if (s->strategy == FG__SIM_ATOMIC) {
-        exact_check(s, now, now);
+        exact_check(s, now, now, NONE);
     } else if (s->strategy == FG__SIM_LOCAL || s->strategy == FG__SIM_SPLIT) {
         /* Each server's own counter: the server's number is its key. */
         char key[16];
@@ -506,7 +512,10 @@ static void judge(sim *s, fg_limit *lim)
             r->over_bound = cap;
         } else {
             double others = r->arrival_rate * (s->nsrv - 1) / s->nsrv;
-            double v = others * (double)b.over_window_us / 1e6;
+            /* A rate times the span, plus at most one request per
+             * other server (fg_limit_bound). */
+            double v =
+                others * (double)b.over_window_us / 1e6 + (double)(s->nsrv - 1);
             r->over_bound = v < cap ? v : cap;
         }
         break;

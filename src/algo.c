@@ -362,7 +362,8 @@ static void add_window(const fg__algo_params *p, fg__algo_state *s,
      * window's is an INCRBY on Redis, not capped there either. */
     uint64_t cap =
         p->algorithm == FG_SLIDING_WINDOW
-            ? (p->limit < FG_MAX_COUNT / 2 ? 2 * p->limit : FG_MAX_COUNT - 1)
+            ? (p->limit < FG_MAX_COUNT / FG__ADD_KEEP ? FG__ADD_KEEP * p->limit
+                                                      : FG_MAX_COUNT - 1)
             : UINT64_MAX;
     uint64_t cur = 0, prev = 0;
     if (s->a == w) {
@@ -413,12 +414,10 @@ static int add_token(const fg__algo_params *p, fg__algo_state *s, uint64_t now,
         nf -= scale;
         nu128++;
     }
-    /* The cap, two full buckets: 2 * (du + df / scale). */
-    uint64_t cu = 2 * du, cf = 2 * df;
-    if (cf >= scale) {
-        cf -= scale;
-        cu++;
-    }
+    /* The cap, k full buckets: k * (du + df / scale). */
+    uint64_t k = fg__add_keep(p);
+    uint64_t cu = k * du + (uint64_t)((u128)k * df / scale),
+             cf = (uint64_t)((u128)k * df % scale);
     uint64_t nu;
     if (nu128 > cu || (nu128 == cu && nf > cf)) {
         nu = cu;

@@ -118,11 +118,25 @@ void fg__algo_refund(const fg__algo_params *p, fg__algo_state *s,
                      uint64_t now_us, uint64_t cost);
 
 /* fg_add: count 'units' in 's' at 'now_us' even beyond the limit (a
- * window's count up to twice the limit, a bucket's debt up to one more
- * full bucket; the rest is forgiven), and fill 'd' as fg_add says: what
- * fits now, until full again (the debt included), until one unit fits,
- * and 'allowed' 1 when the units fitted. '*expires_us' as for a check.
- * FG_OK, or FG_ERANGE for a clock outside the token bucket's range. */
+ * sliding window's count up to fg__add_keep() limits, a bucket's debt
+ * below empty up to that many buckets less one; the rest is forgiven), and fill
+ * 'd' as fg_add says: what fits now, until full again (the debt included),
+ * until one unit fits, and 'allowed' 1 when the units fitted. '*expires_us' as
+ * for a check. FG_OK, or FG_ERANGE for a clock outside the token bucket's
+ * range. */
+/* How many full limits fg_add keeps counted (a debt of all but one): for
+ * a token bucket deeper than 2^48 us (8.9 years) 2, so that its Lua twin's
+ * times stay exact. */
+#define FG__ADD_KEEP      8
+#define FG__ADD_KEEP_DEEP 2
+#define FG__ADD_DEEP_US   ((uint64_t)1 << 48)
+static inline uint64_t fg__add_keep(const fg__algo_params *p)
+{
+    return p->algorithm == FG_TOKEN_BUCKET && p->depth_us > FG__ADD_DEEP_US
+               ? FG__ADD_KEEP_DEEP
+               : FG__ADD_KEEP;
+}
+
 int fg__algo_add(const fg__algo_params *p, fg__algo_state *s, uint64_t now_us,
                  uint64_t units, fg_decision *d, uint64_t *expires_us);
 

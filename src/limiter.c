@@ -385,8 +385,9 @@ int fg_check(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
 
 /* Hand a check to an asynchronous store: 'raw' for the store's own answer
  * (fg__store_check_async), else settled by the policy. */
-static int submit(fg_limiter *l, unsigned node, int raw, const char *key,
-                  size_t keylen, uint64_t cost, fg_check_cb cb, void *data)
+static int submit(fg_limiter *l, unsigned node, int raw, uint32_t timeout_ms,
+                  const char *key, size_t keylen, uint64_t cost, fg_check_cb cb,
+                  void *data)
 {
     fg__req *req = fg__malloc(sizeof(*req) + keylen + 1);
     if (!req) {
@@ -397,6 +398,9 @@ static int submit(fg_limiter *l, unsigned node, int raw, const char *key,
     req->l = l;
     req->node = node;
     req->raw = (unsigned char)raw;
+    /* A deadline of its own, else the store gives the limit's. */
+    if (timeout_ms)
+        req->deadline_us = fg__mono_precise_us() + (uint64_t)timeout_ms * 1000;
     req->cost = cost;
     req->cb = cb;
     req->data = data;
@@ -444,7 +448,7 @@ int fg__check_async_exact(fg_limiter *l, const char *key, size_t keylen,
         cb(rc, &d, data);
         return FG_OK;
     }
-    return submit(l, node, 0, key, keylen, cost, cb, data);
+    return submit(l, node, 0, 0, key, keylen, cost, cb, data);
 }
 
 int fg_refund(fg_limiter *l, const char *key, size_t keylen, uint64_t cost)
@@ -515,7 +519,8 @@ int fg__store_check(fg_limiter *l, const char *key, size_t keylen,
 }
 
 int fg__store_check_async(fg_limiter *l, const char *key, size_t keylen,
-                          uint64_t cost, fg_check_cb cb, void *data)
+                          uint64_t cost, uint32_t timeout_ms, fg_check_cb cb,
+                          void *data)
 {
     fg_decision d;
     memset(&d, 0, sizeof(d));
@@ -532,7 +537,7 @@ int fg__store_check_async(fg_limiter *l, const char *key, size_t keylen,
         cb(rc, &d, data);
         return FG_OK;
     }
-    return submit(l, node, 1, key, keylen, cost, cb, data);
+    return submit(l, node, 1, timeout_ms, key, keylen, cost, cb, data);
 }
 
 int fg__store_down(fg_limiter *l, const char *key, size_t keylen)

@@ -64,10 +64,12 @@ struct fg_limiter {
  * kept the store from being asked). The modes' takes and syncs. */
 int fg__store_check(fg_limiter *l, const char *key, size_t keylen,
                     uint64_t cost, fg_decision *out);
-/* The same on an asynchronous store: 'cb' is called once, perhaps before
- * the call returns; FG_OK, or FG_ENOMEM and 'cb' is never called. */
+/* The same on an asynchronous store, within 'timeout_ms' (0: the limit's
+ * timeout): 'cb' is called once, perhaps before the call returns; FG_OK,
+ * or FG_ENOMEM and 'cb' is never called. */
 int fg__store_check_async(fg_limiter *l, const char *key, size_t keylen,
-                          uint64_t cost, fg_check_cb cb, void *data);
+                          uint64_t cost, uint32_t timeout_ms, fg_check_cb cb,
+                          void *data);
 /* fg_check_async for an exact limit, validated: the breaker, the store,
  * the policy. */
 int fg__check_async_exact(fg_limiter *l, const char *key, size_t keylen,

@@ -69,6 +69,13 @@ static uint64_t now_us(void)
 
 /* Do 'a' with the store and answer it; a take's follow-up too. Returns the
  * store's result and its decision in 'd'. */
+/* 1 when a check decided in the store was counted there. */
+static int counts(int rc, const fg_decision *d)
+{
+    return rc == FG_OK && d->allowed && !d->shadowed &&
+           d->source == FG_SOURCE_STORE;
+}
+
 static int ask_blocking(fg_limiter *l, fg_local_ask *a, fg_decision *d)
 {
     struct fg__mode *m = l->mode;
@@ -139,8 +146,17 @@ static int mode_check(fg_limiter *l, const char *key, size_t keylen,
         }
         if (rc == FG_EBACKEND)
             return fg__decide_by_policy(l, rc, key, keylen, cost, out);
-        if (rc == FG_ENOMEM)
-            return m->exact(l, key, keylen, cost, out);
+        if (rc == FG_ENOMEM) {
+            /* Decided in the store: what it counted, the views here
+             * count too until a later sync holds it. */
+            rc = m->exact(l, key, keylen, cost, out);
+            if (counts(rc, out)) {
+                lock(m);
+                fg_local_counted(m->lc, key, keylen, cost, now_us());
+                unlock(m);
+            }
+            return rc;
+        }
         if (rc < 0)
             return rc;
         /* A take. Other threads may spend its units before this one
@@ -156,6 +172,12 @@ static int mode_check(fg_limiter *l, const char *key, size_t keylen,
 /* ---- asynchronous stores ------------------------------------------------- */
 
 static void send_async(fg_limiter *l, const fg_local_ask *a);
+
+/* The cost the store is asked for: a sync counts its units (fg_add). */
+static uint64_t ask_cost(const fg_local_ask *a)
+{
+    return a->op == FG_LOCAL_ADD ? a->units | FG__COST_ADD : a->units;
+}
 static void run_req(mode_req *r, uint64_t now);
 
 static void finish(mode_req *r, int rc, fg_decision *d)
@@ -178,8 +200,8 @@ static void on_take(int rc, const fg_decision *d, void *data)
     m->pending--;
     if (fg_local_answer(m->lc, &r->ask, now, rc, d, &wake)) {
         m->pending++;
-        if (fg__store_check_async(l, r->ask.key, r->ask.keylen, r->ask.units,
-                                  on_take, r) == FG_OK)
+        if (fg__store_check_async(l, r->ask.key, r->ask.keylen,
+                                  ask_cost(&r->ask), 0, on_take, r) == FG_OK)
             return;
         m->pending--;
         fg_local_answer(m->lc, &r->ask, now, FG_ENOMEM, NULL, &wake);
@@ -200,6 +222,17 @@ static void on_take(int rc, const fg_decision *d, void *data)
     }
 }
 
+/* A check decided in the store: what it counted is told to the views. */
+static void on_exact(int rc, const fg_decision *d, void *data)
+{
+    mode_req *r = data;
+    struct fg__mode *m = r->l->mode;
+    if (counts(rc, d))
+        fg_local_counted(m->lc, r->key, r->keylen, r->cost, now_us());
+    fg_decision copy = *d;
+    finish(r, rc, &copy);
+}
+
 /* Check 'r' again (or for the first time): decided, waiting, or a take. */
 static void run_req(mode_req *r, uint64_t now)
 {
@@ -217,8 +250,8 @@ static void run_req(mode_req *r, uint64_t now)
         return;
     case FG_LOCAL_ASKED:
         m->pending++;
-        if (fg__store_check_async(l, r->ask.key, r->ask.keylen, r->ask.units,
-                                  on_take, r) == FG_OK)
+        if (fg__store_check_async(l, r->ask.key, r->ask.keylen,
+                                  ask_cost(&r->ask), 0, on_take, r) == FG_OK)
             return;
         m->pending--;
         fg_local_answer(m->lc, &r->ask, now, FG_ENOMEM, NULL, NULL);
@@ -230,12 +263,11 @@ static void run_req(mode_req *r, uint64_t now)
         return;
     }
     if (rc == FG_ENOMEM) {
-        /* No room here: the store decides this one exactly. */
-        if (fg__check_async_exact(l, r->key, r->keylen, r->cost, r->cb,
-                                  r->data) == FG_OK) {
-            fg__free(r);
+        /* The store decides this one exactly (no room here, or a sync's
+         * view too old while its sync is in flight). */
+        if (fg__check_async_exact(l, r->key, r->keylen, r->cost, on_exact, r) ==
+            FG_OK)
             return;
-        }
     }
     rc = fg__decide_by_policy(l, rc, r->key, r->keylen, r->cost, &d);
     fg__shadow_decision(l, rc, &d);
@@ -298,9 +330,14 @@ static void send_async(fg_limiter *l, const fg_local_ask *ask)
         a->l = l;
         a->ask = *ask;
         m->pending++;
-        if (fg__store_check_async(l, ask->key, ask->keylen,
-                                  ask->units | FG__COST_ADD, on_ask,
-                                  a) == FG_OK)
+        /* A tick's syncs go out together, many keys at once, and nobody
+         * waits for them: they may take up to an interval (a view they
+         * come too late for is not used; its key is synced again). */
+        uint32_t t = l->lim.sync_ms > l->lim.timeout_ms ? l->lim.sync_ms
+                                                        : l->lim.timeout_ms;
+        if (fg__store_check_async(
+                l, ask->key, ask->keylen, ask->units | FG__COST_ADD,
+                l->lim.mode == FG_MODE_SYNC ? t : 0, on_ask, a) == FG_OK)
             return;
         m->pending--;
         fg__free(a);

@@ -35,6 +35,9 @@ typedef struct entry {
      * those admitted since it was made. lease: 'units' held, the lease's
      * end in 'reset_at'. */
     uint64_t view_rem, reset_at, sent, units, sent_at;
+    /* sync: when the view was answered; units the store counted for
+     * checks it decided here, and when the last of them was answered. */
+    uint64_t view_at, counted, counted_at;
     /* lease: when the last take was answered, the units spent since, the
      * rate they made before it (used over dur), the store's refusal, what
      * the take in flight must give the check that asked for it, units to
@@ -43,7 +46,7 @@ typedef struct entry {
     uint64_t lease_at, used, last_used, last_dur, refused_until, need, give,
         failed_at, take_at;
     uint32_t asks;   /* asks in flight */
-    uint32_t taking; /* lease: takes among them */
+    uint32_t taking; /* takes (lease) or checks (sync) among them */
     uint8_t synced;  /* sync: the view is the store's */
     uint8_t failed;  /* the last sync or take failed */
     uint8_t listed;  /* on the due list */
@@ -58,6 +61,7 @@ struct fg_local {
     uint64_t max_cost;  /* the limit, or the burst of a token bucket */
     uint64_t period_us; /* of the rate */
     uint64_t chunk_max; /* lease */
+    uint64_t keep;      /* sync: the most limits one sync counts */
     uint64_t tick_us;   /* sync interval, or the lease tick */
     uint64_t life_us;   /* lease life, but fixed windows' */
     uint64_t next_due;
@@ -109,6 +113,7 @@ fg_local *fg_local_new(const fg_limit *lim, uint64_t max_keys, char *err,
     lc->max_cost = p.max_cost;
     lc->period_us = lim->period_us;
     lc->chunk_max = fg__lease_max_chunk(lim, p.max_cost);
+    lc->keep = fg__add_keep(&p);
     if (lc->mode == FG_MODE_SYNC) {
         lc->tick_us = (uint64_t)lim->sync_ms * 1000;
     } else {
@@ -320,23 +325,66 @@ static void sync_window_end(const fg_local *lc, entry *e, uint64_t now)
     }
 }
 
+/* Sync 'e' now: its usage not yet sent, counted in the store, whose
+ * answer is the new view. A debt beyond one full limit is forgiven
+ * (fg_add). */
+static void sync_ask(fg_local *lc, entry *e, uint64_t now, fg_local_ask *a)
+{
+    uint64_t u = min_u64(e->units, lc->keep * lc->max_cost);
+    e->sent = u;
+    e->sent_at = now;
+    e->units = 0;
+    ask_for(a, FG_LOCAL_ADD, e, u);
+}
+
+/* A view decides for at most one interval after its answer, as the
+ * stated bound assumes: older, the check goes to the store. (A key used
+ * all the time has a new view every interval; one whose timer fired late
+ * sends the few checks in between to the store.) */
+static int view_fresh(const fg_local *lc, const entry *e, uint64_t now)
+{
+    return e->synced && now - e->view_at <= lc->tick_us;
+}
+
+static void queue_waiter(entry *e, fg_local_waiter *w)
+{
+    w->next = NULL;
+    if (e->wait_tail)
+        e->wait_tail->next = w;
+    else
+        e->wait_head = w;
+    e->wait_tail = w;
+}
+
 static int sync_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
-                      fg_decision *d)
+                      fg_decision *d, fg_local_ask *ask)
 {
     if (e->failed)
         return FG_EBACKEND;
     sync_window_end(lc, e, now);
-    uint64_t v = view_avail(lc, e, now), own = e->sent + e->units;
+    uint64_t v = view_avail(lc, e, now), own = e->sent + e->units + e->counted;
     uint64_t avail = v > own ? v - own : 0;
     memset(d, 0, sizeof(*d));
     d->limit = lc->max_cost;
     d->source = FG_SOURCE_SYNC;
-    list_due(lc, e); /* used, or refused: either way, refresh the view */
-    if (cost <= avail) {
+    if (!view_fresh(lc, e, now)) {
+        /* Decided on an old view, the check could miss all that the other
+         * servers admitted since: the key is synced now, and the check
+         * waits for its new view. With a sync in flight already (a tick's,
+         * which may take longer than the limit's timeout), the store
+         * decides the check exactly. */
+        if (e->asks)
+            return FG_ENOMEM;
+        sync_ask(lc, e, now, ask);
+        return FG_LOCAL_ASKED;
+    } else if (cost <= avail) {
+        list_due(lc, e);
         e->units += cost;
         d->allowed = 1;
         d->remaining = avail - cost;
     } else {
+        /* Refused here: nothing to send. The view is the store's newest
+         * or soon too old, and then the store decides. */
         d->remaining = avail;
         d->retry_after_us = view_wait(lc, e, now, avail, cost);
     }
@@ -349,19 +397,30 @@ static int sync_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
     return FG_OK;
 }
 
+/* The view from the store's answer 'd' at 'now' to an ask sent at
+ * 'sent_at'. A fixed window's time is the caller's, read when the ask was
+ * sent: its end is then exact. The others' is the store's, somewhere in
+ * the round trip: counted from the answer, a view refills late rather
+ * than early. */
+static void view_from(const fg_local *lc, entry *e, uint64_t sent_at,
+                      uint64_t now, const fg_decision *d)
+{
+    /* A sync sent after the store counted checks here holds them. */
+    if (sent_at > e->counted_at)
+        e->counted = 0;
+    e->view_rem = d->remaining;
+    e->reset_at =
+        (lc->algorithm == FG_FIXED_WINDOW ? sent_at : now) + d->reset_us;
+    e->view_at = now;
+    e->synced = 1;
+    e->failed = 0;
+}
+
 static void sync_answer(fg_local *lc, entry *e, uint64_t now, int rc,
                         const fg_decision *d)
 {
     if (rc == FG_OK && d) {
-        /* A fixed window's time is the caller's, taken when the sync was
-         * made: its end is then exact here. The others' is the store's,
-         * somewhere in the round trip: counted from the answer, a view
-         * refills late rather than early. */
-        e->view_rem = d->remaining;
-        e->reset_at =
-            (lc->algorithm == FG_FIXED_WINDOW ? e->sent_at : now) + d->reset_us;
-        e->synced = 1;
-        e->failed = 0;
+        view_from(lc, e, e->sent_at, now, d);
     } else {
         /* Sent again at the next tick; meanwhile the policy decides. */
         e->units += e->sent;
@@ -435,12 +494,7 @@ static int lease_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
         return FG_OK;
     }
     if (e->taking && w) {
-        w->next = NULL;
-        if (e->wait_tail)
-            e->wait_tail->next = w;
-        else
-            e->wait_head = w;
-        e->wait_tail = w;
+        queue_waiter(e, w);
         return FG_LOCAL_WAITED;
     }
     /* The units held (fewer than 'cost') stay, and count toward it. */
@@ -523,14 +577,16 @@ int fg_local_check(fg_local *lc, const char *key, size_t keylen, uint64_t cost,
         return FG_EKEY;
     if (cost - 1 >= lc->max_cost)
         return FG_ECOST;
+    /* The first work is due at the caller's next tick, wherever its
+     * timer's phase is: a key's first sync comes within one interval. */
     if (lc->next_due == 0)
-        lc->next_due = now_us + lc->tick_us;
+        lc->next_due = now_us ? now_us : 1;
     int rc = FG_OK;
     entry *e = lookup(lc, key, keylen, &rc);
     if (!e)
         return rc;
     if (lc->mode == FG_MODE_SYNC)
-        return sync_check(lc, e, cost, now_us, out);
+        return sync_check(lc, e, cost, now_us, out, ask);
     return lease_check(lc, e, cost, now_us, out, ask, w);
 }
 
@@ -558,6 +614,17 @@ int fg_local_answer(fg_local *lc, fg_local_ask *ask, uint64_t now_us, int rc,
         break; /* a give-back lost only leaves units unused */
     }
     return again;
+}
+
+void fg_local_counted(fg_local *lc, const char *key, size_t keylen,
+                      uint64_t units, uint64_t now_us)
+{
+    int rc;
+    entry *e = lc->mode == FG_MODE_SYNC ? lookup(lc, key, keylen, &rc) : NULL;
+    if (!e)
+        return;
+    e->counted += units;
+    e->counted_at = now_us;
 }
 
 void fg_local_refund(fg_local *lc, const char *key, size_t keylen,
@@ -589,12 +656,7 @@ static int entry_ask(fg_local *lc, entry *e, uint64_t now, int all,
         if (e->asks)
             return 0; /* the one in flight is answered first */
         sync_window_end(lc, e, now);
-        /* A debt beyond one full limit is forgiven (fg_add). */
-        uint64_t u = min_u64(e->units, 2 * lc->max_cost);
-        e->sent = u;
-        e->sent_at = now;
-        e->units = 0;
-        ask_for(a, FG_LOCAL_ADD, e, u);
+        sync_ask(lc, e, now, a);
         return 1;
     }
     if (e->units && (all || now >= e->reset_at)) {
@@ -641,12 +703,13 @@ static size_t drain(fg_local *lc, uint64_t now, int all, fg_local_ask *asks,
 size_t fg_local_due(fg_local *lc, uint64_t now_us, fg_local_ask *asks,
                     size_t max)
 {
-    if (!lc->draining && now_us >= lc->next_due && lc->next_due) {
+    /* A timer may fire a little early: an eighth of the interval counts
+     * as on time. */
+    if (!lc->draining && lc->next_due &&
+        now_us + lc->tick_us / 8 >= lc->next_due) {
         lc->draining = lc->due;
         lc->due = NULL;
-        lc->next_due += lc->tick_us;
-        if (lc->next_due <= now_us)
-            lc->next_due = now_us + lc->tick_us;
+        lc->next_due = now_us + lc->tick_us;
     }
     return drain(lc, now_us, 0, asks, max);
 }

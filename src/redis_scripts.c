@@ -3,7 +3,12 @@
 #include <hiredis/hiredis.h>
 #include <string.h>
 
+#include "algo.h"
 #include "redis_scripts.h"
+
+/* FG__ADD_DEEP_US as the scripts spell it. */
+#define FG__ADD_DEEP_LUA 281474976710656
+_Static_assert(FG__ADD_DEEP_US == 281474976710656ull, "FG__ADD_DEEP_LUA");
 
 #define STR_(x) #x
 #define STR(x)  STR_(x)
@@ -115,7 +120,7 @@ static const char lua_sliding[] = LUA_COMMON LUA_MULQR
     "local wup = pq\n"
     "if pr > 0 then wup = pq + 1 end\n"
     "if add then\n"
-    "  local cap = 2 * limit\n"
+    "  local cap = " STR(FG__ADD_KEEP) " * limit\n"
     "  if cap >= E then cap = E - 1 end\n"
     "  if cost > cap - cur then cur = cap else cur = cur + cost end\n"
     "  redis.call('SET', kc, string.format('%d', cur), 'PX',\n"
@@ -220,8 +225,10 @@ static const char lua_token[] = LUA_COMMON LUA_MULQR LUA_TAT
     "    local nu, nf = au + cost * uu + cq, 0\n"
     "    if af >= sc - cr then nu, nf = nu + 1, af - (sc - cr)\n"
     "    else nf = af + cr end\n"
-    "    local cu, cf = 2 * du, 2 * df\n"
-    "    if cf >= sc then cu, cf = cu + 1, cf - sc end\n"
+    "    local keep = " STR(FG__ADD_KEEP) "\n"
+    "    if du > " STR(FG__ADD_DEEP_LUA) " then keep = " STR(FG__ADD_KEEP_DEEP) " end\n"
+    "    local kq, kr = mulqr(keep, df, sc)\n"
+    "    local cu, cf = keep * du + kq, kr\n"
     "    if nu > cu or (nu == cu and nf > cf) then nu, nf = cu, cf end\n"
     "    s[1], s[2], s[3] = now + nu, nf, tag\n"
     "    ttl[k] = cdiv(nu + 1, 1000) + 1\n"

@@ -88,7 +88,7 @@ for (const r of rs) {
     out(r.settle_ms >= 1000, `lease ${c}: counted Redis commands until its leases ended (${r.settle_ms} ms)`);
   } else {
     const w = 2 * syncMs + r.params.rtt_ms;
-    const arriving = Math.floor(r.params.burst * (N - 1) * w / (N * Math.max(spreadMs, w)));
+    const arriving = Math.floor(r.params.burst * (N - 1) * w / (N * Math.max(spreadMs, w))) + (N - 1);
     bound = Math.min(arriving, (N - 1) * limit);
     out(r.bound === bound && r.bound_of === 'over' && r.interval_ms === syncMs &&
         r.over_window_ms === w,

@@ -633,8 +633,8 @@ static void adds(const char *url)
                         u[j] = some_units(la);
                         pending++;
                         if (fg__store_check_async(la, &kj, 1,
-                                                  u[j] | FG__COST_ADD, on_done,
-                                                  &res[j]) != FG_OK)
+                                                  u[j] | FG__COST_ADD, 0,
+                                                  on_done, &res[j]) != FG_OK)
                             pending--;
                     }
                     drain(base);

@@ -76,9 +76,9 @@ static void test_add(void)
     fake_now += 10 * MS;
     CHECK_EQ(fg_check(l, "t", 1, 1, &d), FG_OK);
     CHECK_EQ(d.allowed, 1);
-    /* At most a second bucket of debt is kept. */
+    /* At most seven more buckets of debt are kept (8 in all). */
     CHECK_EQ(fg_add(l, "t", 1, 1000, &d), FG_OK);
-    CHECK_EQ(d.reset_us, 2 * SEC);
+    CHECK_EQ(d.reset_us, 8 * SEC);
     fg_limiter_free(l);
 
     /* A sliding window counts it in the current window. */
@@ -287,6 +287,17 @@ static void sim_request(sim *s, int srv, const char *key, uint64_t cost)
         sim_send(s, srv, &a, 1);
     } else if (rc == FG_EBACKEND) {
         s->policy++;
+    } else if (rc == FG_ENOMEM) {
+        /* This driver does not wait: the store decides (a round trip's
+         * delay aside), as the limiter does. */
+        s->asks++;
+        CHECK_EQ(fg_check(s->shared, key, strlen(key), cost, &d), FG_OK);
+        if (d.allowed)
+            fg_local_counted(s->lc[srv], key, strlen(key), cost, fake_now);
+        if (d.allowed)
+            s->allowed += cost;
+        else
+            s->refused++;
     } else {
         CHECK_EQ(rc, FG_OK);
     }
@@ -350,7 +361,10 @@ static void test_sync_fixed(void)
             worst = over;
     }
     /* Syncs: one per server per 100 ms while the key is used. */
-    CHECK(s.asks <= 5 * NSRV * 10 + NSRV);
+    /* Syncs: one per server per interval while the key is used (the
+     * driver's tick is early by up to an eighth), and a check in the store
+     * per server when each window starts (its view ends with it). */
+    CHECK(s.asks <= 5 * NSRV * 12 + 5 * NSRV + NSRV);
     printf("sync fixed window, 8 servers, 10x: worst overshoot %llu per "
            "window (bound %.0f), %llu store commands for 5000 requests\n",
            (unsigned long long)worst,
@@ -656,8 +670,31 @@ static void test_waiters(void)
     fg_local_free(lc);
 }
 
+/* A sync key's first check waits for a sync (its view is unknown):
+ * answer it with 'remaining' left, and the check is decided on that view. */
+static void first_check(fg_local *lc, const char *key, uint64_t now,
+                        uint64_t remaining, uint64_t reset_us)
+{
+    fg_decision d;
+    fg_local_ask a;
+    CHECK_EQ(fg_local_check(lc, key, strlen(key), 1, now, &d, &a, NULL),
+             FG_LOCAL_ASKED);
+    CHECK_EQ(a.op, FG_LOCAL_ADD);
+    CHECK_EQ(a.units, 0);
+    memset(&d, 0, sizeof d);
+    d.allowed = 1;
+    d.remaining = remaining;
+    d.reset_us = reset_us;
+    CHECK_EQ(fg_local_answer(lc, &a, now, FG_OK, &d, NULL), 0);
+    CHECK_EQ(fg_local_check(lc, key, strlen(key), 1, now, &d, &a, NULL), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.remaining, remaining - 1);
+    CHECK_EQ(d.source, FG_SOURCE_SYNC);
+}
+
 /* A sync that fails: the key follows the policy until a sync succeeds,
- * and the usage is sent again, not lost. */
+ * and the usage is sent again, not lost. A view too old to decide on, or
+ * of a window that ended, sends the check to the store. */
 static void test_sync_failure(void)
 {
     fg_limit lim = lim_of("10/s", FG_FIXED_WINDOW, "sync:100ms");
@@ -665,19 +702,21 @@ static void test_sync_failure(void)
     fg_decision d;
     fg_local_ask a[4];
     fake_now = 9000 * SEC;
+    first_check(lc, "k", fake_now, 10, SEC);
     for (int i = 0; i < 3; i++)
         CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now, &d, a, NULL), FG_OK);
+    CHECK_EQ(d.remaining, 6);
     CHECK_EQ(fg_local_due(lc, fake_now + 100 * MS, a, 4), 1);
     CHECK_EQ(a[0].op, FG_LOCAL_ADD);
-    CHECK_EQ(a[0].units, 3);
+    CHECK_EQ(a[0].units, 4);
     /* Another check while it is in flight counts against the view. */
     CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now, &d, a + 1, NULL), FG_OK);
-    CHECK_EQ(d.remaining, 6);
+    CHECK_EQ(d.remaining, 5);
     fg_local_answer(lc, &a[0], fake_now + 100 * MS, FG_ETIMEOUT, NULL, NULL);
     CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now, &d, a + 1, NULL),
              FG_EBACKEND);
     CHECK_EQ(fg_local_due(lc, fake_now + 200 * MS, a, 4), 1);
-    CHECK_EQ(a[0].units, 4); /* 3 again, and the one since */
+    CHECK_EQ(a[0].units, 5); /* 4 again, and the one since */
     memset(&d, 0, sizeof d);
     d.allowed = 1;
     d.remaining = 2;
@@ -690,10 +729,31 @@ static void test_sync_failure(void)
              FG_OK);
     CHECK_EQ(d.allowed, 0);
     CHECK_EQ(d.retry_after_us, 500 * MS);
-    /* The view ends with its window: full again. */
-    CHECK_EQ(fg_local_check(lc, "k", 1, 10, fake_now + 700 * MS, &d, a, NULL),
+    /* Fresh for an interval after its answer; older, a check waits for a
+     * sync of what was admitted since. */
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 300 * MS, &d, a, NULL),
              FG_OK);
-    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 326 * MS, &d, a, NULL),
+             FG_LOCAL_ASKED);
+    CHECK_EQ(a[0].op, FG_LOCAL_ADD);
+    CHECK_EQ(a[0].units, 2);
+    /* The answer is the view: refused, nothing left, until the window's
+     * end. */
+    memset(&d, 0, sizeof d);
+    d.allowed = 0;
+    d.remaining = 0;
+    d.reset_us = d.retry_after_us = 374 * MS;
+    fg_local_answer(lc, &a[0], fake_now + 327 * MS, FG_OK, &d, NULL);
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 327 * MS, &d, a, NULL),
+             FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(d.retry_after_us, 373 * MS);
+    /* The window ends with the view: the next check waits for a sync. */
+    CHECK_EQ(fg_local_check(lc, "k", 1, 10, fake_now + 700 * MS, &d, a, NULL),
+             FG_LOCAL_ASKED);
+    fg_local_answer(lc, &a[0], fake_now + 700 * MS, FG_ETIMEOUT, NULL, NULL);
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 700 * MS, &d, a, NULL),
+             FG_EBACKEND);
     fg_local_free(lc);
 }
 
@@ -711,6 +771,7 @@ static void test_bounded(void)
         key[0] = 'k';
         key[1] = (char)('0' + i);
         key[2] = '\0';
+        first_check(lc, key, fake_now, 9, 500 * MS);
         CHECK_EQ(fg_local_check(lc, key, strlen(key), 1, fake_now, &d, a, NULL),
                  FG_OK);
     }
@@ -720,12 +781,14 @@ static void test_bounded(void)
     CHECK_EQ(n, 4);
     memset(&d, 0, sizeof d);
     d.allowed = 1;
-    d.remaining = 9;
-    d.reset_us = 500 * MS;
+    d.remaining = 8;
+    d.reset_us = 400 * MS;
     for (size_t i = 0; i < n; i++)
         fg_local_answer(lc, &a[i], fake_now + 100 * MS, FG_OK, &d, NULL);
-    CHECK_EQ(fg_local_check(lc, "k9", 2, 1, fake_now, &d, a, NULL), FG_OK);
+    CHECK_EQ(fg_local_check(lc, "k9", 2, 1, fake_now, &d, a, NULL),
+             FG_LOCAL_ASKED);
     CHECK_EQ(fg_local_keys(lc), 4);
+    fg_local_answer(lc, &a[0], fake_now, FG_ETIMEOUT, NULL, NULL);
     CHECK_EQ(fg_local_check(lc, "k", 1, 11, fake_now, &d, a, NULL), FG_ECOST);
     CHECK_EQ(fg_local_check(lc, "k", 1, 0, fake_now, &d, a, NULL), FG_ECOST);
     fg_local_free(lc);
@@ -752,7 +815,7 @@ static void test_limiter(void)
     /* (The memory store keeps each limiter's keys apart: peek through
      * the same one; on Redis every limiter of the name shares them.) */
     CHECK_EQ(fg_peek(l, "k", 1, &d), FG_OK);
-    CHECK_EQ(d.remaining, 10); /* nothing sent yet */
+    CHECK_EQ(d.remaining, 9); /* the first check's, sent after it */
     CHECK_EQ(fg_limiter_sync(l), FG_OK);
     CHECK_EQ(fg_peek(l, "k", 1, &d), FG_OK);
     CHECK_EQ(d.remaining, 8);

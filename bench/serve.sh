@@ -346,14 +346,24 @@ for mode in exact sync:200ms lease; do
     by_policy=$(pct "$3" $(($1 + $2)))
     mode_down
     [ "$mode" = exact ] && target="reference" || target="≥ 0.90×"
+    [ "$mode" = lease ] && lease_rps=${r%% *}
     set -- $r $mref
     printf '| %s | %s | %.2f | %s | %.2f | %s× | %s | %s | %s |\n' "$mode" \
         "$(commas "$1")" "$2" "$(commas "$4")" "$5" "$(ratio "$1" "$4")" \
         "$target" "$by_policy" "$(ratio $((c1 - c0)) "$first")"
 done
 SCRIPT=post.lua
-echo
-echo "Host during these rows: $(host_since "$host0")."
+cat <<MD
+
+A lease decides here only on units this serve holds, and a token bucket's
+lease lasts min(period, 1 s): at the lease row's rate, one user's requests
+come on average $(awk -v r="${lease_rps:-0}" 'BEGIN { if (r > 0) printf "%.1f", 100000 / r; else print "n/a" }') s apart, so nearly every one waits for
+a take from Redis, as an exact check waits for its answer. A sync
+interval of 200 ms sees few requests of any one user, so it sends about
+one key's usage per request, in batches pipelined at each tick.
+
+Host during these rows: $(host_since "$host0").
+MD
 fi
 [ "${FLOODS:-1}" = 0 ] && exit 0
 

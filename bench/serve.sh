@@ -322,9 +322,10 @@ each keeps its best round. Redis commands per request: the \`INFO
 commandstats\` delta from the start of the mode's first round to the end
 of the memory round after it (so its last syncs and give-backs are
 counted), divided by the first round's requests. Decided by the failure
-policy: the share of the mode's decisions, over both rounds, that
-\`on_failure = open\` made because Redis did not answer within the limit's
-\`timeout = 50ms\` (floodgate_requests_total by source).
+policy: the share of the mode's decisions, over both rounds, made by
+\`on_failure\` (its default: \`local\` for sync, \`open\` otherwise) because
+Redis did not answer within the limit's \`timeout = 50ms\` or its breaker
+was open (floodgate_requests_total by source).
 
 | mode | floodgate req/s | p99 ms | memory store req/s | memory p99 ms | req/s ratio | target | decided by the failure policy | Redis commands / request |
 |---|---|---|---|---|---|---|---|---|

@@ -4,12 +4,16 @@
 # side by side as ratios, for the memory store, the Redis store in exact
 # mode, and a one-user flood at over 100x its limit (Redis commands per
 # request, read from INFO commandstats, with the blocked-key cache), as
-# Markdown tables.
+# Markdown tables. Then the approximate modes (mode = sync:INTERVAL and
+# lease): their req/s on 100,000 users beside the memory store's, and the
+# Redis commands per request of 100 users each at twice the limit, beside
+# exact mode's.
 #
 #   bash bench/serve.sh            (make bench runs it)
 #   DURATION=5 CONNS=64 bash bench/serve.sh
 #   FLOODGATE=/other/floodgate FLOODS=0 bash bench/serve.sh
 #                                  (another binary; the req/s rows only)
+#   MODES=0 bash bench/serve.sh    (without the approximate modes)
 set -u
 cd "$(dirname "$0")/.."
 BUILD=$(realpath -m "${BUILD:-build}")
@@ -77,11 +81,18 @@ start_redis() {
         --dir "$T" --logfile "$T/redis.log" &
     local pid=$!
     for _ in $(seq 1 100); do
-        redis-cli -p "$RPORT" ping 2>/dev/null | grep -q PONG && { PIDS="$PIDS $pid"; return 0; }
+        redis-cli -p "$RPORT" ping 2>/dev/null | grep -q PONG && { PIDS="$PIDS $pid"; RPID=$pid; return 0; }
         kill -0 "$pid" 2>/dev/null || return 1
         sleep 0.02
     done
     return 1
+}
+# stop_pid PID: stop one of ours before the end, and forget it (so that the
+# cleanup never signals a number the system has given to another process).
+stop_pid() {
+    kill -TERM "$1" 2>/dev/null
+    wait "$1" 2>/dev/null
+    PIDS=$(echo "$PIDS" | tr ' ' '\n' | grep -vx "$1" | tr '\n' ' ')
 }
 for _ in 1 2 3 4 5; do start_nginx && break; done
 for _ in 1 2 3 4 5; do start_redis && break; done
@@ -110,8 +121,13 @@ INI
         printf '[limit w%s]\nkey = query:k\nalgorithm = fixed_window\nrate = %s/s\n' \
             "$r" "$r" >>"$T/$name.ini"
     done
+    launch_fg "$name"
+}
+launch_fg() { # launch_fg NAME: serve $T/NAME.ini; sets PORT_NAME and FGPID
+    local name=$1
     "$FLOODGATE" serve -c "$T/$name.ini" --listen 127.0.0.1:0 2>"$T/$name.log" &
-    PIDS="$PIDS $!"
+    FGPID=$!
+    PIDS="$PIDS $FGPID"
     for _ in $(seq 1 300); do
         grep -q event=listening "$T/$name.log" && break
         sleep 0.01
@@ -201,6 +217,13 @@ run_nginx_again
 m=$(best "$m" "$(run "http://127.0.0.1:$PORT_mem/v1/check?limit=bench&key=user1")")
 n1=$NREF
 row "memory store, token_bucket" "$m" "$n1" "≥ 0.70×"
+SCRIPT=users.lua
+NREF=$(run "http://127.0.0.1:$NPORT/")
+m=$(run "http://127.0.0.1:$PORT_mem/v1/check?limit=bench&key=user")
+run_nginx_again
+m=$(best "$m" "$(run "http://127.0.0.1:$PORT_mem/v1/check?limit=bench&key=user")")
+row "memory store, token_bucket, 100,000 keys at random (nginx: the same wrk script)" "$m" "$NREF" ""
+SCRIPT=post.lua
 redis_row() { # redis_row NAME LIMIT [KEY]
     local name=$1 u="http://127.0.0.1:$PORT_red/v1/check?limit=$2&key=${3:-user1}" r r2 c0 c1
     NREF=$(run "http://127.0.0.1:$NPORT/")
@@ -217,6 +240,132 @@ SCRIPT=users.lua
 redis_row "Redis exact, token_bucket, 100,000 keys at random (nginx: the same wrk script)" bench user
 SCRIPT=post.lua
 redis_row "Redis exact, fixed_window, one key" benchfw
+
+# ---- Approximate modes ------------------------------------------------------
+# Each mode's rows get a redis-server and a serve of their own, stopped after
+# them: a mode's syncs and give-backs, or a backlog of them, then reach
+# neither another row's counts nor its Redis.
+MAIN_RPORT=$RPORT
+# mode_ini NAME MODE ALGORITHM RATE: $T/NAME.ini, one limit "m" on $RPORT.
+mode_ini() {
+    cat >"$T/$1.ini" <<INI
+[server]
+workers = 1
+id = bench
+drain_timeout = 2s
+[store]
+url = redis://127.0.0.1:$RPORT
+timeout = 50ms
+[limit m]
+key = query:k
+algorithm = $3
+rate = $4
+mode = $2
+INI
+}
+# mode_up NAME MODE ALGORITHM RATE: a fresh redis-server (RPORT, RPID) and a
+# serve of the one limit on it (PORT_NAME, MPID).
+mode_up() {
+    for _ in 1 2 3 4 5; do start_redis && break; done
+    mode_ini "$@"
+    launch_fg "$1"
+    MPID=$FGPID
+}
+mode_down() {
+    stop_pid "$MPID"
+    stop_pid "$RPID"
+    RPORT=$MAIN_RPORT
+}
+# decisions PORT: "ALLOWED REFUSED BY_POLICY" of limit m, from /metrics
+# (by the policy: fail_open, fail_closed or local, the store not answering).
+decisions() {
+    curl -s "http://127.0.0.1:$1/metrics" | awk '
+        index($0, "floodgate_requests_total{limit=\"m\",") == 1 {
+            if ($0 ~ /decision="allowed"/) a += $NF; else r += $NF
+            if ($0 ~ /source="(fail_open|fail_closed|local)"/) p += $NF }
+        END { print a + 0, r + 0, p + 0 }'
+}
+pct() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.1f%%", 100 * a / b; else print "n/a" }'; }
+# The host meanwhile: CPU time given to other guests (steal, which no load
+# average shows) and left idle, from /proc/stat.
+cpu_now() { awk '/^cpu / { print $5 + $6, $9, $2+$3+$4+$5+$6+$7+$8+$9 }' /proc/stat; }
+host_since() { # host_since "$(cpu_now)"
+    awk -v a="$1" -v b="$(cpu_now)" 'BEGIN { split(a, x, " "); split(b, y, " ")
+        t = y[3] - x[3]; if (t <= 0) t = 1
+        printf "%.1f%% of the CPU time stolen by other guests, %.1f%% idle",
+            100 * (y[2] - x[2]) / t, 100 * (y[1] - x[1]) / t }'
+}
+# settle: wait until Redis's command count holds still for 300 ms (3 s at
+# most), so that the last syncs and give-backs are counted.
+settle() {
+    local a b
+    a=$(cmds)
+    for _ in $(seq 1 10); do
+        sleep 0.3
+        b=$(cmds)
+        [ "$a" = "$b" ] && return
+        a=$b
+    done
+}
+
+if [ "${MODES:-1}" != 0 ]; then
+cat <<MD
+
+The approximate modes on 100,000 users: \`floodgate serve\` with one
+token_bucket limit of 1,000,000/s (every request allowed) on a Redis store
+in \`mode = exact\` (the reference), \`sync:200ms\` and \`lease\`, each
+mode with a redis-server and a serve of its own, beside the memory store's
+serve (the same limit) in the same rounds: the memory store and the mode
+alternate, twice (\`wrk -t1 -c$CONNS -d${DURATION}s --latency\`, both with the
+wrk script that ends each URL in one of 100,000 numbers at random), and
+each keeps its best round. Redis commands per request: the \`INFO
+commandstats\` delta from the start of the mode's first round to the end
+of the memory round after it (so its last syncs and give-backs are
+counted), divided by the first round's requests. Decided by the failure
+policy: the share of the mode's decisions, over both rounds, made by
+\`on_failure\` (its default: \`local\` for sync, \`open\` otherwise) because
+Redis did not answer within the limit's \`timeout = 50ms\` or its breaker
+was open (floodgate_requests_total by source).
+
+| mode | floodgate req/s | p99 ms | memory store req/s | memory p99 ms | req/s ratio | target | decided by the failure policy | Redis commands / request |
+|---|---|---|---|---|---|---|---|---|
+MD
+mem_users="http://127.0.0.1:$PORT_mem/v1/check?limit=bench&key=user"
+SCRIPT=users.lua
+host0=$(cpu_now)
+for mode in exact sync:200ms lease; do
+    mode_up mt "$mode" token_bucket 1000000/s
+    u="http://127.0.0.1:$PORT_mt/v1/check?limit=m&key=user"
+    mref=$(run "$mem_users")
+    c0=$(cmds)
+    r=$(run "$u")
+    first=${r##* } # the first round's requests
+    mref=$(best "$mref" "$(run "$mem_users")")
+    c1=$(cmds)
+    r=$(best "$r" "$(run "$u")")
+    set -- $(decisions "$PORT_mt")
+    by_policy=$(pct "$3" $(($1 + $2)))
+    mode_down
+    [ "$mode" = exact ] && target="reference" || target="≥ 0.90×"
+    [ "$mode" = lease ] && lease_rps=${r%% *}
+    set -- $r $mref
+    printf '| %s | %s | %.2f | %s | %.2f | %s× | %s | %s | %s |\n' "$mode" \
+        "$(commas "$1")" "$2" "$(commas "$4")" "$5" "$(ratio "$1" "$4")" \
+        "$target" "$by_policy" "$(ratio $((c1 - c0)) "$first")"
+done
+SCRIPT=post.lua
+cat <<MD
+
+A lease decides here only on units this serve holds, and a token bucket's
+lease lasts min(period, 1 s): at the lease row's rate, one user's requests
+come on average $(awk -v r="${lease_rps:-0}" 'BEGIN { if (r > 0) printf "%.1f", 100000 / r; else print "n/a" }') s apart, so nearly every one waits for
+a take from Redis, as an exact check waits for its answer. A sync
+interval of 200 ms sees few requests of any one user, so it sends about
+one key's usage per request, in batches pipelined at each tick.
+
+Host during these rows: $(host_since "$host0").
+MD
+fi
 [ "${FLOODS:-1}" = 0 ] && exit 0
 
 # One user floods at 100x the limit of its key, paced by fgload (wrk
@@ -265,3 +414,109 @@ printf '| %s× of 10/s, wrk at its fastest (%s req/s) | token_bucket | %s | %s |
     "$(commas "$(awk -v r="$1" 'BEGIN { print r / 10 }')")" "$(commas "$1")" "$(commas "$3")" \
     "$(commas $(($3 - ${refused:-0})))" "$(commas "${refused:-0}")" "$2" \
     "$(commas $((c1 - c0)))" "$(per_req $((c1 - c0)) "$3")" "$(per_req $((k1 - k0)) "$3")"
+
+[ "${MODES:-1}" = 0 ] && exit 0
+
+# ---- Redis load of the approximate modes ------------------------------------
+# 100 users, each at twice its limit, paced: wrk cannot pace by itself, so
+# its Lua script delays each request to its slot on a schedule of RATE a
+# second (LuaJIT's FFI reads the monotonic clock), the keys taken in turn.
+LOAD_DURATION=${LOAD_DURATION:-10}
+LOAD_USERS=100
+LOAD_LIMIT=${LOAD_LIMIT:-100} # per user, a second
+LOAD_RATE=$((2 * LOAD_USERS * LOAD_LIMIT))
+cat >"$T/paced.lua" <<'LUA'
+-- RATE requests a second over all connections, each on its slot of one
+-- schedule (a slow answer delays no later slot), the URL's key ending in
+-- 0 .. USERS-1 in turn.
+local ffi = require("ffi")
+ffi.cdef[[
+typedef struct { long tv_sec; long tv_nsec; } fg_timespec;
+int clock_gettime(int clock, fg_timespec *ts);
+]]
+local ts = ffi.new("fg_timespec")
+local function now_ms()
+    ffi.C.clock_gettime(1, ts) -- CLOCK_MONOTONIC
+    return tonumber(ts.tv_sec) * 1000 + tonumber(ts.tv_nsec) / 1e6
+end
+local step = 1000 / tonumber(os.getenv("RATE"))
+local users = tonumber(os.getenv("USERS"))
+local slot, n = nil, 0
+wrk.method = "POST"
+delay = function()
+    local t = now_ms()
+    slot = (slot or t) + step
+    return slot > t and math.floor(slot - t) or 0
+end
+request = function()
+    n = n + 1
+    return wrk.format(nil, wrk.path .. (n % users))
+end
+LUA
+cat <<MD
+
+Redis load of the approximate modes: 100 users, each at twice its limit.
+A limit of $LOAD_LIMIT/s per user (its key), the default blocked-key cache on;
+\`wrk -t1 -c64 -d${LOAD_DURATION}s\` paced at $(commas $LOAD_RATE) requests/s in all by its Lua
+script (each request waits for its slot on one schedule, read from the
+monotonic clock through LuaJIT's FFI; the URL's key is user0 .. user99 in
+turn), so each user sends $((2 * LOAD_LIMIT))/s: twice the limit. Each mode gets a
+redis-server and a serve of its own. After the load, the count waits one
+sync interval (sync), a lease's life and tick (1.1 s, lease) or nothing
+(exact), plus 0.5 s, then until \`INFO commandstats\` holds still for
+0.3 s (3 s at most), so that the last syncs and give-backs are counted.
+Offered and allowed are per user and second, over the limit (wrk's
+requests and its measured time; allowed and refused from serve's
+floodgate_requests_total): a token bucket allows its burst ($LOAD_LIMIT) once
+more, 1.1× over ${LOAD_DURATION} s. Redis commands: every command Redis ran (a script's
+inner ones counted); sent: those the client sent (EVALSHA, EVAL, INCR,
+INCRBY, DECRBY, PEXPIRE). Each ratio is to exact mode's of the same
+algorithm in the same run.
+
+| algorithm | mode | requests | sent req/s | offered ÷ limit | allowed | refused | allowed ÷ limit | decided by the failure policy | Redis commands | commands / request | ÷ exact | commands sent / request | ÷ exact | target |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
+MD
+# ratio4 A B: A / B to four places (ratio6 to six, for ratios of ratios).
+ratio4() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.4f", a / b; else print "n/a" }'; }
+ratio6() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.6f", a / b; else print "n/a" }'; }
+host0=$(cpu_now)
+for alg in token_bucket fixed_window; do
+    for mode in exact sync:200ms sync:1s lease; do
+        mode_up ml "$mode" "$alg" "$LOAD_LIMIT/s"
+        c0=$(cmds)
+        k0=$(calls)
+        RATE=$LOAD_RATE USERS=$LOAD_USERS wrk -t1 -c64 -d"${LOAD_DURATION}s" -s "$T/paced.lua" \
+            "http://127.0.0.1:$PORT_ml/v1/check?limit=m&key=user" >"$T/wrk.out" 2>&1
+        case $mode in
+        sync:200ms) sleep 0.7 ;;
+        sync:1s) sleep 1.5 ;;
+        lease) sleep 1.6 ;;
+        *) sleep 0.5 ;;
+        esac
+        settle
+        c1=$(cmds)
+        k1=$(calls)
+        set -- $(decisions "$PORT_ml")
+        allowed=$1 refused=$2 by_policy=$(pct "$3" $(($1 + $2)))
+        mode_down
+        sent=$(awk '/requests in/ { print $1 }' "$T/wrk.out")
+        secs=$(awk '/requests in/ { v = $4; sub(/s,?$/, "", v); print v }' "$T/wrk.out")
+        per_user_s=$(awk -v s="${secs:-0}" 'BEGIN { print s * '"$LOAD_USERS * $LOAD_LIMIT"' }')
+        per=$(ratio6 $((c1 - c0)) "${sent:-0}")
+        per_sent=$(ratio6 $((k1 - k0)) "${sent:-0}")
+        if [ "$mode" = exact ]; then
+            ex=$per ex_sent=$per_sent target=reference
+        else
+            target="≤ 0.05×"
+        fi
+        printf '| %s | %s | %s | %s | %s× | %s | %s | %s× | %s | %s | %s | %s× | %s | %s× | %s |\n' \
+            "$alg" "$mode" "$(commas "${sent:-0}")" \
+            "$(commas "$(awk -v n="${sent:-0}" -v s="${secs:-0}" 'BEGIN { if (s > 0) print n / s; else print 0 }')")" \
+            "$(ratio "${sent:-0}" "$per_user_s")" "$(commas "$allowed")" "$(commas "$refused")" \
+            "$(ratio "$allowed" "$per_user_s")" "$by_policy" "$(commas $((c1 - c0)))" \
+            "$(ratio4 "$per" 1)" "$(ratio4 "$per" "$ex")" "$(ratio4 "$per_sent" 1)" \
+            "$(ratio4 "$per_sent" "$ex_sent")" "$target"
+    done
+done
+echo
+echo "Host during these rows: $(host_since "$host0")."

@@ -455,7 +455,8 @@ int fg_check_set_async(fg_set_req *req, const fg_set_item *items, unsigned n,
  * rate). A check is allowed when it fits the view less what this process
  * admitted since. A view decides for one interval after its answer: a key
  * without one (new, or its fixed window over) or with an older one is
- * synced at once, its check waiting for the answer, its new view. Every
+ * synced at once, its check waiting for the answer, its new view (with a
+ * sync of it in flight already, the store decides the check exactly). Every
  * sync_ms, the keys used since the last sync send their usage with fg_add
  * (counted even beyond the limit, so that an overshoot is paid back) and the
  * answers become the new views. No server sees what the others admitted since
@@ -486,8 +487,9 @@ int fg_check_set_async(fg_set_req *req, const fg_set_item *items, unsigned n,
 
 /* Count 'units' of 'key' in the store even beyond the limit: usage
  * admitted elsewhere (FG_MODE_SYNC's syncs; a cost known only after the
- * work was done). A debt beyond one full limit (a bucket below empty by
- * more than its burst, a window over twice its limit) is forgiven. 'out'
+ * work was done). A debt beyond seven more limits (a bucket below empty
+ * by more than 7 bursts, 1 for a bucket deeper than 2^48 us; a sliding
+ * window over 8 times its limit) is forgiven. 'out'
  * is then what fg_peek would say, but 'allowed', which is 1 when the units
  * fitted: 'remaining' the units that fit now (0 in debt), 'reset_*' until
  * the key is full again (a debt included; for a fixed window, until its
@@ -525,10 +527,11 @@ unsigned fg_limiter_pending(const fg_limiter *l);
  * the key, spread evenly: over <= min(A * (servers - 1) / servers *
  * over_window + servers - 1, over_cap). A fixed or sliding window's overshoot
  * is per window; a token bucket's is a debt the store keeps, and is paid back
- * by refusals, so it does not add up across periods while it is under the
- * burst. It refuses below the limit only for a sliding window, whose view does
- * not decay between syncs: at most a sync interval's decay of the previous
- * window.
+ * by refusals, so it does not add up across periods while it is under
+ * seven bursts. It refuses below the limit for a sliding window, whose view
+ * does not decay between syncs (at most a sync interval's decay of the
+ * previous window), and once for a token bucket used from full (at most a
+ * sync interval's refill).
  *
  * FG_MODE_LEASE never admits beyond the limit ('over_cap' 0). It refuses
  * below it at most the units the other servers hold and do not spend:

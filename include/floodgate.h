@@ -455,8 +455,7 @@ int fg_check_set_async(fg_set_req *req, const fg_set_item *items, unsigned n,
  * rate). A check is allowed when it fits the view less what this process
  * admitted since. A view decides for one interval after its answer: a key
  * without one (new, or its fixed window over) or with an older one is
- * synced at once, its check waiting for the answer, its new view (with a
- * sync of it in flight already, the store decides the check exactly). Every
+ * decided in the store, exactly, and the answer is its new view. Every
  * sync_ms, the keys used since the last sync send their usage with fg_add
  * (counted even beyond the limit, so that an overshoot is paid back) and the
  * answers become the new views. No server sees what the others admitted since
@@ -558,7 +557,11 @@ typedef struct fg_local fg_local;
 typedef enum fg_local_op {
     FG_LOCAL_ADD = 0,  /* sync: count 'units' (fg_add), answer the view */
     FG_LOCAL_TAKE = 1, /* lease: take 'units' if they fit (fg_check) */
-    FG_LOCAL_GIVE = 2  /* lease: give 'units' back (fg_refund) */
+    FG_LOCAL_GIVE = 2, /* lease: give 'units' back (fg_refund) */
+    /* sync: decide this check in the store (fg_check of 'units'): the
+     * key's view is unknown or too old; the answer is the new view, or
+     * when refused a sync follows (its view holds any debt) */
+    FG_LOCAL_CHECK = 3
 } fg_local_op;
 
 /* One command for the store. The key is the local state's own copy, valid
@@ -594,13 +597,13 @@ void fg_local_free(fg_local *lc);
 /* Decide 'cost' units of 'key' at 'now_us' (any clock that does not go
  * back; the store's reset times are read on it as durations from the
  * answer). FG_OK: 'out' is the decision. FG_LOCAL_ASKED: the store must
- * be asked first, as 'ask' says: a lease's take, or a sync limit's sync of
- * a key whose view is unknown or older than one interval (the answer is a
- * new view). FG_LOCAL_WAITED: a lease's take is in flight for the key and
- * 'w' waits for it (with 'w' NULL, a take of its own is asked instead).
- * FG_EBACKEND: the store failed this key's last sync or take: follow the
- * limit's on_failure. FG_ENOMEM: no room for a new key (every key has usage or
- * units to send), or a sync limit's view is too old while its sync is in
+ * be asked first, as 'ask' says: a lease's take, or a sync limit's check
+ * in the store of a key whose view is unknown or older than one interval
+ * (its answer is the new view). FG_LOCAL_WAITED: a lease's take is in flight
+ * for the key and 'w' waits for it (with 'w' NULL, a take of its own is asked
+ * instead). FG_EBACKEND: the store failed this key's last sync or take: follow
+ * the limit's on_failure. FG_ENOMEM: no room for a new key (every key has usage
+ * or units to send), or a sync limit's view is too old while its sync is in
  * flight: ask the store exactly. FG_ECOST, FG_EKEY: bad input, as fg_check. */
 int fg_local_check(fg_local *lc, const char *key, size_t keylen, uint64_t cost,
                    uint64_t now_us, fg_decision *out, fg_local_ask *ask,

@@ -258,6 +258,7 @@ static void store_do(sim *s, uint32_t slot, uint64_t now)
             fg_add(s->lim, pd->ask.key, pd->ask.keylen, pd->ask.units, &pd->d);
         break;
     case FG_LOCAL_TAKE:
+    case FG_LOCAL_CHECK:
         pd->rc = fg_check(s->lim, pd->ask.key, pd->ask.keylen, pd->ask.units,
                           &pd->d);
         break;

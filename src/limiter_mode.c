@@ -87,6 +87,7 @@ static int ask_blocking(fg_limiter *l, fg_local_ask *a, fg_decision *d)
                                  d);
             break;
         case FG_LOCAL_TAKE:
+        case FG_LOCAL_CHECK:
             rc = fg__store_check(l, a->key, a->keylen, a->units, d);
             break;
         default:

@@ -36,8 +36,9 @@ typedef struct entry {
      * end in 'reset_at'. */
     uint64_t view_rem, reset_at, sent, units, sent_at;
     /* sync: when the view was answered; units the store counted for
-     * checks it decided here, and when the last of them was answered. */
-    uint64_t view_at, counted, counted_at;
+     * checks it decided here, and when the last of them was answered;
+     * units of a check in the store (FG_LOCAL_CHECK) for it to take. */
+    uint64_t view_at, counted, counted_at, granted;
     /* lease: when the last take was answered, the units spent since, the
      * rate they made before it (used over dur), the store's refusal, what
      * the take in flight must give the check that asked for it, units to
@@ -62,6 +63,7 @@ struct fg_local {
     uint64_t period_us; /* of the rate */
     uint64_t chunk_max; /* lease */
     uint64_t keep;      /* sync: the most limits one sync counts */
+    uint64_t depth_us;  /* token bucket: a full bucket's time */
     uint64_t tick_us;   /* sync interval, or the lease tick */
     uint64_t life_us;   /* lease life, but fixed windows' */
     uint64_t next_due;
@@ -114,6 +116,7 @@ fg_local *fg_local_new(const fg_limit *lim, uint64_t max_keys, char *err,
     lc->period_us = lim->period_us;
     lc->chunk_max = fg__lease_max_chunk(lim, p.max_cost);
     lc->keep = fg__add_keep(&p);
+    lc->depth_us = p.depth_us;
     if (lc->mode == FG_MODE_SYNC) {
         lc->tick_us = (uint64_t)lim->sync_ms * 1000;
     } else {
@@ -367,15 +370,22 @@ static int sync_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
     memset(d, 0, sizeof(*d));
     d->limit = lc->max_cost;
     d->source = FG_SOURCE_SYNC;
-    if (!view_fresh(lc, e, now)) {
+    if (e->granted >= cost) {
+        /* The store counted this check already (its view holds it). */
+        e->granted -= cost;
+        d->allowed = 1;
+        d->remaining = avail;
+    } else if (!view_fresh(lc, e, now)) {
         /* Decided on an old view, the check could miss all that the other
-         * servers admitted since: the key is synced now, and the check
-         * waits for its new view. With a sync in flight already (a tick's,
-         * which may take longer than the limit's timeout), the store
-         * decides the check exactly. */
+         * servers admitted since: the store decides it, and its answer is
+         * the new view (a refusal's is read by a sync after it: the
+         * check's does not show a bucket's debt). With an ask in flight
+         * already (a tick's sync may take longer than the limit's
+         * timeout), the store decides this check on its own. */
         if (e->asks)
             return FG_ENOMEM;
-        sync_ask(lc, e, now, ask);
+        e->take_at = now;
+        ask_for(ask, FG_LOCAL_CHECK, e, cost);
         return FG_LOCAL_ASKED;
     } else if (cost <= avail) {
         list_due(lc, e);
@@ -601,6 +611,24 @@ int fg_local_answer(fg_local *lc, fg_local_ask *ask, uint64_t now_us, int rc,
     switch (ask->op) {
     case FG_LOCAL_ADD:
         sync_answer(lc, e, now_us, rc, d);
+        break;
+    case FG_LOCAL_CHECK:
+        if (rc == FG_OK && d && d->allowed) {
+            view_from(lc, e, e->take_at, now_us, d);
+            e->granted += ask->units;
+        } else if (rc == FG_OK && d &&
+                   (lc->algorithm != FG_TOKEN_BUCKET ||
+                    d->reset_us < lc->depth_us)) {
+            view_from(lc, e, e->take_at, now_us, d);
+        } else if (rc == FG_OK && d) {
+            /* A refused check's time to full stops at a full bucket's:
+             * a sync after it reads the debt. */
+            sync_ask(lc, e, now_us, ask);
+            again = 1;
+        } else {
+            e->failed = 1;
+            list_due(lc, e); /* a sync of nothing finds out when it is back */
+        }
         break;
     case FG_LOCAL_TAKE:
         e->taking--;

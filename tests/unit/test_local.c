@@ -234,7 +234,7 @@ static void sim_send(sim *s, int srv, const fg_local_ask *a, int waiting)
         p->rc = FG_EBACKEND;
     } else if (a->op == FG_LOCAL_ADD) {
         p->rc = fg_add(s->shared, a->key, a->keylen, a->units, &p->d);
-    } else if (a->op == FG_LOCAL_TAKE) {
+    } else if (a->op == FG_LOCAL_TAKE || a->op == FG_LOCAL_CHECK) {
         p->rc = fg_check(s->shared, a->key, a->keylen, a->units, &p->d);
     } else {
         p->rc = fg_refund(s->shared, a->key, a->keylen, a->units);
@@ -670,8 +670,9 @@ static void test_waiters(void)
     fg_local_free(lc);
 }
 
-/* A sync key's first check waits for a sync (its view is unknown):
- * answer it with 'remaining' left, and the check is decided on that view. */
+/* A sync key's first check goes to the store (its view is unknown):
+ * answer it allowed with 'remaining' left, the new view, and the check
+ * takes the unit the store counted for it. */
 static void first_check(fg_local *lc, const char *key, uint64_t now,
                         uint64_t remaining, uint64_t reset_us)
 {
@@ -679,8 +680,8 @@ static void first_check(fg_local *lc, const char *key, uint64_t now,
     fg_local_ask a;
     CHECK_EQ(fg_local_check(lc, key, strlen(key), 1, now, &d, &a, NULL),
              FG_LOCAL_ASKED);
-    CHECK_EQ(a.op, FG_LOCAL_ADD);
-    CHECK_EQ(a.units, 0);
+    CHECK_EQ(a.op, FG_LOCAL_CHECK);
+    CHECK_EQ(a.units, 1);
     memset(&d, 0, sizeof d);
     d.allowed = 1;
     d.remaining = remaining;
@@ -688,7 +689,7 @@ static void first_check(fg_local *lc, const char *key, uint64_t now,
     CHECK_EQ(fg_local_answer(lc, &a, now, FG_OK, &d, NULL), 0);
     CHECK_EQ(fg_local_check(lc, key, strlen(key), 1, now, &d, &a, NULL), FG_OK);
     CHECK_EQ(d.allowed, 1);
-    CHECK_EQ(d.remaining, remaining - 1);
+    CHECK_EQ(d.remaining, remaining);
     CHECK_EQ(d.source, FG_SOURCE_SYNC);
 }
 
@@ -702,13 +703,13 @@ static void test_sync_failure(void)
     fg_decision d;
     fg_local_ask a[4];
     fake_now = 9000 * SEC;
-    first_check(lc, "k", fake_now, 10, SEC);
+    first_check(lc, "k", fake_now, 9, SEC);
     for (int i = 0; i < 3; i++)
         CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now, &d, a, NULL), FG_OK);
     CHECK_EQ(d.remaining, 6);
     CHECK_EQ(fg_local_due(lc, fake_now + 100 * MS, a, 4), 1);
     CHECK_EQ(a[0].op, FG_LOCAL_ADD);
-    CHECK_EQ(a[0].units, 4);
+    CHECK_EQ(a[0].units, 3);
     /* Another check while it is in flight counts against the view. */
     CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now, &d, a + 1, NULL), FG_OK);
     CHECK_EQ(d.remaining, 5);
@@ -716,7 +717,7 @@ static void test_sync_failure(void)
     CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now, &d, a + 1, NULL),
              FG_EBACKEND);
     CHECK_EQ(fg_local_due(lc, fake_now + 200 * MS, a, 4), 1);
-    CHECK_EQ(a[0].units, 5); /* 4 again, and the one since */
+    CHECK_EQ(a[0].units, 4); /* 3 again, and the one since */
     memset(&d, 0, sizeof d);
     d.allowed = 1;
     d.remaining = 2;
@@ -729,26 +730,27 @@ static void test_sync_failure(void)
              FG_OK);
     CHECK_EQ(d.allowed, 0);
     CHECK_EQ(d.retry_after_us, 500 * MS);
-    /* Fresh for an interval after its answer; older, a check waits for a
-     * sync of what was admitted since. */
+    /* Fresh for an interval after its answer; older, the store decides
+     * the check (a token bucket's refusal is followed by a sync, whose
+     * view shows any debt). */
     CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 300 * MS, &d, a, NULL),
              FG_OK);
     CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 326 * MS, &d, a, NULL),
              FG_LOCAL_ASKED);
-    CHECK_EQ(a[0].op, FG_LOCAL_ADD);
-    CHECK_EQ(a[0].units, 2);
-    /* The answer is the view: refused, nothing left, until the window's
-     * end. */
+    CHECK_EQ(a[0].op, FG_LOCAL_CHECK);
+    CHECK_EQ(a[0].units, 1);
     memset(&d, 0, sizeof d);
     d.allowed = 0;
     d.remaining = 0;
     d.reset_us = d.retry_after_us = 374 * MS;
-    fg_local_answer(lc, &a[0], fake_now + 327 * MS, FG_OK, &d, NULL);
+    /* A window's refusal is the view: nothing left until its end. */
+    CHECK_EQ(fg_local_answer(lc, &a[0], fake_now + 327 * MS, FG_OK, &d, NULL),
+             0);
     CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 327 * MS, &d, a, NULL),
              FG_OK);
     CHECK_EQ(d.allowed, 0);
     CHECK_EQ(d.retry_after_us, 373 * MS);
-    /* The window ends with the view: the next check waits for a sync. */
+    /* The window ends with the view: the next check goes to the store. */
     CHECK_EQ(fg_local_check(lc, "k", 1, 10, fake_now + 700 * MS, &d, a, NULL),
              FG_LOCAL_ASKED);
     fg_local_answer(lc, &a[0], fake_now + 700 * MS, FG_ETIMEOUT, NULL, NULL);

@@ -268,15 +268,16 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
     if (slow)
         FG_ADD(w->m->slow_closed, slow);
     FG_SET(w->m->connections, fg__http_connections(w->http));
-    /* The spare request contexts (9 KB each) shrink by one a sweep while
-     * there are more than the busiest moment since the last sweep needed.
-     * Kept for the all-time peak, a rare burst held their memory for good
-     * (in a soak, a worker's pool grew from 3 to 9 in four minutes). What
-     * a shrink frees goes back to the kernel at once (see free_retired). */
+    /* The spare request contexts (9 KB each) beyond what the busiest
+     * moment since the last sweep needed are halved at each sweep. Kept
+     * for the all-time peak, a rare burst held their memory for good (in a
+     * soak, a worker's pool grew from 3 to 9 in four minutes). What a
+     * shrink frees goes back to the kernel at once (see free_retired). */
     unsigned wanted =
         w->inflight_peak > w->inflight ? w->inflight_peak - w->inflight : 0;
     w->inflight_peak = w->inflight;
-    if (w->npool > wanted && fg__routes_trim_pool(w, w->npool - 1))
+    if (w->npool > wanted &&
+        fg__routes_trim_pool(w, wanted + (w->npool - wanted) / 2))
         malloc_trim(0);
 }
 

@@ -76,7 +76,8 @@ static fg__ctx *ctx_get(fg__worker *w)
     c->w = w;
     c->wg = w->cur;
     c->wg->inflight++;
-    w->inflight++;
+    if (++w->inflight > w->inflight_peak)
+        w->inflight_peak = w->inflight;
     c->n = 0;
     c->used = 0;
     c->cost = 1;
@@ -98,6 +99,19 @@ static void ctx_put(fg__ctx *c)
     }
     wg->inflight--;
     fg__worker_request_done(w, wg);
+}
+
+unsigned fg__routes_trim_pool(fg__worker *w, unsigned keep)
+{
+    unsigned freed = 0;
+    while (w->npool > keep) {
+        fg__ctx *c = w->pool;
+        w->pool = c->next_free;
+        w->npool--;
+        free(c);
+        freed++;
+    }
+    return freed;
 }
 
 void fg__routes_free_pool(fg__worker *w)

@@ -75,6 +75,7 @@ typedef struct fg__worker {
     unsigned close_tries;
     fg__ctx *pool;
     unsigned npool;
+    unsigned inflight_peak; /* most requests in flight since the sweep */
     struct event *sweep_ev;
     uint64_t next_err_log_us;
     /* Shadow refusals logged this second, and left out since the last
@@ -169,5 +170,7 @@ void fg__admin_free(fg__admin *a);
 
 void fg__routes_handle(fg__hreq *req, void *worker);
 void fg__routes_free_pool(fg__worker *w);
+/* Free spare request contexts beyond 'keep'; how many were freed. */
+unsigned fg__routes_trim_pool(fg__worker *w, unsigned keep);
 
 #endif

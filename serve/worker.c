@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <linux/bpf.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -123,15 +124,26 @@ int fg__workers_bind(fg__server *srv, const char *laddr, char *addr,
     return 0;
 }
 
+/* Free the retired configurations that no request uses any more. Then
+ * hand the heap's free pages back to the kernel (malloc_trim): the
+ * stores and limiters a reload replaces were allocated while requests
+ * and connections came and went, so the holes they leave lie between
+ * memory still in use, where glibc neither reuses them all nor ever
+ * returns them (it shrinks a heap only from its top). Measured, under
+ * traffic with Redis restarted every 20 s and a reload every 7 s: the
+ * heap in use stayed flat while a server's anonymous RSS grew by 176 KB
+ * in two minutes, and one malloc_trim gave back 284 KB. Once per reload
+ * and worker, it costs a walk of the free lists. */
 static void free_retired(fg__worker *w)
 {
     fg__wgen **pp = &w->retired;
-    int waiting = 0;
+    int waiting = 0, freed = 0;
     while (*pp) {
         fg__wgen *wg = *pp;
         if (wg->inflight == 0 && fg__wgen_pending(wg) == 0) {
             *pp = wg->next;
             fg__wgen_free(wg);
+            freed = 1;
         } else {
             waiting |= wg->inflight == 0;
             pp = &wg->next;
@@ -143,6 +155,8 @@ static void free_retired(fg__worker *w)
         struct timeval tv = {0, 10000};
         event_add(w->reap_ev, &tv);
     }
+    if (freed)
+        malloc_trim(0);
 }
 
 /* Freeing a gen closes its store: never from inside a request or store
@@ -254,6 +268,17 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
     if (slow)
         FG_ADD(w->m->slow_closed, slow);
     FG_SET(w->m->connections, fg__http_connections(w->http));
+    /* The spare request contexts (9 KB each) beyond what the busiest
+     * moment since the last sweep needed are halved at each sweep. Kept
+     * for the all-time peak, a rare burst held their memory for good (in a
+     * soak, a worker's pool grew from 3 to 9 in four minutes). What a
+     * shrink frees goes back to the kernel at once (see free_retired). */
+    unsigned wanted =
+        w->inflight_peak > w->inflight ? w->inflight_peak - w->inflight : 0;
+    w->inflight_peak = w->inflight;
+    if (w->npool > wanted &&
+        fg__routes_trim_pool(w, wanted + (w->npool - wanted) / 2))
+        malloc_trim(0);
 }
 
 /* The settings of the worker's HTTP server and sweep that a reload may

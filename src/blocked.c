@@ -12,7 +12,8 @@ typedef struct entry {
     uint64_t cost;
     uint64_t room; /* units that may still go to the store unqueued */
     fg__blocked_hit hit;
-    uint32_t lim;
+    uint32_t lim; /* the limiter's own half of its fg__blocked_ident; the
+                   * name's half is in 'hash' */
     uint32_t len;
     char *key;                 /* NULL: free slot */
     fg__blocked_waiter *probe; /* the request asking the store, or NULL */
@@ -35,12 +36,16 @@ static _Thread_local struct {
     int set;
 } last_room;
 
-/* FNV-1a over the limit and the key, then a final mix so that the low bits
- * used for the set index depend on every byte. */
-static uint64_t hash(uint64_t seed, uint32_t lim, const char *key, size_t len)
+/* FNV-1a over the limit's name (its hash, the high half of 'lim') and the
+ * key, then a final mix so that the low bits used for the set index depend
+ * on every byte. The limiter's own number is left out: a key's set must
+ * not change when a reload makes its limiter anew (fg__blocked_ident says
+ * why); in a set, entries of two limiters are told apart by it. */
+static uint64_t hash(uint64_t seed, fg__blocked_ident lim, const char *key,
+                     size_t len)
 {
     uint64_t h = 0xcbf29ce484222325ULL ^ seed;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 4; i < 8; i++) {
         h ^= (lim >> (8 * i)) & 0xff;
         h *= 0x100000001b3ULL;
     }
@@ -109,20 +114,20 @@ void fg__blocked_free(fg__blocked *c)
     fg__free(c);
 }
 
-static entry *find(fg__blocked *c, uint64_t h, uint32_t lim, const char *key,
-                   size_t len)
+static entry *find(fg__blocked *c, uint64_t h, fg__blocked_ident lim,
+                   const char *key, size_t len)
 {
     entry *set = &c->e[(h % c->nsets) * WAYS];
     for (int i = 0; i < WAYS; i++) {
         entry *e = &set[i];
-        if (e->key && e->hash == h && e->lim == lim && e->len == len &&
-            memcmp(e->key, key, len) == 0)
+        if (e->key && e->hash == h && e->lim == (uint32_t)lim &&
+            e->len == len && memcmp(e->key, key, len) == 0)
             return e;
     }
     return NULL;
 }
 
-void fg__blocked_forget(fg__blocked *c, uint32_t lim, const char *key,
+void fg__blocked_forget(fg__blocked *c, fg__blocked_ident lim, const char *key,
                         size_t len)
 {
     entry *e = find(c, hash(c->seed, lim, key, len), lim, key, len);
@@ -138,7 +143,7 @@ void fg__blocked_forget(fg__blocked *c, uint32_t lim, const char *key,
     drop(e);
 }
 
-int fg__blocked_lookup(fg__blocked *c, uint32_t lim, const char *key,
+int fg__blocked_lookup(fg__blocked *c, fg__blocked_ident lim, const char *key,
                        size_t len, uint64_t cost, uint64_t now_us,
                        fg__blocked_waiter *self, int may_wait,
                        fg__blocked_hit *hit)
@@ -179,8 +184,9 @@ int fg__blocked_lookup(fg__blocked *c, uint32_t lim, const char *key,
     return FG_BLOCKED_HIT;
 }
 
-int fg__blocked_get(fg__blocked *c, uint32_t lim, const char *key, size_t len,
-                    uint64_t cost, uint64_t now_us, fg__blocked_hit *hit)
+int fg__blocked_get(fg__blocked *c, fg__blocked_ident lim, const char *key,
+                    size_t len, uint64_t cost, uint64_t now_us,
+                    fg__blocked_hit *hit)
 {
     entry *e = find(c, hash(c->seed, lim, key, len), lim, key, len);
     if (!e || now_us >= e->hit.until_us || cost < e->cost)
@@ -189,8 +195,9 @@ int fg__blocked_get(fg__blocked *c, uint32_t lim, const char *key, size_t len,
     return 1;
 }
 
-int fg__blocked_put(fg__blocked *c, uint32_t lim, const char *key, size_t len,
-                    uint64_t cost, uint64_t now_us, const fg__blocked_hit *hit)
+int fg__blocked_put(fg__blocked *c, fg__blocked_ident lim, const char *key,
+                    size_t len, uint64_t cost, uint64_t now_us,
+                    const fg__blocked_hit *hit)
 {
     last_room.set = 0;
     if (hit->until_us <= now_us)
@@ -226,7 +233,7 @@ int fg__blocked_put(fg__blocked *c, uint32_t lim, const char *key, size_t len,
         drop(e);
         e->key = k;
         e->hash = h;
-        e->lim = lim;
+        e->lim = (uint32_t)lim;
         e->len = (uint32_t)len;
         e->tail = &e->waiters;
     }
@@ -237,9 +244,9 @@ int fg__blocked_put(fg__blocked *c, uint32_t lim, const char *key, size_t len,
 }
 
 fg__blocked_waiter *
-fg__blocked_resolve(fg__blocked *c, uint32_t lim, const char *key, size_t len,
-                    fg__blocked_waiter *self, uint64_t cost, uint64_t now_us,
-                    const fg__blocked_hit *block, int refused)
+fg__blocked_resolve(fg__blocked *c, fg__blocked_ident lim, const char *key,
+                    size_t len, fg__blocked_waiter *self, uint64_t cost,
+                    uint64_t now_us, const fg__blocked_hit *block, int refused)
 {
     int room_known = last_room.set && last_room.now_us == now_us;
     uint64_t room = last_room.remaining;

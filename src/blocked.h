@@ -35,6 +35,24 @@
 
 typedef struct fg_cache fg__blocked;
 
+/* A limiter's name in the cache, made by fg__blocked_ident_of: its low 32
+ * bits are the limiter's own number (an entry answers only the limiter
+ * that made it), its high 32 bits the hash of the limit's name, which
+ * picks the entry's set together with the key. A reload makes new
+ * limiters of the same limits: their keys go to the sets the old ones
+ * used (the reload cleared them), so the table's pages in use stay the
+ * same. Picked by the limiter's number, every reload would scatter the
+ * same keys over fresh sets, and a large table (calloc'd: its pages are
+ * resident only once written) would grow resident towards its whole size
+ * however few keys it holds. */
+typedef uint64_t fg__blocked_ident;
+
+static inline fg__blocked_ident fg__blocked_ident_of(uint32_t name_hash,
+                                                     uint32_t id)
+{
+    return (uint64_t)name_hash << 32 | id;
+}
+
 typedef struct fg__blocked_hit {
     uint64_t until_us; /* refused at least until then */
     uint64_t retry_us; /* what to tell clients: never earlier than true */
@@ -60,21 +78,23 @@ void fg__blocked_free(fg__blocked *c);
 
 /* Look 'key' of limit 'lim' up for 'cost' at 'now_us'. 'self' identifies
  * the request: it may become the probe, or (when 'may_wait') be queued. */
-int fg__blocked_lookup(fg__blocked *c, uint32_t lim, const char *key,
+int fg__blocked_lookup(fg__blocked *c, fg__blocked_ident lim, const char *key,
                        size_t len, uint64_t cost, uint64_t now_us,
                        fg__blocked_waiter *self, int may_wait,
                        fg__blocked_hit *hit);
 
 /* 1 and '*hit' filled when 'key' is known to be refused for 'cost' at
  * 'now_us'; else 0. Never probes nor waits. */
-int fg__blocked_get(fg__blocked *c, uint32_t lim, const char *key, size_t len,
-                    uint64_t cost, uint64_t now_us, fg__blocked_hit *hit);
+int fg__blocked_get(fg__blocked *c, fg__blocked_ident lim, const char *key,
+                    size_t len, uint64_t cost, uint64_t now_us,
+                    fg__blocked_hit *hit);
 
 /* Remember that 'cost' units of 'key' are refused until 'hit->until_us'.
  * FG_OK, or FG_ENOMEM / FG_EBUSY (every way of its set has a probe in
  * flight): the cache is then unchanged. */
-int fg__blocked_put(fg__blocked *c, uint32_t lim, const char *key, size_t len,
-                    uint64_t cost, uint64_t now_us, const fg__blocked_hit *hit);
+int fg__blocked_put(fg__blocked *c, fg__blocked_ident lim, const char *key,
+                    size_t len, uint64_t cost, uint64_t now_us,
+                    const fg__blocked_hit *hit);
 
 /* The probe 'self' of 'key' has its answer: 'block' for 'cost', or NULL
  * when it gives no usable block; then 'refused' keeps the key's entry (the
@@ -85,13 +105,13 @@ int fg__blocked_put(fg__blocked *c, uint32_t lim, const char *key, size_t len,
  * entry is forgotten (everyone may ask). Returns the waiters, to be looked
  * up again. */
 fg__blocked_waiter *
-fg__blocked_resolve(fg__blocked *c, uint32_t lim, const char *key, size_t len,
-                    fg__blocked_waiter *self, uint64_t cost, uint64_t now_us,
-                    const fg__blocked_hit *block, int refused);
+fg__blocked_resolve(fg__blocked *c, fg__blocked_ident lim, const char *key,
+                    size_t len, fg__blocked_waiter *self, uint64_t cost,
+                    uint64_t now_us, const fg__blocked_hit *block, int refused);
 
 /* Forget 'key' (it was reset in the store). An entry with a probe in
  * flight stays for its probe and waiters, but blocks nothing any more. */
-void fg__blocked_forget(fg__blocked *c, uint32_t lim, const char *key,
+void fg__blocked_forget(fg__blocked *c, fg__blocked_ident lim, const char *key,
                         size_t len);
 
 /* Forget everything (the limits changed). Returns every waiter. */

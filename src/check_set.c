@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "blocked.h"
+#include "hash.h"
 #include "store.h"
 #include "clock.h"
 
@@ -113,9 +114,14 @@ int fg_check_set(const fg_set_item *items, unsigned n, uint64_t cost,
 
 /* ---- the asynchronous form ----------------------------------------------- */
 
-static uint32_t cache_id(const fg_limiter *l)
+/* The limiter in its cache: its own number, and its limit's name, which
+ * places its keys where the limiter of the same limit before a reload
+ * placed them (see fg__blocked_ident). */
+static fg__blocked_ident cache_id(const fg_limiter *l)
 {
-    return (uint32_t)l->id;
+    const char *name = l->lim.name;
+    uint64_t h = fg__hash(name, strnlen(name, FG_NAME_MAX), 0);
+    return fg__blocked_ident_of((uint32_t)(h >> 32), (uint32_t)l->id);
 }
 
 static void run(fg_set_req *req);

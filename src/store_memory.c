@@ -16,9 +16,11 @@
  * records its limiter's id beside the key's length and both are compared.
  *
  * Memory is bounded by 'max_keys', shared evenly among the stripes. A
- * table starts small and grows by half before it would be more than 80%
- * full, up to its share; a growth copies the keys and frees the old table
- * at once. When a stripe holds its share, a new key takes the place of an
+ * stripe's table is allocated with its first key (a store of few keys, as
+ * a local fallback's usually is, costs little more than its stripes),
+ * starts small and grows by half before it would be more than 80% full, up
+ * to its share; a growth copies the keys and frees the old table at once.
+ * When a stripe holds its share, a new key takes the place of an
  * expired one among the next 16 a clock hand passes, or else of the least
  * recently used of them (as Redis approximates LRU), and the key removed
  * leaves no tombstone: the keys after it in its probe run shift back. */
@@ -255,6 +257,20 @@ table_find(const mem_stripe *s, uint64_t h, uint64_t ident, const char *key,
     return i;
 }
 
+/* The table of every stripe that has held no key yet: one empty slot,
+ * never written (a probe in it finds nothing, and the stripe's first insert
+ * puts a table of its own in its place). */
+static _Alignas(64) mem_slot no_slots[1];
+static uint8_t no_tags[1];
+
+static void stripe_table_none(mem_stripe *s)
+{
+    s->mem = NULL;
+    s->size = 1;
+    s->slots = no_slots;
+    s->tags = no_tags;
+}
+
 /* Point the stripe at a new empty table of 'size' slots (zeroed: every
  * tag empty). The slots start on a cache line, so that a key's state is
  * one line. FG_ENOMEM leaves the stripe as it was. */
@@ -371,7 +387,14 @@ stripe_insert(mem_store *m, mem_stripe *s, uint64_t h, uint64_t ident,
             return FG_ENOMEM;
         memcpy(copy, key, keylen);
     }
-    if (s->count >= s->cap) {
+    if (!s->mem) {
+        /* The stripe's first key: its first table of its own. */
+        if (stripe_table_new(s, s->max_size < MIN_SLOTS ? s->max_size
+                                                        : MIN_SLOTS) != FG_OK) {
+            fg__free(copy);
+            return FG_ENOMEM;
+        }
+    } else if (s->count >= s->cap) {
         stripe_evict(m, s, now_us);
     } else if ((s->count + 1) * 5 > s->size * 4 && s->size < s->max_size) {
         if (stripe_grow(m, s) != FG_OK) {
@@ -690,9 +713,7 @@ fg_store *fg__store_memory_open(const fg_memory_options *opt, char *err,
         s->cap = max_keys / n + (i < max_keys % n);
         /* Full, the table is 80% occupied; +1 keeps an empty slot. */
         s->max_size = s->cap + s->cap / 4 + 1;
-        if (stripe_table_new(s, s->max_size < MIN_SLOTS ? s->max_size
-                                                        : MIN_SLOTS) != FG_OK)
-            goto nomem;
+        stripe_table_none(s);
     }
     return &m->base;
 nomem:

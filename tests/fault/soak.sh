@@ -20,15 +20,11 @@ RESTART_S=${RESTART_S:-60}
 HUP_S=${HUP_S:-30}
 SERVERS=${SERVERS:-3}
 RATE=${RATE:-150} # requests a second, for each of the four load mixes
-# The blocked-key cache's table is reserved at start (calloc: its pages
-# become resident only when first written) and a reload gives each limit
-# new slots in it (a key's slot depends on its limiter): with the default
-# 65536 entries (about 6 MB per worker) RSS climbs for hours towards that
-# reserve, bounded but not flat (the 10-minute soak measured +35%, and
-# +1.5% over 40 reloads with blocked_cache = 0). A small table is
-# resident within the first minute, so that what this soak watches is
-# everything else.
-SOAK_CACHE=${SOAK_CACHE:-64}
+# The servers run with the default blocked-key cache (65536 entries, about
+# 6 MB a worker, calloc'd: resident only where written), which a reload
+# must not spread over fresh pages (serve_reload_cache.sh); SOAK_CACHE=N
+# sets another size.
+SOAK_CACHE=${SOAK_CACHE:-}
 # The baseline of RSS: just after the first restart of Redis (and the
 # first reloads), so that every path has run once.
 WARM_S=${WARM_S:-$((RESTART_S + 5))}
@@ -50,7 +46,7 @@ conf() {
 [server]
 workers = 2
 id = soak-$1
-blocked_cache = $SOAK_CACHE
+${SOAK_CACHE:+blocked_cache = $SOAK_CACHE}
 [store]
 url = redis://127.0.0.1:$RPORT
 prefix = soak$$:
@@ -81,6 +77,9 @@ spid() { eval "echo \$FGPID_s$1"; }
 sport() { eval "echo \$FGPORT_s$1"; }
 fds() { ls "/proc/$1/fd" 2>/dev/null | wc -l; }
 rss() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
+# rss_parts PID: anonymous/file-backed RSS, to tell the heap from code and
+# libraries paged in.
+rss_parts() { awk '/^RssAnon:/ { a = $2 } /^RssFile:/ { f = $2 } END { print a "/" f }' "/proc/$1/status" 2>/dev/null; }
 
 # warm: a few requests to each server on fresh connections, so that every
 # worker has its Redis connection; then the servers' descriptors settle.
@@ -117,7 +116,7 @@ done
 # The run: samples every 5 s, restarts and reloads on their beats.
 start=$SECONDS
 restarts=0 reloads=0 next_restart=$RESTART_S next_hup=$HUP_S next_sample=0
-declare -A RSSW RSSMAX
+declare -A RSSW RSSWP RSSMAX
 local_rate=200
 while [ $((SECONDS - start)) -lt "$SOAK_S" ]; do
     t=$((SECONDS - start))
@@ -125,9 +124,9 @@ while [ $((SECONDS - start)) -lt "$SOAK_S" ]; do
         line="t=$t"
         for n in $(seq 1 "$SERVERS"); do
             r=$(rss "$(spid "$n")")
-            line="$line s$n:rss=${r}k,fds=$(fds "$(spid "$n")")"
+            line="$line s$n:rss=${r}k($(rss_parts "$(spid "$n")")),fds=$(fds "$(spid "$n")")"
             if [ "$t" -ge "$WARM_S" ]; then
-                [ -z "${RSSW[$n]:-}" ] && RSSW[$n]=$r
+                [ -z "${RSSW[$n]:-}" ] && RSSW[$n]=$r && RSSWP[$n]=$(rss_parts "$(spid "$n")")
                 [ "${r:-0}" -gt "${RSSMAX[$n]:-0}" ] && RSSMAX[$n]=$r
             fi
         done
@@ -193,7 +192,7 @@ for n in $(seq 1 "$SERVERS"); do
     r1=$(rss "$p")
     w=${RSSW[$n]:-0}
     mx=${RSSMAX[$n]:-0}
-    echo "server $n: RSS ${w}k after ${WARM_S}s, ${r1}k at the end, ${mx}k at most ($(awk -v a="$r1" -v b="$w" 'BEGIN { printf "%+.2f%%", b ? 100 * (a - b) / b : 0 }') at the end)"
+    echo "server $n: RSS ${w}k after ${WARM_S}s, ${r1}k at the end, ${mx}k at most ($(awk -v a="$r1" -v b="$w" 'BEGIN { printf "%+.2f%%", b ? 100 * (a - b) / b : 0 }') at the end); anonymous/file ${RSSWP[$n]:-}k then, $(rss_parts "$p")k at the end"
     [ "$SANITIZED" = 1 ] && continue
     check "server $n: RSS at the end within 5% of the first minute's" \
         test $((r1 * 100)) -lt $((w * 105))

@@ -627,6 +627,38 @@ static void test_bytes_per_key(void)
     fg_set_allocator(NULL, NULL);
 }
 
+/* A store costs little until it holds keys: a limiter's local fallback is
+ * a memory store of 100000 keys (64 stripes) made anew with the limiter
+ * (by every reload of a server), and most never see a key. Each stripe's
+ * table comes with its first key. */
+static void test_empty_store_small(void)
+{
+    fg_set_allocator(sized_malloc, sized_free);
+    sized_live_bytes = 0;
+    sized_nblocks = sized_lost = 0;
+    fg_memory_options o = {.max_keys = 100000, .clock = fake_clock};
+    fg_store *st = fg_store_open_memory(&o, NULL, 0);
+    CHECK(st != NULL);
+    long long empty = sized_live_bytes;
+    printf("memory store of 100000 keys: %lld bytes allocated empty\n", empty);
+    CHECK(empty < 16384);
+    fg_limiter *l = st ? new_limiter(st, "10/h", FG_TOKEN_BUCKET) : NULL;
+    if (l) {
+        long long before = sized_live_bytes;
+        CHECK_EQ(try_key(l, "a", 1, 1), 1);
+        /* One stripe's first table: 16 slots of 65 bytes, aligned. */
+        long long one = sized_live_bytes - before;
+        CHECK(one > 16 * 64 && one < 2 * 16 * 65 + 64);
+        CHECK_EQ(try_key(l, "a", 1, 1), 1);
+        CHECK_EQ(sized_live_bytes - before, one);
+        CHECK_EQ(fg_store_keys(st), 1);
+    }
+    fg_limiter_free(l);
+    fg_store_close(st);
+    CHECK_EQ(sized_live_bytes, 0);
+    fg_set_allocator(NULL, NULL);
+}
+
 /* ---- allocation failure at every allocation ---------------------------- */
 
 static long alloc_calls, alloc_fail_at, alloc_live, alloc_injected;
@@ -760,6 +792,7 @@ int main(void)
     test_threads();
     test_threads_many_keys();
     test_bytes_per_key();
+    test_empty_store_small();
     test_large_tables();
     test_alloc_failure();
     test_churn();

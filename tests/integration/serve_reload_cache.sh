@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The blocked-key cache across reloads: its table (the default 65536
+# entries, about 6 MB a worker) is calloc'd, so its pages become resident
+# only once written, and a reload makes every limiter anew. The same keys
+# blocked again after each reload must land where they were before the
+# reload (the cache places a key by its limit's name, not by the limiter):
+# RSS then stays where the first round left it. Were they placed by the
+# limiter, each reload would write them to fresh pages, and 20 reloads of
+# 300 blocked keys would make most of the table resident (+5 MB).
+. "$(dirname "$0")/../serve/lib.sh"
+# A small quarantine keeps a sanitizer build's RSS readable.
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=1:thread_local_quarantine_size_kb=64"
+KEYS=300
+ROUNDS=20
+
+start_redis || { bad "redis starts"; finish; }
+cat >"$T/s.ini" <<INI
+[server]
+workers = 1
+[store]
+url = redis://127.0.0.1:$RPORT
+prefix = rc$$:
+timeout = 200ms
+[limit one]
+key = query:k
+algorithm = fixed_window
+rate = 1/h
+on_failure = open
+INI
+start_fg s -c "$T/s.ini" --listen 127.0.0.1:0 || { bad "server starts"; finish; }
+U="http://127.0.0.1:$FGPORT_s"
+rss_anon() { awk '/^RssAnon:/ { print $2 }' "/proc/$FGPID_s/status"; }
+
+# block: each of the KEYS keys once (allowed, none left: a block until the
+# hour's end) and once more (refused from the cache); prints the statuses.
+block() {
+    curl -s -w '\n%{http_code}\n' -X POST \
+        "$U/v1/check?limit=one&key=k[1-$KEYS]" \
+        "$U/v1/check?limit=one&key=k[1-$KEYS]" | grep -E '^[0-9]{3}$' |
+        sort | uniq -c |
+        awk '{ printf "%s:%s ", $2, $1 }'
+}
+# reload: SIGHUP, then wait until it is logged and the worker took it.
+reload() {
+    local n0
+    n0=$(grep -c 'event=reload result=ok' "$T/s.log")
+    kill -HUP "$FGPID_s"
+    for _ in $(seq 1 300); do
+        [ "$(grep -c 'event=reload result=ok' "$T/s.log")" -gt "$n0" ] && break
+        sleep 0.01
+    done
+    sleep 0.1
+}
+
+got=$(block)
+expect_eq "first round: $KEYS allowed, $KEYS refused" "$got" "200:$KEYS 429:$KEYS "
+# The second round's refusals come from the cache once it is warm: a
+# round after a reload refuses every key (the store's counts stay).
+reload
+block >/dev/null
+r0=$(rss_anon)
+refused_all=1
+for _ in $(seq 1 "$ROUNDS"); do
+    reload
+    got=$(block)
+    [ "$got" = "429:$((2 * KEYS)) " ] || refused_all=0
+done
+r1=$(rss_anon)
+expect_eq "after each reload every key refused" "$refused_all" 1
+cached=$(curl -s "$U/metrics" | awk '/^floodgate_cache_hits_total/ { s += $2 } END { print s + 0 }')
+check "the cache answered refusals ($cached)" test "$cached" -ge $((ROUNDS * KEYS))
+echo "anonymous RSS ${r0}k before $ROUNDS reloads, ${r1}k after ($((r1 - r0))k)"
+check "anonymous RSS grew by less than 1 MB over $ROUNDS reloads" \
+    test $((r1 - r0)) -lt 1024
+check "server alive" kill -0 "$FGPID_s"
+finish

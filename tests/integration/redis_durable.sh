@@ -118,6 +118,15 @@ for _ in $(seq 1 100); do
     [ "$(redis-cli -p "$SPORT" wait 1 100)" = 1 ] && break
 done
 check "new replica acknowledges writes" test "$(redis-cli -p "$SPORT" wait 1 100)" = 1
+# A replica just linked may still be finishing its first sync (a second
+# full sync was seen right after the first WAIT): a durable probe of a key
+# of its own must be allowed first, 3 s at most.
+probed=0
+for _ in $(seq 1 60); do
+    if [ "$(cli "$SPORT" probe$_ 1 replica)" = "allowed=1 limited=0" ]; then probed=1; break; fi
+    sleep 0.05
+done
+check "a durable probe is allowed on the promoted master" test "$probed" = 1
 out=$("$FGLOAD" -n 12 -c 4 "$U/v1/check?limit=durable&key=k2")
 expect_eq "durable after the failover: 10 of 12, over-admission 0" "$(field "$out" s200)/$(field "$out" s429)" "10/2"
 out=$("$FGLOAD" -n 12 -c 4 "$U/v1/check?limit=durable&key=h1")

@@ -34,26 +34,13 @@ static void usage(FILE *f)
            "servers on a virtual clock, with no processes.\n");
 }
 
-/* "40ms", "0.5ms", "2s", "500us"; a bare number is milliseconds. */
+/* A duration of the real lab's options: at most a minute. */
 static int parse_duration_us(const char *s, int64_t *out)
 {
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || v < 0)
+    uint64_t us;
+    if (fg__lab_parse_duration(s, 60000000, &us) < 0)
         return -1;
-    double mul = 1000;
-    if (strcmp(end, "us") == 0)
-        mul = 1;
-    else if (strcmp(end, "ms") == 0 || *end == '\0')
-        mul = 1000;
-    else if (strcmp(end, "s") == 0)
-        mul = 1000000;
-    else
-        return -1;
-    v *= mul;
-    if (v > 60e6)
-        return -1;
-    *out = (int64_t)(v + 0.5);
+    *out = (int64_t)us;
     return 0;
 }
 

@@ -58,7 +58,7 @@ static void usage(FILE *f)
 
 /* "40ms", "0.5ms", "2s", "500us"; a bare number is milliseconds; at most
  * 'max_us'. */
-static int parse_duration(const char *s, uint64_t max_us, uint64_t *out)
+int fg__lab_parse_duration(const char *s, uint64_t max_us, uint64_t *out)
 {
     char *end;
     double v = strtod(s, &end);
@@ -192,7 +192,7 @@ static int parse_one(opts *o, const char *name, const char *val)
     }
     if (strcmp(name, "--duration") == 0) {
         o->duration_given = 1;
-        if (parse_duration(val, 3600000000ull, &p->duration_us) < 0 ||
+        if (fg__lab_parse_duration(val, 3600000000ull, &p->duration_us) < 0 ||
             p->duration_us == 0)
             return -1;
         return 0;
@@ -203,10 +203,10 @@ static int parse_one(opts *o, const char *name, const char *val)
     }
     if (strcmp(name, "--spread") == 0) {
         o->spread_given = 1;
-        return parse_duration(val, 60000000, &p->spread_us);
+        return fg__lab_parse_duration(val, 60000000, &p->spread_us);
     }
     if (strcmp(name, "--rtt") == 0)
-        return parse_duration(val, 1000000, &p->rtt_us);
+        return fg__lab_parse_duration(val, 1000000, &p->rtt_us);
     if (strcmp(name, "--sync") == 0 || strcmp(name, "--chunk") == 0) {
         /* The library's own parser, through the mode's spelling. */
         fg_limit lim = p->lim;

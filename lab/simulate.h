@@ -165,4 +165,9 @@ int fg__sim_write_svg(const char *path, const fg__sim_params *p,
  * --simulate anywhere in it. Returns the exit status. */
 int fg__lab_simulate(int argc, char **argv);
 
+/* "40ms", "0.5ms", "2s", "500us" (a bare number is milliseconds) into
+ * whole microseconds, at most 'max_us': 0, or -1 when it is not one. The
+ * real lab's options read their durations with it too. */
+int fg__lab_parse_duration(const char *s, uint64_t max_us, uint64_t *out);
+
 #endif

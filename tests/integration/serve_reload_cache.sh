@@ -70,7 +70,12 @@ expect_eq "after each reload every key refused" "$refused_all" 1
 cached=$(curl -s "$U/metrics" | awk '/^floodgate_cache_hits_total/ { s += $2 } END { print s + 0 }')
 check "the cache answered refusals ($cached)" test "$cached" -ge $((ROUNDS * KEYS))
 echo "anonymous RSS ${r0}k before $ROUNDS reloads, ${r1}k after ($((r1 - r0))k)"
-check "anonymous RSS grew by less than 1 MB over $ROUNDS reloads" \
-    test $((r1 - r0)) -lt 1024
+# A sanitizer build keeps up to its 1 MB quarantine of freed memory
+# resident on top (seen: +0.9 to +1.5 MB there, +0.1 MB plain), so it gets
+# 1 MB more; both stay well under the +5 MB of keys placed by limiter.
+budget=1024
+nm "$FLOODGATE" 2>/dev/null | grep -q __asan_init && budget=2048
+check "anonymous RSS grew by less than $((budget / 1024)) MB over $ROUNDS reloads" \
+    test $((r1 - r0)) -lt $budget
 check "server alive" kill -0 "$FGPID_s"
 finish

@@ -234,7 +234,7 @@ static void sim_send(sim *s, int srv, const fg_local_ask *a, int waiting)
         p->rc = FG_EBACKEND;
     } else if (a->op == FG_LOCAL_ADD) {
         p->rc = fg_add(s->shared, a->key, a->keylen, a->units, &p->d);
-    } else if (a->op == FG_LOCAL_TAKE || a->op == FG_LOCAL_CHECK) {
+    } else if (a->op == FG_LOCAL_TAKE) {
         p->rc = fg_check(s->shared, a->key, a->keylen, a->units, &p->d);
     } else {
         p->rc = fg_refund(s->shared, a->key, a->keylen, a->units);
@@ -292,8 +292,6 @@ static void sim_request(sim *s, int srv, const char *key, uint64_t cost)
          * delay aside), as the limiter does. */
         s->asks++;
         CHECK_EQ(fg_check(s->shared, key, strlen(key), cost, &d), FG_OK);
-        if (d.allowed)
-            fg_local_counted(s->lc[srv], key, strlen(key), cost, fake_now);
         if (d.allowed)
             s->allowed += cost;
         else
@@ -360,11 +358,10 @@ static void test_sync_fixed(void)
         if (over > worst)
             worst = over;
     }
-    /* Syncs: one per server per 100 ms while the key is used. */
-    /* Syncs: one per server per interval while the key is used (the
-     * driver's tick is early by up to an eighth), and a check in the store
-     * per server when each window starts (its view ends with it). */
-    CHECK(s.asks <= 5 * NSRV * 12 + 5 * NSRV + NSRV);
+    /* Syncs, and nothing else: one per server per interval while the key
+     * is used (this driver ticks every ms, and a tick up to an eighth
+     * early counts: every 88 ms, 57 in 5 s). */
+    CHECK(s.asks <= 5 * NSRV * 12);
     printf("sync fixed window, 8 servers, 10x: worst overshoot %llu per "
            "window (bound %.0f), %llu store commands for 5000 requests\n",
            (unsigned long long)worst,
@@ -670,32 +667,34 @@ static void test_waiters(void)
     fg_local_free(lc);
 }
 
-/* A sync key's first check goes to the store (its view is unknown):
- * answer it allowed with 'remaining' left, the new view, and the check
- * takes the unit the store counted for it. */
-static void first_check(fg_local *lc, const char *key, uint64_t now,
-                        uint64_t remaining, uint64_t reset_us)
+/* A sync key's first check is decided here, on a full limit (10): no
+ * store command on the request's path. */
+static void first_check(fg_local *lc, const char *key, uint64_t now)
 {
     fg_decision d;
     fg_local_ask a;
-    CHECK_EQ(fg_local_check(lc, key, strlen(key), 1, now, &d, &a, NULL),
-             FG_LOCAL_ASKED);
-    CHECK_EQ(a.op, FG_LOCAL_CHECK);
-    CHECK_EQ(a.units, 1);
+    CHECK_EQ(fg_local_check(lc, key, strlen(key), 1, now, &d, &a, NULL), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.remaining, 9);
+    CHECK_EQ(d.source, FG_SOURCE_SYNC);
+}
+
+/* A sync's answer at 'now': 'remaining' left, full again in 'reset_us'. */
+static void answer_sync(fg_local *lc, fg_local_ask *a, uint64_t now,
+                        uint64_t remaining, uint64_t reset_us)
+{
+    fg_decision d;
     memset(&d, 0, sizeof d);
     d.allowed = 1;
     d.remaining = remaining;
     d.reset_us = reset_us;
-    CHECK_EQ(fg_local_answer(lc, &a, now, FG_OK, &d, NULL), 0);
-    CHECK_EQ(fg_local_check(lc, key, strlen(key), 1, now, &d, &a, NULL), FG_OK);
-    CHECK_EQ(d.allowed, 1);
-    CHECK_EQ(d.remaining, remaining);
-    CHECK_EQ(d.source, FG_SOURCE_SYNC);
+    CHECK_EQ(fg_local_answer(lc, a, now, FG_OK, &d, NULL), 0);
 }
 
-/* A sync that fails: the key follows the policy until a sync succeeds,
- * and the usage is sent again, not lost. A view too old to decide on, or
- * of a window that ended, sends the check to the store. */
+/* Sync decides every check here: the views come from the syncs, every key
+ * checked in an interval (refused ones too) is synced at its end, and a
+ * sync that fails makes the key follow the policy until a sync succeeds,
+ * its usage sent again, not lost. */
 static void test_sync_failure(void)
 {
     fg_limit lim = lim_of("10/s", FG_FIXED_WINDOW, "sync:100ms");
@@ -703,26 +702,24 @@ static void test_sync_failure(void)
     fg_decision d;
     fg_local_ask a[4];
     fake_now = 9000 * SEC;
-    first_check(lc, "k", fake_now, 9, SEC);
-    for (int i = 0; i < 3; i++)
+    first_check(lc, "k", fake_now);
+    for (int i = 0; i < 2; i++)
         CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now, &d, a, NULL), FG_OK);
-    CHECK_EQ(d.remaining, 6);
+    CHECK_EQ(d.remaining, 7);
+    /* Nothing was sent: the first tick (the caller's next) sends it. */
     CHECK_EQ(fg_local_due(lc, fake_now + 100 * MS, a, 4), 1);
     CHECK_EQ(a[0].op, FG_LOCAL_ADD);
     CHECK_EQ(a[0].units, 3);
     /* Another check while it is in flight counts against the view. */
     CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now, &d, a + 1, NULL), FG_OK);
-    CHECK_EQ(d.remaining, 5);
+    CHECK_EQ(d.remaining, 6);
     fg_local_answer(lc, &a[0], fake_now + 100 * MS, FG_ETIMEOUT, NULL, NULL);
     CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now, &d, a + 1, NULL),
              FG_EBACKEND);
     CHECK_EQ(fg_local_due(lc, fake_now + 200 * MS, a, 4), 1);
     CHECK_EQ(a[0].units, 4); /* 3 again, and the one since */
-    memset(&d, 0, sizeof d);
-    d.allowed = 1;
-    d.remaining = 2;
-    d.reset_us = 500 * MS;
-    fg_local_answer(lc, &a[0], fake_now + 200 * MS, FG_OK, &d, NULL);
+    /* The other servers used the key too: the answer is the new view. */
+    answer_sync(lc, &a[0], fake_now + 200 * MS, 2, 500 * MS);
     CHECK_EQ(fg_local_check(lc, "k", 1, 2, fake_now + 200 * MS, &d, a, NULL),
              FG_OK);
     CHECK_EQ(d.allowed, 1);
@@ -730,29 +727,30 @@ static void test_sync_failure(void)
              FG_OK);
     CHECK_EQ(d.allowed, 0);
     CHECK_EQ(d.retry_after_us, 500 * MS);
-    /* Fresh for an interval after its answer; older, the store decides
-     * the check (a token bucket's refusal is followed by a sync, whose
-     * view shows any debt). */
-    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 300 * MS, &d, a, NULL),
-             FG_OK);
-    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 326 * MS, &d, a, NULL),
-             FG_LOCAL_ASKED);
-    CHECK_EQ(a[0].op, FG_LOCAL_CHECK);
-    CHECK_EQ(a[0].units, 1);
-    memset(&d, 0, sizeof d);
-    d.allowed = 0;
-    d.remaining = 0;
-    d.reset_us = d.retry_after_us = 374 * MS;
-    /* A window's refusal is the view: nothing left until its end. */
-    CHECK_EQ(fg_local_answer(lc, &a[0], fake_now + 327 * MS, FG_OK, &d, NULL),
-             0);
-    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 327 * MS, &d, a, NULL),
+    CHECK_EQ(fg_local_due(lc, fake_now + 300 * MS, a, 4), 1);
+    CHECK_EQ(a[0].units, 2);
+    answer_sync(lc, &a[0], fake_now + 300 * MS, 0, 400 * MS);
+    /* Nothing used: nothing to send. A refused check is synced (of
+     * nothing), so that its view follows the store. */
+    CHECK_EQ(fg_local_due(lc, fake_now + 400 * MS, a, 4), 0);
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 450 * MS, &d, a, NULL),
              FG_OK);
     CHECK_EQ(d.allowed, 0);
-    CHECK_EQ(d.retry_after_us, 373 * MS);
-    /* The window ends with the view: the next check goes to the store. */
+    CHECK_EQ(d.retry_after_us, 250 * MS);
+    CHECK_EQ(fg_local_due(lc, fake_now + 500 * MS, a, 4), 1);
+    CHECK_EQ(a[0].op, FG_LOCAL_ADD);
+    CHECK_EQ(a[0].units, 0);
+    answer_sync(lc, &a[0], fake_now + 500 * MS, 0, 200 * MS);
+    /* The window ends with the view: the next window is decided on the
+     * full limit until its first sync. */
     CHECK_EQ(fg_local_check(lc, "k", 1, 10, fake_now + 700 * MS, &d, a, NULL),
-             FG_LOCAL_ASKED);
+             FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 700 * MS, &d, a, NULL),
+             FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(fg_local_due(lc, fake_now + 700 * MS, a, 4), 1);
+    CHECK_EQ(a[0].units, 10);
     fg_local_answer(lc, &a[0], fake_now + 700 * MS, FG_ETIMEOUT, NULL, NULL);
     CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 700 * MS, &d, a, NULL),
              FG_EBACKEND);
@@ -773,24 +771,20 @@ static void test_bounded(void)
         key[0] = 'k';
         key[1] = (char)('0' + i);
         key[2] = '\0';
-        first_check(lc, key, fake_now, 9, 500 * MS);
-        CHECK_EQ(fg_local_check(lc, key, strlen(key), 1, fake_now, &d, a, NULL),
-                 FG_OK);
+        first_check(lc, key, fake_now);
     }
     CHECK_EQ(fg_local_check(lc, "k9", 2, 1, fake_now, &d, a, NULL), FG_ENOMEM);
     CHECK_EQ(fg_local_keys(lc), 4);
     size_t n = fg_local_due(lc, fake_now + 100 * MS, a, 8);
     CHECK_EQ(n, 4);
-    memset(&d, 0, sizeof d);
-    d.allowed = 1;
-    d.remaining = 8;
-    d.reset_us = 400 * MS;
+    /* In flight, they stay. */
+    CHECK_EQ(fg_local_check(lc, "k9", 2, 1, fake_now, &d, a + 4, NULL),
+             FG_ENOMEM);
     for (size_t i = 0; i < n; i++)
-        fg_local_answer(lc, &a[i], fake_now + 100 * MS, FG_OK, &d, NULL);
-    CHECK_EQ(fg_local_check(lc, "k9", 2, 1, fake_now, &d, a, NULL),
-             FG_LOCAL_ASKED);
+        answer_sync(lc, &a[i], fake_now + 100 * MS, 8, 400 * MS);
+    /* Synced, a key can go for a new one. */
+    first_check(lc, "k9", fake_now + 100 * MS);
     CHECK_EQ(fg_local_keys(lc), 4);
-    fg_local_answer(lc, &a[0], fake_now, FG_ETIMEOUT, NULL, NULL);
     CHECK_EQ(fg_local_check(lc, "k", 1, 11, fake_now, &d, a, NULL), FG_ECOST);
     CHECK_EQ(fg_local_check(lc, "k", 1, 0, fake_now, &d, a, NULL), FG_ECOST);
     fg_local_free(lc);

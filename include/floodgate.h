@@ -453,9 +453,10 @@ int fg_check_set_async(fg_set_req *req, const fg_set_item *items, unsigned n,
  * sync: each key's view is the store's answer to the last sync: what was
  * left, and when it is full again (a token bucket's view refills at the
  * rate). A check is allowed when it fits the view less what this process
- * admitted since; a key without one (new here, or its fixed window over)
- * is decided on the full limit. Every check is decided here. Every
- * sync_ms, the keys checked since the last sync send their usage with fg_add
+ * admitted since, however old the view. A key without one (new here, or
+ * its fixed window over) is decided in the store, exactly, and the answer
+ * is its view. Every sync_ms, the keys checked since the last sync (refused
+ * ones with 0 units) send their usage with fg_add
  * (counted even beyond the limit, so that an overshoot is paid back) and the
  * answers become the new views. No server sees what the others admitted since
  * their last sync, so the servers together can admit more than the limit: see
@@ -556,7 +557,11 @@ typedef struct fg_local fg_local;
 typedef enum fg_local_op {
     FG_LOCAL_ADD = 0,  /* sync: count 'units' (fg_add), answer the view */
     FG_LOCAL_TAKE = 1, /* lease: take 'units' if they fit (fg_check) */
-    FG_LOCAL_GIVE = 2  /* lease: give 'units' back (fg_refund) */
+    FG_LOCAL_GIVE = 2, /* lease: give 'units' back (fg_refund) */
+    /* sync: decide this check in the store (fg_check of 'units'): the
+     * key has no view here (new, or its fixed window over); the answer is
+     * its view, or when refused a sync follows (its view holds any debt) */
+    FG_LOCAL_CHECK = 3
 } fg_local_op;
 
 /* One command for the store. The key is the local state's own copy, valid
@@ -575,9 +580,10 @@ typedef struct fg_local_waiter {
 } fg_local_waiter;
 
 /* fg_local_check's results beside FG_OK (decided) and negative codes. */
-/* FG_LOCAL_ASKED: send '*ask' (a lease's take), answer it, then check
- * again. FG_LOCAL_WAITED: 'w' waits for such an ask in flight for its key:
- * check it again when fg_local_answer wakes it. */
+/* FG_LOCAL_ASKED: send '*ask' (a take, or a sync limit's sync of a key
+ * it cannot decide yet), answer it, then check again. FG_LOCAL_WAITED: 'w'
+ * waits for such an ask in flight for its key: check it again when
+ * fg_local_answer wakes it. */
 #define FG_LOCAL_ASKED  1
 #define FG_LOCAL_WAITED 2
 
@@ -590,16 +596,15 @@ void fg_local_free(fg_local *lc);
 
 /* Decide 'cost' units of 'key' at 'now_us' (any clock that does not go
  * back; the store's reset times are read on it as durations from the
- * answer). FG_OK: 'out' is the decision; a sync limit always decides
- * here, on the key's view (a full limit when it has none) less this
- * server's usage since, and syncs every key checked at the next tick.
- * FG_LOCAL_ASKED: a lease must take units first, as 'ask' says.
- * FG_LOCAL_WAITED: a lease's take is in flight for the key and 'w' waits
- * for it (with 'w' NULL, a take of its own is asked instead). FG_EBACKEND:
- * the store failed this key's last sync or take: follow the limit's
- * on_failure. FG_ENOMEM: no room for a new key (every key has usage or
- * units to send): ask the store exactly. FG_ECOST, FG_EKEY: bad input, as
- * fg_check. */
+ * answer). FG_OK: 'out' is the decision. FG_LOCAL_ASKED: the store must
+ * be asked first, as 'ask' says: a lease's take, or a sync limit's check
+ * in the store of a key it has no view of (its answer is the view).
+ * FG_LOCAL_WAITED: a lease's take is in flight for the key and 'w' waits for it
+ * (with 'w' NULL, a take of its own is asked instead). FG_EBACKEND: the store
+ * failed this key's last sync or take: follow the limit's on_failure.
+ * FG_ENOMEM: no room for a new key (every key has usage or units to send), or a
+ * sync limit's key without a view while its first check is in flight: ask the
+ * store exactly. FG_ECOST, FG_EKEY: bad input, as fg_check. */
 int fg_local_check(fg_local *lc, const char *key, size_t keylen, uint64_t cost,
                    uint64_t now_us, fg_decision *out, fg_local_ask *ask,
                    fg_local_waiter *w);
@@ -611,6 +616,12 @@ int fg_local_check(fg_local *lc, const char *key, size_t keylen, uint64_t cost,
  * order; NULL when none): check each again. */
 int fg_local_answer(fg_local *lc, fg_local_ask *ask, uint64_t now_us, int rc,
                     const fg_decision *d, fg_local_waiter **wake);
+
+/* 'units' of 'key' the store counted for a check it decided here (after
+ * FG_ENOMEM), at 'now_us': a sync limit's views count them until one
+ * answered to a sync sent later holds them. */
+void fg_local_counted(fg_local *lc, const char *key, size_t keylen,
+                      uint64_t units, uint64_t now_us);
 
 /* Give back 'cost' units an allowed check of 'key' took (fg_refund). */
 void fg_local_refund(fg_local *lc, const char *key, size_t keylen,

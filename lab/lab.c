@@ -688,10 +688,10 @@ static int64_t settle(fg__lab *lab, int s, const fg__lab_params *p)
  * What shows it depends on the mode. An exact limit answers from the store.
  * A lease limit's first check of a key takes a lease from Redis: "lease"
  * says the take went through (a failed one answers "local", the fallback).
- * A sync limit decides a new key's checks on the full limit until its
- * first sync, at the next tick, which can still fail and turn its checks
- * to the fallback: so one key is asked until, an interval and a round
- * trip after its first check, it still answers "sync". That key's usage is then
+ * A sync limit sends a new key's first check to Redis, then decides on
+ * that view; a sync at the next tick can still fail and turn its checks to
+ * the fallback: so one key is asked until, an interval and a round trip
+ * after its first check, it still answers "sync". That key's usage is then
  * sent at the next tick, which is waited for, so as not to count in the
  * next burst. */
 static int heal(fg__lab *lab, int s, const fg__lab_params *p, char *err,

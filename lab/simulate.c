@@ -258,6 +258,7 @@ static void store_do(sim *s, uint32_t slot, uint64_t now)
             fg_add(s->lim, pd->ask.key, pd->ask.keylen, pd->ask.units, &pd->d);
         break;
     case FG_LOCAL_TAKE:
+    case FG_LOCAL_CHECK:
         pd->rc = fg_check(s->lim, pd->ask.key, pd->ask.keylen, pd->ask.units,
                           &pd->d);
         break;
@@ -286,8 +287,10 @@ static void send_ask(sim *s, uint32_t server, const fg_local_ask *a,
 }
 
 /* An exact check at the store, decided now for the request that arrived
- * at 'arrived' (the answer reaches the server a round trip later). */
-static void exact_check(sim *s, uint64_t now, uint64_t arrived)
+ * at 'arrived' (the answer reaches the server a round trip later). For a
+ * server with local state ('server' below NONE), what the store counted
+ * is told to it, as the limiter does. */
+static void exact_check(sim *s, uint64_t now, uint64_t arrived, uint32_t server)
 {
     fg_decision d;
     s->store_now = now + s->act_us;
@@ -295,6 +298,9 @@ static void exact_check(sim *s, uint64_t now, uint64_t arrived)
     s->r->store_commands++;
     if (rc == FG_OK) {
         decided(s, arrived, s->store_now, now + s->p->rtt_us, d.allowed);
+        if (d.allowed && server != NONE && s->srv[server].lc)
+            fg_local_counted(s->srv[server].lc, s->key, s->keylen, 1,
+                             now + s->p->rtt_us);
     } else {
         by_policy(s, arrived, now);
     }
@@ -336,7 +342,7 @@ static void check_req(sim *s, req *q, uint64_t now)
     case FG_ENOMEM:
         /* No room for the key here: the store decides it exactly, as the
          * limiter does. */
-        exact_check(s, now, q->arrived_us);
+        exact_check(s, now, q->arrived_us, i);
         req_put(s, q);
         break;
     default:
@@ -420,7 +426,7 @@ static void arrive(sim *s, uint64_t now)
     s->r->requests++;
     s->arrived_w[w]++;
     if (s->strategy == FG__SIM_ATOMIC) {
-        exact_check(s, now, now);
+        exact_check(s, now, now, NONE);
     } else if (s->strategy == FG__SIM_LOCAL || s->strategy == FG__SIM_SPLIT) {
         /* Each server's own counter: the server's number is its key. */
         char key[16];

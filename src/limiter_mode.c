@@ -69,6 +69,13 @@ static uint64_t now_us(void)
 
 /* Do 'a' with the store and answer it; a take's follow-up too. Returns the
  * store's result and its decision in 'd'. */
+/* 1 when a check decided in the store was counted there. */
+static int counts(int rc, const fg_decision *d)
+{
+    return rc == FG_OK && d->allowed && !d->shadowed &&
+           d->source == FG_SOURCE_STORE;
+}
+
 static int ask_blocking(fg_limiter *l, fg_local_ask *a, fg_decision *d)
 {
     struct fg__mode *m = l->mode;
@@ -80,6 +87,7 @@ static int ask_blocking(fg_limiter *l, fg_local_ask *a, fg_decision *d)
                                  d);
             break;
         case FG_LOCAL_TAKE:
+        case FG_LOCAL_CHECK:
             rc = fg__store_check(l, a->key, a->keylen, a->units, d);
             break;
         default:
@@ -139,8 +147,17 @@ static int mode_check(fg_limiter *l, const char *key, size_t keylen,
         }
         if (rc == FG_EBACKEND)
             return fg__decide_by_policy(l, rc, key, keylen, cost, out);
-        if (rc == FG_ENOMEM)
-            return m->exact(l, key, keylen, cost, out);
+        if (rc == FG_ENOMEM) {
+            /* Decided in the store: what it counted, the views here
+             * count too until a later sync holds it. */
+            rc = m->exact(l, key, keylen, cost, out);
+            if (counts(rc, out)) {
+                lock(m);
+                fg_local_counted(m->lc, key, keylen, cost, now_us());
+                unlock(m);
+            }
+            return rc;
+        }
         if (rc < 0)
             return rc;
         /* A take. Other threads may spend its units before this one
@@ -206,11 +223,15 @@ static void on_take(int rc, const fg_decision *d, void *data)
     }
 }
 
-/* A check decided in the store (no room here for its key). */
+/* A check decided in the store: what it counted is told to the views. */
 static void on_exact(int rc, const fg_decision *d, void *data)
 {
+    mode_req *r = data;
+    struct fg__mode *m = r->l->mode;
+    if (counts(rc, d))
+        fg_local_counted(m->lc, r->key, r->keylen, r->cost, now_us());
     fg_decision copy = *d;
-    finish(data, rc, &copy);
+    finish(r, rc, &copy);
 }
 
 /* Check 'r' again (or for the first time): decided, waiting, or a take. */
@@ -243,7 +264,8 @@ static void run_req(mode_req *r, uint64_t now)
         return;
     }
     if (rc == FG_ENOMEM) {
-        /* The store decides this one exactly (no room here). */
+        /* The store decides this one exactly (no room here, or a sync
+         * key without a view while its first check is in flight). */
         if (fg__check_async_exact(l, r->key, r->keylen, r->cost, on_exact, r) ==
             FG_OK)
             return;

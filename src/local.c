@@ -35,6 +35,10 @@ typedef struct entry {
      * those admitted since it was made. lease: 'units' held, the lease's
      * end in 'reset_at'. */
     uint64_t view_rem, reset_at, sent, units, sent_at;
+    /* sync: when the view was answered; units the store counted for
+     * checks it decided here, and when the last of them was answered;
+     * units of a check in the store (FG_LOCAL_CHECK) for it to take. */
+    uint64_t view_at, counted, counted_at, granted;
     /* lease: when the last take was answered, the units spent since, the
      * rate they made before it (used over dur), the store's refusal, what
      * the take in flight must give the check that asked for it, units to
@@ -346,28 +350,46 @@ static void queue_waiter(entry *e, fg_local_waiter *w)
     e->wait_tail = w;
 }
 
-/* Decided here, always: on the view (full when there is none) less this
- * server's own usage since. Every key checked is synced at the next tick,
- * a refused one too (its units are 0): its view then follows the store
- * while it is used, and a key new here or back after a pause corrects
- * itself within one interval. */
 static int sync_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
-                      fg_decision *d)
+                      fg_decision *d, fg_local_ask *ask)
 {
     if (e->failed)
         return FG_EBACKEND;
     sync_window_end(lc, e, now);
-    uint64_t v = view_avail(lc, e, now), own = e->sent + e->units;
+    uint64_t v = view_avail(lc, e, now), own = e->sent + e->units + e->counted;
     uint64_t avail = v > own ? v - own : 0;
     memset(d, 0, sizeof(*d));
     d->limit = lc->max_cost;
     d->source = FG_SOURCE_SYNC;
-    list_due(lc, e);
-    if (cost <= avail) {
+    if (e->granted >= cost) {
+        /* The store counted this check already (its view holds it). */
+        e->granted -= cost;
+        d->allowed = 1;
+        d->remaining = avail;
+    } else if (!e->synced) {
+        /* A key new here, or whose fixed window just ended: this server
+         * knows nothing of what the others admitted, so the store decides
+         * the check, and its answer is the first view (a refusal's is
+         * read by a sync after it: the check's does not show a bucket's
+         * debt). With an ask in flight already, the store decides this
+         * check on its own. */
+        if (e->asks)
+            return FG_ENOMEM;
+        e->take_at = now;
+        ask_for(ask, FG_LOCAL_CHECK, e, cost);
+        return FG_LOCAL_ASKED;
+    } else if (cost <= avail) {
+        list_due(lc, e);
         e->units += cost;
         d->allowed = 1;
         d->remaining = avail - cost;
     } else {
+        /* Refused here. On a view older than an interval, the key is
+         * synced at the next tick all the same (of 0 units), so that the
+         * view of a key in use follows the store (a sliding window's, say,
+         * which is not decayed here). */
+        if (now - e->view_at > lc->tick_us)
+            list_due(lc, e);
         d->remaining = avail;
         d->retry_after_us = view_wait(lc, e, now, avail, cost);
     }
@@ -388,9 +410,13 @@ static int sync_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
 static void view_from(const fg_local *lc, entry *e, uint64_t sent_at,
                       uint64_t now, const fg_decision *d)
 {
+    /* A sync sent after the store counted checks here holds them. */
+    if (sent_at > e->counted_at)
+        e->counted = 0;
     e->view_rem = d->remaining;
     e->reset_at =
         (lc->algorithm == FG_FIXED_WINDOW ? sent_at : now) + d->reset_us;
+    e->view_at = now;
     e->synced = 1;
     e->failed = 0;
 }
@@ -565,7 +591,7 @@ int fg_local_check(fg_local *lc, const char *key, size_t keylen, uint64_t cost,
     if (!e)
         return rc;
     if (lc->mode == FG_MODE_SYNC)
-        return sync_check(lc, e, cost, now_us, out);
+        return sync_check(lc, e, cost, now_us, out, ask);
     return lease_check(lc, e, cost, now_us, out, ask, w);
 }
 
@@ -581,6 +607,24 @@ int fg_local_answer(fg_local *lc, fg_local_ask *ask, uint64_t now_us, int rc,
     case FG_LOCAL_ADD:
         sync_answer(lc, e, now_us, rc, d);
         break;
+    case FG_LOCAL_CHECK:
+        if (rc == FG_OK && d && d->allowed) {
+            view_from(lc, e, e->take_at, now_us, d);
+            e->granted += ask->units;
+        } else if (rc == FG_OK && d &&
+                   (lc->algorithm != FG_TOKEN_BUCKET ||
+                    d->reset_us < lc->depth_us)) {
+            view_from(lc, e, e->take_at, now_us, d);
+        } else if (rc == FG_OK && d) {
+            /* A refused check's time to full stops at a full bucket's:
+             * a sync after it reads the debt. */
+            sync_ask(lc, e, now_us, ask);
+            again = 1;
+        } else {
+            e->failed = 1;
+            list_due(lc, e); /* a sync of nothing finds out when it is back */
+        }
+        break;
     case FG_LOCAL_TAKE:
         e->taking--;
         again = lease_answer(lc, e, ask, now_us, rc, d);
@@ -593,6 +637,17 @@ int fg_local_answer(fg_local *lc, fg_local_ask *ask, uint64_t now_us, int rc,
         break; /* a give-back lost only leaves units unused */
     }
     return again;
+}
+
+void fg_local_counted(fg_local *lc, const char *key, size_t keylen,
+                      uint64_t units, uint64_t now_us)
+{
+    int rc;
+    entry *e = lc->mode == FG_MODE_SYNC ? lookup(lc, key, keylen, &rc) : NULL;
+    if (!e)
+        return;
+    e->counted += units;
+    e->counted_at = now_us;
 }
 
 void fg_local_refund(fg_local *lc, const char *key, size_t keylen,

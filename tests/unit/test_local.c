@@ -234,7 +234,7 @@ static void sim_send(sim *s, int srv, const fg_local_ask *a, int waiting)
         p->rc = FG_EBACKEND;
     } else if (a->op == FG_LOCAL_ADD) {
         p->rc = fg_add(s->shared, a->key, a->keylen, a->units, &p->d);
-    } else if (a->op == FG_LOCAL_TAKE) {
+    } else if (a->op == FG_LOCAL_TAKE || a->op == FG_LOCAL_CHECK) {
         p->rc = fg_check(s->shared, a->key, a->keylen, a->units, &p->d);
     } else {
         p->rc = fg_refund(s->shared, a->key, a->keylen, a->units);
@@ -292,6 +292,8 @@ static void sim_request(sim *s, int srv, const char *key, uint64_t cost)
          * delay aside), as the limiter does. */
         s->asks++;
         CHECK_EQ(fg_check(s->shared, key, strlen(key), cost, &d), FG_OK);
+        if (d.allowed)
+            fg_local_counted(s->lc[srv], key, strlen(key), cost, fake_now);
         if (d.allowed)
             s->allowed += cost;
         else
@@ -358,10 +360,11 @@ static void test_sync_fixed(void)
         if (over > worst)
             worst = over;
     }
-    /* Syncs, and nothing else: one per server per interval while the key
-     * is used (this driver ticks every ms, and a tick up to an eighth
-     * early counts: every 88 ms, 57 in 5 s). */
-    CHECK(s.asks <= 5 * NSRV * 12);
+    /* Syncs: one per server per 100 ms while the key is used. */
+    /* Syncs: one per server per interval while the key is used (the
+     * driver's tick is early by up to an eighth), and a check in the store
+     * per server when each window starts (its view ends with it). */
+    CHECK(s.asks <= 5 * NSRV * 12 + 5 * NSRV + NSRV);
     printf("sync fixed window, 8 servers, 10x: worst overshoot %llu per "
            "window (bound %.0f), %llu store commands for 5000 requests\n",
            (unsigned long long)worst,
@@ -667,34 +670,32 @@ static void test_waiters(void)
     fg_local_free(lc);
 }
 
-/* A sync key's first check is decided here, on a full limit (10): no
- * store command on the request's path. */
-static void first_check(fg_local *lc, const char *key, uint64_t now)
-{
-    fg_decision d;
-    fg_local_ask a;
-    CHECK_EQ(fg_local_check(lc, key, strlen(key), 1, now, &d, &a, NULL), FG_OK);
-    CHECK_EQ(d.allowed, 1);
-    CHECK_EQ(d.remaining, 9);
-    CHECK_EQ(d.source, FG_SOURCE_SYNC);
-}
-
-/* A sync's answer at 'now': 'remaining' left, full again in 'reset_us'. */
-static void answer_sync(fg_local *lc, fg_local_ask *a, uint64_t now,
+/* A sync key's first check goes to the store (its view is unknown):
+ * answer it allowed with 'remaining' left, the new view, and the check
+ * takes the unit the store counted for it. */
+static void first_check(fg_local *lc, const char *key, uint64_t now,
                         uint64_t remaining, uint64_t reset_us)
 {
     fg_decision d;
+    fg_local_ask a;
+    CHECK_EQ(fg_local_check(lc, key, strlen(key), 1, now, &d, &a, NULL),
+             FG_LOCAL_ASKED);
+    CHECK_EQ(a.op, FG_LOCAL_CHECK);
+    CHECK_EQ(a.units, 1);
     memset(&d, 0, sizeof d);
     d.allowed = 1;
     d.remaining = remaining;
     d.reset_us = reset_us;
-    CHECK_EQ(fg_local_answer(lc, a, now, FG_OK, &d, NULL), 0);
+    CHECK_EQ(fg_local_answer(lc, &a, now, FG_OK, &d, NULL), 0);
+    CHECK_EQ(fg_local_check(lc, key, strlen(key), 1, now, &d, &a, NULL), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.remaining, remaining);
+    CHECK_EQ(d.source, FG_SOURCE_SYNC);
 }
 
-/* Sync decides every check here: the views come from the syncs, every key
- * checked in an interval (refused ones too) is synced at its end, and a
- * sync that fails makes the key follow the policy until a sync succeeds,
- * its usage sent again, not lost. */
+/* A sync that fails: the key follows the policy until a sync succeeds,
+ * and the usage is sent again, not lost. An old view still decides here;
+ * a window that ended sends the check to the store. */
 static void test_sync_failure(void)
 {
     fg_limit lim = lim_of("10/s", FG_FIXED_WINDOW, "sync:100ms");
@@ -702,24 +703,26 @@ static void test_sync_failure(void)
     fg_decision d;
     fg_local_ask a[4];
     fake_now = 9000 * SEC;
-    first_check(lc, "k", fake_now);
-    for (int i = 0; i < 2; i++)
+    first_check(lc, "k", fake_now, 9, SEC);
+    for (int i = 0; i < 3; i++)
         CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now, &d, a, NULL), FG_OK);
-    CHECK_EQ(d.remaining, 7);
-    /* Nothing was sent: the first tick (the caller's next) sends it. */
+    CHECK_EQ(d.remaining, 6);
     CHECK_EQ(fg_local_due(lc, fake_now + 100 * MS, a, 4), 1);
     CHECK_EQ(a[0].op, FG_LOCAL_ADD);
     CHECK_EQ(a[0].units, 3);
     /* Another check while it is in flight counts against the view. */
     CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now, &d, a + 1, NULL), FG_OK);
-    CHECK_EQ(d.remaining, 6);
+    CHECK_EQ(d.remaining, 5);
     fg_local_answer(lc, &a[0], fake_now + 100 * MS, FG_ETIMEOUT, NULL, NULL);
     CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now, &d, a + 1, NULL),
              FG_EBACKEND);
     CHECK_EQ(fg_local_due(lc, fake_now + 200 * MS, a, 4), 1);
     CHECK_EQ(a[0].units, 4); /* 3 again, and the one since */
-    /* The other servers used the key too: the answer is the new view. */
-    answer_sync(lc, &a[0], fake_now + 200 * MS, 2, 500 * MS);
+    memset(&d, 0, sizeof d);
+    d.allowed = 1;
+    d.remaining = 2;
+    d.reset_us = 500 * MS;
+    fg_local_answer(lc, &a[0], fake_now + 200 * MS, FG_OK, &d, NULL);
     CHECK_EQ(fg_local_check(lc, "k", 1, 2, fake_now + 200 * MS, &d, a, NULL),
              FG_OK);
     CHECK_EQ(d.allowed, 1);
@@ -727,30 +730,31 @@ static void test_sync_failure(void)
              FG_OK);
     CHECK_EQ(d.allowed, 0);
     CHECK_EQ(d.retry_after_us, 500 * MS);
+    /* An old view still decides here; a refused check is synced at the
+     * next tick too (of 0 units: the two allowed above went with the
+     * tick before), so the view of a key in use follows the store. */
     CHECK_EQ(fg_local_due(lc, fake_now + 300 * MS, a, 4), 1);
     CHECK_EQ(a[0].units, 2);
-    answer_sync(lc, &a[0], fake_now + 300 * MS, 0, 400 * MS);
-    /* Nothing used: nothing to send. A refused check is synced (of
-     * nothing), so that its view follows the store. */
+    memset(&d, 0, sizeof d);
+    d.allowed = 1;
+    d.remaining = 0;
+    d.reset_us = 400 * MS;
+    fg_local_answer(lc, &a[0], fake_now + 300 * MS, FG_OK, &d, NULL);
     CHECK_EQ(fg_local_due(lc, fake_now + 400 * MS, a, 4), 0);
-    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 450 * MS, &d, a, NULL),
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 627 * MS, &d, a, NULL),
              FG_OK);
     CHECK_EQ(d.allowed, 0);
-    CHECK_EQ(d.retry_after_us, 250 * MS);
-    CHECK_EQ(fg_local_due(lc, fake_now + 500 * MS, a, 4), 1);
+    CHECK_EQ(d.retry_after_us, 73 * MS);
+    CHECK_EQ(fg_local_due(lc, fake_now + 650 * MS, a, 4), 1);
     CHECK_EQ(a[0].op, FG_LOCAL_ADD);
     CHECK_EQ(a[0].units, 0);
-    answer_sync(lc, &a[0], fake_now + 500 * MS, 0, 200 * MS);
-    /* The window ends with the view: the next window is decided on the
-     * full limit until its first sync. */
+    d.allowed = 1;
+    d.remaining = 0;
+    d.reset_us = 50 * MS;
+    fg_local_answer(lc, &a[0], fake_now + 650 * MS, FG_OK, &d, NULL);
+    /* The window ends with the view: the next check goes to the store. */
     CHECK_EQ(fg_local_check(lc, "k", 1, 10, fake_now + 700 * MS, &d, a, NULL),
-             FG_OK);
-    CHECK_EQ(d.allowed, 1);
-    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 700 * MS, &d, a, NULL),
-             FG_OK);
-    CHECK_EQ(d.allowed, 0);
-    CHECK_EQ(fg_local_due(lc, fake_now + 700 * MS, a, 4), 1);
-    CHECK_EQ(a[0].units, 10);
+             FG_LOCAL_ASKED);
     fg_local_answer(lc, &a[0], fake_now + 700 * MS, FG_ETIMEOUT, NULL, NULL);
     CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 700 * MS, &d, a, NULL),
              FG_EBACKEND);
@@ -771,20 +775,24 @@ static void test_bounded(void)
         key[0] = 'k';
         key[1] = (char)('0' + i);
         key[2] = '\0';
-        first_check(lc, key, fake_now);
+        first_check(lc, key, fake_now, 9, 500 * MS);
+        CHECK_EQ(fg_local_check(lc, key, strlen(key), 1, fake_now, &d, a, NULL),
+                 FG_OK);
     }
     CHECK_EQ(fg_local_check(lc, "k9", 2, 1, fake_now, &d, a, NULL), FG_ENOMEM);
     CHECK_EQ(fg_local_keys(lc), 4);
     size_t n = fg_local_due(lc, fake_now + 100 * MS, a, 8);
     CHECK_EQ(n, 4);
-    /* In flight, they stay. */
-    CHECK_EQ(fg_local_check(lc, "k9", 2, 1, fake_now, &d, a + 4, NULL),
-             FG_ENOMEM);
+    memset(&d, 0, sizeof d);
+    d.allowed = 1;
+    d.remaining = 8;
+    d.reset_us = 400 * MS;
     for (size_t i = 0; i < n; i++)
-        answer_sync(lc, &a[i], fake_now + 100 * MS, 8, 400 * MS);
-    /* Synced, a key can go for a new one. */
-    first_check(lc, "k9", fake_now + 100 * MS);
+        fg_local_answer(lc, &a[i], fake_now + 100 * MS, FG_OK, &d, NULL);
+    CHECK_EQ(fg_local_check(lc, "k9", 2, 1, fake_now, &d, a, NULL),
+             FG_LOCAL_ASKED);
     CHECK_EQ(fg_local_keys(lc), 4);
+    fg_local_answer(lc, &a[0], fake_now, FG_ETIMEOUT, NULL, NULL);
     CHECK_EQ(fg_local_check(lc, "k", 1, 11, fake_now, &d, a, NULL), FG_ECOST);
     CHECK_EQ(fg_local_check(lc, "k", 1, 0, fake_now, &d, a, NULL), FG_ECOST);
     fg_local_free(lc);

@@ -453,10 +453,11 @@ int fg_check_set_async(fg_set_req *req, const fg_set_item *items, unsigned n,
  * sync: each key's view is the store's answer to the last sync: what was
  * left, and when it is full again (a token bucket's view refills at the
  * rate). A check is allowed when it fits the view less what this process
- * admitted since, however old the view. A key without one (new here, or
- * its fixed window over) is decided in the store, exactly, and the answer
- * is its view. Every sync_ms, the keys checked since the last sync (refused
- * ones with 0 units) send their usage with fg_add
+ * admitted since. A view decides for one interval after its answer, and
+ * while the sync that renews it is in flight: a key
+ * without one (new, or its fixed window over) or with an older one is
+ * decided in the store, exactly, and the answer is its new view. Every
+ * sync_ms, the keys used since the last sync send their usage with fg_add
  * (counted even beyond the limit, so that an overshoot is paid back) and the
  * answers become the new views. No server sees what the others admitted since
  * their last sync, so the servers together can admit more than the limit: see
@@ -518,12 +519,13 @@ unsigned fg_limiter_pending(const fg_limiter *l);
  * workers count each) sharing the limit and a store round trip of 'rtt_us'.
  *
  * FG_MODE_SYNC admits beyond the limit at most what the other servers
- * admit in any span of 'over_window_us' = 2 * sync interval + round trip
- * (a server's view decides for one interval after its answer, and the
- * others' usage reaches the store within an interval and half a round
- * trip), and never more than 'over_cap' = (servers - 1) * limit (each
- * server stops at the limit as it sees it). With A requests a second for
- * the key, spread evenly: over <= min(A * (servers - 1) / servers *
+ * admit in any span of 'over_window_us' = 2 * (sync interval + round
+ * trip) (a server's view decides for one interval after its answer, which
+ * left the store half a round trip before, and while the next sync is in
+ * flight, a round trip; the others' usage reaches the store within an
+ * interval and half a round trip), and never more than 'over_cap' = (servers -
+ * 1) * limit (each server stops at the limit as it sees it). With A requests a
+ * second for the key, spread evenly: over <= min(A * (servers - 1) / servers *
  * over_window + servers - 1, over_cap). A fixed or sliding window's overshoot
  * is per window; a token bucket's is a debt the store keeps, and is paid back
  * by refusals, so it does not add up across periods while it is under
@@ -559,8 +561,8 @@ typedef enum fg_local_op {
     FG_LOCAL_TAKE = 1, /* lease: take 'units' if they fit (fg_check) */
     FG_LOCAL_GIVE = 2, /* lease: give 'units' back (fg_refund) */
     /* sync: decide this check in the store (fg_check of 'units'): the
-     * key has no view here (new, or its fixed window over); the answer is
-     * its view, or when refused a sync follows (its view holds any debt) */
+     * key's view is unknown or too old; the answer is the new view, or
+     * when refused a sync follows (its view holds any debt) */
     FG_LOCAL_CHECK = 3
 } fg_local_op;
 
@@ -598,13 +600,13 @@ void fg_local_free(fg_local *lc);
  * back; the store's reset times are read on it as durations from the
  * answer). FG_OK: 'out' is the decision. FG_LOCAL_ASKED: the store must
  * be asked first, as 'ask' says: a lease's take, or a sync limit's check
- * in the store of a key it has no view of (its answer is the view).
- * FG_LOCAL_WAITED: a lease's take is in flight for the key and 'w' waits for it
- * (with 'w' NULL, a take of its own is asked instead). FG_EBACKEND: the store
- * failed this key's last sync or take: follow the limit's on_failure.
- * FG_ENOMEM: no room for a new key (every key has usage or units to send), or a
- * sync limit's key without a view while its first check is in flight: ask the
- * store exactly. FG_ECOST, FG_EKEY: bad input, as fg_check. */
+ * in the store of a key whose view is unknown or older than one interval
+ * (its answer is the new view). FG_LOCAL_WAITED: a lease's take is in flight
+ * for the key and 'w' waits for it (with 'w' NULL, a take of its own is asked
+ * instead). FG_EBACKEND: the store failed this key's last sync or take: follow
+ * the limit's on_failure. FG_ENOMEM: no room for a new key (every key has usage
+ * or units to send), or a sync limit's view is too old while its sync is in
+ * flight: ask the store exactly. FG_ECOST, FG_EKEY: bad input, as fg_check. */
 int fg_local_check(fg_local *lc, const char *key, size_t keylen, uint64_t cost,
                    uint64_t now_us, fg_decision *out, fg_local_ask *ask,
                    fg_local_waiter *w);

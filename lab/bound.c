@@ -3,8 +3,8 @@
  * scalper's burst. Pure: no I/O, no clock.
  *
  * sync: fg_limit_bound says that the servers admit beyond the limit at most
- * what the other servers admit in its window W (two intervals and a round
- * trip), and never more than over_cap = (servers - 1) * limit. What the
+ * what the other servers admit in its window W (two intervals and two
+ * round trips), and never more than over_cap = (servers - 1) * limit. What the
  * others admit in W is at most what arrives at them in W. The scalper
  * sends 'burst' requests evenly within 'spread' and nothing after, so the
  * arrival rate averaged over any stretch of W is at most

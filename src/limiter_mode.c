@@ -264,8 +264,8 @@ static void run_req(mode_req *r, uint64_t now)
         return;
     }
     if (rc == FG_ENOMEM) {
-        /* The store decides this one exactly (no room here, or a sync
-         * key without a view while its first check is in flight). */
+        /* The store decides this one exactly (no room here, or a sync's
+         * view too old while its sync is in flight). */
         if (fg__check_async_exact(l, r->key, r->keylen, r->cost, on_exact, r) ==
             FG_OK)
             return;

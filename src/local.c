@@ -340,6 +340,17 @@ static void sync_ask(fg_local *lc, entry *e, uint64_t now, fg_local_ask *a)
     ask_for(a, FG_LOCAL_ADD, e, u);
 }
 
+/* A view decides for one interval after its answer, and while the sync
+ * that renews it is in flight (a round trip, up to its deadline), as the
+ * stated bound assumes: older, the check goes to the store. A key used
+ * all the time has a new view every interval; one whose timer fired late
+ * sends the few checks in between to the store. */
+static int view_fresh(const fg_local *lc, const entry *e, uint64_t now)
+{
+    return e->synced &&
+           (now - e->view_at <= lc->tick_us || e->asks > e->taking);
+}
+
 static void queue_waiter(entry *e, fg_local_waiter *w)
 {
     w->next = NULL;
@@ -366,13 +377,13 @@ static int sync_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
         e->granted -= cost;
         d->allowed = 1;
         d->remaining = avail;
-    } else if (!e->synced) {
-        /* A key new here, or whose fixed window just ended: this server
-         * knows nothing of what the others admitted, so the store decides
-         * the check, and its answer is the first view (a refusal's is
-         * read by a sync after it: the check's does not show a bucket's
-         * debt). With an ask in flight already, the store decides this
-         * check on its own. */
+    } else if (!view_fresh(lc, e, now)) {
+        /* Decided on an old view, the check could miss all that the other
+         * servers admitted since: the store decides it, and its answer is
+         * the new view (a refusal's is read by a sync after it: the
+         * check's does not show a bucket's debt). With an ask in flight
+         * already (a tick's sync may take longer than the limit's
+         * timeout), the store decides this check on its own. */
         if (e->asks)
             return FG_ENOMEM;
         e->take_at = now;
@@ -384,12 +395,8 @@ static int sync_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
         d->allowed = 1;
         d->remaining = avail - cost;
     } else {
-        /* Refused here. On a view older than an interval, the key is
-         * synced at the next tick all the same (of 0 units), so that the
-         * view of a key in use follows the store (a sliding window's, say,
-         * which is not decayed here). */
-        if (now - e->view_at > lc->tick_us)
-            list_due(lc, e);
+        /* Refused here: nothing to send. The view is the store's newest
+         * or soon too old, and then the store decides. */
         d->remaining = avail;
         d->retry_after_us = view_wait(lc, e, now, avail, cost);
     }

@@ -148,7 +148,7 @@ int fg_limit_bound(const fg_limit *lim, unsigned servers, uint64_t rtt_us,
     uint64_t others = servers - 1;
     switch (lim->mode) {
     case FG_MODE_SYNC:
-        out->over_window_us = 2 * (uint64_t)lim->sync_ms * 1000 + rtt_us;
+        out->over_window_us = 2 * ((uint64_t)lim->sync_ms * 1000 + rtt_us);
         out->over_cap = others * max_cost;
         break;
     case FG_MODE_LEASE: {

@@ -56,8 +56,8 @@ check "lease servers run mode = lease:$chunk with on_failure = local" \
     sh -c "grep -l 'mode = lease:$chunk' '$work'/ports/serve.*.ini | xargs grep -l 'on_failure = local' | grep -q ."
 
 # Every case judged by node, which works the bound out again from the
-# parameters: sync's from fg_limit_bound's statement (window 2 x interval +
-# round trip; the burst's rate averaged over the window, burst /
+# parameters: sync's from fg_limit_bound's statement (window 2 x (interval +
+# round trip); the burst's rate averaged over the window, burst /
 # max(spread, window); (servers - 1) / servers of it at the other servers;
 # at most (servers - 1) x limit), lease's (servers - 1) x chunk, at most the
 # limit. One line per check, then the table.
@@ -87,7 +87,7 @@ for (const r of rs) {
         `lease ${c}: under the limit by ${r.refused_under_limit}, within its bound ${bound}`);
     out(r.settle_ms >= 1000, `lease ${c}: counted Redis commands until its leases ended (${r.settle_ms} ms)`);
   } else {
-    const w = 2 * syncMs + r.params.rtt_ms;
+    const w = 2 * (syncMs + r.params.rtt_ms);
     const arriving = Math.floor(r.params.burst * (N - 1) * w / (N * Math.max(spreadMs, w))) + (N - 1);
     bound = Math.min(arriving, (N - 1) * limit);
     out(r.bound === bound && r.bound_of === 'over' && r.interval_ms === syncMs &&

@@ -4,7 +4,7 @@
 # commands per request falling as the sync interval grows; the JSON and the
 # SVG well formed; and 10,000 servers x 10 simulated seconds within 10 s.
 #
-# sync's bound (over <= min(A * (N-1)/N * (2 * interval + rtt), (N-1) *
+# sync's bound (over <= min(A * (N-1)/N * 2 * (interval + rtt), (N-1) *
 # limit)) assumes that each server checks the key at least once an
 # interval, so that its view is at most an interval and a round trip old:
 # the bound is checked here at loads that give each server several requests

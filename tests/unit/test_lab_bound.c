@@ -29,7 +29,7 @@ static void test_sync_short_burst(void)
     fg__lab_bound b;
     CHECK_EQ(fg__lab_bound_of(FG__LAB_SYNC, &p, &b), 0);
     CHECK_EQ(b.kind, 1);
-    CHECK_EQ(b.over_window_ms, 402); /* 2 x 200 ms + 2 ms */
+    CHECK_EQ(b.over_window_ms, 404); /* 2 x (200 ms + 2 ms) */
     CHECK_EQ(b.over_cap, 70);        /* 7 others x 10 */
     CHECK_EQ(b.in_window, 77);       /* 80 x 7 / 8, + one a server */
     CHECK_EQ(b.bound, 70);
@@ -46,28 +46,28 @@ static void test_sync_short_burst(void)
 /* A burst longer than the window: A = burst / spread. */
 static void test_sync_long_burst(void)
 {
-    /* 100 in 400 ms, window 2 x 20 + 2 = 42 ms: 100 x 7/8 x 42/400 =
-     * 9.19 requests, + 7. */
+    /* 100 in 400 ms, window 2 x (20 + 2) = 44 ms: 100 x 7/8 x 44/400 =
+     * 9.63 requests, + 7. */
     fg__lab_params p = params(8, 100, 400, 2, 10);
     p.sync_ms = 20;
     fg__lab_bound b;
     CHECK_EQ(fg__lab_bound_of(FG__LAB_SYNC, &p, &b), 0);
-    CHECK_EQ(b.over_window_ms, 42);
+    CHECK_EQ(b.over_window_ms, 44);
     CHECK_EQ(b.in_window, 16);
     CHECK_EQ(b.bound, 16);
-    /* 200 in 40 ms, window 21 ms, limit 20: 200 x 7/8 x 21/40 = 91.9,
+    /* 200 in 40 ms, window 22 ms, limit 20: 200 x 7/8 x 22/40 = 96.25,
      * + 7. */
     p = params(8, 200, 40, 1, 20);
     p.sync_ms = 10;
     CHECK_EQ(fg__lab_bound_of(FG__LAB_SYNC, &p, &b), 0);
-    CHECK_EQ(b.over_window_ms, 21);
+    CHECK_EQ(b.over_window_ms, 22);
     CHECK_EQ(b.over_cap, 140);
-    CHECK_EQ(b.bound, 98);
+    CHECK_EQ(b.bound, 103);
     /* The largest run: no overflow. 10,000 at once on 64 servers. */
     p = params(64, 10000, 0, 1000, 1000000);
     p.sync_ms = 10000;
     CHECK_EQ(fg__lab_bound_of(FG__LAB_SYNC, &p, &b), 0);
-    CHECK_EQ(b.over_window_ms, 21000);
+    CHECK_EQ(b.over_window_ms, 22000);
     CHECK_EQ(b.in_window, 9906); /* 10,000 x 63 / 64, + 63 */
     CHECK_EQ(b.bound, 9906);
 }

@@ -156,7 +156,7 @@ static void test_parse(void)
     fg_mode_bound b;
     lim = lim_of("100/s", FG_FIXED_WINDOW, "sync:200ms");
     CHECK_EQ(fg_limit_bound(&lim, 8, 2 * MS, &b), FG_OK);
-    CHECK_EQ(b.over_window_us, 402 * MS);
+    CHECK_EQ(b.over_window_us, 404 * MS); /* 2 x (200 ms + 2 ms) */
     CHECK_EQ(b.over_cap, 700);
     CHECK_EQ(b.under_cap, 0);
     lim = lim_of("100/s", FG_FIXED_WINDOW, "lease:10");
@@ -694,8 +694,8 @@ static void first_check(fg_local *lc, const char *key, uint64_t now,
 }
 
 /* A sync that fails: the key follows the policy until a sync succeeds,
- * and the usage is sent again, not lost. An old view still decides here;
- * a window that ended sends the check to the store. */
+ * and the usage is sent again, not lost. A view too old to decide on, or
+ * of a window that ended, sends the check to the store. */
 static void test_sync_failure(void)
 {
     fg_limit lim = lim_of("10/s", FG_FIXED_WINDOW, "sync:100ms");
@@ -730,28 +730,39 @@ static void test_sync_failure(void)
              FG_OK);
     CHECK_EQ(d.allowed, 0);
     CHECK_EQ(d.retry_after_us, 500 * MS);
-    /* An old view still decides here; a refused check is synced at the
-     * next tick too (of 0 units: the two allowed above went with the
-     * tick before), so the view of a key in use follows the store. */
-    CHECK_EQ(fg_local_due(lc, fake_now + 300 * MS, a, 4), 1);
-    CHECK_EQ(a[0].units, 2);
+    /* Fresh for an interval after its answer, and while the sync that
+     * renews it is in flight. */
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 300 * MS, &d, a, NULL),
+             FG_OK);
+    CHECK_EQ(fg_local_due(lc, fake_now + 300 * MS, a + 2, 2), 1);
+    CHECK_EQ(a[2].units, 2);
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 310 * MS, &d, a, NULL),
+             FG_OK);
+    CHECK_EQ(d.allowed, 0);
     memset(&d, 0, sizeof d);
     d.allowed = 1;
     d.remaining = 0;
-    d.reset_us = 400 * MS;
-    fg_local_answer(lc, &a[0], fake_now + 300 * MS, FG_OK, &d, NULL);
-    CHECK_EQ(fg_local_due(lc, fake_now + 400 * MS, a, 4), 0);
-    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 627 * MS, &d, a, NULL),
+    d.reset_us = 400 * MS; /* from the sync's send time: the window's end */
+    fg_local_answer(lc, &a[2], fake_now + 312 * MS, FG_OK, &d, NULL);
+    /* Older, with nothing in flight, the store decides the check (a token
+     * bucket's refusal is followed by a sync, whose view shows any debt). */
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 412 * MS, &d, a, NULL),
+             FG_OK);
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 413 * MS, &d, a, NULL),
+             FG_LOCAL_ASKED);
+    CHECK_EQ(a[0].op, FG_LOCAL_CHECK);
+    CHECK_EQ(a[0].units, 1);
+    memset(&d, 0, sizeof d);
+    d.allowed = 0;
+    d.remaining = 0;
+    d.reset_us = d.retry_after_us = 287 * MS;
+    /* A window's refusal is the view: nothing left until its end. */
+    CHECK_EQ(fg_local_answer(lc, &a[0], fake_now + 414 * MS, FG_OK, &d, NULL),
+             0);
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 414 * MS, &d, a, NULL),
              FG_OK);
     CHECK_EQ(d.allowed, 0);
-    CHECK_EQ(d.retry_after_us, 73 * MS);
-    CHECK_EQ(fg_local_due(lc, fake_now + 650 * MS, a, 4), 1);
-    CHECK_EQ(a[0].op, FG_LOCAL_ADD);
-    CHECK_EQ(a[0].units, 0);
-    d.allowed = 1;
-    d.remaining = 0;
-    d.reset_us = 50 * MS;
-    fg_local_answer(lc, &a[0], fake_now + 650 * MS, FG_OK, &d, NULL);
+    CHECK_EQ(d.retry_after_us, 286 * MS);
     /* The window ends with the view: the next check goes to the store. */
     CHECK_EQ(fg_local_check(lc, "k", 1, 10, fake_now + 700 * MS, &d, a, NULL),
              FG_LOCAL_ASKED);

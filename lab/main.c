@@ -164,6 +164,9 @@ static int parse_strategies(const char *s, unsigned *mask)
     return 0;
 }
 
+#define FG__LAB_STR_(x) #x
+#define FG__LAB_STR(x)  FG__LAB_STR_(x)
+
 /* A --store URL the servers can be given: one the library accepts, of a
  * Redis store, on one line of their config. 0, or -1 after printing why
  * (never the URL itself: it may carry a password). */
@@ -299,8 +302,11 @@ static int parse_args(int argc, char **argv, opts *o)
             return 2;
         }
         if (bad) {
-            fprintf(stderr, "floodgate lab: bad value for %s: '%s'\n", name,
-                    val);
+            fprintf(stderr, "floodgate lab: bad value for %s: '%s'%s\n", name,
+                    val,
+                    strcmp(name, "--shards") == 0
+                        ? " (1 to " FG__LAB_STR(FG__LAB_MAX_SHARDS) ")"
+                        : "");
             return 2;
         }
     }
@@ -308,9 +314,14 @@ static int parse_args(int argc, char **argv, opts *o)
         fprintf(stderr, "floodgate lab: --listen applies to --web only\n");
         return 2;
     }
+    if (o->store && o->shards_given) {
+        fprintf(stderr, "floodgate lab: --shards and --store exclude each "
+                        "other (--shards starts the lab's own "
+                        "redis-servers)\n");
+        return 2;
+    }
     if (o->store) {
-        const char *clash = o->shards_given                      ? "--shards"
-                            : o->rtt_given                       ? "--rtt"
+        const char *clash = o->rtt_given                         ? "--rtt"
                             : o->web                             ? "--web"
                             : strcmp(o->sweep_param, "rtt") == 0 ? "--sweep rtt"
                                                                  : NULL;

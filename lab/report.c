@@ -299,7 +299,7 @@ static void print_table(FILE *f, const fg__lab_result *rs, int n, int color)
     label(f, "");
     for (int i = 0; i < n; i++)
         cell(f, color, DIM,
-             !counted(&rs[i])    ? "(store not the lab's)"
+             !counted(&rs[i])    ? "(--store)"
              : rs[i].commands[0] ? rs[i].commands
                                  : "-");
     fprintf(f, "\n");
@@ -379,13 +379,13 @@ static void print_store_line(FILE *f, const fg__lab_store *st)
                 st->nodes);
         return;
     }
-    fprintf(f, "Store: %s given with --store (", st->kind);
-    for (int i = 0; i < st->nodes && i < 4; i++)
+    fprintf(f, "Store: %s given with --store: ", st->kind);
+    for (int i = 0; i < st->nodes && i < 3; i++)
         fprintf(f, "%s%s", i ? ", " : "", st->name[i]);
     fprintf(f,
-            "%s): no delay proxy,\nits commands not counted, never "
-            "stopped.\n",
-            st->nodes > 4 ? ", ..." : "");
+            "%s.\nNo delay proxy; its commands are not counted; the lab "
+            "never stops it.\n",
+            st->nodes > 3 ? ", ..." : "");
 }
 
 void fg__lab_print_cards(FILE *f, const fg__lab_result *rs, int n, int color)

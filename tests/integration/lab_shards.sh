@@ -125,7 +125,8 @@ nothing_left "after the sweep on shards"
 
 # 2. The web page's runs: each fires a Redis-down burst after its burst,
 # so each next run is measured only once the servers reach every node
-# again. Four runs of atomic, four users: each exact.
+# again. Twelve runs of atomic, twelve users: each exact (with the
+# servers healed on one node only, about 3 runs in 10 came out not exact).
 TMPDIR="$work/tmp" "$FLOODGATE" lab --web --listen 127.0.0.1:0 --shards 3 \
     >"$work/web.out" 2>"$work/web.err" &
 lab_pid=$!
@@ -140,15 +141,15 @@ check "lab --web --shards 3 listens ($url)" [ -n "$url" ]
 if [ -n "$url" ]; then
     lab_add_port "$(echo "$url" | grep -oE '[0-9]+/$' | tr -d /)"
     : >"$work/web.json"
-    for i in 1 2 3 4; do
+    for i in $(seq 1 12); do
         curl -sS -m 30 "${url}api/run?strategy=atomic&servers=4&burst=20&rtt=1" |
             node -e 'let s = ""; process.stdin.on("data", (d) => s += d).on("end", () => {
                 try { console.log(JSON.stringify(JSON.parse(s).result)); }
                 catch (e) { console.log("{\"strategy\":\"error\",\"body\":" + JSON.stringify(s) + "}"); } });' \
             >>"$work/web.json"
     done
-    check "4 web runs of atomic on shards, each exact after the one before stopped every node" \
-        [ "$(js "$work/web.json" 'r.length === 4 && r.every((x) => x.strategy === "atomic" && x.allowed === x.limit && x.redis_down !== null)')" = true ]
+    check "12 web runs of atomic on shards, each exact after the one before stopped every node" \
+        [ "$(js "$work/web.json" 'r.length === 12 && r.every((x) => x.strategy === "atomic" && x.allowed === x.limit && x.redis_down !== null)')" = true ]
     [ "$(js "$work/web.json" 'r.every((x) => x.allowed === x.limit)')" = true ] ||
         js "$work/web.json" 'r.map((x) => [x.allowed, x.store && x.store.node, x.body])'
 fi

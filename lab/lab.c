@@ -20,6 +20,7 @@
  * race, not timeouts. A dead Redis is refused at once by the proxy. */
 #define STORE_TIMEOUT_MS 250
 #define START_TIMEOUT_MS 5000
+#define URL_LINE         "url = "
 
 static const char *const names[FG__LAB_NSTRATEGIES] = {
     "local", "split", "naive", "atomic", "sync", "lease"};
@@ -104,6 +105,7 @@ struct fg__lab {
     /* The store URL the servers are given, and the lab's own handle on
      * the same store: the library says which node holds a key. */
     char url[4096];
+    int url_argv; /* 1: too long for a config line, given as --store */
     fg_store *st;
     fg__lab_store desc;
     cluster cl[FG__LAB_NSTRATEGIES];
@@ -316,6 +318,10 @@ int fg__lab_start_redis(fg__lab *lab, int shards, char *err, size_t errlen)
     lab->st = fg_store_open(lazy, err, errlen);
     if (!lab->st)
         return -1;
+    /* Eight shards do not fit on one line of serve's config: their URL
+     * (no password in it) goes on the servers' command line instead. */
+    lab->url_argv =
+        strlen(URL_LINE) + strlen(lab->url) > FG__LAB_SERVE_LINE_MAX;
     describe_store(lab, lab->url);
     return 0;
 }
@@ -323,9 +329,9 @@ int fg__lab_start_redis(fg__lab *lab, int shards, char *err, size_t errlen)
 int fg__lab_use_store(fg__lab *lab, const char *url, char *err, size_t errlen)
 {
     char why[256];
-    if (strlen(url) >= sizeof lab->url) {
-        snprintf(err, errlen, "--store: the URL is longer than %zu bytes",
-                 sizeof lab->url - 1);
+    if (strlen(url) > FG__LAB_STORE_URL_MAX) {
+        snprintf(err, errlen, "--store: the URL is longer than %d characters",
+                 FG__LAB_STORE_URL_MAX);
         return -1;
     }
     /* Opened (and probed) once, so that a store that cannot be reached is
@@ -454,14 +460,17 @@ static int write_serve_config(fg__lab *lab, int s, int i, int port,
             "drain_grace = 0\n"
             "[store]\n",
             names[s], i + 1, p->servers, port, i + 1);
+    if (fg__lab_uses_redis(s) && lab->url_argv)
+        fprintf(f, "; url: on the command line (--store), too long here\n");
+    else if (fg__lab_uses_redis(s))
+        fprintf(f, URL_LINE "%s\n", lab->url);
+    else
+        fprintf(f, URL_LINE "memory\n");
     if (fg__lab_uses_redis(s))
         fprintf(f,
-                "url = %s\n"
                 "prefix = fglab:%s:\n"
                 "timeout = %dms\n",
-                lab->url, names[s], STORE_TIMEOUT_MS);
-    else
-        fprintf(f, "url = memory\n");
+                names[s], STORE_TIMEOUT_MS);
     write_limit(f, s, p);
     return config_close(f, path, err, errlen);
 }
@@ -518,7 +527,11 @@ static int cluster_spawn(fg__lab *lab, int s, cluster *c,
             return -1;
         snprintf(name, sizeof name, "%s-api-%d.log", names[s], i + 1);
         path_in(lab, log, sizeof log, name);
-        char *argv[] = {lab->exe, "serve", "-c", cfg, NULL};
+        char *argv[] = {lab->exe, "serve", "-c", cfg, NULL, NULL, NULL};
+        if (fg__lab_uses_redis(s) && lab->url_argv) {
+            argv[4] = "--store";
+            argv[5] = lab->url;
+        }
         c->serve[i] = fg__lab_spawn(argv, log, err, errlen);
         if (c->serve[i] < 0) {
             c->serve[i] = 0;

@@ -20,6 +20,13 @@
 #define FG__LAB_MAX_SWEEP   32
 /* redis-servers the lab starts for --shards, each behind its own proxy. */
 #define FG__LAB_MAX_SHARDS 8
+/* floodgate serve reads lines of its config of at most 198 characters
+ * (libinih's line of 200, less the line end and the NUL). A --store URL
+ * goes on one, after "url = ": it may carry a password, so it is written
+ * in the lab's private folder, never on a command line every local user
+ * can read. */
+#define FG__LAB_SERVE_LINE_MAX 198
+#define FG__LAB_STORE_URL_MAX  (FG__LAB_SERVE_LINE_MAX - 6)
 /* Nodes a store may name: a shards= URL has at most 64. */
 #define FG__LAB_MAX_NODES 64
 

@@ -180,6 +180,14 @@ static int store_arg(const char *url)
                         "use memory\n");
         return -1;
     }
+    if (strlen(url) > FG__LAB_STORE_URL_MAX) {
+        fprintf(stderr,
+                "floodgate lab: bad value for --store: longer than %d "
+                "characters, more than a line of floodgate serve's config "
+                "holds after \"url = \"\n",
+                FG__LAB_STORE_URL_MAX);
+        return -1;
+    }
     if (fg_store_url_check(url, why, sizeof why) != FG_OK) {
         fprintf(stderr, "floodgate lab: bad value for --store: %s\n", why);
         return -1;

@@ -76,6 +76,8 @@ dead=$(for _ in 1 2 3; do p=$((30000 + RANDOM % 2000)); ss -Htln "sport = :$p" |
 refused 1 "--store: redis 127.0.0.1:$dead db 0: cannot connect" --store "redis://u:s3cret@127.0.0.1:$dead"
 check "the password is not repeated" sh -c "! grep -q s3cret '$work/err'"
 refused 1 "--store: cluster: 127.0.0.1:$dead" --store "cluster=redis://127.0.0.1:$dead"
+long="shards=$(for i in 1 2 3 4 5 6 7 8; do printf 'redis://127.0.0.1:%d/0,' $((30000 + i)); done)redis://127.0.0.1:30009/0"
+refused 2 "bad value for --store: longer than 192 characters" --store "$long"
 
 # 1. --shards 3: the lab's own three nodes.
 timeout 60 "$FLOODGATE" lab --shards 3 --strategy atomic,sync,lease --servers 4 \
@@ -109,6 +111,19 @@ if [ "$rc" -eq 0 ]; then
 fi
 [ "$rc" -eq 0 ] || sed 's/^/     /' "$f"
 nothing_left "after --shards 3"
+
+# Eight shards: their URL is longer than a line of serve's config, and
+# goes on the servers' command line.
+timeout 60 "$FLOODGATE" lab --shards 8 --strategy atomic --servers 2 --burst 20 \
+    --json >"$work/sh8.json" 2>"$work/sh8.err"
+rc=$?
+check "lab --shards 8 exits 0 ($rc)" [ "$rc" -eq 0 ]
+[ "$rc" -ne 0 ] && tail -n 3 "$work/sh8.err"
+check "8 shards: atomic exact, 8 nodes, commands on the user's node alone" \
+    [ "$(js "$work/sh8.json" 'r.length === 1 && r[0].allowed === r[0].limit && r[0].store.nodes.length === 8 && r[0].store.nodes.every((n) => (n.name === r[0].store.node) === (n.executed > 0))')" = true ]
+check "8 shards: the servers were given the URL with --store" \
+    sh -c "grep -hE -- '--store shards=(redis://127\.0\.0\.1:[0-9]+/0,){7}redis://127\.0\.0\.1:[0-9]+/0$' '$work'/ports/serve.*.args | grep -q ."
+nothing_left "after --shards 8"
 
 # Twelve users (a sweep of atomic runs): they spread over more than one
 # of the three nodes (all on one: 3 x (1/3)^12, once in 177,000 runs).

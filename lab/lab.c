@@ -1,5 +1,7 @@
-/* lab.c -- the experiment's processes: one redis-server behind the delay
- * proxy, and per strategy a cluster of N `floodgate serve` behind HAProxy.
+/* lab.c -- the experiment's processes: the lab's Redis (one redis-server,
+ * or --shards N of them, each behind a delay proxy of its own) or a store
+ * of the user's (--store), and per strategy a cluster of N `floodgate
+ * serve` behind HAProxy.
  *
  * Everything lives in one temporary folder (configs, logs, Redis's dir).
  * Clusters are kept between runs and reused while the server count and the

@@ -1,8 +1,9 @@
 /* main.c -- `floodgate lab`: options, and the order of a run.
  *
- * A run starts Redis and the delay proxy, starts every strategy's cluster at
- * once (start-up in parallel), fires the burst through each strategy in
- * turn, then stops Redis and fires again through each, and stops it all. */
+ * A run starts Redis and the delay proxy (or opens the user's --store),
+ * starts every strategy's cluster at once (start-up in parallel), fires the
+ * burst through each strategy in turn, then stops Redis and fires again
+ * through each (not a store of the user's), and stops it all. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>

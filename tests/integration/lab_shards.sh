@@ -7,7 +7,8 @@
 #     over more than one node;
 #   - --web --shards 3: runs after a Redis-down burst are exact again (the
 #     servers are healed on every node, each with its own breaker);
-#   - --store shards=... and --store cluster=... on servers this test starts:
+#   - --store shards=..., cluster=... and sentinel://... on servers this test
+#     starts:
 #     atomic exact, each counter on the node the JSON names, the store left
 #     running and its Redis-down burst skipped with its reason;
 #   - bad --shards and --store values refused with the reason;
@@ -274,5 +275,35 @@ else
     bad "cluster of 3 masters up"; tail -n 3 "$own"/cluster/create.log
 fi
 nothing_left "after --store cluster"
+
+# 5. --store sentinel://...: a master and one sentinel (quorum 1).
+PORTS=""
+port3
+set -- $PORTS
+mp=$1 sp=$2
+mkdir -p "$own/m" "$own/s"
+(cd "$own/m" && exec redis-server --port "$mp" --bind 127.0.0.1 --save '' \
+    --appendonly no --logfile log) &
+OWN_PIDS="$!"
+printf 'port %s\nbind 127.0.0.1\ndir %s\nlogfile %s/log\nsentinel monitor labm 127.0.0.1 %s 1\n' \
+    "$sp" "$own/s" "$own/s" "$mp" >"$own/s/sentinel.conf"
+(cd "$own/s" && exec redis-server "$own/s/sentinel.conf" --sentinel) &
+OWN_PIDS="$OWN_PIDS $!"
+for _ in $(seq 1 100); do
+    redis-cli -p "$sp" sentinel get-master-addr-by-name labm 2>/dev/null | grep -q "^$mp$" && break
+    sleep 0.05
+done
+timeout 60 "$FLOODGATE" lab --store "sentinel://127.0.0.1:$sp/labm" --strategy atomic --servers 4 \
+    --burst 40 --limit 10/h --json >"$work/se.json" 2>"$work/se.err"
+rc=$?
+check "lab --store sentinel://... exits 0 ($rc)" [ "$rc" -eq 0 ]
+[ "$rc" -ne 0 ] && tail -n 3 "$work/se.err"
+check "atomic is exact through the sentinel's master, Redis-down skipped" \
+    [ "$(js "$work/se.json" 'r[0].allowed === 10 && r[0].store.kind === "sentinel" && !r[0].store.own && r[0].redis_down === null')" = true ]
+check "its counter on the master" \
+    [ "$(redis-cli -p "$mp" --scan --pattern 'fglab:atomic:bookings:{scalper-*' | wc -l)" -eq 1 ]
+# shellcheck disable=SC2086
+kill $OWN_PIDS 2>/dev/null; wait $OWN_PIDS 2>/dev/null; OWN_PIDS=""
+nothing_left "after --store sentinel"
 
 summary

@@ -1,5 +1,7 @@
-/* lab.c -- the experiment's processes: one redis-server behind the delay
- * proxy, and per strategy a cluster of N `floodgate serve` behind HAProxy.
+/* lab.c -- the experiment's processes: the lab's Redis (one redis-server,
+ * or --shards N of them, each behind a delay proxy of its own) or a store
+ * of the user's (--store), and per strategy a cluster of N `floodgate
+ * serve` behind HAProxy.
  *
  * Everything lives in one temporary folder (configs, logs, Redis's dir).
  * Clusters are kept between runs and reused while the server count and the
@@ -20,6 +22,7 @@
  * race, not timeouts. A dead Redis is refused at once by the proxy. */
 #define STORE_TIMEOUT_MS 250
 #define START_TIMEOUT_MS 5000
+#define URL_LINE         "url = "
 
 static const char *const names[FG__LAB_NSTRATEGIES] = {
     "local", "split", "naive", "atomic", "sync", "lease"};
@@ -93,10 +96,20 @@ struct fg__lab {
     char exe[PATH_MAX];
     char redis_bin[PATH_MAX];
     char haproxy_bin[PATH_MAX];
-    pid_t redis;
-    int redis_port;
-    fg__lab_proxy *proxy;
-    redisContext *info; /* for INFO commandstats, straight to Redis */
+    /* The lab's own Redis: 'shards' redis-servers, each behind a proxy of
+     * its own and watched through 'info' (INFO commandstats, straight to
+     * Redis). 0 with a store of the user's. */
+    int shards;
+    pid_t redis[FG__LAB_MAX_SHARDS];
+    int redis_port[FG__LAB_MAX_SHARDS];
+    fg__lab_proxy *proxy[FG__LAB_MAX_SHARDS];
+    redisContext *info[FG__LAB_MAX_SHARDS];
+    /* The store URL the servers are given, and the lab's own handle on
+     * the same store: the library says which node holds a key. */
+    char url[4096];
+    int url_argv; /* 1: too long for a config line, given as --store */
+    fg_store *st;
+    fg__lab_store desc;
     cluster cl[FG__LAB_NSTRATEGIES];
     unsigned seq; /* per run: a fresh user id */
 };
@@ -106,7 +119,12 @@ const char *fg__lab_dir(const fg__lab *lab)
     return lab->dir;
 }
 
-fg__lab *fg__lab_new(char *err, size_t errlen)
+int fg__lab_own_store(const fg__lab *lab)
+{
+    return lab->shards > 0;
+}
+
+fg__lab *fg__lab_new(int need_redis, char *err, size_t errlen)
 {
     fg__lab *lab = calloc(1, sizeof *lab);
     if (!lab) {
@@ -125,7 +143,8 @@ fg__lab *fg__lab_new(char *err, size_t errlen)
     else if (!fg__lab_find_program("haproxy", lab->haproxy_bin,
                                    sizeof lab->haproxy_bin))
         lab->haproxy_bin[0] = '\0';
-    int no_redis = !lab->redis_bin[0] || access(lab->redis_bin, X_OK) != 0;
+    int no_redis =
+        need_redis && (!lab->redis_bin[0] || access(lab->redis_bin, X_OK) != 0);
     int no_haproxy =
         !lab->haproxy_bin[0] || access(lab->haproxy_bin, X_OK) != 0;
     if (no_redis || no_haproxy) {
@@ -172,67 +191,188 @@ static int path_in(const fg__lab *lab, char *buf, size_t len, const char *name)
     return n > 0 && (size_t)n < len ? 0 : -1;
 }
 
-static int redis_up(fg__lab *lab, char *err, size_t errlen)
+/* Start node 'k' of the lab's Redis on its port, and connect to it for
+ * INFO. */
+static int redis_up(fg__lab *lab, int k, char *err, size_t errlen)
 {
-    char port[16], log[PATH_MAX];
-    snprintf(port, sizeof port, "%d", lab->redis_port);
-    path_in(lab, log, sizeof log, "redis.log");
-    char *argv[] = {lab->redis_bin, "--port",      port,     "--bind",
-                    "127.0.0.1",    "--save",      "",       "--appendonly",
-                    "no",           "--dir",       lab->dir, "--protected-mode",
-                    "yes",          "--daemonize", "no",     NULL};
-    lab->redis = fg__lab_spawn(argv, log, err, errlen);
-    if (lab->redis < 0) {
-        lab->redis = 0;
+    char port[16], log[PATH_MAX], name[32], dir[PATH_MAX];
+    snprintf(port, sizeof port, "%d", lab->redis_port[k]);
+    /* One node keeps today's names; more have a folder each, so that
+     * their files never meet. */
+    if (lab->shards == 1) {
+        snprintf(name, sizeof name, "redis.log");
+        snprintf(dir, sizeof dir, "%s", lab->dir);
+    } else {
+        snprintf(name, sizeof name, "redis-%d.log", k + 1);
+        snprintf(dir, sizeof dir, "%s/redis-%d", lab->dir, k + 1);
+        if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+            snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+            return -1;
+        }
+    }
+    path_in(lab, log, sizeof log, name);
+    char *argv[] = {lab->redis_bin, "--port",      port, "--bind",
+                    "127.0.0.1",    "--save",      "",   "--appendonly",
+                    "no",           "--dir",       dir,  "--protected-mode",
+                    "yes",          "--daemonize", "no", NULL};
+    lab->redis[k] = fg__lab_spawn(argv, log, err, errlen);
+    if (lab->redis[k] < 0) {
+        lab->redis[k] = 0;
         return -1;
     }
-    if (fg__lab_wait_port(lab->redis_port, lab->redis, START_TIMEOUT_MS) < 0) {
+    if (fg__lab_wait_port(lab->redis_port[k], lab->redis[k], START_TIMEOUT_MS) <
+        0) {
         char tail[256];
         fg__lab_log_tail(log, tail, sizeof tail);
         snprintf(err, errlen, "redis-server did not start: %s",
                  fg__lab_stop ? "interrupted" : tail);
-        fg__lab_stop_procs(&lab->redis, 1, 200);
+        fg__lab_stop_procs(&lab->redis[k], 1, 200);
         return -1;
     }
     struct timeval tv = {1, 0};
-    lab->info = redisConnectWithTimeout("127.0.0.1", lab->redis_port, tv);
-    if (!lab->info || lab->info->err) {
+    lab->info[k] = redisConnectWithTimeout("127.0.0.1", lab->redis_port[k], tv);
+    if (!lab->info[k] || lab->info[k]->err) {
         snprintf(err, errlen, "cannot connect to redis-server: %s",
-                 lab->info ? lab->info->errstr : "out of memory");
-        if (lab->info)
-            redisFree(lab->info);
-        lab->info = NULL;
-        fg__lab_stop_procs(&lab->redis, 1, 200);
+                 lab->info[k] ? lab->info[k]->errstr : "out of memory");
+        if (lab->info[k])
+            redisFree(lab->info[k]);
+        lab->info[k] = NULL;
+        fg__lab_stop_procs(&lab->redis[k], 1, 200);
         return -1;
     }
-    redisSetTimeout(lab->info, tv);
+    redisSetTimeout(lab->info[k], tv);
     return 0;
 }
 
+/* Every node down at once: with shards, the Redis-down burst then meets
+ * what one node's crash meets, for every key, and compares with it. */
 static void redis_down(fg__lab *lab)
 {
-    if (lab->info) {
-        redisFree(lab->info);
-        lab->info = NULL;
+    for (int k = 0; k < lab->shards; k++) {
+        if (lab->info[k]) {
+            redisFree(lab->info[k]);
+            lab->info[k] = NULL;
+        }
+        /* SIGKILL: Redis does not get to say goodbye, as in a crash. */
+        if (lab->redis[k] > 0)
+            kill(lab->redis[k], SIGKILL);
     }
-    /* SIGKILL: Redis does not get to say goodbye, as in a crash. */
-    if (lab->redis > 0) {
-        kill(lab->redis, SIGKILL);
-        fg__lab_stop_procs(&lab->redis, 1, 1000);
-    }
+    fg__lab_stop_procs(lab->redis, lab->shards, 1000);
 }
 
-int fg__lab_start_redis(fg__lab *lab, char *err, size_t errlen)
+/* What the reports say of the store: its kind, and its nodes as the
+ * library names them (host:port/db, never a password). */
+static void describe_store(fg__lab *lab, const char *url)
 {
-    lab->redis_port = fg__lab_free_port();
-    if (lab->redis_port < 0) {
-        snprintf(err, errlen, "no free port for redis-server");
+    fg__lab_store *d = &lab->desc;
+    memset(d, 0, sizeof *d);
+    static const char *const kinds[] = {"shards", "cluster", "sentinel"};
+    snprintf(d->kind, sizeof d->kind, "redis");
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (strncmp(url, kinds[i], strlen(kinds[i])) == 0)
+            snprintf(d->kind, sizeof d->kind, "%s", kinds[i]);
+    d->own = lab->shards > 0;
+    unsigned n = fg_store_nodes(lab->st);
+    d->nodes = n > FG__LAB_MAX_NODES ? FG__LAB_MAX_NODES : (int)n;
+    for (int i = 0; i < d->nodes; i++) {
+        const char *name = fg_store_node_name(lab->st, (unsigned)i);
+        snprintf(d->name[i], sizeof d->name[i], "%s", name ? name : "?");
+    }
+    d->node = -1;
+}
+
+int fg__lab_start_redis(fg__lab *lab, int shards, char *err, size_t errlen)
+{
+    if (shards < 1 || shards > FG__LAB_MAX_SHARDS) {
+        snprintf(err, errlen, "shards must be 1..%d", FG__LAB_MAX_SHARDS);
         return -1;
     }
-    if (redis_up(lab, err, errlen) < 0)
+    lab->shards = shards;
+    size_t off = 0;
+    if (shards > 1)
+        off = (size_t)snprintf(lab->url, sizeof lab->url, "shards=");
+    for (int k = 0; k < shards; k++) {
+        lab->redis_port[k] = fg__lab_free_port();
+        if (lab->redis_port[k] < 0) {
+            snprintf(err, errlen, "no free port for redis-server");
+            return -1;
+        }
+        if (redis_up(lab, k, err, errlen) < 0)
+            return -1;
+        lab->proxy[k] = fg__lab_proxy_start(lab->redis_port[k], err, errlen);
+        if (!lab->proxy[k])
+            return -1;
+        off += (size_t)snprintf(lab->url + off, sizeof lab->url - off,
+                                "%sredis://127.0.0.1:%d/0", k ? "," : "",
+                                fg__lab_proxy_port(lab->proxy[k]));
+    }
+    /* The lab's handle only places keys: lazy, it never connects. Its
+     * nodes are named as the servers' are (the URL's parameters are not
+     * part of a name), so it places a key where they do. */
+    char lazy[sizeof lab->url + 8 * FG__LAB_MAX_SHARDS];
+    off = 0;
+    for (const char *p = lab->url; *p;) {
+        size_t len = strcspn(p, ",");
+        off += (size_t)snprintf(lazy + off, sizeof lazy - off, "%.*s?lazy=1%s",
+                                (int)len, p, p[len] ? "," : "");
+        p += len + (p[len] ? 1 : 0);
+    }
+    lab->st = fg_store_open(lazy, err, errlen);
+    if (!lab->st)
         return -1;
-    lab->proxy = fg__lab_proxy_start(lab->redis_port, err, errlen);
-    return lab->proxy ? 0 : -1;
+    /* Eight shards do not fit on one line of serve's config: their URL
+     * (no password in it) goes on the servers' command line instead. */
+    lab->url_argv =
+        strlen(URL_LINE) + strlen(lab->url) > FG__LAB_SERVE_LINE_MAX;
+    describe_store(lab, lab->url);
+    return 0;
+}
+
+int fg__lab_use_store(fg__lab *lab, const char *url, char *err, size_t errlen)
+{
+    char why[256];
+    if (strlen(url) > FG__LAB_STORE_URL_MAX) {
+        snprintf(err, errlen, "--store: the URL is longer than %d characters",
+                 FG__LAB_STORE_URL_MAX);
+        return -1;
+    }
+    /* Opened (and probed) once, so that a store that cannot be reached is
+     * refused now with the library's reason, not as every server's
+     * fallback later. */
+    lab->st = fg_store_open(url, why, sizeof why);
+    if (!lab->st) {
+        snprintf(err, errlen, "--store: %s", why);
+        return -1;
+    }
+    snprintf(lab->url, sizeof lab->url, "%s", url);
+    describe_store(lab, url);
+    return 0;
+}
+
+/* The proxies' figures, over every node. */
+static void proxies_set_rtt(fg__lab *lab, int64_t rtt_us)
+{
+    for (int k = 0; k < lab->shards; k++)
+        fg__lab_proxy_set_rtt(lab->proxy[k], rtt_us);
+}
+
+static uint64_t proxies_round_trips(const fg__lab *lab)
+{
+    uint64_t n = 0;
+    for (int k = 0; k < lab->shards; k++)
+        n += fg__lab_proxy_round_trips(lab->proxy[k]);
+    return n;
+}
+
+static void proxies_commands(fg__lab *lab, fg__lab_cmdstats *out)
+{
+    memset(out, 0, sizeof *out);
+    for (int k = 0; k < lab->shards; k++) {
+        fg__lab_cmdstats one;
+        fg__lab_proxy_commands(lab->proxy[k], &one);
+        for (int i = 0; i < one.n; i++)
+            fg__lab_cmdstats_add(out, one.name[i], one.calls[i]);
+    }
 }
 
 static void cluster_stop(cluster *c)
@@ -322,14 +462,17 @@ static int write_serve_config(fg__lab *lab, int s, int i, int port,
             "drain_grace = 0\n"
             "[store]\n",
             names[s], i + 1, p->servers, port, i + 1);
+    if (fg__lab_uses_redis(s) && lab->url_argv)
+        fprintf(f, "; url: on the command line (--store), too long here\n");
+    else if (fg__lab_uses_redis(s))
+        fprintf(f, URL_LINE "%s\n", lab->url);
+    else
+        fprintf(f, URL_LINE "memory\n");
     if (fg__lab_uses_redis(s))
         fprintf(f,
-                "url = redis://127.0.0.1:%d/0\n"
                 "prefix = fglab:%s:\n"
                 "timeout = %dms\n",
-                fg__lab_proxy_port(lab->proxy), names[s], STORE_TIMEOUT_MS);
-    else
-        fprintf(f, "url = memory\n");
+                names[s], STORE_TIMEOUT_MS);
     write_limit(f, s, p);
     return config_close(f, path, err, errlen);
 }
@@ -386,7 +529,11 @@ static int cluster_spawn(fg__lab *lab, int s, cluster *c,
             return -1;
         snprintf(name, sizeof name, "%s-api-%d.log", names[s], i + 1);
         path_in(lab, log, sizeof log, name);
-        char *argv[] = {lab->exe, "serve", "-c", cfg, NULL};
+        char *argv[] = {lab->exe, "serve", "-c", cfg, NULL, NULL, NULL};
+        if (fg__lab_uses_redis(s) && lab->url_argv) {
+            argv[4] = "--store";
+            argv[5] = lab->url;
+        }
         c->serve[i] = fg__lab_spawn(argv, log, err, errlen);
         if (c->serve[i] < 0) {
             c->serve[i] = 0;
@@ -549,25 +696,26 @@ long long fg__lab_cmdstats_diff(const fg__lab_cmdstats *before,
     return total;
 }
 
-/* The calls of every command Redis has run (inner calls of scripts
- * included), from INFO commandstats. INFO itself, PING and connection
- * set-up are not the limiter's work and are left out. */
-static int read_cmdstats(fg__lab *lab, fg__lab_cmdstats *cs)
+/* The calls of every command one node has run (inner calls of scripts
+ * included), from INFO commandstats, added to 'cs'; returns their total.
+ * INFO itself, PING and connection set-up are not the limiter's work and
+ * are left out. */
+static long long node_cmdstats(redisContext *info, fg__lab_cmdstats *cs)
 {
-    memset(cs, 0, sizeof *cs);
-    if (!lab->info)
-        return -1;
-    redisReply *r = redisCommand(lab->info, "INFO commandstats");
+    if (!info)
+        return 0;
+    redisReply *r = redisCommand(info, "INFO commandstats");
     if (!r)
-        return -1;
+        return 0;
     if (r->type != REDIS_REPLY_STRING) {
         freeReplyObject(r);
-        return -1;
+        return 0;
     }
     static const char *const skip[] = {
         "info",       "ping",    "client|setname", "client|setinfo",
         "hello",      "command", "command|docs",   "select",
         "config|get", "auth",    "script|load",    NULL};
+    long long total = 0;
     const char *line = r->str;
     while (line && *line) {
         char name[24];
@@ -577,15 +725,27 @@ static int read_cmdstats(fg__lab *lab, fg__lab_cmdstats *cs)
             for (int i = 0; skip[i]; i++)
                 if (strcmp(name, skip[i]) == 0)
                     skipped = 1;
-            if (!skipped)
+            if (!skipped) {
                 fg__lab_cmdstats_add(cs, name, calls);
+                total += calls;
+            }
         }
         line = strchr(line, '\n');
         if (line)
             line++;
     }
     freeReplyObject(r);
-    return 0;
+    return total;
+}
+
+/* What every node of the lab's Redis has run, in all into 'cs' and per
+ * node into 'per_node'. */
+static void read_cmdstats(fg__lab *lab, fg__lab_cmdstats *cs,
+                          long long per_node[FG__LAB_MAX_SHARDS])
+{
+    memset(cs, 0, sizeof *cs);
+    for (int k = 0; k < lab->shards; k++)
+        per_node[k] = node_cmdstats(lab->info[k], cs);
 }
 
 /* Sort the answers of a burst: 2xx allowed, 429 and 503 refused, anything
@@ -654,7 +814,7 @@ static long long sent_total(fg__lab *lab)
     fg__lab_cmdstats cs, none;
     char buf[8];
     memset(&none, 0, sizeof none);
-    fg__lab_proxy_commands(lab->proxy, &cs);
+    proxies_commands(lab, &cs);
     return fg__lab_cmdstats_diff(&none, &cs, buf, sizeof buf);
 }
 
@@ -694,39 +854,66 @@ static int64_t settle(fg__lab *lab, int s, const fg__lab_params *p)
  * after its first check, it still answers "sync". That key's usage is then
  * sent at the next tick, which is waited for, so as not to count in the
  * next burst. */
+/* A fresh throwaway key of /v1/check that the store places on 'node':
+ * each node has a circuit breaker of its own, so each is asked. */
+static void heal_path(fg__lab *lab, int node, char *path, size_t len)
+{
+    char key[64];
+    for (int tries = 0;; tries++) {
+        snprintf(key, sizeof key, "lab-heal-%d-%u", (int)getpid(), ++lab->seq);
+        /* A ring of at most 8 nodes places one key in 8 on each, or
+         * near it; 10,000 tries are never needed. */
+        if ((int)fg_store_node_of(lab->st, key, strlen(key)) == node ||
+            tries == 10000)
+            break;
+    }
+    snprintf(path, len, "/v1/check?limit=bookings&key=%s", key);
+}
+
 static int heal(fg__lab *lab, int s, const fg__lab_params *p, char *err,
                 size_t errlen)
 {
     cluster *c = &lab->cl[s];
-    char path[128], body[512], want[40];
+    char path[FG__LAB_MAX_SHARDS][128], body[512], want[40];
     snprintf(want, sizeof want, "\"source\":\"%s\"",
              s == FG__LAB_SYNC    ? "sync"
              : s == FG__LAB_LEASE ? "lease"
                                   : "store");
     int64_t after = s == FG__LAB_SYNC ? late_us(s, p) : 0;
     for (int i = 0; i < c->servers; i++) {
+        /* One key per node, asked in turn: the nodes heal in parallel. */
         int64_t first = fg__lab_now_us();
         int64_t deadline = first + 3000000 + 2 * after;
-        snprintf(path, sizeof path,
-                 "/v1/check?limit=bookings&key=lab-heal-%d-%u", (int)getpid(),
-                 ++lab->seq);
-        for (;;) {
-            int status = fg__lab_post(c->port[i], path, body, sizeof body);
-            int from = (status == 200 || status == 429) && strstr(body, want);
-            if (from && fg__lab_now_us() - first >= after)
-                break;
-            if (fg__lab_stop || fg__lab_now_us() > deadline) {
-                snprintf(err, errlen,
-                         "%s api-%d does not reach Redis again after the "
-                         "Redis-down test (last answer %d: %.80s)",
-                         names[s], i + 1, status, body);
-                return -1;
+        int done[FG__LAB_MAX_SHARDS] = {0}, left = lab->shards;
+        for (int k = 0; k < lab->shards; k++)
+            heal_path(lab, k, path[k], sizeof path[k]);
+        while (left > 0) {
+            for (int k = 0; k < lab->shards; k++) {
+                if (done[k])
+                    continue;
+                int status =
+                    fg__lab_post(c->port[i], path[k], body, sizeof body);
+                int from =
+                    (status == 200 || status == 429) && strstr(body, want);
+                if (from && fg__lab_now_us() - first >= after) {
+                    done[k] = 1;
+                    left--;
+                    continue;
+                }
+                if (fg__lab_stop || fg__lab_now_us() > deadline) {
+                    snprintf(err, errlen,
+                             "%s api-%d does not reach Redis%s again after "
+                             "the Redis-down test (last answer %d: %.80s)",
+                             names[s], i + 1,
+                             lab->shards > 1 ? " (every node)" : "", status,
+                             body);
+                    return -1;
+                }
+                if (s != FG__LAB_SYNC)
+                    heal_path(lab, k, path[k], sizeof path[k]);
             }
-            if (s != FG__LAB_SYNC)
-                snprintf(path, sizeof path,
-                         "/v1/check?limit=bookings&key=lab-heal-%d-%u",
-                         (int)getpid(), ++lab->seq);
-            sleep_us(s == FG__LAB_SYNC ? 50000 : 20000);
+            if (left > 0)
+                sleep_us(s == FG__LAB_SYNC ? 50000 : 20000);
         }
     }
     if (s == FG__LAB_SYNC)
@@ -744,7 +931,7 @@ int fg__lab_measure(fg__lab *lab, int s, const fg__lab_params *p,
     r->p = *p;
     if (fg__lab_ensure(lab, s, p, err, errlen) < 0)
         return -1;
-    fg__lab_proxy_set_rtt(lab->proxy, p->rtt_us);
+    proxies_set_rtt(lab, p->rtt_us);
     if (lab->cl[s].shaken && heal(lab, s, p, err, errlen) < 0)
         return -1;
     if (fg__lab_bound_of(s, p, &r->bound) < 0) {
@@ -758,19 +945,27 @@ int fg__lab_measure(fg__lab *lab, int s, const fg__lab_params *p,
         return -1;
     }
     fg__lab_cmdstats before, after, sent0, sent1;
-    read_cmdstats(lab, &before);
-    fg__lab_proxy_commands(lab->proxy, &sent0);
-    uint64_t rt0 = fg__lab_proxy_round_trips(lab->proxy);
+    long long ran0[FG__LAB_MAX_SHARDS], ran1[FG__LAB_MAX_SHARDS];
+    read_cmdstats(lab, &before, ran0);
+    proxies_commands(lab, &sent0);
+    uint64_t rt0 = proxies_round_trips(lab);
     char user[64];
     snprintf(user, sizeof user, "scalper-%d-%u", (int)getpid(), ++lab->seq);
+    if (fg__lab_uses_redis(s)) {
+        r->store = lab->desc;
+        r->store.node = (int)fg_store_node_of(lab->st, user, strlen(user));
+    }
     int rc = fg__lab_fire(lab->cl[s].haproxy_port, user, p->burst, p->spread_us,
                           a, &r->burst_us, err, errlen);
     if (rc == 0) {
         /* The approximate modes send commands after the burst (syncs,
          * give-backs): they are its cost too. */
         r->settle_us = settle(lab, s, p);
-        uint64_t rt = fg__lab_proxy_round_trips(lab->proxy) - rt0;
-        read_cmdstats(lab, &after);
+        uint64_t rt = proxies_round_trips(lab) - rt0;
+        read_cmdstats(lab, &after, ran1);
+        if (fg__lab_uses_redis(s))
+            for (int k = 0; k < lab->shards; k++)
+                r->store.executed[k] = ran1[k] - ran0[k];
         count_answers(a, p->burst, &r->allowed, &r->limited, &r->failed,
                       &r->unknown, r->srv);
         /* The user was entitled to min(burst, limit) requests: what fell
@@ -779,7 +974,7 @@ int fg__lab_measure(fg__lab *lab, int s, const fg__lab_params *p,
             (uint64_t)p->burst < p->limit ? p->burst : (long long)p->limit;
         if (r->allowed < due)
             r->refused_under_limit = (int)(due - r->allowed);
-        fg__lab_proxy_commands(lab->proxy, &sent1);
+        proxies_commands(lab, &sent1);
         long long ran = fg__lab_cmdstats_diff(&before, &after, r->executed,
                                               sizeof r->executed);
         long long sent = fg__lab_cmdstats_diff(&sent0, &sent1, r->commands,
@@ -797,6 +992,15 @@ int fg__lab_measure_down(fg__lab *lab, unsigned mask, fg__lab_result *rs,
                          char *err, size_t errlen)
 {
     int rc = 0;
+    if (lab->shards == 0) {
+        /* The store is the user's: the lab never stops it. */
+        for (int s = 0; s < FG__LAB_NSTRATEGIES; s++)
+            if ((mask & (1u << s)) && lab->cl[s].running)
+                snprintf(rs[s].down_skipped, sizeof rs[s].down_skipped,
+                         "the store is not the lab's (--store): it is "
+                         "never stopped");
+        return 0;
+    }
     redis_down(lab);
     for (int s = 0; s < FG__LAB_NSTRATEGIES; s++)
         if (lab->cl[s].running && fg__lab_uses_redis(s))
@@ -823,13 +1027,16 @@ int fg__lab_measure_down(fg__lab *lab, unsigned mask, fg__lab_result *rs,
         }
         free(a);
     }
-    /* Redis comes back on the same port; the servers reconnect through the
-     * proxy on their next request. */
+    /* Redis comes back on the same ports; the servers reconnect through
+     * the proxies on their next request. */
     char up_err[256];
-    if (redis_up(lab, up_err, sizeof up_err) < 0) {
-        if (rc == 0)
-            snprintf(err, errlen, "%s", up_err);
-        rc = -1;
+    for (int k = 0; k < lab->shards; k++) {
+        if (redis_up(lab, k, up_err, sizeof up_err) < 0) {
+            if (rc == 0)
+                snprintf(err, errlen, "%s", up_err);
+            rc = -1;
+            break;
+        }
     }
     return rc;
 }
@@ -842,11 +1049,14 @@ void fg__lab_free(fg__lab *lab)
     for (int s = 0; s < FG__LAB_NSTRATEGIES; s++)
         if (lab->cl[s].running || lab->cl[s].haproxy)
             cluster_stop(&lab->cl[s]);
-    if (lab->info)
-        redisFree(lab->info);
-    if (lab->redis > 0)
-        fg__lab_stop_procs(&lab->redis, 1, 1000);
-    fg__lab_proxy_stop(lab->proxy);
+    for (int k = 0; k < lab->shards; k++)
+        if (lab->info[k])
+            redisFree(lab->info[k]);
+    if (lab->st)
+        fg_store_close(lab->st);
+    fg__lab_stop_procs(lab->redis, lab->shards, 1000);
+    for (int k = 0; k < lab->shards; k++)
+        fg__lab_proxy_stop(lab->proxy[k]);
     fg__lab_rmtree(lab->dir);
     free(lab);
 }

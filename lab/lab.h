@@ -18,6 +18,17 @@
 #define FG__LAB_MAX_SERVERS 64
 #define FG__LAB_MAX_BURST   10000
 #define FG__LAB_MAX_SWEEP   32
+/* redis-servers the lab starts for --shards, each behind its own proxy. */
+#define FG__LAB_MAX_SHARDS 8
+/* floodgate serve reads lines of its config of at most 198 characters
+ * (libinih's line of 200, less the line end and the NUL). A --store URL
+ * goes on one, after "url = ": it may carry a password, so it is written
+ * in the lab's private folder, never on a command line every local user
+ * can read. */
+#define FG__LAB_SERVE_LINE_MAX 198
+#define FG__LAB_STORE_URL_MAX  (FG__LAB_SERVE_LINE_MAX - 6)
+/* Nodes a store may name: a shards= URL has at most 64. */
+#define FG__LAB_MAX_NODES 64
 
 typedef enum fg__lab_strategy {
     FG__LAB_LOCAL = 0,  /* each server its own memory counter */
@@ -51,6 +62,16 @@ typedef struct fg__lab_params {
     int sync_ms;        /* sync: the interval, 10 .. 10,000 */
     uint64_t chunk;     /* lease: the largest chunk, 0 for the default */
 } fg__lab_params;
+
+/* Where the Redis strategies' counters lived in one run (lab.c). */
+typedef struct fg__lab_store {
+    char kind[12]; /* "redis", "shards", "cluster", "sentinel" */
+    int own;       /* 1: started by the lab, behind its delay proxies */
+    int nodes;     /* as fg_store_nodes counts them */
+    char name[FG__LAB_MAX_NODES][64]; /* fg_store_node_name, no password */
+    int node;                         /* the run's user's node, -1 unknown */
+    long long executed[FG__LAB_MAX_SHARDS]; /* own: what each node ran */
+} fg__lab_store;
 
 /* The bound an approximate strategy states for one run (bound.c). */
 typedef struct fg__lab_bound {
@@ -88,6 +109,8 @@ typedef struct fg__lab_result {
     double round_trips_per_request; /* Redis round trips / request */
     char commands[160];             /* sent: "GET 80, SET 23" */
     char executed[200];             /* ran, scripts' inner calls too */
+    fg__lab_store store;            /* for the Redis strategies */
+    char down_skipped[96];          /* why the Redis-down burst was not fired */
     int down_measured;
     int down_allowed;
     int down_limited;
@@ -191,11 +214,19 @@ int fg__lab_post(int port, const char *path, char *body, size_t len);
 
 typedef struct fg__lab fg__lab;
 
-/* Create the temporary folder and find the programs. NULL with the reason in
- * 'err' (e.g. "redis-server is not installed ..."). */
-fg__lab *fg__lab_new(char *err, size_t errlen);
-/* Start redis-server and the delay proxy. */
-int fg__lab_start_redis(fg__lab *lab, char *err, size_t errlen);
+/* Create the temporary folder and find the programs (redis-server only when
+ * 'need_redis'). NULL with the reason in 'err' (e.g. "redis-server is not
+ * installed ..."). */
+fg__lab *fg__lab_new(int need_redis, char *err, size_t errlen);
+/* Start 'shards' redis-servers (1 .. FG__LAB_MAX_SHARDS), each behind a
+ * delay proxy of its own; more than one make a shards= store. */
+int fg__lab_start_redis(fg__lab *lab, int shards, char *err, size_t errlen);
+/* Use the store at 'url' instead, which the user runs: no redis-server, no
+ * delay proxy, and the lab never stops it. The store is opened once here,
+ * so an unreachable one is refused with the library's reason. */
+int fg__lab_use_store(fg__lab *lab, const char *url, char *err, size_t errlen);
+/* 1 when the lab started the store itself (and counts its commands). */
+int fg__lab_own_store(const fg__lab *lab);
 /* Make sure the servers and balancer of 'strategy' run with 'p'; reuses
  * them when the server count and balance have not changed. */
 int fg__lab_ensure(fg__lab *lab, int strategy, const fg__lab_params *p,
@@ -208,8 +239,10 @@ void fg__lab_retire(fg__lab *lab, const fg__lab_params *p);
 /* Fire the burst through 'strategy' and fill 'r' (without redis_down). */
 int fg__lab_measure(fg__lab *lab, int strategy, const fg__lab_params *p,
                     fg__lab_result *r, char *err, size_t errlen);
-/* Stop Redis, fire again through each strategy in 'mask' that has a result
- * in 'rs' (indexed by strategy), start Redis again. */
+/* Stop Redis (every node of the lab's own), fire again through each
+ * strategy in 'mask' that has a result in 'rs' (indexed by strategy), start
+ * Redis again. With a store of the user's (--store) nothing is stopped:
+ * each result's 'down_skipped' says so. */
 int fg__lab_measure_down(fg__lab *lab, unsigned mask, fg__lab_result *rs,
                          char *err, size_t errlen);
 /* Start every cluster of 'mask' at once (start-up in parallel). */

@@ -1,8 +1,9 @@
 /* main.c -- `floodgate lab`: options, and the order of a run.
  *
- * A run starts Redis and the delay proxy, starts every strategy's cluster at
- * once (start-up in parallel), fires the burst through each strategy in
- * turn, then stops Redis and fires again through each, and stops it all. */
+ * A run starts Redis and the delay proxy (or opens the user's --store),
+ * starts every strategy's cluster at once (start-up in parallel), fires the
+ * burst through each strategy in turn, then stops Redis and fires again
+ * through each (not a store of the user's), and stops it all. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -20,7 +21,7 @@ static void usage(FILE *f)
            "lease|all]\n"
            "                     [--servers 4] [--burst 40] [--spread 40ms]\n"
            "                     [--rtt 2ms] [--limit 10/s] [--sync 200ms]\n"
-           "                     [--chunk N]\n"
+           "                     [--chunk N] [--shards 1 | --store URL]\n"
            "                     [--balance roundrobin|random] [--json]\n"
            "                     [--web [--listen 127.0.0.1:8090]]\n"
            "                     [--sweep rtt=0,1,2,5,10,20 | servers=.. | "
@@ -30,6 +31,13 @@ static void usage(FILE *f)
            "in a temporary folder, fires one user's burst through them and\n"
            "counts what each way of limiting let through. --strategy takes\n"
            "a list too (atomic,sync,lease).\n"
+           "--shards N (1..8): N redis-servers, each behind its own delay\n"
+           "proxy, given to the Redis strategies as shards=URL,URL,...\n"
+           "--store URL: the Redis strategies use a store you run instead\n"
+           "(redis://, unix://, shards=, cluster=, sentinel://): no\n"
+           "redis-server, no delay proxy (--rtt does not apply), its\n"
+           "commands are not counted and it is never stopped (no Redis-down\n"
+           "burst). Not with --web.\n"
            "floodgate lab --simulate --help: the same for 10 to 10,000\n"
            "servers on a virtual clock, with no processes.\n");
 }
@@ -96,6 +104,10 @@ typedef struct opts {
     int sweep[FG__LAB_MAX_SWEEP];
     int nsweep;
     const char *svg;
+    int shards;        /* redis-servers the lab starts (--shards) */
+    const char *store; /* or the user's store (--store), else NULL */
+    int rtt_given;
+    int shards_given;
 } opts;
 
 static int parse_sweep(const char *s, opts *o)
@@ -153,6 +165,47 @@ static int parse_strategies(const char *s, unsigned *mask)
     return 0;
 }
 
+#define FG__LAB_STR_(x) #x
+#define FG__LAB_STR(x)  FG__LAB_STR_(x)
+
+/* A --store URL the servers can be given: one the library accepts, of a
+ * Redis store, on one line of their config. 0, or -1 after printing why
+ * (never the URL itself: it may carry a password). */
+static int store_arg(const char *url)
+{
+    char why[256];
+    if (strncmp(url, "memory", 6) == 0) {
+        fprintf(stderr, "floodgate lab: bad value for --store: the lab "
+                        "needs a Redis store (redis://, unix://, shards=, "
+                        "cluster= or sentinel://); local and split already "
+                        "use memory\n");
+        return -1;
+    }
+    if (strlen(url) > FG__LAB_STORE_URL_MAX) {
+        fprintf(stderr,
+                "floodgate lab: bad value for --store: longer than %d "
+                "characters, more than a line of floodgate serve's config "
+                "holds after \"url = \"\n",
+                FG__LAB_STORE_URL_MAX);
+        return -1;
+    }
+    if (fg_store_url_check(url, why, sizeof why) != FG_OK) {
+        fprintf(stderr, "floodgate lab: bad value for --store: %s\n", why);
+        return -1;
+    }
+    /* The URL goes into an INI line: a control character or a space
+     * would end or cut it there. */
+    for (const char *c = url; *c; c++) {
+        if ((unsigned char)*c <= ' ' || *c == 0x7f) {
+            fprintf(stderr, "floodgate lab: bad value for --store: a space "
+                            "or control character in the URL (percent-"
+                            "encode it)\n");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Returns 0, or 2 after printing why. */
 static int parse_args(int argc, char **argv, opts *o)
 {
@@ -165,6 +218,7 @@ static int parse_args(int argc, char **argv, opts *o)
     o->p.limit = 10;
     o->p.period_ms = 1000;
     o->p.sync_ms = 200;
+    o->shards = 1;
     o->listen = "127.0.0.1:8090";
     for (int i = 1; i < argc; i++) {
         char name[32];
@@ -222,6 +276,14 @@ static int parse_args(int argc, char **argv, opts *o)
             bad = parse_duration_us(val, &o->p.rtt_us);
             if (!bad && o->p.rtt_us > 1000000)
                 bad = 1;
+            o->rtt_given = 1;
+        } else if (strcmp(name, "--shards") == 0) {
+            bad = parse_int(val, 1, FG__LAB_MAX_SHARDS, &o->shards);
+            o->shards_given = 1;
+        } else if (strcmp(name, "--store") == 0) {
+            if (!missing && store_arg(val) < 0)
+                return 2;
+            o->store = val;
         } else if (strcmp(name, "--limit") == 0) {
             bad = parse_rate(val, &o->p.limit, &o->p.period_ms);
         } else if (strcmp(name, "--balance") == 0) {
@@ -249,14 +311,40 @@ static int parse_args(int argc, char **argv, opts *o)
             return 2;
         }
         if (bad) {
-            fprintf(stderr, "floodgate lab: bad value for %s: '%s'\n", name,
-                    val);
+            fprintf(stderr, "floodgate lab: bad value for %s: '%s'%s\n", name,
+                    val,
+                    strcmp(name, "--shards") == 0
+                        ? " (1 to " FG__LAB_STR(FG__LAB_MAX_SHARDS) ")"
+                        : "");
             return 2;
         }
     }
     if (o->listen_given && !o->web) {
         fprintf(stderr, "floodgate lab: --listen applies to --web only\n");
         return 2;
+    }
+    if (o->store && o->shards_given) {
+        fprintf(stderr, "floodgate lab: --shards and --store exclude each "
+                        "other (--shards starts the lab's own "
+                        "redis-servers)\n");
+        return 2;
+    }
+    if (o->store) {
+        const char *clash = o->rtt_given                         ? "--rtt"
+                            : o->web                             ? "--web"
+                            : strcmp(o->sweep_param, "rtt") == 0 ? "--sweep rtt"
+                                                                 : NULL;
+        if (clash) {
+            fprintf(stderr,
+                    "floodgate lab: %s does not apply with --store (the "
+                    "lab adds no delay proxy to a store it did not "
+                    "start)\n",
+                    clash);
+            return 2;
+        }
+        /* No delay is added: the bounds and waits take the round trip as
+         * the lab's own share of it, none. */
+        o->p.rtt_us = 0;
     }
     /* A lease takes at most the limit (the token bucket's burst). */
     if (o->p.chunk > o->p.limit) {
@@ -291,9 +379,9 @@ static int run_once(fg__lab *lab, const opts *o, char *err, size_t errlen)
             fg__lab_print_json(stdout, &shown[i]);
     } else {
         fg__lab_print_cards(stdout, shown, n, isatty(1));
-        printf("\n  measured in %.2f s (servers started, bursts fired, Redis "
-               "stopped and fired again)\n",
-               (fg__lab_now_us() - t0) / 1e6);
+        printf("\n  measured in %.2f s (servers started, bursts fired%s)\n",
+               (fg__lab_now_us() - t0) / 1e6,
+               fg__lab_own_store(lab) ? ", Redis stopped and fired again" : "");
     }
     return 0;
 }
@@ -368,12 +456,13 @@ int fg_cmd_lab(int argc, char **argv)
         nofile.rlim_cur = nofile.rlim_max;
         setrlimit(RLIMIT_NOFILE, &nofile);
     }
-    fg__lab *lab = fg__lab_new(err, sizeof err);
+    fg__lab *lab = fg__lab_new(o.store == NULL, err, sizeof err);
     if (!lab) {
         fprintf(stderr, "floodgate lab: %s\n", err);
         return 1;
     }
-    if (fg__lab_start_redis(lab, err, sizeof err) < 0)
+    if (o.store ? fg__lab_use_store(lab, o.store, err, sizeof err) < 0
+                : fg__lab_start_redis(lab, o.shards, err, sizeof err) < 0)
         rc = 1;
     else if (o.web)
         rc = fg__lab_web(lab, o.listen, &o.p) < 0 ? 1 : 0;

@@ -28,6 +28,37 @@ static int over_of(const fg__lab_result *r)
     return o > 0 ? (int)o : 0;
 }
 
+/* 1 when the run's Redis figures were counted: the memory strategies
+ * (nothing to count) and the lab's own Redis, which it watches through its
+ * delay proxies and INFO. A store of the user's is watched by neither. */
+static int counted(const fg__lab_result *r)
+{
+    return !fg__lab_uses_redis(r->strategy) || r->store.own;
+}
+
+/* Where the run's counters lived: "store":{...}. */
+static void print_json_store(FILE *f, const fg__lab_result *r)
+{
+    const fg__lab_store *st = &r->store;
+    if (!fg__lab_uses_redis(r->strategy)) {
+        fprintf(f, "\"store\":{\"kind\":\"memory\"},");
+        return;
+    }
+    fprintf(f, "\"store\":{\"kind\":\"%s\",\"own\":%s,\"nodes\":[", st->kind,
+            st->own ? "true" : "false");
+    for (int i = 0; i < st->nodes; i++) {
+        fprintf(f, "%s{\"name\":\"%s\"", i ? "," : "", st->name[i]);
+        if (st->own && i < FG__LAB_MAX_SHARDS)
+            fprintf(f, ",\"executed\":%lld", st->executed[i]);
+        fprintf(f, "}");
+    }
+    fprintf(f, "],\"node\":");
+    if (st->node >= 0 && st->node < st->nodes)
+        fprintf(f, "\"%s\"},", st->name[st->node]);
+    else
+        fprintf(f, "null},");
+}
+
 void fg__lab_print_json(FILE *f, const fg__lab_result *r)
 {
     fprintf(f, "{\"strategy\":\"%s\",\"servers\":[",
@@ -35,11 +66,13 @@ void fg__lab_print_json(FILE *f, const fg__lab_result *r)
     for (int i = 0; i < r->p.servers; i++)
         fprintf(f, "%s{\"id\":\"api-%d\",\"ok\":%d,\"limited\":%d}",
                 i ? "," : "", i + 1, r->srv[i].ok, r->srv[i].limited);
-    fprintf(f,
-            "],\"allowed\":%d,\"limit\":%llu,\"over\":%d,"
-            "\"redis_calls_per_request\":%.2f,",
-            r->allowed, (unsigned long long)r->p.limit, over_of(r),
-            r->calls_per_request);
+    fprintf(f, "],\"allowed\":%d,\"limit\":%llu,\"over\":%d,", r->allowed,
+            (unsigned long long)r->p.limit, over_of(r));
+    print_json_store(f, r);
+    if (counted(r))
+        fprintf(f, "\"redis_calls_per_request\":%.2f,", r->calls_per_request);
+    else
+        fprintf(f, "\"redis_calls_per_request\":null,");
     if (r->down_measured)
         fprintf(f,
                 "\"redis_down\":{\"allowed\":%d,\"limited\":%d,"
@@ -48,6 +81,9 @@ void fg__lab_print_json(FILE *f, const fg__lab_result *r)
                 fg__lab_uses_redis(r->strategy)
                     ? fg__lab_on_failure(r->strategy)
                     : "none");
+    else if (r->down_skipped[0])
+        fprintf(f, "\"redis_down\":null,\"redis_down_skipped\":\"%s\",",
+                r->down_skipped);
     else
         fprintf(f, "\"redis_down\":null,");
     const fg__lab_bound *b = &r->bound;
@@ -70,18 +106,28 @@ void fg__lab_print_json(FILE *f, const fg__lab_result *r)
         fprintf(f, "\"settle_ms\":%.1f,", r->settle_us / 1000.0);
     fprintf(f,
             "\"limited\":%d,\"failed\":%d,\"unattributed\":%d,"
-            "\"refused_under_limit\":%d,"
-            "\"redis_round_trips_per_request\":%.2f,"
-            "\"redis_commands\":\"%s\","
-            "\"redis_executed_per_request\":%.2f,"
-            "\"redis_executed\":\"%s\",\"policy\":\"%s\","
+            "\"refused_under_limit\":%d,",
+            r->limited, r->failed, r->unknown, r->refused_under_limit);
+    if (counted(r))
+        fprintf(f,
+                "\"redis_round_trips_per_request\":%.2f,"
+                "\"redis_commands\":\"%s\","
+                "\"redis_executed_per_request\":%.2f,"
+                "\"redis_executed\":\"%s\",",
+                r->round_trips_per_request, r->commands,
+                r->executed_per_request, r->executed);
+    else
+        fprintf(f, "\"redis_round_trips_per_request\":null,"
+                   "\"redis_commands\":null,"
+                   "\"redis_executed_per_request\":null,"
+                   "\"redis_executed\":null,");
+    fprintf(f,
+            "\"policy\":\"%s\","
             "\"params\":{\"servers\":%d,\"burst\":%d,\"spread_ms\":%.3g,"
             "\"rtt_ms\":%.3g,\"limit\":%llu,\"period_ms\":%llu,"
             "\"balance\":\"%s\"},\"burst_ms\":%.1f,\"run_ms\":%.1f}\n",
-            r->limited, r->failed, r->unknown, r->refused_under_limit,
-            r->round_trips_per_request, r->commands, r->executed_per_request,
-            r->executed, fg__lab_policy_text(r->strategy), r->p.servers,
-            r->p.burst, r->p.spread_us / 1000.0, r->p.rtt_us / 1000.0,
+            fg__lab_policy_text(r->strategy), r->p.servers, r->p.burst,
+            r->p.spread_us / 1000.0, r->p.rtt_us / 1000.0,
             (unsigned long long)r->p.limit, (unsigned long long)r->p.period_ms,
             r->p.balance_random ? "random" : "roundrobin", r->burst_us / 1000.0,
             r->run_us / 1000.0);
@@ -241,7 +287,9 @@ static void print_table(FILE *f, const fg__lab_result *rs, int n, int color)
      * commands included). */
     label(f, "sent to Redis");
     for (int i = 0; i < n; i++) {
-        if (rs[i].calls_per_request == 0)
+        if (!counted(&rs[i]))
+            snprintf(t, sizeof t, "not counted");
+        else if (rs[i].calls_per_request == 0)
             snprintf(t, sizeof t, "0 (no network hop)");
         else
             snprintf(t, sizeof t, "%.2f cmds/request", rs[i].calls_per_request);
@@ -250,18 +298,28 @@ static void print_table(FILE *f, const fg__lab_result *rs, int n, int color)
     fprintf(f, "\n");
     label(f, "");
     for (int i = 0; i < n; i++)
-        cell(f, color, DIM, rs[i].commands[0] ? rs[i].commands : "-");
+        cell(f, color, DIM,
+             !counted(&rs[i])    ? "(--store)"
+             : rs[i].commands[0] ? rs[i].commands
+                                 : "-");
     fprintf(f, "\n");
     label(f, "round trips");
     for (int i = 0; i < n; i++) {
-        snprintf(t, sizeof t, "%.2f trips/request",
-                 rs[i].round_trips_per_request);
+        if (counted(&rs[i]))
+            snprintf(t, sizeof t, "%.2f trips/request",
+                     rs[i].round_trips_per_request);
+        else
+            snprintf(t, sizeof t, "not counted");
         cell(f, color, PLAIN, t);
     }
     fprintf(f, "\n");
     label(f, "Redis ran");
     for (int i = 0; i < n; i++) {
-        snprintf(t, sizeof t, "%.2f cmds/request", rs[i].executed_per_request);
+        if (counted(&rs[i]))
+            snprintf(t, sizeof t, "%.2f cmds/request",
+                     rs[i].executed_per_request);
+        else
+            snprintf(t, sizeof t, "not counted");
         cell(f, color, PLAIN, t);
     }
     fprintf(f, "\n");
@@ -269,6 +327,20 @@ static void print_table(FILE *f, const fg__lab_result *rs, int n, int color)
     for (int i = 0; i < n; i++)
         cell(f, color, DIM, rs[i].executed[0] ? rs[i].executed : "-");
     fprintf(f, "\n");
+    int spread = 0;
+    for (int i = 0; i < n; i++)
+        spread |= rs[i].store.nodes > 1;
+    if (spread) {
+        /* Which node held the user's counters: the library's choice. */
+        label(f, "counters on");
+        for (int i = 0; i < n; i++) {
+            const fg__lab_store *st = &rs[i].store;
+            cell(f, color, DIM,
+                 st->node >= 0 && st->node < st->nodes ? st->name[st->node]
+                                                       : "-");
+        }
+        fprintf(f, "\n");
+    }
     label(f, "if Redis is down");
     for (int i = 0; i < n; i++) {
         if (!rs[i].down_measured)
@@ -291,6 +363,31 @@ static void print_table(FILE *f, const fg__lab_result *rs, int n, int color)
     fprintf(f, "\n\n");
 }
 
+/* "Store: ..." under the cards' title: which store ran, and how. */
+static void print_store_line(FILE *f, const fg__lab_store *st)
+{
+    if (st->own && st->nodes <= 1) {
+        fprintf(f, "Store: one redis-server started by the lab, behind the "
+                   "delay proxy.\n");
+        return;
+    }
+    if (st->own) {
+        fprintf(f,
+                "Store: shards=, %d redis-servers started by the lab, each "
+                "behind its own\ndelay proxy; a user's counters live on one "
+                "of them.\n",
+                st->nodes);
+        return;
+    }
+    fprintf(f, "Store: %s given with --store: ", st->kind);
+    for (int i = 0; i < st->nodes && i < 3; i++)
+        fprintf(f, "%s%s", i ? ", " : "", st->name[i]);
+    fprintf(f,
+            "%s.\nNo delay proxy; its commands are not counted; the lab "
+            "never stops it.\n",
+            st->nodes > 3 ? ", ..." : "");
+}
+
 void fg__lab_print_cards(FILE *f, const fg__lab_result *rs, int n, int color)
 {
     if (n <= 0)
@@ -303,13 +400,25 @@ void fg__lab_print_cards(FILE *f, const fg__lab_result *rs, int n, int color)
         snprintf(limit, sizeof limit, "%llu per %llu ms",
                  (unsigned long long)p->limit,
                  (unsigned long long)p->period_ms);
+    const fg__lab_store *st = NULL;
+    for (int i = 0; i < n && !st; i++)
+        if (fg__lab_uses_redis(rs[i].strategy))
+            st = &rs[i].store;
+    char rtt[48];
+    if (st && !st->own)
+        snprintf(rtt, sizeof rtt, "Redis round trip the store's own");
+    else
+        snprintf(rtt, sizeof rtt, "Redis round trip +%.3g ms",
+                 p->rtt_us / 1000.0);
     fprintf(f,
-            "%s%d servers behind HAProxy (%s), Redis round trip +%.3g ms, "
-            "limit %s per user.\nOne user fires %d requests within %.3g "
-            "ms.%s\n\n",
+            "%s%d servers behind HAProxy (%s), %s, limit %s per user.\nOne "
+            "user fires %d requests within %.3g ms.%s\n",
             color ? ansi[BOLD] : "", p->servers,
-            p->balance_random ? "random" : "round robin", p->rtt_us / 1000.0,
-            limit, p->burst, p->spread_us / 1000.0, color ? "\033[0m" : "");
+            p->balance_random ? "random" : "round robin", rtt, limit, p->burst,
+            p->spread_us / 1000.0, color ? "\033[0m" : "");
+    if (st)
+        print_store_line(f, st);
+    fprintf(f, "\n");
     int per = n > 4 ? GROUP : n;
     for (int i = 0; i < n; i += per)
         print_table(f, rs + i, n - i < per ? n - i : per, color);
@@ -325,8 +434,15 @@ void fg__lab_print_cards(FILE *f, const fg__lab_result *rs, int n, int color)
             "each command it\n  runs inside Redis (--json has the full "
             "lists). A server that has refused a\n  user answers its next "
             "requests itself until the limit resets.\n  If Redis is down: "
-            "Redis stopped, the same burst fired again with a new user.%s\n",
-            color ? ansi[DIM] : "", color ? "\033[0m" : "");
+            "%s.%s\n",
+            color ? ansi[DIM] : "",
+            st && !st->own ? "not measured, the store is not the lab's "
+                             "(--store):\n  it is never stopped"
+            : st && st->nodes > 1
+                ? "every node stopped, the same burst fired again\n  with "
+                  "a new user"
+                : "Redis stopped, the same burst fired again with a new user",
+            color ? "\033[0m" : "");
     if (approximate)
         fprintf(f,
                 "%s  Stated bound: sync, over <= min(arrivals at the other "
@@ -385,17 +501,17 @@ void fg__lab_print_sweep(FILE *f, const char *param, const int *values,
                 continue;
             const fg__lab_result *r = &rs[v * FG__LAB_NSTRATEGIES + s];
             char t[64];
+            char c[16] = "-";
+            if (counted(r))
+                snprintf(c, sizeof c, "%.2f", r->calls_per_request);
             if (r->bound.kind == 1)
-                snprintf(t, sizeof t, "%d/%llu %.2f", over_of(r),
-                         (unsigned long long)r->bound.bound,
-                         r->calls_per_request);
+                snprintf(t, sizeof t, "%d/%llu %s", over_of(r),
+                         (unsigned long long)r->bound.bound, c);
             else if (r->bound.kind == 2)
-                snprintf(t, sizeof t, "%d/%llu %.2f", r->refused_under_limit,
-                         (unsigned long long)r->bound.bound,
-                         r->calls_per_request);
+                snprintf(t, sizeof t, "%d/%llu %s", r->refused_under_limit,
+                         (unsigned long long)r->bound.bound, c);
             else
-                snprintf(t, sizeof t, "over %d, %.2f", over_of(r),
-                         r->calls_per_request);
+                snprintf(t, sizeof t, "over %d, %s", over_of(r), c);
             fprintf(f, "%20s", t);
         }
         fprintf(f, "\n");
@@ -452,7 +568,15 @@ int fg__lab_write_svg(const char *path, const char *param, const int *values,
                  sub[0] ? " · " : "", p0->burst, p0->spread_us / 1000.0);
         strcat(sub, part);
     }
-    if (p0 && strcmp(param, "rtt") != 0) {
+    const fg__lab_store *st = NULL;
+    for (int s = 0; s < FG__LAB_NSTRATEGIES && !st; s++)
+        if ((mask & (1u << s)) && fg__lab_uses_redis(s))
+            st = &rs[s].store;
+    if (p0 && strcmp(param, "rtt") != 0 && st && !st->own) {
+        snprintf(part, sizeof part, "%s%s given with --store",
+                 sub[0] ? " · " : "", st->kind);
+        strcat(sub, part);
+    } else if (p0 && strcmp(param, "rtt") != 0) {
         snprintf(part, sizeof part, "%s+%.3g ms per Redis round trip",
                  sub[0] ? " · " : "", p0->rtt_us / 1000.0);
         strcat(sub, part);

@@ -30,16 +30,17 @@ ours() {
 # The lab's ports, from the config files it generates. The lab removes its
 # folder when it ends, so it is given wrappers (FLOODGATE_BIN,
 # FLOODGATE_HAPROXY, FLOODGATE_REDIS_SERVER) that keep a copy of each
-# config (or redis-server's arguments) in $work/ports and then exec the real
-# program: same pid, same arguments.
+# config (and serve's arguments, where a long --store URL goes, or
+# redis-server's) in $work/ports and then exec the real program: same pid,
+# same arguments.
 lab_record_ports() {
     local rec=$work/ports bin=$work/bin
     local haproxy redis
     haproxy=$(command -v haproxy || echo /usr/sbin/haproxy)
     redis=$(command -v redis-server || echo /usr/bin/redis-server)
     mkdir -p "$rec" "$bin"
-    printf '#!/bin/sh\n[ "$1" = serve ] && cp "$3" "%s/serve.$$.ini"\nexec "%s" "$@"\n' \
-        "$rec" "$FLOODGATE" >"$bin/floodgate"
+    printf '#!/bin/sh\n[ "$1" = serve ] && cp "$3" "%s/serve.$$.ini" && echo "$*" >"%s/serve.$$.args"\nexec "%s" "$@"\n' \
+        "$rec" "$rec" "$FLOODGATE" >"$bin/floodgate"
     printf '#!/bin/sh\ncp "$3" "%s/haproxy.$$.cfg"\nexec "%s" "$@"\n' \
         "$rec" "$haproxy" >"$bin/haproxy"
     printf '#!/bin/sh\necho "$*" >"%s/redis.$$.args"\nexec "%s" "$@"\n' \

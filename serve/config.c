@@ -58,6 +58,7 @@ typedef struct parser {
     int header_new;    /* one was read since the previous key */
     int key_seen;      /* a key since the last "[section]" line */
     int indented;      /* the line read last begins with a blank */
+    int url_line;      /* [store] url's first line, 0 if none */
     seen_key seen[SEEN_MAX];
     unsigned nseen;
     int failed;
@@ -376,15 +377,12 @@ static int store_key(parser *p, const char *k, const char *v)
 {
     fg__serve_config *c = p->c;
     if (!strcmp(k, "url")) {
+        /* Checked whole in finish(): it may go on over indented lines. */
         if (strlen(v) == 0 || strlen(v) >= sizeof(c->store_url))
             return fail(p, p->line, "url must be 1..%zu characters",
                         sizeof(c->store_url) - 1);
-        if (strcmp(v, "memory") != 0 && strncmp(v, "memory?", 7) != 0) {
-            char why[200];
-            if (fg_store_url_check(v, why, sizeof(why)))
-                return fail(p, p->line, "url: %s", why);
-        }
         strcpy(c->store_url, v);
+        p->url_line = p->line;
     } else if (!strcmp(k, "prefix")) {
         if (strlen(v) >= sizeof(c->prefix))
             return fail(p, p->line, "prefix too long");
@@ -530,6 +528,17 @@ static int on_key(void *user, const char *section, const char *k, const char *v)
         strcpy(p->section, section); /* its length checked at its header */
     if (section[0] == '\0')
         return fail(p, p->line, "key '%s' outside any section", k);
+    /* [store] url goes on over indented lines, joined as they are: a
+     * shards= list of many nodes does not fit on one line. */
+    if (p->indented && p->url_line && !strcmp(section, "store") &&
+        !strcmp(k, "url")) {
+        size_t have = strlen(p->c->store_url);
+        if (have + strlen(v) >= sizeof(p->c->store_url))
+            return fail(p, p->line, "url must be 1..%zu characters",
+                        sizeof(p->c->store_url) - 1);
+        strcpy(p->c->store_url + have, v);
+        return 1;
+    }
     /* Every section that reaches here was accepted at its header; a
      * limit's section opened again was refused there. */
     for (unsigned i = 0; i < p->nseen; i++)
@@ -652,6 +661,10 @@ static int finish(parser *p)
 {
     fg__serve_config *c = p->c;
     char why[200];
+    if (p->url_line && strcmp(c->store_url, "memory") != 0 &&
+        strncmp(c->store_url, "memory?", 7) != 0 &&
+        fg_store_url_check(c->store_url, why, sizeof(why)))
+        return fail(p, p->url_line, "url: %s", why);
     for (unsigned i = 0; i < c->nlimits; i++) {
         fg__serve_limit *sl = &c->limits[i];
         raw_limit *r = &p->raw[i];

@@ -243,6 +243,18 @@ static void test_duplicates(void)
             "an indented line continues the value of 'id' (line 2)");
     refused("[limit a]\nrate = 1/s\nkey = ip\n  [limit b]\n", 4,
             "indented line continues the value of 'key'");
+    /* But [store] url goes on over indented lines, joined as they are
+     * (a long shards= list), and is checked whole, at its first line. */
+    CHECK_EQ(parse("[store]\nurl = shards=redis://127.0.0.1:1,\n"
+                   "  redis://127.0.0.1:2,\n\tredis://127.0.0.1:3\n"
+                   "timeout = 5ms\n[limit a]\nrate = 1/s\nkey = ip\n"),
+             0);
+    CHECK_STR(cfg.store_url, "shards=redis://127.0.0.1:1,redis://"
+                             "127.0.0.1:2,redis://127.0.0.1:3");
+    refused("[store]\nurl = shards=redis://127.0.0.1:1,\n  bogus://x\n", 2,
+            "url: shards: node 2");
+    refused("[store]\nurl = redis://127.0.0.1:1\nprefix = a\n  b\n", 4,
+            "continues the value of 'prefix'");
     /* Indented keys right under their header are plain keys. */
     CHECK_EQ(parse("[server]\n  id = a\n"), 0);
     CHECK_STR(cfg.id, "a");

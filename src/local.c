@@ -341,14 +341,17 @@ static void sync_ask(fg_local *lc, entry *e, uint64_t now, fg_local_ask *a)
 }
 
 /* A view decides for one interval after its answer, and while the sync
- * that renews it is in flight (a round trip, up to its deadline), as the
- * stated bound assumes: older, the check goes to the store. A key used
- * all the time has a new view every interval; one whose timer fired late
- * sends the few checks in between to the store. */
+ * that renews it is in flight (its round trip; the limit's timeout at
+ * most), as the stated bound assumes: older, the check goes to the store.
+ * A key used all the time has a new view every interval; one whose timer
+ * fired late sends the few checks in between to the store. */
 static int view_fresh(const fg_local *lc, const entry *e, uint64_t now)
 {
+    uint64_t age = now - e->view_at;
     return e->synced &&
-           (now - e->view_at <= lc->tick_us || e->asks > e->taking);
+           (age <= lc->tick_us ||
+            (e->asks > e->taking &&
+             age <= lc->tick_us + (uint64_t)lc->lim.timeout_ms * 1000));
 }
 
 static void queue_waiter(entry *e, fg_local_waiter *w)

@@ -731,14 +731,18 @@ static void test_sync_failure(void)
     CHECK_EQ(d.allowed, 0);
     CHECK_EQ(d.retry_after_us, 500 * MS);
     /* Fresh for an interval after its answer, and while the sync that
-     * renews it is in flight. */
+     * renews it is in flight (a check of an older view while it is, the
+     * store decides on its own: FG_ENOMEM). */
     CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 300 * MS, &d, a, NULL),
              FG_OK);
     CHECK_EQ(fg_local_due(lc, fake_now + 300 * MS, a + 2, 2), 1);
     CHECK_EQ(a[2].units, 2);
-    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 310 * MS, &d, a, NULL),
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 303 * MS, &d, a, NULL),
              FG_OK);
     CHECK_EQ(d.allowed, 0);
+    /* Up to the limit's timeout (5 ms): a slower sync no longer does. */
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 306 * MS, &d, a, NULL),
+             FG_ENOMEM);
     memset(&d, 0, sizeof d);
     d.allowed = 1;
     d.remaining = 0;

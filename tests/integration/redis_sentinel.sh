@@ -317,12 +317,14 @@ for f in tb fw ovf ovt; do
 done
 # Following the promotion event, the old master takes writes only until
 # each server has seen the replica say it is a master (measured: 0 to 71
-# checks at 200/s). Without it they would go on until Sentinel itself sees
-# the promotion, about a second later (measured: 314 at 300/s). Half a
-# second of load (100) tells the two apart.
+# checks at 200/s on an idle host, up to 118 on a loaded one, a clean-clone
+# CI run among them). Without it they would go on until Sentinel itself
+# sees the promotion, about a second later (measured: 314 at 300/s, so
+# about 210 at this rate). Three quarters of a second of load (150) tells
+# the two apart.
 for f in ovf ovt; do
     eval "o=\$OVER_k2_$f"
-    check "graceful: $f over-admission $o within 500 ms of load (100)" test "$o" -le 100
+    check "graceful: $f over-admission $o within 750 ms of load (150)" test "$o" -le 150
 done
 echo "over-admission: kill ovf=$OVER_k1_ovf ovt=$OVER_k1_ovt; graceful ovf=$OVER_k2_ovf ovt=$OVER_k2_ovt"
 curl -s "$A/metrics" | grep '^floodgate_store_node' | grep -v bucket

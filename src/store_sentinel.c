@@ -12,7 +12,8 @@
  * an error, which the limiter turns into each limit's failure policy).
  *
  * What makes it ask again: a "+switch-master" message (an async store
- * subscribes on one sentinel), and checks that fail with a connection
+ * subscribes on every sentinel: only the one leading a failover tells of
+ * the promotion as it starts it), and checks that fail with a connection
  * error, a timeout or READONLY (the old master demoted). While checks
  * fail and nothing changed, it asks again every RETRY_US.
  *
@@ -127,9 +128,10 @@ typedef struct sentinel_store {
     uint64_t q_end_us; /* when the last lookup ended */
     char cand[FG__SENTINEL_HOST_MAX];
     int cand_port;
-    redisAsyncContext *sub; /* subscribed to +switch-master */
-    unsigned sub_idx;
-    uint64_t sub_retry_us;
+    /* Subscribed to +switch-master and the promotion event, one connection
+     * a sentinel, each tried again RETRY_US after it failed. */
+    redisAsyncContext *sub[FG__SENTINELS_MAX];
+    uint64_t sub_retry_us[FG__SENTINELS_MAX];
     pending *free_pending;
     int closing;
 } sentinel_store;
@@ -768,15 +770,17 @@ static void on_sub(redisAsyncContext *ac, void *reply, void *priv)
     char host[FG__SENTINEL_HOST_MAX];
     int port;
     redisReply *r = reply;
-    if (ac != st->sub)
+    unsigned i = 0;
+    while (i < st->u.n && st->sub[i] != ac)
+        i++;
+    if (i == st->u.n)
         return;
     if (!r || r->type == REDIS_REPLY_ERROR) {
         if (r) {
             redisAsyncFree(ac);
         }
-        st->sub = NULL;
-        st->sub_idx = (st->sub_idx + 1) % st->u.n;
-        st->sub_retry_us = fg__mono_precise_us() + RETRY_US;
+        st->sub[i] = NULL;
+        st->sub_retry_us[i] = fg__mono_precise_us() + RETRY_US;
         return;
     }
     int ev = fg__sentinel_event(r, st->u.master, host, sizeof host, &port);
@@ -795,14 +799,17 @@ static void sub_start(sentinel_store *st)
 {
     const char *argv[] = {"SUBSCRIBE", "+switch-master",
                           "+failover-state-wait-promotion"};
-    unsigned i = st->sub_idx;
-    if (st->sub || st->closing || fg__mono_precise_us() < st->sub_retry_us)
+    if (st->closing)
         return;
-    st->sub = async_ask(st, st->addr[i], st->u.s[i].port, st->u.sentinel_user,
-                        st->u.sentinel_password, 3, argv, on_sub);
-    if (!st->sub) {
-        st->sub_idx = (i + 1) % st->u.n;
-        st->sub_retry_us = fg__mono_precise_us() + RETRY_US;
+    uint64_t now = fg__mono_precise_us();
+    for (unsigned i = 0; i < st->u.n; i++) {
+        if (st->sub[i] || now < st->sub_retry_us[i])
+            continue;
+        st->sub[i] =
+            async_ask(st, st->addr[i], st->u.s[i].port, st->u.sentinel_user,
+                      st->u.sentinel_password, 3, argv, on_sub);
+        if (!st->sub[i])
+            st->sub_retry_us[i] = now + RETRY_US;
     }
 }
 
@@ -989,10 +996,12 @@ static void sentinel_close(fg_store *s)
         st->q = NULL;
         redisAsyncFree(ac);
     }
-    if (st->sub) {
-        redisAsyncContext *ac = st->sub;
-        st->sub = NULL;
-        redisAsyncFree(ac);
+    for (unsigned i = 0; i < st->u.n; i++) {
+        if (st->sub[i]) {
+            redisAsyncContext *ac = st->sub[i];
+            st->sub[i] = NULL;
+            redisAsyncFree(ac);
+        }
     }
     /* Their close completes the checks in flight (on_done). */
     if (st->cur)

@@ -146,13 +146,7 @@ nothing_left "after the sweep on shards"
 TMPDIR="$work/tmp" "$FLOODGATE" lab --web --listen 127.0.0.1:0 --shards 3 \
     >"$work/web.out" 2>"$work/web.err" &
 lab_pid=$!
-url=""
-for _ in $(seq 1 100); do
-    url=$(grep -o 'http://127\.0\.0\.1:[0-9]*/' "$work/web.out" 2>/dev/null | head -n 1)
-    [ -n "$url" ] && break
-    kill -0 "$lab_pid" 2>/dev/null || break
-    sleep 0.1
-done
+url=$(lab_web_url "$work/web.out" "$lab_pid")
 check "lab --web --shards 3 listens ($url)" [ -n "$url" ]
 if [ -n "$url" ]; then
     lab_add_port "$(echo "$url" | grep -oE '[0-9]+/$' | tr -d /)"

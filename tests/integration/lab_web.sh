@@ -47,13 +47,7 @@ lab_record_ports
 TMPDIR="$work/tmp" "$FLOODGATE" lab --web --listen 127.0.0.1:0 \
     >"$work/lab.out" 2>"$work/lab.err" &
 lab_pid=$!
-url=""
-for _ in $(seq 1 100); do
-    url=$(grep -o 'http://127\.0\.0\.1:[0-9]*/' "$work/lab.out" 2>/dev/null | head -n 1)
-    [ -n "$url" ] && break
-    kill -0 "$lab_pid" 2>/dev/null || break
-    sleep 0.1
-done
+url=$(lab_web_url "$work/lab.out" "$lab_pid")
 if [ -z "$url" ]; then
     bad "lab --web did not start: $(tail -n 3 "$work/lab.err")"
     summary; exit 1

@@ -36,28 +36,16 @@ fallback_servers = 1
 INI
 start_fg s -c "$T/s.ini" --listen 127.0.0.1:0 || { bad "server starts"; finish; }
 U="http://127.0.0.1:$FGPORT_s/v1/check"
-rss_anon() { awk '/^RssAnon:/ { print $2 }' "/proc/$FGPID_s/status"; }
-# reload: SIGHUP, then wait until it is logged and the worker took it.
-reload() {
-    local n0
-    n0=$(grep -c 'event=reload result=ok' "$T/s.log")
-    kill -HUP "$FGPID_s"
-    for _ in $(seq 1 300); do
-        [ "$(grep -c 'event=reload result=ok' "$T/s.log")" -gt "$n0" ] && break
-        sleep 0.01
-    done
-    sleep 0.5
-}
 
-r0=$(rss_anon)
+r0=$(rss_anon s)
 codes=$(curl -s -w '\n%{http_code}\n' -X POST "$U?limit=l&key=k[1-$KEYS]" |
     grep -E '^[0-9]{3}$' | sort | uniq -c | awk '{ printf "%s:%s ", $2, $1 }')
 expect_eq "$KEYS keys allowed by the local fallback" "$codes" "200:$KEYS "
 src=$(curl -s -X POST "$U?limit=l&key=k1" | grep -o '"source":"[a-z_]*"')
 expect_eq "the decisions are the local fallback's" "$src" '"source":"local"'
-r1=$(rss_anon)
-reload
-r2=$(rss_anon)
+r1=$(rss_anon s)
+reload_fg s 0.5
+r2=$(rss_anon s)
 echo "anonymous RSS ${r0}k at start, ${r1}k with $KEYS local keys, ${r2}k after a reload"
 check "the local keys took memory ($((r1 - r0))k)" test $((r1 - r0)) -gt 1024
 if [ "$SANITIZED" = 0 ]; then
@@ -83,18 +71,17 @@ on_failure = open
 INI
 start_fg b -c "$T/b.ini" --listen 127.0.0.1:0 || { bad "server b starts"; finish; }
 UB="http://127.0.0.1:$FGPORT_b/v1/check?limit=b&key=k"
-rss_b() { awk '/^RssAnon:/ { print $2 }' "/proc/$FGPID_b/status"; }
 "$FGLOAD" -n 200 -c 4 "$UB" >/dev/null 2>&1
-b0=$(rss_b)
+b0=$(rss_anon b)
 kill -STOP "$RPID"
 out=$("$FGLOAD" -n 64 -c 64 "$UB" 2>/dev/null)
 kill -CONT "$RPID"
 check "64 requests in flight at once, all answered ($out)" \
     test "$(field "$out" s200)" = 64
-b1=$(rss_b)
+b1=$(rss_anon b)
 # Light traffic, a few requests at a time, for 2 s: 20 sweeps.
 "$FGLOAD" -d 2000 -r 200 -c 2 "$UB" >/dev/null 2>&1
-b2=$(rss_b)
+b2=$(rss_anon b)
 echo "anonymous RSS ${b0}k before the burst, ${b1}k after it, ${b2}k after 2 s of light traffic"
 check "the burst took memory ($((b1 - b0))k)" test $((b1 - b0)) -gt 256
 if [ "$SANITIZED" = 0 ]; then

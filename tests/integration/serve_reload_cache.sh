@@ -29,7 +29,6 @@ on_failure = open
 INI
 start_fg s -c "$T/s.ini" --listen 127.0.0.1:0 || { bad "server starts"; finish; }
 U="http://127.0.0.1:$FGPORT_s"
-rss_anon() { awk '/^RssAnon:/ { print $2 }' "/proc/$FGPID_s/status"; }
 
 # block: each of the KEYS keys once (allowed, none left: a block until the
 # hour's end) and once more (refused from the cache); prints the statuses.
@@ -40,32 +39,21 @@ block() {
         sort | uniq -c |
         awk '{ printf "%s:%s ", $2, $1 }'
 }
-# reload: SIGHUP, then wait until it is logged and the worker took it.
-reload() {
-    local n0
-    n0=$(grep -c 'event=reload result=ok' "$T/s.log")
-    kill -HUP "$FGPID_s"
-    for _ in $(seq 1 300); do
-        [ "$(grep -c 'event=reload result=ok' "$T/s.log")" -gt "$n0" ] && break
-        sleep 0.01
-    done
-    sleep 0.1
-}
 
 got=$(block)
 expect_eq "first round: $KEYS allowed, $KEYS refused" "$got" "200:$KEYS 429:$KEYS "
 # The second round's refusals come from the cache once it is warm: a
 # round after a reload refuses every key (the store's counts stay).
-reload
+reload_fg s 0.1
 block >/dev/null
-r0=$(rss_anon)
+r0=$(rss_anon s)
 refused_all=1
 for _ in $(seq 1 "$ROUNDS"); do
-    reload
+    reload_fg s 0.1
     got=$(block)
     [ "$got" = "429:$((2 * KEYS)) " ] || refused_all=0
 done
-r1=$(rss_anon)
+r1=$(rss_anon s)
 expect_eq "after each reload every key refused" "$refused_all" 1
 cached=$(curl -s "$U/metrics" | awk '/^floodgate_cache_hits_total/ { s += $2 } END { print s + 0 }')
 check "the cache answered refusals ($cached)" test "$cached" -ge $((ROUNDS * KEYS))

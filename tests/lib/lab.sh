@@ -80,3 +80,16 @@ nothing_left() {
     elif [ "$n" -eq 0 ]; then bad "$what: no port of the lab was recorded"
     else bad "$what: still listening on ports: $left"; fi
 }
+
+# lab_web_url OUT PID: the address `floodgate lab --web` (PID, its output
+# in OUT) prints once it listens; empty if it exits or 10 s pass first.
+lab_web_url() {
+    local u=""
+    for _ in $(seq 1 100); do
+        u=$(grep -o 'http://127\.0\.0\.1:[0-9]*/' "$1" 2>/dev/null | head -n 1)
+        [ -n "$u" ] && break
+        kill -0 "$2" 2>/dev/null || break
+        sleep 0.1
+    done
+    echo "$u"
+}

@@ -139,6 +139,23 @@ start_fg() {
     return 1
 }
 
+# rss_anon NAME: the anonymous RSS (KB) of serve NAME.
+rss_anon() { eval "awk '/^RssAnon:/ { print \$2 }' /proc/\$FGPID_$1/status"; }
+
+# reload_fg NAME SETTLE: SIGHUP to serve NAME, then wait until the reload
+# is logged (3 s at most) and SETTLE seconds more for the workers to take it.
+reload_fg() {
+    local pid n0
+    eval "pid=\$FGPID_$1"
+    n0=$(grep -c 'event=reload result=ok' "$T/$1.log")
+    kill -HUP "$pid"
+    for _ in $(seq 1 300); do
+        [ "$(grep -c 'event=reload result=ok' "$T/$1.log")" -gt "$n0" ] && break
+        sleep 0.01
+    done
+    sleep "$2"
+}
+
 # http METHOD URL [curl args...]: prints "STATUS" and saves headers/body
 # to $T/h and $T/b.
 http() {

@@ -170,7 +170,9 @@ static const char lua_sliding[] = LUA_COMMON LUA_MULQR
  * each changed key written once, at the end, to expire when its TAT has
  * passed; a clock out of range fails the whole call before anything is
  * written. Returns {allowed, remaining, reset_us, retry_after_us} per
- * check, in one flat array.
+ * check, in one flat array. The checks of one limit share their first
+ * six arguments, which are read as numbers again only when they change
+ * (Lua interns strings: comparing two is comparing two pointers).
  * On Redis Cluster a batch's keys live on one node but in many slots,
  * which a command's declared keys may not: there the call declares none,
  * ARGV[1] is the count n and ARGV[2 .. n+1] the keys, before the checks'
@@ -192,13 +194,16 @@ static const char lua_token[] = LUA_COMMON LUA_MULQR LUA_TAT
     "elseif n == 1 then vals = {redis.call('GET', KEYS[1])}\n"
     "else vals = redis.call('MGET', unpack(KEYS)) end\n"
     "local st, ttl, out = {}, {}, {}\n"
-    "local rtime\n"
+    "local rtime, p1, p2, p3, p4, p5, p6, sc, uu, uf, du, df, t\n"
     "for i = 1, n do\n"
     "  local o = a0 + i * 8 - 8\n"
-    "  local sc, uu, uf = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]),\n"
-    "                     tonumber(ARGV[o + 3])\n"
-    "  local du, df, t = tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5]),\n"
-    "                    tonumber(ARGV[o + 6])\n"
+    "  if ARGV[o + 1] ~= p1 or ARGV[o + 2] ~= p2 or ARGV[o + 3] ~= p3 or\n"
+    "     ARGV[o + 4] ~= p4 or ARGV[o + 5] ~= p5 or ARGV[o + 6] ~= p6 then\n"
+    "    p1, p2, p3 = ARGV[o + 1], ARGV[o + 2], ARGV[o + 3]\n"
+    "    p4, p5, p6 = ARGV[o + 4], ARGV[o + 5], ARGV[o + 6]\n"
+    "    sc, uu, uf = tonumber(p1), tonumber(p2), tonumber(p3)\n"
+    "    du, df, t = tonumber(p4), tonumber(p5), tonumber(p6)\n"
+    "  end\n"
     "  local cost, now = tonumber(ARGV[o + 7]), ARGV[o + 8]\n"
     "  local add = string.byte(ARGV[o + 7]) == 45\n"
     "  if add then cost = -cost end\n"

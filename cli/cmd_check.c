@@ -18,6 +18,7 @@ static const char usage[] =
     "                     redis://[user:pass@]host:port[/db], "
     "unix:///path.sock,\n"
     "                     shards=URL,URL,...  cluster=redis://HOST:PORT,...\n"
+    "                     sentinel://HOST:PORT,.../MASTER\n"
     "  --limit RATE       e.g. 10/s, 100/min, 5/15min, 1000/h, 50000/day\n"
     "  --algorithm A      token_bucket (default), fixed_window,\n"
     "                     sliding_window, naive_get_set\n"

@@ -6,7 +6,7 @@
 # the delay proxy) and through the simulation; allowed and overshoot must
 # agree within the tolerance below.
 #
-# Tolerance: |real - simulated| <= max(2, limit / 5) requests, for allowed
+# Tolerance: |real - simulated| <= max(3, limit / 5) requests, for allowed
 # and for overshoot, and lease over the limit by 0 in both. Why that much:
 # both decide with libfloodgate's own fg_local code, and a burst shorter
 # than the sync interval is decided on the same views in both (a server's
@@ -14,7 +14,9 @@
 # differ only where the real run's timing moves a request across a take's
 # answer or a sync: eight processes sharing two cores, HAProxy's first pick
 # of a server, the delay proxy's delivery and the servers' timer phases.
-# That is a few requests at most: 2 at the lab's default limit of 10/s.
+# One such move changes sync's figures by 3 at the lab's default limit of
+# 10/s: runs here gave 52 or 49 allowed, against a simulated 52 (about one
+# run in ten gave 49, on a quiet host as on a busy one).
 #
 # The real lab's sync and lease strategies come from another change: until
 # `floodgate lab --strategy sync` is accepted, their comparison is skipped
@@ -36,7 +38,7 @@ mkdir -p "$work/tmp"
 export TMPDIR="$work/tmp"
 
 LIMIT=10 SERVERS=8 BURST=80 SPREAD=40ms RTT=2ms
-TOL=$(( LIMIT / 5 > 2 ? LIMIT / 5 : 2 ))
+TOL=$(( LIMIT / 5 > 3 ? LIMIT / 5 : 3 ))
 
 # field FILE STRATEGY PATH: a (dotted) field of that strategy's JSON line.
 field() {

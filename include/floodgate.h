@@ -456,12 +456,14 @@ int fg_check_set_async(fg_set_req *req, const fg_set_item *items, unsigned n,
  * admitted since. A view decides for one interval after its answer, and
  * while the sync that renews it is in flight: a key
  * without one (new, or its fixed window over) or with an older one is
- * decided in the store, exactly, and the answer is its new view. Every
- * sync_ms, the keys used since the last sync send their usage with fg_add
- * (counted even beyond the limit, so that an overshoot is paid back) and the
- * answers become the new views. No server sees what the others admitted since
- * their last sync, so the servers together can admit more than the limit: see
- * fg_limit_bound.
+ * decided in the store, exactly, and the answer is its new view, but for
+ * a check that an older fixed window's or token bucket's view has no room
+ * for, which is refused here (the others' usage since could only take
+ * more). Every sync_ms, the keys used since the last sync send their usage
+ * with fg_add (counted even beyond the limit, so that an overshoot is paid
+ * back) and the answers become the new views. No server sees what the others
+ * admitted since their last sync, so the servers together can admit more than
+ * the limit: see fg_limit_bound.
  *
  * lease: a check spends units that this process took from the store
  * (a take is an exact check of a chunk, then of what is left when the
@@ -601,12 +603,13 @@ void fg_local_free(fg_local *lc);
  * answer). FG_OK: 'out' is the decision. FG_LOCAL_ASKED: the store must
  * be asked first, as 'ask' says: a lease's take, or a sync limit's check
  * in the store of a key whose view is unknown or older than one interval
- * (its answer is the new view). FG_LOCAL_WAITED: a lease's take is in flight
- * for the key and 'w' waits for it (with 'w' NULL, a take of its own is asked
- * instead). FG_EBACKEND: the store failed this key's last sync or take: follow
- * the limit's on_failure. FG_ENOMEM: no room for a new key (every key has usage
- * or units to send), or a sync limit's view is too old while its sync is in
- * flight: ask the store exactly. FG_ECOST, FG_EKEY: bad input, as fg_check. */
+ * and not refusing (its answer is the new view). FG_LOCAL_WAITED: a lease's
+ * take is in flight for the key and 'w' waits for it (with 'w' NULL, a take of
+ * its own is asked instead). FG_EBACKEND: the store failed this key's last sync
+ * or take: follow the limit's on_failure. FG_ENOMEM: no room for a new key
+ * (every key has usage or units to send), or a sync limit's view is too old
+ * while its sync is in flight: ask the store exactly. FG_ECOST, FG_EKEY: bad
+ * input, as fg_check. */
 int fg_local_check(fg_local *lc, const char *key, size_t keylen, uint64_t cost,
                    uint64_t now_us, fg_decision *out, fg_local_ask *ask,
                    fg_local_waiter *w);

@@ -354,6 +354,18 @@ static int view_fresh(const fg_local *lc, const entry *e, uint64_t now)
              age <= lc->tick_us + (uint64_t)lc->lim.timeout_ms * 1000));
 }
 
+/* An old view may still refuse: what it lacks, the other servers' usage
+ * since can only add to (a refund aside), and it comes back as the view
+ * says: a fixed window's count ends with its window, a bucket refills at
+ * the rate. It never admits. A sliding window's view does not decay its
+ * previous window, so it would refuse later and later: there the store
+ * decides. */
+static int view_refuses(const fg_local *lc, const entry *e, uint64_t cost,
+                        uint64_t avail)
+{
+    return e->synced && cost > avail && lc->algorithm != FG_SLIDING_WINDOW;
+}
+
 static void queue_waiter(entry *e, fg_local_waiter *w)
 {
     w->next = NULL;
@@ -380,7 +392,7 @@ static int sync_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
         e->granted -= cost;
         d->allowed = 1;
         d->remaining = avail;
-    } else if (!view_fresh(lc, e, now)) {
+    } else if (!view_fresh(lc, e, now) && !view_refuses(lc, e, cost, avail)) {
         /* Decided on an old view, the check could miss all that the other
          * servers admitted since: the store decides it, and its answer is
          * the new view (a refusal's is read by a sync after it: the
@@ -398,8 +410,8 @@ static int sync_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
         d->allowed = 1;
         d->remaining = avail - cost;
     } else {
-        /* Refused here: nothing to send. The view is the store's newest
-         * or soon too old, and then the store decides. */
+        /* Refused here: nothing to send. Once the view has room again,
+         * an old one sends the check to the store. */
         d->remaining = avail;
         d->retry_after_us = view_wait(lc, e, now, avail, cost);
     }

@@ -360,11 +360,11 @@ static void test_sync_fixed(void)
         if (over > worst)
             worst = over;
     }
-    /* Syncs: one per server per 100 ms while the key is used. */
-    /* Syncs: one per server per interval while the key is used (the
-     * driver's tick is early by up to an eighth), and a check in the store
-     * per server when each window starts (its view ends with it). */
-    CHECK(s.asks <= 5 * NSRV * 12 + 5 * NSRV + NSRV);
+    /* Each window, a check in the store per server as it starts (its
+     * view ends with it), and a sync or two while it admits (at 10× the
+     * window is full within an interval); then each server refuses on its
+     * view, which asks nothing, however old. */
+    CHECK(s.asks <= 5 * NSRV * 4);
     printf("sync fixed window, 8 servers, 10x: worst overshoot %llu per "
            "window (bound %.0f), %llu store commands for 5000 requests\n",
            (unsigned long long)worst,
@@ -694,8 +694,9 @@ static void first_check(fg_local *lc, const char *key, uint64_t now,
 }
 
 /* A sync that fails: the key follows the policy until a sync succeeds,
- * and the usage is sent again, not lost. A view too old to decide on, or
- * of a window that ended, sends the check to the store. */
+ * and the usage is sent again, not lost. A view too old to admit on, or
+ * of a window that ended, sends the check to the store; an old view still
+ * refuses what it has no room for. */
 static void test_sync_failure(void)
 {
     fg_limit lim = lim_of("10/s", FG_FIXED_WINDOW, "sync:100ms");
@@ -720,13 +721,13 @@ static void test_sync_failure(void)
     CHECK_EQ(a[0].units, 4); /* 3 again, and the one since */
     memset(&d, 0, sizeof d);
     d.allowed = 1;
-    d.remaining = 2;
+    d.remaining = 4;
     d.reset_us = 500 * MS;
     fg_local_answer(lc, &a[0], fake_now + 200 * MS, FG_OK, &d, NULL);
     CHECK_EQ(fg_local_check(lc, "k", 1, 2, fake_now + 200 * MS, &d, a, NULL),
              FG_OK);
     CHECK_EQ(d.allowed, 1);
-    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 200 * MS, &d, a, NULL),
+    CHECK_EQ(fg_local_check(lc, "k", 1, 3, fake_now + 200 * MS, &d, a, NULL),
              FG_OK);
     CHECK_EQ(d.allowed, 0);
     CHECK_EQ(d.retry_after_us, 500 * MS);
@@ -735,44 +736,90 @@ static void test_sync_failure(void)
      * store decides on its own: FG_ENOMEM). */
     CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 300 * MS, &d, a, NULL),
              FG_OK);
+    CHECK_EQ(d.allowed, 1);
     CHECK_EQ(fg_local_due(lc, fake_now + 300 * MS, a + 2, 2), 1);
-    CHECK_EQ(a[2].units, 2);
-    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 303 * MS, &d, a, NULL),
+    CHECK_EQ(a[2].units, 3);
+    CHECK_EQ(fg_local_check(lc, "k", 1, 2, fake_now + 303 * MS, &d, a, NULL),
              FG_OK);
     CHECK_EQ(d.allowed, 0);
     /* Up to the limit's timeout (5 ms): a slower sync no longer does. */
     CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 306 * MS, &d, a, NULL),
              FG_ENOMEM);
+    /* An old view still refuses what it has no room for: the others'
+     * usage since could only take more. */
+    CHECK_EQ(fg_local_check(lc, "k", 1, 2, fake_now + 306 * MS, &d, a, NULL),
+             FG_OK);
+    CHECK_EQ(d.allowed, 0);
     memset(&d, 0, sizeof d);
     d.allowed = 1;
     d.remaining = 0;
     d.reset_us = 400 * MS; /* from the sync's send time: the window's end */
     fg_local_answer(lc, &a[2], fake_now + 312 * MS, FG_OK, &d, NULL);
-    /* Older, with nothing in flight, the store decides the check (a token
-     * bucket's refusal is followed by a sync, whose view shows any debt). */
     CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 412 * MS, &d, a, NULL),
              FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    /* Older, with nothing left, it refuses until the window ends, and
+     * sends nothing. */
     CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 413 * MS, &d, a, NULL),
-             FG_LOCAL_ASKED);
-    CHECK_EQ(a[0].op, FG_LOCAL_CHECK);
-    CHECK_EQ(a[0].units, 1);
-    memset(&d, 0, sizeof d);
-    d.allowed = 0;
-    d.remaining = 0;
-    d.reset_us = d.retry_after_us = 287 * MS;
-    /* A window's refusal is the view: nothing left until its end. */
-    CHECK_EQ(fg_local_answer(lc, &a[0], fake_now + 414 * MS, FG_OK, &d, NULL),
-             0);
-    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 414 * MS, &d, a, NULL),
              FG_OK);
     CHECK_EQ(d.allowed, 0);
-    CHECK_EQ(d.retry_after_us, 286 * MS);
+    CHECK_EQ(d.retry_after_us, 287 * MS);
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 699 * MS, &d, a, NULL),
+             FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(d.retry_after_us, 1 * MS);
+    CHECK_EQ(fg_local_due(lc, fake_now + 699 * MS, a + 2, 2), 0);
     /* The window ends with the view: the next check goes to the store. */
     CHECK_EQ(fg_local_check(lc, "k", 1, 10, fake_now + 700 * MS, &d, a, NULL),
              FG_LOCAL_ASKED);
     fg_local_answer(lc, &a[0], fake_now + 700 * MS, FG_ETIMEOUT, NULL, NULL);
     CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 700 * MS, &d, a, NULL),
              FG_EBACKEND);
+
+    /* Older than an interval, with nothing in flight, a view refuses what
+     * it has no room for, and the store decides the rest (a token
+     * bucket's refusal there is followed by a sync, whose view shows any
+     * debt). */
+    uint64_t t = fake_now + 800 * MS;
+    first_check(lc, "j", t, 9, SEC);
+    CHECK_EQ(fg_local_check(lc, "j", 1, 10, t + 101 * MS, &d, a, NULL), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(d.retry_after_us, 899 * MS);
+    CHECK_EQ(fg_local_check(lc, "j", 1, 1, t + 101 * MS, &d, a, NULL),
+             FG_LOCAL_ASKED);
+    CHECK_EQ(a[0].op, FG_LOCAL_CHECK);
+    CHECK_EQ(a[0].units, 1);
+    fg_local_free(lc);
+}
+
+/* An old view refuses locally what it has no room for: a token bucket's
+ * as it refills at the rate, then the store decides; a sliding window's
+ * view does not decay its previous window, so there the store decides. */
+static void test_old_view(void)
+{
+    fg_decision d;
+    fg_local_ask a;
+    uint64_t t = 9700 * SEC;
+    fg_limit lim = lim_of("10/s", FG_TOKEN_BUCKET, "sync:100ms");
+    fg_local *lc = fg_local_new(&lim, 0, NULL, 0);
+    first_check(lc, "b", t, 0, SEC); /* empty: full again in 1 s */
+    /* 150 ms later, 1.5 tokens back: room for 1. */
+    CHECK_EQ(fg_local_check(lc, "b", 1, 2, t + 150 * MS, &d, &a, NULL), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(d.retry_after_us, 100 * MS);
+    CHECK_EQ(fg_local_due(lc, t + 150 * MS, &a, 1), 0);
+    CHECK_EQ(fg_local_check(lc, "b", 1, 1, t + 150 * MS, &d, &a, NULL),
+             FG_LOCAL_ASKED);
+    CHECK_EQ(a.op, FG_LOCAL_CHECK);
+    fg_local_free(lc);
+
+    lim = lim_of("10/s", FG_SLIDING_WINDOW, "sync:100ms");
+    lc = fg_local_new(&lim, 0, NULL, 0);
+    first_check(lc, "s", t, 0, SEC);
+    CHECK_EQ(fg_local_check(lc, "s", 1, 1, t + 50 * MS, &d, &a, NULL), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(fg_local_check(lc, "s", 1, 1, t + 150 * MS, &d, &a, NULL),
+             FG_LOCAL_ASKED);
     fg_local_free(lc);
 }
 
@@ -882,6 +929,7 @@ int main(void)
     test_lease_window_end();
     test_waiters();
     test_sync_failure();
+    test_old_view();
     test_bounded();
     test_limiter();
     return TEST_DONE();

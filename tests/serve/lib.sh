@@ -65,6 +65,16 @@ finish() {
         bad "sanitizer report in a server log"
         grep -h -A 20 -E 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$T"/*.log | head -60
     fi
+    # A failed run shows how each server's log ends: a server that died
+    # (a signal, a sanitizer) says why there, and the folder goes with it.
+    if [ "$FAIL" -ne 0 ]; then
+        local f
+        for f in "$T"/*.log; do
+            [ -s "$f" ] || continue
+            echo "--- the end of $(basename "$f"):"
+            tail -n 15 "$f"
+        done
+    fi
     echo "$PASS passed, $FAIL failed"
     [ "$FAIL" -eq 0 ]
     exit $?

@@ -124,6 +124,28 @@ int fg__workers_bind(fg__server *srv, const char *laddr, char *addr,
     return 0;
 }
 
+/* Under AddressSanitizer malloc is the sanitizer's, and glibc's own heap
+ * is never set up: glibc's malloc_trim would set it up on its first call,
+ * which is not safe from two workers at once (seen: an abort in glibc at a
+ * worker's exit, "a->attached_threads > 0", and a crash right after a
+ * reload, when both workers trim). There it has nothing to give back. */
+#if defined(__SANITIZE_ADDRESS__)
+#define TRIM_HEAP 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TRIM_HEAP 0
+#endif
+#endif
+#ifndef TRIM_HEAP
+#define TRIM_HEAP 1
+#endif
+
+static void trim_heap(void)
+{
+    if (TRIM_HEAP)
+        malloc_trim(0);
+}
+
 /* Free the retired configurations that no request uses any more. Then
  * hand the heap's free pages back to the kernel (malloc_trim): the
  * stores and limiters a reload replaces were allocated while requests
@@ -156,7 +178,7 @@ static void free_retired(fg__worker *w)
         event_add(w->reap_ev, &tv);
     }
     if (freed)
-        malloc_trim(0);
+        trim_heap();
 }
 
 /* Freeing a gen closes its store: never from inside a request or store
@@ -278,7 +300,7 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
     w->inflight_peak = w->inflight;
     if (w->npool > wanted &&
         fg__routes_trim_pool(w, wanted + (w->npool - wanted) / 2))
-        malloc_trim(0);
+        trim_heap();
 }
 
 /* The settings of the worker's HTTP server and sweep that a reload may

@@ -72,15 +72,18 @@ cli() { # cli KEY COUNT [durable]: the summary line of floodgate check
         --on-failure closed --timeout 100 --key "$2" --count "$3" ${4:+--durable $4} | tail -1
 }
 
-# A replica just linked may still be finishing its first sync (a second
-# full sync can follow the first): a durable probe of a key of its own
-# must be allowed first, 3 s at most.
-probed=0
-for _ in $(seq 1 60); do
-    if [ "$(cli "$MPORT" probe0$_ 1 replica)" = "allowed=1 limited=0" ]; then probed=1; break; fi
-    sleep 0.05
-done
-check "a durable probe is allowed on the master" test "$probed" = 1
+# durable_probe PORT TAG: a replica just linked may still be finishing its
+# first sync (a second full sync was seen right after the first WAIT), so
+# a durable check of a key of its own must be allowed first, 3 s at most.
+durable_probe() {
+    local i
+    for i in $(seq 1 60); do
+        [ "$(cli "$1" "probe$2$i" 1 replica)" = "allowed=1 limited=0" ] && return 0
+        sleep 0.05
+    done
+    return 1
+}
+check "a durable probe is allowed on the master" durable_probe "$MPORT" m
 
 # Healthy: a durable limit is as exact as a plain one.
 out=$("$FGLOAD" -n 12 -c 4 "$U/v1/check?limit=durable&key=h1")
@@ -132,15 +135,7 @@ for _ in $(seq 1 100); do
     [ "$(redis-cli -p "$SPORT" wait 1 100)" = 1 ] && break
 done
 check "new replica acknowledges writes" test "$(redis-cli -p "$SPORT" wait 1 100)" = 1
-# A replica just linked may still be finishing its first sync (a second
-# full sync was seen right after the first WAIT): a durable probe of a key
-# of its own must be allowed first, 3 s at most.
-probed=0
-for _ in $(seq 1 60); do
-    if [ "$(cli "$SPORT" probe$_ 1 replica)" = "allowed=1 limited=0" ]; then probed=1; break; fi
-    sleep 0.05
-done
-check "a durable probe is allowed on the promoted master" test "$probed" = 1
+check "a durable probe is allowed on the promoted master" durable_probe "$SPORT" s
 out=$("$FGLOAD" -n 12 -c 4 "$U/v1/check?limit=durable&key=k2")
 expect_eq "durable after the failover: 10 of 12, over-admission 0" "$(field "$out" s200)/$(field "$out" s429)" "10/2"
 out=$("$FGLOAD" -n 12 -c 4 "$U/v1/check?limit=durable&key=h1")

@@ -2,12 +2,13 @@
  * fg_check_set_async), with the blocked-key cache of the asynchronous form.
  *
  * The limits are checked in order and the first refusal stops the set: a
- * limit after it is never asked, and every limit before it that the store
- * allowed is refunded (fg_refund), so a refused request consumes nothing
- * anywhere. Before any store call, each limit's blocked-key cache is
- * asked: a key known to be refused answers at once, which is what asking
- * the store would come to (blocked.h). The set's decision is the refusal,
- * or the allowed decision with the fewest units remaining.
+ * limit after it is never asked, and every limit before it that allowed
+ * the request is refunded (fg_refund: in the store, a sync view or a
+ * lease), so a refused request consumes nothing anywhere. Before any
+ * store call, each limit's blocked-key cache is asked: a key known to be
+ * refused answers at once, which is what asking the store would come to
+ * (blocked.h). The set's decision is the refusal, or the allowed decision
+ * with the fewest units remaining.
  *
  * The asynchronous form steps through the limits in a loop: a check
  * answered at once (memory store, open breaker) only records its answer,
@@ -59,15 +60,22 @@ static int stops(const fg_set_result *r, unsigned k)
     return r->rc[k] == FG_ECOST || r->rc[k] == FG_EKEY || !r->d[k].allowed;
 }
 
-/* Give back what every limit that the store allowed took: the request was
- * refused (a decision of the policy took nothing). */
+/* 1 when an allowed decision took units that fg_refund gives back: the
+ * store's, a sync view's or a lease's. A decision of the policy took
+ * nothing there, nor did a shadowed refusal. */
+static int took(const fg_decision *d)
+{
+    return d->allowed && !d->shadowed &&
+           (d->source == FG_SOURCE_STORE || d->source == FG_SOURCE_SYNC ||
+            d->source == FG_SOURCE_LEASE);
+}
+
+/* Give back what every allowed limit took: the request was refused. */
 static void refund_allowed(const fg_set_item *items, uint64_t cost,
                            fg_set_result *r)
 {
     for (unsigned k = 0; k < r->n; k++) {
-        /* A shadowed refusal took nothing. */
-        if (!(r->asked & (1u << k)) || r->rc[k] != FG_OK || !r->d[k].allowed ||
-            r->d[k].source != FG_SOURCE_STORE || r->d[k].shadowed)
+        if (!(r->asked & (1u << k)) || r->rc[k] != FG_OK || !took(&r->d[k]))
             continue;
         if (fg_refund(items[k].l, items[k].key, items[k].keylen, cost) != FG_OK)
             r->unrefunded |= 1u << k;

@@ -225,9 +225,53 @@ static void test_async(void)
     event_base_free(base);
 }
 
+/* A limit in an approximate mode, allowed here before a limit that
+ * refuses, is refunded too: the refused requests take none of its sync
+ * view's usage or its lease's units. Key "u" has one allowed request and
+ * four refused, key "v" only the allowed one: in the store, once the
+ * limiter has sent what it holds, each counts one. */
+static void test_modes(void)
+{
+    const char *modes[] = {"sync:1s", "lease"};
+    for (int m = 0; m < 2; m++) {
+        fg_memory_options o = {.clock = fake_clock};
+        fg_store *st = fg_store_open_memory(&o, NULL, 0);
+        fg_limit lim;
+        CHECK_EQ(fg_limit_parse("100/min", &lim), FG_OK);
+        lim.algorithm = FG_FIXED_WINDOW;
+        snprintf(lim.name, sizeof lim.name, "a");
+        CHECK_EQ(fg_mode_parse(modes[m], &lim, NULL, 0), FG_OK);
+        fg_limiter *a = fg_limiter_new(st, &lim, NULL, 0);
+        fg_limiter *b = limiter(st, "b", "1/min", FG_FIXED_WINDOW);
+        CHECK(a != NULL);
+        fg_set_result r;
+        fg_set_item u[2] = {{a, "u", 1}, {b, "u", 1}};
+        fg_set_item v[2] = {{a, "v", 1}, {b, "v", 1}};
+        CHECK_EQ(fg_check_set(v, 2, 1, &r), FG_OK);
+        CHECK(r.d[r.decided].allowed);
+        for (int i = 0; i < 5; i++) {
+            CHECK_EQ(fg_check_set(u, 2, 1, &r), FG_OK);
+            CHECK_EQ(r.d[r.decided].allowed, i == 0);
+            CHECK_EQ(r.d[0].allowed, 1);
+            CHECK_EQ(r.unrefunded, 0);
+        }
+        /* Sent to the store: the usage of sync, the units a lease held. */
+        CHECK_EQ(fg_limiter_sync(a), FG_OK);
+        fg_decision du, dv;
+        CHECK_EQ(fg_peek(a, "u", 1, &du), FG_OK);
+        CHECK_EQ(fg_peek(a, "v", 1, &dv), FG_OK);
+        CHECK_EQ(du.remaining, 99);
+        CHECK_EQ(dv.remaining, 99);
+        fg_limiter_free(a);
+        fg_limiter_free(b);
+        fg_store_close(st);
+    }
+}
+
 int main(void)
 {
     test_sync();
+    test_modes();
     test_async();
     return TEST_DONE();
 }

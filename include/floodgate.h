@@ -450,7 +450,8 @@ int fg_check_set_async(fg_set_req *req, const fg_set_item *items, unsigned n,
  * A limit in FG_MODE_SYNC or FG_MODE_LEASE is decided in this process, and
  * the store sees far fewer commands. fg_check, fg_check_async, the sets
  * and fg_refund work as for an exact limit; decisions made here have
- * source FG_SOURCE_SYNC or FG_SOURCE_LEASE.
+ * source FG_SOURCE_SYNC or FG_SOURCE_LEASE, and a sync check that the
+ * store decided (below) has FG_SOURCE_STORE.
  *
  * sync: each key's view is the store's answer to the last sync: what was
  * left, and when it is full again (a token bucket's view refills at the

@@ -51,6 +51,7 @@ typedef struct entry {
     uint8_t synced;  /* sync: the view is the store's */
     uint8_t failed;  /* the last sync or take failed */
     uint8_t listed;  /* on the due list */
+    uint8_t refused; /* sync: the store refused a check (FG_LOCAL_CHECK) */
     uint32_t keylen;
     char key[];
 } entry;
@@ -387,11 +388,14 @@ static int sync_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
     memset(d, 0, sizeof(*d));
     d->limit = lc->max_cost;
     d->source = FG_SOURCE_SYNC;
+    /* A check the store decided has it as its source: the check that
+     * asked takes the units the store counted for it, or its refusal. */
     if (e->granted >= cost) {
         /* The store counted this check already (its view holds it). */
         e->granted -= cost;
         d->allowed = 1;
         d->remaining = avail;
+        d->source = FG_SOURCE_STORE;
     } else if (!view_fresh(lc, e, now) && !view_refuses(lc, e, cost, avail)) {
         /* Decided on an old view, the check could miss all that the other
          * servers admitted since: the store decides it, and its answer is
@@ -414,6 +418,9 @@ static int sync_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
          * an old one sends the check to the store. */
         d->remaining = avail;
         d->retry_after_us = view_wait(lc, e, now, avail, cost);
+        if (e->refused)
+            d->source = FG_SOURCE_STORE;
+        e->refused = 0;
     }
     /* Until full again: as long as what is missing takes to come back. */
     d->reset_us = lc->algorithm == FG_TOKEN_BUCKET
@@ -637,10 +644,12 @@ int fg_local_answer(fg_local *lc, fg_local_ask *ask, uint64_t now_us, int rc,
                    (lc->algorithm != FG_TOKEN_BUCKET ||
                     d->reset_us < lc->depth_us)) {
             view_from(lc, e, e->take_at, now_us, d);
+            e->refused = 1;
         } else if (rc == FG_OK && d) {
             /* A refused check's time to full stops at a full bucket's:
              * a sync after it reads the debt. */
             sync_ask(lc, e, now_us, ask);
+            e->refused = 1;
             again = 1;
         } else {
             e->failed = 1;

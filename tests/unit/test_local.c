@@ -672,7 +672,7 @@ static void test_waiters(void)
 
 /* A sync key's first check goes to the store (its view is unknown):
  * answer it allowed with 'remaining' left, the new view, and the check
- * takes the unit the store counted for it. */
+ * takes the unit the store counted for it, with the store as its source. */
 static void first_check(fg_local *lc, const char *key, uint64_t now,
                         uint64_t remaining, uint64_t reset_us)
 {
@@ -690,7 +690,33 @@ static void first_check(fg_local *lc, const char *key, uint64_t now,
     CHECK_EQ(fg_local_check(lc, key, strlen(key), 1, now, &d, &a, NULL), FG_OK);
     CHECK_EQ(d.allowed, 1);
     CHECK_EQ(d.remaining, remaining);
+    CHECK_EQ(d.source, FG_SOURCE_STORE);
+}
+
+/* A check the store refused reports the store as its source, once: the
+ * check that asked for it; later refusals on its view are the view's. */
+static void test_store_refusal(void)
+{
+    fg_limit lim = lim_of("10/s", FG_FIXED_WINDOW, "sync:100ms");
+    fg_local *lc = fg_local_new(&lim, 0, NULL, 0);
+    fg_decision d;
+    fg_local_ask a;
+    uint64_t t = 9500 * SEC;
+    CHECK_EQ(fg_local_check(lc, "r", 1, 1, t, &d, &a, NULL), FG_LOCAL_ASKED);
+    CHECK_EQ(a.op, FG_LOCAL_CHECK);
+    memset(&d, 0, sizeof d);
+    d.remaining = 0;
+    d.reset_us = 400 * MS;
+    d.retry_after_us = 400 * MS;
+    CHECK_EQ(fg_local_answer(lc, &a, t + MS, FG_OK, &d, NULL), 0);
+    CHECK_EQ(fg_local_check(lc, "r", 1, 1, t + MS, &d, &a, NULL), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(d.source, FG_SOURCE_STORE);
+    CHECK_EQ(d.retry_after_us, 399 * MS);
+    CHECK_EQ(fg_local_check(lc, "r", 1, 1, t + 2 * MS, &d, &a, NULL), FG_OK);
+    CHECK_EQ(d.allowed, 0);
     CHECK_EQ(d.source, FG_SOURCE_SYNC);
+    fg_local_free(lc);
 }
 
 /* A sync that fails: the key follows the policy until a sync succeeds,
@@ -875,7 +901,8 @@ static void test_limiter(void)
     fg_decision d;
     for (int i = 0; i < 3; i++) {
         CHECK_EQ(fg_check(l, "k", 1, 1, &d), FG_OK);
-        CHECK_EQ(d.source, FG_SOURCE_SYNC);
+        /* The first one the store decides: the key has no view yet. */
+        CHECK_EQ(d.source, i == 0 ? FG_SOURCE_STORE : FG_SOURCE_SYNC);
     }
     CHECK_EQ(fg_refund(l, "k", 1, 1), FG_OK);
     /* (The memory store keeps each limiter's keys apart: peek through
@@ -929,6 +956,7 @@ int main(void)
     test_lease_window_end();
     test_waiters();
     test_sync_failure();
+    test_store_refusal();
     test_old_view();
     test_bounded();
     test_limiter();

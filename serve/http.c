@@ -131,6 +131,8 @@ const char *fg__http_reason(int status)
         return "No Content";
     case 400:
         return "Bad Request";
+    case 401:
+        return "Unauthorized";
     case 403:
         return "Forbidden";
     case 404:
@@ -748,8 +750,10 @@ static int on_headers_complete(http_parser *p)
         c->err = "request body too large";
         return -1; /* an error: 1 would mean "no body" */
     }
-    /* A client that waits for "100 Continue" before its body gets it. */
-    if (has_body && p->http_major == 1 && p->http_minor == 1)
+    /* A client that waits for "100 Continue" before its body, of a given
+     * length or chunked, gets it. */
+    int chunked = (p->flags & F_CHUNKED) != 0;
+    if ((has_body || chunked) && p->http_major == 1 && p->http_minor == 1)
         for (unsigned i = 0; i < c->nh; i++)
             if (span_is(c, c->hn_off[i], c->hn_len[i], "Expect") &&
                 span_is(c, c->hv_off[i], c->hv_len[i], "100-continue") &&
@@ -792,9 +796,13 @@ static http_parser_settings settings = {
     .on_message_complete = on_message_complete,
 };
 
-/* NUL-terminate 'len' bytes at 'off', trailing blanks trimmed. */
+/* NUL-terminate 'len' bytes at 'off', trailing blanks trimmed. An empty
+ * span (a header's empty value) is "": its offset is where the next line
+ * starts, and a terminator there would cut that line's name. */
 static const char *cstr(fg__hconn *c, size_t off, size_t len)
 {
+    if (len == 0)
+        return "";
     char *s = c->in + off;
     while (len && (s[len - 1] == ' ' || s[len - 1] == '\t'))
         len--;
@@ -880,6 +888,17 @@ static void dispatch_error(fg__hconn *c, int status, const char *why)
     c->h->handler(r, c->h->arg);
 }
 
+/* Where the bytes dispatch() needs of a parsed head end: its last span
+ * and the byte after it, the terminator. */
+static size_t head_kept(const fg__hconn *c)
+{
+    if (c->nh == 0)
+        return c->url_off + c->url_len + 1;
+    unsigned last = c->nh - 1;
+    return c->hv_len[last] ? c->hv_off[last] + c->hv_len[last] + 1
+                           : c->hn_off[last] + c->hn_len[last] + 1;
+}
+
 /* Parse what is buffered and hand over complete requests, one at a time,
  * while each is answered at once. The caller sets in_process (an answer
  * given meanwhile then leaves the parsing to this loop) and flushes. */
@@ -918,6 +937,10 @@ static void process(fg__hconn *c)
         /* All that is buffered is parsed; the message is not complete. */
         if (c->body_off) {
             c->inlen = c->parsed = c->body_off; /* a body is not kept */
+        } else if (c->head_done) {
+            /* Nor a chunked body's framing before its data (sizes,
+             * extensions, trailers): only the head and its terminators. */
+            c->inlen = c->parsed = head_kept(c);
         } else if (!c->head_done && c->parsed > c->h->max_header_bytes) {
             dispatch_error(c, 431, HEAD_TOO_LONG);
             break;

@@ -39,12 +39,15 @@ for i in 1 2; do http POST "$M/v1/check?limit=fw&key=ann" >/dev/null; done
 expect_eq "peek without a token" "$(http GET "$A/v1/peek?limit=fw&key=ann")" 401
 expect_eq "401 names the scheme" "$(header WWW-Authenticate)" 'Bearer realm="floodgate admin"'
 expect_eq "401 body" "$(cat "$T/b")" '{"error":"unauthorized"}'
+expect_eq "401 status line" "$(head -1 "$T/h" | tr -d '\r')" "HTTP/1.1 401 Unauthorized"
 expect_eq "wrong token" "$(http GET "$A/v1/peek?limit=fw&key=ann" -H "Authorization: Bearer wrong-$TOKEN")" 401
 expect_eq "token cut short" "$(http GET "$A/v1/peek?limit=fw&key=ann" -H "Authorization: Bearer ${TOKEN%?}")" 401
 expect_eq "token and a byte" "$(http GET "$A/v1/peek?limit=fw&key=ann" -H "Authorization: Bearer ${TOKEN}x")" 401
 expect_eq "basic scheme" "$(http GET "$A/v1/peek?limit=fw&key=ann" -H "Authorization: Basic $TOKEN")" 401
 expect_eq "reset without a token" "$(http POST "$A/v1/reset?limit=fw&key=ann")" 401
 expect_eq "an unknown route without a token: 401 too" "$(http GET "$A/nothing")" 401
+expect_eq "the token after an empty header" \
+    "$(http GET "$A/v1/peek?limit=fw&key=ann" -H 'X-Pad;' -H "$AUTH")" 200
 # The routes are not on the main listener, token or not.
 expect_eq "no peek on listen" "$(http GET "$M/v1/peek?limit=fw&key=ann" -H "$AUTH")" 404
 expect_eq "no reset on listen" "$(http POST "$M/v1/reset?limit=fw&key=ann" -H "$AUTH")" 404

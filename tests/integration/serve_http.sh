@@ -254,6 +254,13 @@ expect_eq "curl POST 2 KB with Expect: 100-continue: 200" "${out% *}" 200
 check "curl saw HTTP/1.1 100 Continue" grep -q '^< HTTP/1.1 100 Continue' "$T/curl.err"
 check "curl POST with Expect: done in ${out#* } s (curl waits 1 s without a 100)" \
     awk -v t="${out#* }" 'BEGIN { exit !(t < 0.5) }'
+out=$(curl -sv -m 5 -o "$T/b" -w '%{http_code} %{time_total}' -H 'Expect: 100-continue' \
+    -H 'Transfer-Encoding: chunked' --data-binary @"$T/2k" \
+    "http://127.0.0.1:$M/v1/check?limit=l&key=expect-chunked" 2>"$T/curl.err")
+expect_eq "curl POST chunked with Expect: 100-continue: 200" "${out% *}" 200
+check "curl POST chunked saw HTTP/1.1 100 Continue" grep -q '^< HTTP/1.1 100 Continue' "$T/curl.err"
+check "curl POST chunked with Expect: done in ${out#* } s" \
+    awk -v t="${out#* }" 'BEGIN { exit !(t < 0.5) }'
 conn "$RP"
 send 'POST /v1/check?limit=l&key=expect HTTP/1.1\r\nHost: x\r\nContent-Length: 2048\r\nExpect: 100-continue\r\n\r\n'
 resp
@@ -269,6 +276,21 @@ send 'POST /v1/check?limit=l&key=chunk HTTP/1.1\r\nHost: x\r\nTransfer-Encoding:
 resp && resp
 expect_eq "chunked body accepted and ignored (the next request follows)" \
     "$(st 1) $(jf remaining 1) $(st 2) $(cat "$T/r2.b")" "200 999 200 ok"
+conn_close
+
+# A chunked body's framing before any data (here 12 KB of trailer, more
+# than max_header_bytes) is read and dropped like the body: answered.
+trailer=$(for i in $(seq 120); do printf 'X-Trailer-%03d: %0100d\\r\\n' "$i" 0; done)
+conn "$M"
+send "POST /v1/check?limit=l&key=trailer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n$trailer\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+resp && resp
+expect_eq "chunked body with 12 KB of trailer and no data: answered, then the next" \
+    "$(st 1) $(jf remaining 1) $(st 2)" "200 999 200"
+conn_close
+conn "$M"
+send "POST /v1/check?limit=l&key=chunkext HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0;$(head -c 12000 /dev/zero | tr '\0' e)\r\n\r\n"
+resp
+expect_eq "chunked body with a 12 KB chunk extension: answered" "$(st 1) $(jf remaining 1)" "200 999"
 conn_close
 
 head -c 65536 /dev/zero | tr '\0' y >"$T/64k"

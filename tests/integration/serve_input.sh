@@ -64,6 +64,15 @@ is400 "/v1/auth X-User-Id twice" "header X-User-Id given 2 times" \
     GET "$B/v1/auth?limit=user" -H 'X-User-Id: alice' -H 'X-User-Id: bob'
 is400 "/v1/auth X-User-Id twice, other case" "header X-User-Id given 2 times" \
     GET "$B/v1/auth?limit=user" -H 'X-User-Id: alice' -H 'x-user-id: alice'
+# An empty header value is valid and ends where the next line starts: the
+# next header keeps its name, so a key header after it is still seen and
+# still counted as given twice.
+expect_eq "/v1/auth X-User-Id after an empty header is read" \
+    "$(http GET "$B/v1/auth?limit=user" -H 'X-Empty;' -H 'X-User-Id: ev')" 200
+is400 "/v1/auth X-User-Id twice, an empty header between" "header X-User-Id given 2 times" \
+    GET "$B/v1/auth?limit=user" -H 'X-User-Id: r1' -H 'X-Pad;' -H 'X-User-Id: bob'
+is400 "/v1/auth X-User-Id twice, each after an empty header" "header X-User-Id given 2 times" \
+    GET "$B/v1/auth?limit=user" -H 'X-A;' -H 'X-User-Id: r2' -H 'X-B;' -H 'X-User-Id: bob'
 expect_eq "/v1/auth X-User-Id once" \
     "$(http GET "$B/v1/auth?limit=user" -H 'X-User-Id: alice')" 200
 
@@ -94,6 +103,10 @@ is400 "007.007.007.007 refused" "ambiguous" \
     GET "$B/v1/auth?limit=per_ip" -H 'X-Forwarded-For: 007.007.007.007'
 is400 "010.0.0.1:80 refused" "ambiguous" \
     GET "$B/v1/auth?limit=per_ip" -H 'X-Forwarded-For: 010.0.0.1:80'
+# An X-Forwarded-For after an empty header still names the client.
+expect_eq "5.5.5.5 after an empty header (first)" \
+    "$(http GET "$B/v1/auth?limit=per_ip" -H 'X-Pad;' -H 'X-Forwarded-For: 5.5.5.5')" 200
+expect_eq "5.5.5.5 again: the same key" "$(auth '5.5.5.5')" 403
 # The proxy's own address did not take the blame: still unused.
 expect_eq "the proxy's own key was never counted" "$(auth)" 200
 

@@ -491,11 +491,19 @@ static int parse_limits(fg__ctx *c, const char *query, char *why, size_t whylen)
         snprintf(why, whylen, "bad limit parameter");
         return 400;
     }
+    if (memchr(names, '\0', (size_t)n)) {
+        snprintf(why, whylen, "limit parameter contains a NUL");
+        return 400;
+    }
     const fg__serve_config *cfg = &c->wg->g->cfg;
     const char *p = names;
-    while (*p) {
+    for (;;) {
         const char *e = strchr(p, ',');
         size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == 0) {
+            snprintf(why, whylen, "empty name in limit parameter");
+            return 400;
+        }
         int i = fg__config_find(cfg, p, len);
         if (i < 0) {
             snprintf(why, whylen, "unknown limit '%.*s'",
@@ -518,11 +526,10 @@ static int parse_limits(fg__ctx *c, const char *query, char *why, size_t whylen)
                 return 400;
             }
         c->idx[c->n++] = (unsigned)i;
-        p += len;
-        if (*p == ',')
-            p++;
+        if (!e)
+            return 0;
+        p = e + 1;
     }
-    return 0;
 }
 
 /* The cost parameter: 0, -1 when out of range or malformed, -4 when given

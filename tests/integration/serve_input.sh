@@ -56,6 +56,13 @@ is400 "/v1/auth limit= twice" "limit parameter given twice" \
     GET "$B/v1/auth?limit=user&limit=byq" -H 'X-User-Id: a'
 is400 "/v1/auth query key source twice" "query parameter u given twice" \
     GET "$B/v1/auth?limit=byq&u=a&u=b"
+# --- a limit list with an empty name or a NUL in it ---------------------
+is400 "/v1/check limit=user%00junk" "limit parameter contains a NUL" \
+    POST "$B/v1/check?limit=user%00junk&key=a"
+for l in 'user,' ',user' 'user,,byq'; do
+    is400 "/v1/check limit=$l" "empty name in limit parameter" \
+        POST "$B/v1/check?limit=$l&key=a"
+done
 expect_eq "/v1/check with each once is answered" \
     "$(http POST "$B/v1/check?limit=user&key=a&cost=2")" 200
 

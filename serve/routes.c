@@ -289,10 +289,12 @@ static void answer(fg__ctx *c)
     for (unsigned k = 0; k < c->n; k++) {
         const fg_limit *lim = &g->cfg.limits[c->idx[k]].lim;
         /* q is the capacity, as the decision's limit: a token bucket's
-         * burst. */
+         * burst, and under on_failure = local the share in force. */
         uint64_t q = lim->algorithm == FG_TOKEN_BUCKET && lim->burst
                          ? lim->burst
                          : lim->limit;
+        if ((r->asked & (1u << k)) && r->d[k].limit)
+            q = r->d[k].limit;
         fg__fmt_policy_item(&bp, lim->name, q, fg__window_s(lim->period_us));
         if (r->asked & (1u << k))
             fg__fmt_ratelimit_item(&br, lim->name, &r->d[k]);

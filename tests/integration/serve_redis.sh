@@ -172,6 +172,13 @@ a=$(field "$out" s200)
 check "down: local fallback allows some ($a)" [ "$a" -gt 0 ]
 check "down: local fallback stays within limit: $a <= 80" [ "$a" -le 80 ]
 expect_eq "down: local fallback refuses the rest" "$(( a + $(field "$out" s429) ))" 400
+# The headers give the share in force, as the body's limit (80/day over
+# 4 servers and 2 workers: 10).
+http POST "http://127.0.0.1:$FGPORT_s2/v1/check?limit=local_l&key=down-q" >/dev/null
+expect_eq "down: local fallback's body limit is the share" \
+    "$(grep -o '"limit":[0-9]*,' "$T/b")$(grep -o '"source":"local"' "$T/b")" '"limit":10,"source":"local"'
+expect_eq "down: local fallback's RateLimit-Policy quota is the share" \
+    "$(header RateLimit-Policy)" '"local_l";q=10;w=86400'
 curl -s "http://127.0.0.1:$FGPORT_s1/metrics" >"$T/m"
 check "metrics: fail-open counted" grep -q '^floodgate_fail_open_total{limit="open_l"} [1-9]' "$T/m"
 check "metrics: store errors counted" grep -q '^floodgate_store_errors_total{limit="open_l"} [1-9]' "$T/m"

@@ -95,7 +95,12 @@ int fg__redis_error_code(const char *s, size_t len)
         starts(s, len, "NOPERM") || starts(s, len, "ERR invalid password") ||
         starts(s, len, "ERR AUTH") || starts(s, len, "ERR Client sent AUTH"))
         return FG_EAUTH;
-    if (starts(s, len, "ERR floodgate"))
+    /* One key's value, not the store: a foreign key of another type under
+     * the prefix, or a count Redis cannot add to. That key follows its
+     * policy; the node's breaker does not count it. */
+    if (starts(s, len, "ERR floodgate") || starts(s, len, "WRONGTYPE") ||
+        starts(s, len, "ERR increment or decrement would overflow") ||
+        starts(s, len, "ERR value is not an integer"))
         return FG_ERANGE;
     if (starts(s, len, "ERR DB index"))
         return FG_EINVAL;
@@ -385,13 +390,17 @@ int fg__rcheck_reply(fg__rcheck *c, const redisReply *r, fg_decision *d)
         }
         before = count >= c->cost ? count - c->cost : 0;
         fg__redis_window_decision(c->p, c->now_us, before, c->cost, d);
-        if (d->allowed || before >= c->p->limit)
+        if (d->allowed)
             return FG_OK;
         /* Give back what cannot be admitted, so the refusal consumes
-         * nothing (DESIGN.md 3). Sent without waiting, so the decision
-         * never spends what is left of the deadline on it (nor fails when
-         * that runs out). If it is lost the refusal stands and the window
-         * only over-refuses until it ends. */
+         * nothing (DESIGN.md 3), even on a full window: the count then
+         * stays within the limit and the increments in flight (it cannot
+         * grow until INCRBY overflows), and a count over the limit only
+         * because another refusal's give-back is on its way does not keep
+         * this one's units. Sent without waiting, so the decision never
+         * spends what is left of the deadline on it (nor fails when that
+         * runs out). If it is lost the refusal stands and the window only
+         * over-refuses until it ends. */
         c->stage = FG__RS_GIVEBACK;
         return FG__RSTEP_GIVEBACK;
     case FG_NAIVE_GET_SET:

@@ -116,6 +116,7 @@ run expiry "$URL"
 run refund "$URL"
 run dns "redis://localhost:$PORT"
 run keys "$URL"
+run poison "$URL"
 run keys "unix://$DIR/main.sock?db=2&prefix=u:"
 run allocfail "$URL"
 

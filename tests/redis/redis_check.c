@@ -14,6 +14,7 @@
  *   redis_check dns URL              a host name is resolved at open only
  *   redis_check outage URL PID CMD   SIGSTOP, SIGKILL, then CMD restarts
  *   redis_check keys URL             binary keys and the length limit
+ *   redis_check poison URL           one key's bad value: its policy only
  *   redis_check open URL             open and report the error
  *   redis_check foreign               a server that speaks HTTP, not Redis */
 #include <arpa/inet.h>
@@ -1615,6 +1616,111 @@ static void foreign(void)
     pthread_join(th, NULL);
 }
 
+/* ---- one key's bad value ------------------------------------------- */
+
+/* A key of another type under the prefix, or a count pushed to the edge
+ * of INCRBY by checks of the largest cost: that key follows its policy,
+ * and the node's breaker does not open, so every other key is still
+ * decided by the store. */
+static void poison(const char *url)
+{
+    static const fg_algorithm algos[] = {FG_FIXED_WINDOW, FG_SLIDING_WINDOW,
+                                         FG_TOKEN_BUCKET};
+    fg__redis_url u;
+    char err[256], name[64], pattern[300];
+    if (fg__redis_url_parse(url, &u, err, sizeof err) != FG_OK)
+        return;
+    redisContext *admin = redisConnect(u.host, u.port);
+    fg_store *st = fg_store_open(url, err, sizeof err);
+    CHECK(admin && !admin->err && st);
+    if (!admin || admin->err || !st)
+        return;
+    fg_decision d;
+    for (size_t a = 0; a < sizeof algos / sizeof *algos; a++) {
+        unique(name, sizeof name, "poison");
+        fg_limiter *l =
+            limiter(st, "1/h", algos[a], 0, 0, FG_FAIL_OPEN, 2000, name);
+        CHECK(l != NULL);
+        if (!l)
+            continue;
+        CHECK_EQ(fg_check(l, "v", 1, 1, &d), FG_OK);
+        CHECK_EQ(fg_check(l, "v", 1, 1, &d), FG_OK);
+        CHECK_EQ(d.allowed, 0);
+        /* "p" checked once, then each of its keys made a hash. */
+        CHECK_EQ(fg_check(l, "p", 1, 1, &d), FG_OK);
+        snprintf(pattern, sizeof pattern, "%s%s:{p}*", u.prefix, name);
+        redisReply *r = redisCommand(admin, "KEYS %s", pattern);
+        CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements > 0);
+        for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements;
+             i++) {
+            freeReplyObject(redisCommand(admin, "DEL %b", r->element[i]->str,
+                                         r->element[i]->len));
+            freeReplyObject(redisCommand(
+                admin, "HSET %b f 1", r->element[i]->str, r->element[i]->len));
+        }
+        freeReplyObject(r);
+        /* Its own policy (GET or INCRBY meets the hash: ERANGE), or the
+         * store's answer where a script reads it with MGET, as nil, and
+         * writes over it. */
+        int policy = 0, store = 0;
+        for (int i = 0; i < 10; i++) {
+            int rc = fg_check(l, "p", 1, 1, &d);
+            policy +=
+                rc == FG_ERANGE && d.allowed && d.source == FG_SOURCE_FAIL_OPEN;
+            store += rc == FG_OK && d.source == FG_SOURCE_STORE;
+        }
+        printf("%s: a hash under the key: %d checks by its policy, %d by "
+               "the store\n",
+               fg_algorithm_name(algos[a]), policy, store);
+        CHECK_EQ(policy + store, 10);
+        CHECK(algos[a] != FG_FIXED_WINDOW || policy == 10);
+        /* Every other key: still the store's. */
+        for (int i = 0; i < 10; i++) {
+            CHECK_EQ(fg_check(l, "v", 1, 1, &d), FG_OK);
+            CHECK_EQ(d.allowed, 0);
+            CHECK_EQ(d.source, FG_SOURCE_STORE);
+        }
+        fg_limiter_free(l);
+    }
+    /* A fixed window of the largest limit, full, then refused checks of
+     * the largest cost: each is given back, so the count never reaches
+     * INCRBY's overflow (1023 such checks would have kept it). */
+    unique(name, sizeof name, "poison-max");
+    fg_limiter *l =
+        limiter(st, "1/h", FG_FIXED_WINDOW, 0, 0, FG_FAIL_OPEN, 2000, name);
+    CHECK(l != NULL);
+    if (l) {
+        fg_limit lim = *fg_limiter_limit(l);
+        fg_limiter_free(l);
+        lim.limit = FG_MAX_COUNT;
+        l = fg_limiter_new(st, &lim, err, sizeof err);
+        CHECK(l != NULL);
+    }
+    if (l) {
+        const uint64_t most = FG_MAX_COUNT - 1;
+        CHECK_EQ(fg_check(l, "m", 1, most, &d), FG_OK);
+        CHECK_EQ(d.allowed, 1);
+        CHECK_EQ(fg_check(l, "m", 1, 1, &d), FG_OK);
+        CHECK_EQ(d.allowed, 1);
+        int refused = 0, other = 0;
+        for (int i = 0; i < 1100; i++) {
+            int rc = fg_check(l, "m", 1, most, &d);
+            if (rc == FG_OK && !d.allowed && d.source == FG_SOURCE_STORE)
+                refused++;
+            else
+                other++;
+        }
+        CHECK_EQ(refused, 1100);
+        CHECK_EQ(other, 0);
+        CHECK_EQ(fg_check(l, "m", 1, 1, &d), FG_OK);
+        CHECK_EQ(d.allowed, 0);
+        CHECK_EQ(d.source, FG_SOURCE_STORE);
+        fg_limiter_free(l);
+    }
+    fg_store_close(st);
+    redisFree(admin);
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -1655,6 +1761,8 @@ int main(int argc, char **argv)
         expect(argv[2], code);
     } else if (argc >= 3 && strcmp(argv[1], "allocfail") == 0) {
         allocfail(argv[2]);
+    } else if (argc >= 3 && strcmp(argv[1], "poison") == 0) {
+        poison(argv[2]);
     } else if (argc >= 3 && strcmp(argv[1], "keys") == 0) {
         keys(argv[2]);
     } else if (argc >= 2 && strcmp(argv[1], "foreign") == 0) {

@@ -68,7 +68,10 @@ static void test_errors(void)
          "currently unable to persist to disk.",
          FG_EBACKEND},
         {"ERR max number of clients reached", FG_EBACKEND},
-        {"ERR value is not an integer or out of range", FG_EPROTO},
+        {"ERR value is not an integer or out of range", FG_ERANGE},
+        {"WRONGTYPE Operation against a key holding the wrong kind of value",
+         FG_ERANGE},
+        {"ERR increment or decrement would overflow", FG_ERANGE},
         {"BUSYKEY Target key name already exists.", FG_EPROTO},
         {"", FG_EPROTO},
     };
@@ -282,11 +285,14 @@ static void test_proto_fixed(void)
     CHECK_EQ(fg__rcheck_ncmds(&c), 1);
     fg__rcheck_cmd(&c, 0, &shas, &k);
     CHECK_STR(line(&k), "DECRBY fg:api:{u1}:5 3");
-    /* A window already full: the overshoot stays, nothing given back. */
+    /* A window already full: given back too, so the count never grows
+     * past the limit and what is in flight. */
     CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 1, 5500000), FG_OK);
     r->integer = 11;
-    CHECK_EQ(fg__rcheck_reply(&c, r, &d), FG_OK);
+    CHECK_EQ(fg__rcheck_reply(&c, r, &d), FG__RSTEP_GIVEBACK);
     CHECK_EQ(d.allowed, 0);
+    fg__rcheck_cmd(&c, 0, &shas, &k);
+    CHECK_STR(line(&k), "DECRBY fg:api:{u1}:5 1");
     /* The last unit fits. */
     CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 2, 5500000), FG_OK);
     r->integer = 10;

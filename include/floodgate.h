@@ -358,9 +358,10 @@ typedef struct fg_set_item {
 
 /* The outcome of a set. The limits are checked in order and the first
  * refusal (or bad input) stops the set: the limits after it are not asked,
- * and every limit before it that allowed the request is refunded (in the
- * store, or a sync view's or a lease's units), so that a refused request
- * consumes nothing anywhere. A decision of the failure policy took nothing
+ * and every limit before it that allowed the request is refunded where its
+ * decision counted it (the store, a sync view's or a lease's units, or the
+ * local share of on_failure = local), so that a refused request consumes
+ * nothing anywhere. A decision of on_failure = open or closed took nothing
  * to refund. */
 typedef struct fg_set_result {
     unsigned n;       /* limits in the set */

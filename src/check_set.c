@@ -3,8 +3,9 @@
  *
  * The limits are checked in order and the first refusal stops the set: a
  * limit after it is never asked, and every limit before it that allowed
- * the request is refunded (fg_refund: in the store, a sync view or a
- * lease), so a refused request consumes nothing anywhere. Before any
+ * the request is refunded where its decision counted it (the store, a
+ * sync view, a lease, the local share of on_failure = local), so a refused
+ * request consumes nothing anywhere. Before any
  * store call, each limit's blocked-key cache is asked: a key known to be
  * refused answers at once, which is what asking the store would come to
  * (blocked.h). The set's decision is the refusal, or the allowed decision
@@ -67,7 +68,7 @@ static int took(const fg_decision *d)
 {
     return d->allowed && !d->shadowed &&
            (d->source == FG_SOURCE_STORE || d->source == FG_SOURCE_SYNC ||
-            d->source == FG_SOURCE_LEASE);
+            d->source == FG_SOURCE_LEASE || d->source == FG_SOURCE_LOCAL);
 }
 
 /* Give back what every allowed limit took: the request was refused. */
@@ -75,9 +76,12 @@ static void refund_allowed(const fg_set_item *items, uint64_t cost,
                            fg_set_result *r)
 {
     for (unsigned k = 0; k < r->n; k++) {
-        if (!(r->asked & (1u << k)) || r->rc[k] != FG_OK || !took(&r->d[k]))
+        /* The local fallback's decisions come with the store's error. */
+        if (!(r->asked & (1u << k)) || !took(&r->d[k]) ||
+            (r->rc[k] != FG_OK && r->d[k].source != FG_SOURCE_LOCAL))
             continue;
-        if (fg_refund(items[k].l, items[k].key, items[k].keylen, cost) != FG_OK)
+        if (fg__refund_decision(items[k].l, items[k].key, items[k].keylen, cost,
+                                &r->d[k]) != FG_OK)
             r->unrefunded |= 1u << k;
     }
 }

@@ -451,6 +451,9 @@ int fg__check_async_exact(fg_limiter *l, const char *key, size_t keylen,
     return submit(l, node, 0, 0, key, keylen, cost, cb, data);
 }
 
+static int store_refund(fg_limiter *l, const char *key, size_t keylen,
+                        uint64_t cost);
+
 int fg_refund(fg_limiter *l, const char *key, size_t keylen, uint64_t cost)
 {
     int rc = validate(l, key, keylen, cost);
@@ -458,6 +461,27 @@ int fg_refund(fg_limiter *l, const char *key, size_t keylen, uint64_t cost)
         return rc;
     if (l->mode)
         return fg__mode_refund(l, key, keylen, cost);
+    return store_refund(l, key, keylen, cost);
+}
+
+int fg__refund_decision(fg_limiter *l, const char *key, size_t keylen,
+                        uint64_t cost, const fg_decision *d)
+{
+    int rc = validate(l, key, keylen, cost);
+    if (rc != FG_OK)
+        return rc;
+    if (d->source == FG_SOURCE_LOCAL) {
+        fg_limiter *loc = l->policy->local;
+        return loc ? store_refund(loc, key, keylen, cost) : FG_EINVAL;
+    }
+    if (l->mode && d->source != FG_SOURCE_STORE)
+        return fg__mode_refund(l, key, keylen, cost);
+    return store_refund(l, key, keylen, cost);
+}
+
+static int store_refund(fg_limiter *l, const char *key, size_t keylen,
+                        uint64_t cost)
+{
     if (!l->st->ops->refund)
         return FG_ENOTSUP;
     /* A store the breaker keeps us from asking took nothing to give back

@@ -89,6 +89,13 @@ void fg__shadow_decision(const fg_limiter *l, int rc, fg_decision *d);
 int fg__settle_failure(fg_limiter *l, int rc, const char *key, size_t keylen,
                        uint64_t cost, fg_decision *out);
 
+/* fg_refund of a check that 'd' decided: where it was counted. A sync or
+ * lease limit's check that the store decided is given back to the store,
+ * one the local fallback (on_failure = local) decided to that fallback;
+ * anything else as fg_refund. */
+int fg__refund_decision(fg_limiter *l, const char *key, size_t keylen,
+                        uint64_t cost, const fg_decision *d);
+
 /* Complete 'req' with the store's result: apply the failure policy, call the
  * user's callback once, free 'req'. 'd' is ignored when 'rc' < 0. */
 void fg__req_done(fg__req *req, int rc, fg_decision *d);

@@ -132,8 +132,19 @@ static int mode_check(fg_limiter *l, const char *key, size_t keylen,
 {
     struct fg__mode *m = l->mode;
     fg_local_ask ask;
-    if (l->lim.mode == FG_MODE_SYNC && fg__store_down(l, key, keylen))
-        return fg__decide_by_policy(l, FG_EBREAKER, key, keylen, cost, out);
+    if (l->lim.mode == FG_MODE_SYNC && fg__store_down(l, key, keylen)) {
+        /* The syncs due are what asks the breaker to try the store again
+         * (there is no tick on a blocking store). */
+        uint64_t now = now_us();
+        lock(m);
+        uint64_t due = fg_local_next_due(m->lc);
+        unlock(m);
+        if (now >= due)
+            run_due_blocking(l, now, 0);
+        if (fg__store_down(l, key, keylen))
+            return fg__decide_by_policy(l, FG_EBREAKER, key, keylen, cost,
+                                        out);
+    }
     for (int round = 0;; round++) {
         uint64_t now = now_us();
         lock(m);
@@ -145,8 +156,13 @@ static int mode_check(fg_limiter *l, const char *key, size_t keylen,
                 run_due_blocking(l, now, 0);
             return FG_OK;
         }
-        if (rc == FG_EBACKEND)
+        if (rc == FG_EBACKEND) {
+            /* The key's last sync failed: the policy decides until the
+             * next one, due at the tick, finds the store back. */
+            if (now >= due)
+                run_due_blocking(l, now, 0);
             return fg__decide_by_policy(l, rc, key, keylen, cost, out);
+        }
         if (rc == FG_ENOMEM) {
             /* Decided in the store: what it counted, the views here
              * count too until a later sync holds it. */

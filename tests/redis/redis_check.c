@@ -1260,6 +1260,20 @@ static void outage(const char *url, pid_t pid, const char *restart)
         up_a = check_async(base, ks[2], "w", 1, 1, &d) == FG_OK;
     }
     CHECK(up_s && up_a);
+    /* A sync limit on the blocking client, its key's view taken while up:
+     * after the outage its syncs must find the store again, with no
+     * fg_limiter_sync (a blocking store has no tick). */
+    fg_limit sl = *fg_limiter_limit(ks[0]);
+    sl.limit = 5;
+    sl.on_failure = FG_FAIL_OPEN;
+    CHECK_EQ(fg_mode_parse("sync:50ms", &sl, err, sizeof err), FG_OK);
+    fg_limiter *sy = fg_limiter_new(st, &sl, err, sizeof err);
+    CHECK(sy != NULL);
+    if (!sy)
+        return;
+    fg_decision dsy;
+    CHECK_EQ(fg_check(sy, "sy", 2, 1, &dsy), FG_OK);
+    CHECK(dsy.allowed);
     /* Killed mid-burst: checks are queued on the async connection when
      * it dies, then every later check meets the dead connection or the
      * refused reconnect. */
@@ -1294,6 +1308,11 @@ static void outage(const char *url, pid_t pid, const char *restart)
     outage_checks("redis killed (SIGKILL)", base, ks[0], ks[1], ks[2], ks[3],
                   OUTAGE_ROUNDS, &f);
     CHECK(f.sync > 0 && f.async + burst_failed > 0);
+    int sy_policy = 0;
+    for (int i = 0; i < 4; i++, usleep(60000))
+        sy_policy += fg_check(sy, "sy", 2, 1, &dsy) != FG_OK &&
+                     dsy.source == FG_SOURCE_FAIL_OPEN;
+    CHECK(sy_policy > 0);
     for (int k = 0; k < 4; k++)
         fg_limiter_free(ks[k]);
 
@@ -1305,15 +1324,18 @@ static void outage(const char *url, pid_t pid, const char *restart)
      * from the store, on both paths. The timeout is generous here: this
      * part checks exactness, and a Redis just started, under a sanitizer
      * build, may take more than 5 ms over one of its first scripts. */
-    uint64_t t0 = fg__mono_precise_us(), back_s = 0, back_a = 0;
+    uint64_t t0 = fg__mono_precise_us(), back_s = 0, back_a = 0, back_y = 0;
     char lname[64];
     unique(lname, sizeof lname, "resume");
     fg_limiter *ex =
         limiter(st, "5/h", FG_TOKEN_BUCKET, 0, 0, FG_FAIL_CLOSED, 500, lname);
     fg_limiter *exa =
         limiter(ast, "5/h", FG_TOKEN_BUCKET, 0, 0, FG_FAIL_CLOSED, 500, lname);
-    while (fg__mono_precise_us() - t0 < 3000000 && (!back_s || !back_a)) {
+    while (fg__mono_precise_us() - t0 < 3000000 &&
+           (!back_s || !back_a || !back_y)) {
         fg_decision d;
+        if (!back_y && fg_check(sy, "sy", 2, 1, &d) == FG_OK)
+            back_y = fg__mono_precise_us() - t0;
         if (!back_s && fg_check(ex, "probe-s", 7, 1, &d) == FG_OK &&
             d.source == FG_SOURCE_STORE)
             back_s = fg__mono_precise_us() - t0;
@@ -1338,8 +1360,13 @@ static void outage(const char *url, pid_t pid, const char *restart)
            "%.0f ms (async); limit 5: allowed %d and %d of 8\n",
            (double)back_s / 1000.0, (double)back_a / 1000.0, allowed_s,
            allowed_a);
+    printf("redis restarted: a sync limit on the blocking client decides "
+           "again after %.0f ms\n",
+           (double)back_y / 1000.0);
+    fg_limiter_free(sy);
     CHECK(back_s > 0 && back_s <= 1000000);
     CHECK(back_a > 0 && back_a <= 1000000);
+    CHECK(back_y > 0 && back_y <= 1000000);
     CHECK_EQ(store, 16);
     CHECK_EQ(allowed_s, 5);
     CHECK_EQ(allowed_a, 5);

@@ -9,7 +9,8 @@
  * cache: a key the store refused is then refused from the cache with no
  * Redis command; when the block ends, of many sets for that key submitted
  * at once one probes Redis and the others wait for its answer; exactly the
- * limit's units are allowed all the same. */
+ * limit's units are allowed all the same. Last, with Redis shut down: a
+ * limit decided by its local share is refunded in that share. */
 #include <event2/event.h>
 #include <hiredis/hiredis.h>
 #include <stdio.h>
@@ -206,6 +207,57 @@ static void async(const char *url)
     event_base_free(base);
 }
 
+/* Redis shut down (last: nothing runs on it after): a limit decided by
+ * its local share (on_failure = local) before a refusing one is refunded
+ * in that share, so refused sets leave it whole. */
+static void fallback(const char *url)
+{
+    char err[256];
+    fg_store *st = fg_store_open(url, err, sizeof err);
+    fg_memory_options mo = {0};
+    fg_store *mem = fg_store_open_memory(&mo, err, sizeof err);
+    CHECK(st && mem);
+    if (!st || !mem)
+        return;
+    fg_limit l;
+    CHECK_EQ(fg_limit_parse("5/min", &l), FG_OK);
+    l.algorithm = FG_FIXED_WINDOW;
+    l.timeout_ms = 200;
+    l.on_failure = FG_FAIL_LOCAL;
+    l.fallback_servers = 1;
+    snprintf(l.name, sizeof l.name, "sl-%d", (int)getpid());
+    fg_limiter *a = fg_limiter_new(st, &l, err, sizeof err);
+    fg_limiter *b = limiter(mem, "sm", "1/min", FG_FIXED_WINDOW);
+    CHECK(a != NULL);
+    if (!a || !b)
+        return;
+    fg_decision d;
+    CHECK_EQ(fg_check(b, "f", 1, 1, &d), FG_OK);
+    freeReplyObject(redisCommand(rc, "SHUTDOWN NOSAVE"));
+    fg_set_item it[2] = {{a, "f", 1}, {b, "f", 1}};
+    fg_set_result r;
+    int local = 0;
+    for (int i = 0; i < 5; i++) {
+        CHECK_EQ(fg_check_set(it, 2, 1, &r), FG_OK);
+        CHECK_EQ(r.decided, 1);
+        local += r.d[0].allowed && r.d[0].source == FG_SOURCE_LOCAL;
+        CHECK_EQ(r.unrefunded, 0);
+    }
+    CHECK_EQ(local, 5);
+    int alone = 0;
+    for (int i = 0; i < 6; i++)
+        if (fg_check(a, "f", 1, 1, &d) != FG_OK || d.allowed)
+            alone += d.allowed && d.source == FG_SOURCE_LOCAL;
+    printf("fallback: after 5 refused sets, a alone allowed %d of 6 by its "
+           "local share of 5\n",
+           alone);
+    CHECK_EQ(alone, 5);
+    fg_limiter_free(a);
+    fg_limiter_free(b);
+    fg_store_close(mem);
+    fg_store_close(st);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4) {
@@ -218,6 +270,7 @@ int main(int argc, char **argv)
         return TEST_DONE();
     blocking(argv[1]);
     async(argv[1]);
+    fallback(argv[1]);
     redisFree(rc);
     return TEST_DONE();
 }

@@ -262,6 +262,21 @@ static void test_modes(void)
         CHECK_EQ(fg_peek(a, "v", 1, &dv), FG_OK);
         CHECK_EQ(du.remaining, 99);
         CHECK_EQ(dv.remaining, 99);
+        /* A key's first check, decided by the store (sync: no view yet),
+         * in sets that b refuses: given back to the store. */
+        fg_set_item w[2] = {{a, "w", 1}, {b, "w", 1}};
+        fg_decision dw;
+        CHECK_EQ(fg_check(b, "w", 1, 1, &dw), FG_OK);
+        for (int i = 0; i < 3; i++) {
+            CHECK_EQ(fg_check_set(w, 2, 1, &r), FG_OK);
+            CHECK_EQ(r.decided, 1);
+            CHECK_EQ(r.d[0].allowed, 1);
+            CHECK_EQ(r.unrefunded, 0);
+        }
+        CHECK_EQ(fg_limiter_sync(a), FG_OK);
+        CHECK_EQ(fg_peek(a, "w", 1, &dw), FG_OK);
+        CHECK_EQ(r.error, 0);
+        CHECK_EQ(dw.remaining, 100);
         fg_limiter_free(a);
         fg_limiter_free(b);
         fg_store_close(st);

@@ -142,8 +142,7 @@ static int mode_check(fg_limiter *l, const char *key, size_t keylen,
         if (now >= due)
             run_due_blocking(l, now, 0);
         if (fg__store_down(l, key, keylen))
-            return fg__decide_by_policy(l, FG_EBREAKER, key, keylen, cost,
-                                        out);
+            return fg__decide_by_policy(l, FG_EBREAKER, key, keylen, cost, out);
     }
     for (int round = 0;; round++) {
         uint64_t now = now_us();

@@ -359,12 +359,13 @@ static void add_window(const fg__algo_params *p, fg__algo_state *s,
         now = (w - 1) * p->period_us;
     }
     /* A sliding window's count stays exact in Lua's doubles; a fixed
-     * window's is an INCRBY on Redis, not capped there either. */
+     * window's is an INCRBY on Redis, which stops at 2^63 - 1: so does
+     * this one, where a check's count + cost cannot wrap around. */
     uint64_t cap =
         p->algorithm == FG_SLIDING_WINDOW
             ? (p->limit < FG_MAX_COUNT / FG__ADD_KEEP ? FG__ADD_KEEP * p->limit
                                                       : FG_MAX_COUNT - 1)
-            : UINT64_MAX;
+            : (uint64_t)INT64_MAX;
     uint64_t cur = 0, prev = 0;
     if (s->a == w) {
         cur = s->b;

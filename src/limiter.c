@@ -273,8 +273,12 @@ static int decide_without_store(fg_limiter *l, int rc, const char *key,
         if (lrc == FG_OK)
             lrc = loc->st->ops->check(loc->st, loc, key, keylen, cost, out);
         if (lrc != FG_OK) {
+            /* A cost the share cannot hold (or no room for the key): not
+             * here; when the store is back, perhaps. */
             memset(out, 0, sizeof(*out));
             out->limit = loc->p.limit;
+            out->retry_after_ms = out->reset_ms = FAIL_CLOSED_RETRY_MS;
+            out->retry_after_us = out->reset_us = FAIL_CLOSED_RETRY_MS * 1000u;
         }
         out->source = FG_SOURCE_LOCAL;
         break;

@@ -207,6 +207,14 @@ static void test_failure_policy(void)
     CHECK_EQ(fg_check(lim, LONG_KEY "2", sizeof(LONG_KEY), 25, &d), FG_ENOMEM);
     CHECK_EQ(d.source, FG_SOURCE_LOCAL);
     CHECK_EQ(d.allowed, 1);
+    /* A cost above the share: refused, with when to try again. */
+    fail_next = 1;
+    CHECK_EQ(fg_check(lim, LONG_KEY "3", sizeof(LONG_KEY), 26, &d), FG_ENOMEM);
+    CHECK_EQ(d.source, FG_SOURCE_LOCAL);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(d.limit, 25);
+    CHECK(d.retry_after_ms > 0);
+    CHECK_EQ(d.retry_after_us, d.retry_after_ms * 1000);
     fg_limiter_free(lim);
 
     /* The share is rounded down: 10/s among 3 servers is 3 each (9 in all),
@@ -414,8 +422,33 @@ static void test_refunds(void)
     }
 }
 
+/* fg_add's largest units, again and again: a fixed window's count stops
+ * where Redis's INCRBY does, so a check after it never wraps around. */
+static void test_add_saturates(void)
+{
+    fg_store *st = open_store();
+    fg_limit l = limit_of("10/h", FG_FIXED_WINDOW, FG_FAIL_OPEN);
+    fg_limiter *lim = fg_limiter_new(st, &l, NULL, 0);
+    CHECK(lim != NULL);
+    fg_decision d;
+    for (int i = 0; i < 2049; i++)
+        CHECK_EQ(fg_add(lim, "k", 1, FG_MAX_COUNT - 1, &d), FG_OK);
+    CHECK_EQ(fg_peek(lim, "k", 1, &d), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(d.remaining, 0);
+    int allowed = 0;
+    for (int i = 0; i < 20; i++) {
+        CHECK_EQ(fg_check(lim, "k", 1, 1, &d), FG_OK);
+        allowed += d.allowed;
+    }
+    CHECK_EQ(allowed, 0);
+    fg_limiter_free(lim);
+    fg_store_close(st);
+}
+
 int main(void)
 {
+    test_add_saturates();
     test_refunds();
     test_invalid_limits();
     test_bad_input_never_fails_open();

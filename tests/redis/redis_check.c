@@ -1660,8 +1660,10 @@ static void poison(const char *url)
     redisContext *admin = redisConnect(u.host, u.port);
     fg_store *st = fg_store_open(url, err, sizeof err);
     CHECK(admin && !admin->err && st);
-    if (!admin || admin->err || !st)
+    if (!admin || admin->err || !st) {
+        fg__redis_url_free(&u);
         return;
+    }
     fg_decision d;
     for (size_t a = 0; a < sizeof algos / sizeof *algos; a++) {
         unique(name, sizeof name, "poison");
@@ -1746,6 +1748,7 @@ static void poison(const char *url)
     }
     fg_store_close(st);
     redisFree(admin);
+    fg__redis_url_free(&u);
 }
 
 int main(int argc, char **argv)

@@ -941,7 +941,7 @@ static void process(fg__hconn *c)
             /* Nor a chunked body's framing before its data (sizes,
              * extensions, trailers): only the head and its terminators. */
             c->inlen = c->parsed = head_kept(c);
-        } else if (!c->head_done && c->parsed > c->h->max_header_bytes) {
+        } else if (c->parsed > c->h->max_header_bytes) {
             dispatch_error(c, 431, HEAD_TOO_LONG);
             break;
         }

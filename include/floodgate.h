@@ -271,6 +271,18 @@ int fg_check(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
  * reported. FG_OK, or a negative code (FG_ENOTSUP for naive_get_set). */
 int fg_refund(fg_limiter *l, const char *key, size_t keylen, uint64_t cost);
 
+/* fg_refund of units taken 'age_us' ago (on any clock: a duration), so
+ * that they go back to the window that took them, not to a later one (a
+ * window that has ended keeps them: they died with it); for a token bucket,
+ * giving back at most 'hold_us' of the bucket's time (the taking check's
+ * reset_us less its age: what of the take the bucket has not refilled
+ * since; UINT64_MAX: no bound). fg_refund is fg_refund_at(..., 0,
+ * UINT64_MAX), for a refund made right after the check: one made later
+ * should say when, or it may give a later window units it never took. A
+ * sync or lease limit gives back to its local state, as fg_refund. */
+int fg_refund_at(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
+                 uint64_t age_us, uint64_t hold_us);
+
 /* Read what 'key' of 'l' holds now, without consuming anything and
  * without writing to the store: 'out' is filled as the decision a check of
  * one unit would get, but nothing is taken. 'allowed' says whether one
@@ -376,6 +388,7 @@ typedef struct fg_set_result {
                           * naive_get_set): it keeps the request counted */
     int rc[FG_SET_MAX];  /* as fg_check returns it */
     fg_decision d[FG_SET_MAX];
+    uint64_t fg__at[FG_SET_MAX]; /* private: when limit k was asked */
 } fg_set_result;
 
 /* Check 'cost' units of each of the 'n' limits of 'items', in order, as
@@ -558,14 +571,14 @@ int fg_limit_bound(const fg_limit *lim, unsigned servers, uint64_t rtt_us,
  * What a limiter in FG_MODE_SYNC or FG_MODE_LEASE runs, with time and the
  * store left to the caller: a simulator drives it on a virtual clock with
  * any store, doing what each ask says (FG_LOCAL_ADD with fg_add,
- * FG_LOCAL_TAKE with fg_check, FG_LOCAL_GIVE with fg_refund) and answering
+ * FG_LOCAL_TAKE with fg_check, FG_LOCAL_GIVE with fg_refund_at) and answering
  * it when the reply would arrive. Not thread-safe: one caller at a time. */
 typedef struct fg_local fg_local;
 
 typedef enum fg_local_op {
     FG_LOCAL_ADD = 0,  /* sync: count 'units' (fg_add), answer the view */
     FG_LOCAL_TAKE = 1, /* lease: take 'units' if they fit (fg_check) */
-    FG_LOCAL_GIVE = 2, /* lease: give 'units' back (fg_refund) */
+    FG_LOCAL_GIVE = 2, /* lease: give 'units' back (fg_refund_at) */
     /* sync: decide this check in the store (fg_check of 'units'): the
      * key's view is unknown or too old; the answer is the new view, or
      * when refused a sync follows (its view holds any debt) */
@@ -579,6 +592,9 @@ typedef struct fg_local_ask {
     const char *key;
     size_t keylen;
     uint64_t units;
+    /* FG_LOCAL_GIVE: when the units were taken, as fg_refund_at wants it
+     * (0 and UINT64_MAX for the other asks). */
+    uint64_t age_us, hold_us;
     void *fg__entry; /* private */
 } fg_local_ask;
 

@@ -263,7 +263,8 @@ static void store_do(sim *s, uint32_t slot, uint64_t now)
                           &pd->d);
         break;
     case FG_LOCAL_GIVE:
-        pd->rc = fg_refund(s->lim, pd->ask.key, pd->ask.keylen, pd->ask.units);
+        pd->rc = fg_refund_at(s->lim, pd->ask.key, pd->ask.keylen,
+                              pd->ask.units, pd->ask.age_us, pd->ask.hold_us);
         break;
     }
     s->r->store_commands++;

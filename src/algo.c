@@ -156,7 +156,7 @@ void fg__sliding_window(const fg__algo_params *p, fg__algo_state *s,
 }
 
 void fg__algo_refund(const fg__algo_params *p, fg__algo_state *s,
-                     uint64_t now_us, uint64_t cost)
+                     uint64_t now_us, uint64_t cost, const fg__taken *t)
 {
     if (!s->a)
         return;
@@ -164,21 +164,29 @@ void fg__algo_refund(const fg__algo_params *p, fg__algo_state *s,
     case FG_FIXED_WINDOW:
     case FG_NAIVE_GET_SET:
     case FG_SLIDING_WINDOW: {
-        /* The units sit in the stored window's count: this window's, or
-         * the previous one's for a sliding window. */
-        uint64_t w = fg__window_of(p, now_us);
-        int holds =
-            s->a == w || (p->algorithm == FG_SLIDING_WINDOW && s->a + 1 == w);
-        if (holds)
-            s->b -= cost < s->b ? cost : s->b;
+        /* The units sit in the count of the window that took them: the
+         * stored one, or for a sliding window the previous one of it. */
+        uint64_t at = now_us > t->age_us ? now_us - t->age_us : 0;
+        uint64_t w = fg__window_of(p, at);
+        uint64_t *n = s->a == w ? &s->b
+                      : p->algorithm == FG_SLIDING_WINDOW && s->a == w + 1
+                          ? &s->c
+                          : NULL;
+        if (n)
+            *n -= cost < *n ? cost : *n;
         break;
     }
     case FG_TOKEN_BUCKET: {
-        /* Move TAT back by cost * T, but not before now: a bucket that
-         * has refilled since holds no debt to give back. */
+        /* Move TAT back by cost * T, but by no more of the bucket's time
+         * than the units still hold, and not before now: a bucket that has
+         * refilled since holds no debt to give back. */
         u128 back = (u128)cost * p->t_scaled;
         uint64_t back_us = (uint64_t)(back / p->scale);
         uint64_t back_frac = (uint64_t)(back % p->scale);
+        if (back_us >= t->hold_us) {
+            back_us = t->hold_us;
+            back_frac = 0;
+        }
         uint64_t a = s->a, b = s->b;
         if (b < back_frac) {
             b += p->scale;

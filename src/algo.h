@@ -111,11 +111,21 @@ static inline int fg__algo_check_cost(const fg__algo_params *p, uint64_t cost)
 int fg__algo_check(const fg__algo_params *p, fg__algo_state *s, uint64_t now_us,
                    uint64_t cost, fg_decision *d, uint64_t *expires_us);
 
-/* Give back 'cost' units taken from 's' by an allowed check: they return
- * only while the window (or the bucket's debt) that holds them lasts, and
+/* When the units a refund gives back were taken: 'age_us' before the
+ * refund, and (token bucket) the most of the bucket's time they still
+ * hold, 'hold_us' (FG__HOLD_ANY: no bound known). */
+#define FG__HOLD_ANY UINT64_MAX
+typedef struct fg__taken {
+    uint64_t age_us, hold_us;
+} fg__taken;
+
+/* Give back 'cost' units taken from 's' by an allowed check, as 't' says
+ * when: they return only to the window that took them, while it lasts
+ * (the window 'age_us' before 'now_us'), or to the bucket's debt that
+ * still holds them (at most 'hold_us' of it, and not before now), and
  * never more than the state holds. */
 void fg__algo_refund(const fg__algo_params *p, fg__algo_state *s,
-                     uint64_t now_us, uint64_t cost);
+                     uint64_t now_us, uint64_t cost, const fg__taken *t);
 
 /* fg_add: count 'units' in 's' at 'now_us' even beyond the limit (a
  * sliding window's count up to fg__add_keep() limits, a bucket's debt

@@ -71,7 +71,9 @@ static int took(const fg_decision *d)
             d->source == FG_SOURCE_LEASE || d->source == FG_SOURCE_LOCAL);
 }
 
-/* Give back what every allowed limit took: the request was refused. */
+/* Give back what every allowed limit took: the request was refused. Each
+ * goes to the window or bucket's debt that took it, at 'fg__at' or later on
+ * its store's clock. */
 static void refund_allowed(const fg_set_item *items, uint64_t cost,
                            fg_set_result *r)
 {
@@ -81,7 +83,7 @@ static void refund_allowed(const fg_set_item *items, uint64_t cost,
             (r->rc[k] != FG_OK && r->d[k].source != FG_SOURCE_LOCAL))
             continue;
         if (fg__refund_decision(items[k].l, items[k].key, items[k].keylen, cost,
-                                &r->d[k]) != FG_OK)
+                                &r->d[k], r->fg__at[k]) != FG_OK)
             r->unrefunded |= 1u << k;
     }
 }
@@ -112,6 +114,7 @@ int fg_check_set(const fg_set_item *items, unsigned n, uint64_t cost,
         return FG_EINVAL;
     result_init(out, n);
     for (unsigned k = 0; k < n; k++) {
+        out->fg__at[k] = fg__limiter_now(items[k].l);
         out->rc[k] = fg_check(items[k].l, items[k].key, items[k].keylen, cost,
                               &out->d[k]);
         out->asked |= 1u << k;
@@ -309,6 +312,7 @@ static void run(fg_set_req *req)
         req->fg__pending = 1;
         req->fg__in_submit = 1;
         req->fg__sent_us = fg__mono_precise_us();
+        r->fg__at[k] = fg__limiter_now(it->l);
         int rc = fg_check_async(it->l, it->key, it->keylen, req->fg__cost,
                                 on_item, req);
         req->fg__in_submit = 0;

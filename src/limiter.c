@@ -456,35 +456,53 @@ int fg__check_async_exact(fg_limiter *l, const char *key, size_t keylen,
 }
 
 static int store_refund(fg_limiter *l, const char *key, size_t keylen,
-                        uint64_t cost);
+                        uint64_t cost, const fg__taken *t);
 
 int fg_refund(fg_limiter *l, const char *key, size_t keylen, uint64_t cost)
+{
+    return fg_refund_at(l, key, keylen, cost, 0, UINT64_MAX);
+}
+
+int fg_refund_at(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
+                 uint64_t age_us, uint64_t hold_us)
 {
     int rc = validate(l, key, keylen, cost);
     if (rc != FG_OK)
         return rc;
     if (l->mode)
         return fg__mode_refund(l, key, keylen, cost);
-    return store_refund(l, key, keylen, cost);
+    fg__taken t = {age_us, hold_us};
+    return store_refund(l, key, keylen, cost, &t);
+}
+
+uint64_t fg__limiter_now(const fg_limiter *l)
+{
+    return fg__store_now(l->st);
 }
 
 int fg__refund_decision(fg_limiter *l, const char *key, size_t keylen,
-                        uint64_t cost, const fg_decision *d)
+                        uint64_t cost, const fg_decision *d, uint64_t at)
 {
     int rc = validate(l, key, keylen, cost);
     if (rc != FG_OK)
         return rc;
+    uint64_t now = fg__limiter_now(l);
+    uint64_t age_us = now > at ? now - at : 0;
+    if (l->mode && d->source != FG_SOURCE_STORE && d->source != FG_SOURCE_LOCAL)
+        return fg__mode_refund(l, key, keylen, cost);
+    /* A bucket holds the units until it would have been full again. */
+    fg__taken t = {age_us, FG__HOLD_ANY};
+    if (l->p.algorithm == FG_TOKEN_BUCKET)
+        t.hold_us = d->reset_us > age_us ? d->reset_us - age_us : 0;
     if (d->source == FG_SOURCE_LOCAL) {
         fg_limiter *loc = l->policy->local;
-        return loc ? store_refund(loc, key, keylen, cost) : FG_EINVAL;
+        return loc ? store_refund(loc, key, keylen, cost, &t) : FG_EINVAL;
     }
-    if (l->mode && d->source != FG_SOURCE_STORE)
-        return fg__mode_refund(l, key, keylen, cost);
-    return store_refund(l, key, keylen, cost);
+    return store_refund(l, key, keylen, cost, &t);
 }
 
 static int store_refund(fg_limiter *l, const char *key, size_t keylen,
-                        uint64_t cost)
+                        uint64_t cost, const fg__taken *t)
 {
     if (!l->st->ops->refund)
         return FG_ENOTSUP;
@@ -493,7 +511,7 @@ static int store_refund(fg_limiter *l, const char *key, size_t keylen,
     fg__breaker *b = &l->policy->breaker[fg__store_node_of(l->st, key, keylen)];
     if (atomic_load_explicit(&b->open_until_us, memory_order_relaxed))
         return FG_EBREAKER;
-    return l->st->ops->refund(l->st, l, key, keylen, cost);
+    return l->st->ops->refund(l->st, l, key, keylen, cost, t);
 }
 
 void fg__req_done(fg__req *req, int rc, fg_decision *d)

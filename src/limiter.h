@@ -89,12 +89,17 @@ void fg__shadow_decision(const fg_limiter *l, int rc, fg_decision *d);
 int fg__settle_failure(fg_limiter *l, int rc, const char *key, size_t keylen,
                        uint64_t cost, fg_decision *out);
 
-/* fg_refund of a check that 'd' decided: where it was counted. A sync or
- * lease limit's check that the store decided is given back to the store,
- * one the local fallback (on_failure = local) decided to that fallback;
- * anything else as fg_refund. */
+/* The time on the clock 'l''s store decides on (fg__store_now). */
+uint64_t fg__limiter_now(const fg_limiter *l);
+
+/* fg_refund of a check that 'd' decided at 'at' (fg__limiter_now, read
+ * before the check) or later, where it was counted: to the window or
+ * bucket's debt that took it (fg_refund_at). A sync or lease limit's check
+ * that the store decided is given back to the store, one the local
+ * fallback (on_failure = local) decided to that fallback; anything else as
+ * fg_refund. */
 int fg__refund_decision(fg_limiter *l, const char *key, size_t keylen,
-                        uint64_t cost, const fg_decision *d);
+                        uint64_t cost, const fg_decision *d, uint64_t at);
 
 /* Complete 'req' with the store's result: apply the failure policy, call the
  * user's callback once, free 'req'. 'd' is ignored when 'rc' < 0. */

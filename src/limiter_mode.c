@@ -76,6 +76,15 @@ static int counts(int rc, const fg_decision *d)
            d->source == FG_SOURCE_STORE;
 }
 
+/* A lease's give-back: to the window or bucket's debt that took it. */
+static int give(fg_limiter *l, const fg_local_ask *a)
+{
+    fg__taken t = {a->age_us, a->hold_us};
+    return l->st->ops->refund
+               ? l->st->ops->refund(l->st, l, a->key, a->keylen, a->units, &t)
+               : FG_ENOTSUP;
+}
+
 static int ask_blocking(fg_limiter *l, fg_local_ask *a, fg_decision *d)
 {
     struct fg__mode *m = l->mode;
@@ -92,9 +101,7 @@ static int ask_blocking(fg_limiter *l, fg_local_ask *a, fg_decision *d)
             break;
         default:
             memset(d, 0, sizeof(*d));
-            rc = l->st->ops->refund
-                     ? l->st->ops->refund(l->st, l, a->key, a->keylen, a->units)
-                     : FG_ENOTSUP;
+            rc = give(l, a);
         }
         lock(m);
         again = fg_local_answer(m->lc, a, now_us(), rc, d, NULL);
@@ -335,9 +342,7 @@ static void send_async(fg_limiter *l, const fg_local_ask *ask)
     if (ask->op == FG_LOCAL_GIVE) {
         /* Queued with the next batch; its outcome is not reported. */
         fg_local_ask a = *ask;
-        int rc = l->st->ops->refund
-                     ? l->st->ops->refund(l->st, l, a.key, a.keylen, a.units)
-                     : FG_ENOTSUP;
+        int rc = give(l, &a);
         fg_local_answer(m->lc, &a, now_us(), rc, NULL, NULL);
         return;
     }

@@ -46,6 +46,10 @@ typedef struct entry {
      * was sent. */
     uint64_t lease_at, used, last_used, last_dur, refused_until, need, give,
         failed_at, take_at;
+    /* lease: when the units held, and those to give back, were taken (the
+     * earliest take's send time), and until when a token bucket's debt
+     * holds them (that send time plus the take's reset). */
+    uint64_t held_at, held_until, give_at, give_until;
     uint32_t asks;   /* asks in flight */
     uint32_t taking; /* takes (lease) or checks (sync) among them */
     uint8_t synced;  /* sync: the view is the store's */
@@ -282,6 +286,8 @@ static void ask_for(fg_local_ask *a, fg_local_op op, entry *e, uint64_t units)
     a->key = e->key;
     a->keylen = e->keylen;
     a->units = units;
+    a->age_us = 0;
+    a->hold_us = UINT64_MAX;
     a->fg__entry = e;
     e->asks++;
 }
@@ -466,11 +472,26 @@ static void sync_answer(fg_local *lc, entry *e, uint64_t now, int rc,
 
 /* ---- lease ------------------------------------------------------------- */
 
+/* Move the 'e->units' held to those to give back, with when they were
+ * taken: the earliest of both. */
+static void lease_give(fg_local *lc, entry *e)
+{
+    if (!e->give || e->held_at < e->give_at)
+        e->give_at = e->held_at;
+    if (!e->give || e->held_until < e->give_until)
+        e->give_until = e->held_until;
+    e->give += e->units;
+    lc->held -= e->units;
+    e->units = 0;
+}
+
 static void lease_lapse(fg_local *lc, entry *e)
 {
     /* A fixed window's units die with their window; others go back. */
-    if (lc->algorithm != FG_FIXED_WINDOW)
-        e->give += e->units;
+    if (lc->algorithm != FG_FIXED_WINDOW) {
+        lease_give(lc, e);
+        return;
+    }
     lc->held -= e->units;
     e->units = 0;
 }
@@ -551,6 +572,12 @@ static int lease_answer(fg_local *lc, entry *e, fg_local_ask *ask, uint64_t now,
         }
         e->lease_at = now;
         e->used = 0;
+        /* The units already held were taken before these. */
+        uint64_t until = e->take_at + d->reset_us;
+        if (!e->units || e->take_at < e->held_at)
+            e->held_at = e->take_at;
+        if (!e->units || until < e->held_until)
+            e->held_until = until;
         e->units += ask->units;
         lc->held += ask->units;
         /* A fixed window's time is the caller's, read when the take was
@@ -714,17 +741,24 @@ static int entry_ask(fg_local *lc, entry *e, uint64_t now, int all,
         return 1;
     }
     if (e->units && (all || now >= e->reset_at)) {
-        if (all && now < e->reset_at) {
-            e->give += e->units;
-            lc->held -= e->units;
-            e->units = 0;
-        } else {
+        if (all && now < e->reset_at)
+            lease_give(lc, e);
+        else
             lease_lapse(lc, e);
-        }
     }
     if (!e->give)
         return 0;
+    /* A bucket that refilled past the take holds none of it any more. */
+    uint64_t hold = UINT64_MAX;
+    if (lc->algorithm == FG_TOKEN_BUCKET)
+        hold = e->give_until > now ? e->give_until - now : 0;
+    if (!hold) {
+        e->give = 0;
+        return 0;
+    }
     ask_for(a, FG_LOCAL_GIVE, e, e->give);
+    a->age_us = now > e->give_at ? now - e->give_at : 0;
+    a->hold_us = hold;
     e->give = 0;
     return 1;
 }

@@ -515,13 +515,15 @@ int fg__rbatch_value(const redisReply *r, size_t i, const fg__rcheck *c,
 
 int fg__rrefund_init(fg__rrefund *rf, const fg__algo_params *p,
                      const fg__rlim *rl, const char *key, size_t keylen,
-                     uint64_t cost, uint64_t now_us)
+                     uint64_t cost, uint64_t now_us, const fg__taken *t)
 {
-    int rc = build_key(&rf->k, p, rl, key, keylen, now_us);
+    /* A fixed window's key is the window that took the units. */
+    uint64_t at = now_us > t->age_us ? now_us - t->age_us : 1;
+    int rc = build_key(&rf->k, p, rl, key, keylen, at);
     if (rc != FG_OK)
         return rc;
     rf->eval = 0;
-    rf->p2len = rf->p3len = 0;
+    rf->p2len = rf->p3len = rf->p4len = 0;
     switch (p->algorithm) {
     case FG_FIXED_WINDOW:
         rf->kind[0] = 'f';
@@ -530,12 +532,16 @@ int fg__rrefund_init(fg__rrefund *rf, const fg__algo_params *p,
     case FG_SLIDING_WINDOW:
         rf->kind[0] = 's';
         rf->p1len = fg__redis_u64(rf->p1, p->period_us);
+        rf->p2len = fg__redis_u64(rf->p2, t->age_us);
         break;
     case FG_TOKEN_BUCKET:
         rf->kind[0] = 't';
         rf->p1len = fg__redis_u64(rf->p1, p->scale);
         rf->p2len = fg__redis_u64(rf->p2, p->unit_us);
         rf->p3len = fg__redis_u64(rf->p3, p->unit_frac);
+        /* '' for no bound: an argument Lua reads exactly. */
+        if (t->hold_us != FG__HOLD_ANY)
+            rf->p4len = fg__redis_u64(rf->p4, t->hold_us);
         break;
     default:
         return FG_ENOTSUP;
@@ -557,8 +563,10 @@ void fg__rrefund_cmd(fg__rrefund *rf, const fg__redis_shas *shas)
     arg(c, rf->p1, rf->p1len);
     if (rf->p2len)
         arg(c, rf->p2, rf->p2len);
-    if (rf->p3len)
+    if (rf->p3len) {
         arg(c, rf->p3, rf->p3len);
+        arg(c, rf->p4, rf->p4len);
+    }
 }
 
 int fg__rrefund_reply(fg__rrefund *rf, const redisReply *r)

@@ -190,16 +190,16 @@ int fg__rbatch_value(const redisReply *r, size_t i, const fg__rcheck *c,
 typedef struct fg__rrefund {
     int eval; /* NOSCRIPT seen: sent again with EVAL */
     char kind[2];
-    size_t nowlen, p1len, p2len, p3len;
-    char p1[21], p2[21], p3[21];
+    size_t nowlen, p1len, p2len, p3len, p4len;
+    char p1[21], p2[21], p3[21], p4[21];
     fg__rcmd k; /* key, cost and now; its argv is rebuilt for each send */
 } fg__rrefund;
 
-/* Fill 'rf' for refunding 'cost' of 'key' at 'now_us' (0: Redis TIME).
- * FG_OK, FG_EKEY or FG_ENOTSUP (naive_get_set). */
+/* Fill 'rf' for refunding 'cost' of 'key' at 'now_us' (0: Redis TIME),
+ * taken when 't' says. FG_OK, FG_EKEY or FG_ENOTSUP (naive_get_set). */
 int fg__rrefund_init(fg__rrefund *rf, const fg__algo_params *p,
                      const fg__rlim *rl, const char *key, size_t keylen,
-                     uint64_t cost, uint64_t now_us);
+                     uint64_t cost, uint64_t now_us, const fg__taken *t);
 
 /* The refund script's call into 'rf->k': EVALSHA, or EVAL after NOSCRIPT
  * or while 'shas' does not know it. */

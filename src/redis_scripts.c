@@ -302,15 +302,17 @@ static const char lua_token[] = LUA_COMMON LUA_MULQR LUA_TAT
     "return out\n";
 
 /* fg__algo_refund of algo.c: give back ARGV[2] units, never below zero,
- * never creating a key, keeping each key's expiry. ARGV[1] says which:
- *   'f' fixed window: KEYS[1] is the window's key, ARGV[4] the limit (a
- *       count above it holds refused units nobody gave back: they are not
- *       refunded);
+ * never creating a key, keeping each key's expiry, to the window or the
+ * bucket's debt that took them. ARGV[1] says which:
+ *   'f' fixed window: KEYS[1] is the key of the window that took them,
+ *       ARGV[4] the limit (a count above it holds refused units nobody
+ *       gave back: they are not refunded);
  *   's' sliding window: KEYS[1] the base ending in ':', ARGV[4] the
- *       period; this window's key if it exists, else the previous one's;
+ *       period, ARGV[5] how long ago they were taken: that window's key;
  *   't' token bucket: ARGV[4..6] scale, unit_us, unit_frac; TAT moves
- *       back by cost * T but not before now (a bucket back at now is
- *       deleted: the same as a full one).
+ *       back by cost * T, but by ARGV[7] us at most ('': no bound), and
+ *       not before now (a bucket back at now is deleted: the same as a
+ *       full one).
  * ARGV[3] is now_us ('' = Redis TIME). Returns 1 when a key changed. */
 static const char lua_refund[] = LUA_COMMON LUA_MULQR LUA_TAT
     "local kind, cost = ARGV[1], tonumber(ARGV[2])\n"
@@ -334,8 +336,8 @@ static const char lua_refund[] = LUA_COMMON LUA_MULQR LUA_TAT
     "  now = tm[1] * 1000000 + tm[2]\n"
     "end\n"
     "if kind == 's' then\n"
-    "  local w = idiv(now, tonumber(ARGV[4]))\n"
-    "  if take(KEYS[1] .. w) or take(KEYS[1] .. (w - 1)) then return 1 end\n"
+    "  local w = idiv(now - tonumber(ARGV[5]), tonumber(ARGV[4]))\n"
+    "  if take(KEYS[1] .. w) then return 1 end\n"
     "  return 0\n"
     "end\n"
     "local sc, uu, uf = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])\n"
@@ -343,7 +345,10 @@ static const char lua_refund[] = LUA_COMMON LUA_MULQR LUA_TAT
     "if not v then return 0 end\n"
     "local s = tat(v, sc)\n"
     "local cq, cr = mulqr(cost, uf, sc)\n"
-    "local a, b = s[1] - cost * uu - cq, s[2] - cr\n"
+    "local bu, bf = cost * uu + cq, cr\n"
+    "local hold = tonumber(ARGV[7])\n"
+    "if hold and bu >= hold then bu, bf = hold, 0 end\n"
+    "local a, b = s[1] - bu, s[2] - bf\n"
     "if b < 0 then a, b = a - 1, b + sc end\n"
     "if a < now or (a == now and b == 0) then\n"
     "  redis.call('DEL', KEYS[1])\n"

@@ -193,3 +193,8 @@ void fg_store_close(fg_store *st)
     if (st)
         st->ops->close(st);
 }
+
+uint64_t fg__store_now(fg_store *st)
+{
+    return st->ops->now ? st->ops->now(st) : fg__mono_precise_us();
+}

@@ -24,10 +24,11 @@ typedef struct fg__store_ops {
     /* Take ownership of 'req' and complete it with fg__req_done() exactly
      * once (possibly before returning). NULL: the store has no async form. */
     void (*check_async)(fg_store *st, fg__req *req);
-    /* Give back 'cost' units of 'key' (see fg_refund); on an async store,
+    /* Give back 'cost' units of 'key' taken when 't' says (see
+     * fg_refund_at; its age on the limiter's clock); on an async store,
      * queue it and return. NULL: refunds are not supported. */
     int (*refund)(fg_store *st, fg_limiter *l, const char *key, size_t keylen,
-                  uint64_t cost);
+                  uint64_t cost, const fg__taken *t);
     /* fg_peek: fill 'd' (all but 'd->source') with what 'key' holds now,
      * writing nothing, blocking within the limit's timeout even on an
      * async store. fg_reset: delete every window of 'key'. Both take the
@@ -38,6 +39,9 @@ typedef struct fg__store_ops {
                 fg_decision *d);
     int (*reset)(fg_store *st, fg_limiter *l, const char *key, size_t keylen);
     uint64_t (*keys)(fg_store *st);
+    /* The time on the clock the store decides on, for the age of a refund
+     * (fg__taken). NULL: the library's clock (fg__mono_precise_us). */
+    uint64_t (*now)(fg_store *st);
     void (*close)(fg_store *st);
     /* A store of several servers (shards): which of its 'nodes' (fixed at
      * open) holds 'key', and each node's name and last error. The limiter
@@ -82,6 +86,9 @@ fg_store *fg__store_sentinel_open(const char *url, struct event_base *base,
                                   char *err, size_t errlen);
 int fg__store_sentinel_url_check(const char *url, char *err, size_t errlen);
 const char *fg__store_sentinel_last_error(fg_store *st);
+
+/* 'st''s time for refund ages: see 'now' above. */
+uint64_t fg__store_now(fg_store *st);
 
 /* The node of 'key' on 'st' (0 on a store of one node). */
 static inline unsigned fg__store_node_of(fg_store *st, const char *key,

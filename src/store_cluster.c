@@ -288,7 +288,7 @@ static int cluster_check(fg_store *s, fg_limiter *l, const char *key,
 }
 
 static int cluster_refund(fg_store *s, fg_limiter *l, const char *key,
-                          size_t keylen, uint64_t cost)
+                          size_t keylen, uint64_t cost, const fg__taken *t)
 {
     cluster_store *st = (cluster_store *)s;
     int rc, k = route(st, key, keylen, &rc);
@@ -297,7 +297,7 @@ static int cluster_refund(fg_store *s, fg_limiter *l, const char *key,
     fg_store *nd = atomic_load(&st->node[k]);
     /* A refund whose slot moved meanwhile is lost: the key stays counted,
      * which can refuse a request too many, never admit one. */
-    return nd->ops->refund(nd, l, key, keylen, cost);
+    return nd->ops->refund(nd, l, key, keylen, cost, t);
 }
 
 /* An operator's peek or reset goes to the master of the key's slot as

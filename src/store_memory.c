@@ -529,10 +529,15 @@ static void mem_check_async(fg_store *st, fg__req *req)
     fg__req_done(req, rc, &d);
 }
 
+static uint64_t mem_now(fg_store *st)
+{
+    return store_now((mem_store *)st);
+}
+
 /* Give back 'cost' units of a key that is there; a key that is not (never
  * seen, or evicted) has nothing to give back. */
 static int mem_refund(fg_store *st, fg_limiter *l, const char *key,
-                      size_t keylen, uint64_t cost)
+                      size_t keylen, uint64_t cost, const fg__taken *t)
 {
     mem_store *m = (mem_store *)st;
     uint64_t now = store_now(m);
@@ -542,7 +547,7 @@ static int mem_refund(fg_store *st, fg_limiter *l, const char *key,
     stripe_lock(s);
     size_t i = table_find(s, h, ident_of(l->id, keylen), key, keylen, &found);
     if (found)
-        fg__algo_refund(&l->p, &s->slots[i].state, now, cost);
+        fg__algo_refund(&l->p, &s->slots[i].state, now, cost, t);
     else
         s->misses++;
     stripe_unlock(s);
@@ -662,6 +667,7 @@ static const fg__store_ops mem_ops = {
     .reset = mem_reset,
     .keys = mem_keys,
     .close = mem_close,
+    .now = mem_now,
 };
 
 /* The lookups that did not find their key (a new key, or a refund of one

@@ -106,6 +106,14 @@ static uint64_t wall_clock(void *ctx)
     return fg__wall_us();
 }
 
+/* The caller's clock, which fixed windows are keyed on (Redis TIME runs at
+ * the same rate). */
+static uint64_t redis_now(fg_store *s)
+{
+    redis_store *st = (redis_store *)s;
+    return st->clock(st->clock_ctx);
+}
+
 /* The time a check sends: the caller's clock for windows and
  * 'clock_client' limits, else 0 (the script reads Redis TIME). */
 static uint64_t check_now(redis_store *st, const fg_limiter *l)
@@ -260,7 +268,7 @@ static int redis_check(fg_store *s, fg_limiter *l, const char *key,
  * the reply within the limit's timeout: one round trip (two after
  * NOSCRIPT). */
 static int redis_refund(fg_store *s, fg_limiter *l, const char *key,
-                        size_t keylen, uint64_t cost)
+                        size_t keylen, uint64_t cost, const fg__taken *t)
 {
     redis_store *st = (redis_store *)s;
     uint64_t deadline =
@@ -268,7 +276,7 @@ static int redis_refund(fg_store *s, fg_limiter *l, const char *key,
     fg__rsconn c;
     fg__rrefund rf;
     int rc = fg__rrefund_init(&rf, &l->p, l->store_data, key, keylen, cost,
-                              check_now(st, l));
+                              check_now(st, l), t);
     if (rc != FG_OK)
         return rc;
     rc = fg__rpool_get(&st->node, deadline, &c);
@@ -865,7 +873,7 @@ static void on_refund(redisAsyncContext *ac, void *reply, void *priv)
 /* Queue a refund with the checks: written with the next batch, its reply
  * read and dropped by on_refund. */
 static int redis_refund_async(fg_store *s, fg_limiter *l, const char *key,
-                              size_t keylen, uint64_t cost)
+                              size_t keylen, uint64_t cost, const fg__taken *t)
 {
     redis_store *st = (redis_store *)s;
     int rc = FG_EBACKEND;
@@ -883,7 +891,7 @@ static int redis_refund_async(fg_store *s, fg_limiter *l, const char *key,
         return FG_ENOMEM;
     rf->st = st;
     rc = fg__rrefund_init(&rf->r, &l->p, l->store_data, key, keylen, cost,
-                          check_now(st, l));
+                          check_now(st, l), t);
     if (rc == FG_OK) {
         fg__rrefund_cmd(&rf->r, &st->node.shas);
         if (fg__rasync_append(cn->ac, on_refund, rf, &rf->r.k) == REDIS_OK)
@@ -1106,6 +1114,7 @@ static const fg__store_ops redis_ops = {
     .reset = redis_reset,
     .keys = redis_keys,
     .close = redis_close,
+    .now = redis_now,
     .node_name = redis_node_name,
     .node_error = redis_node_error,
 };
@@ -1121,6 +1130,7 @@ static const fg__store_ops redis_async_ops = {
     .reset = redis_reset,
     .keys = redis_keys,
     .close = redis_close,
+    .now = redis_now,
     .node_name = redis_node_name,
     .node_error = redis_node_error,
 };

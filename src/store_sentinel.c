@@ -880,13 +880,13 @@ static int sentinel_check(fg_store *s, fg_limiter *l, const char *key,
 }
 
 static int sentinel_refund(fg_store *s, fg_limiter *l, const char *key,
-                           size_t keylen, uint64_t cost)
+                           size_t keylen, uint64_t cost, const fg__taken *t)
 {
     sentinel_store *st = (sentinel_store *)s;
     inner *in = take(st);
     if (!in)
         return no_master(st, st->evb != NULL);
-    int rc = in->st->ops->refund(in->st, l, key, keylen, cost);
+    int rc = in->st->ops->refund(in->st, l, key, keylen, cost, t);
     settle(st, in, rc, st->evb != NULL);
     return rc;
 }

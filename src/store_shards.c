@@ -152,10 +152,10 @@ static void shards_check_async(fg_store *s, fg__req *req)
 }
 
 static int shards_refund(fg_store *s, fg_limiter *l, const char *key,
-                         size_t keylen, uint64_t cost)
+                         size_t keylen, uint64_t cost, const fg__taken *t)
 {
     fg_store *nd = node_of_key((shards_store *)s, key, keylen);
-    return nd->ops->refund(nd, l, key, keylen, cost);
+    return nd->ops->refund(nd, l, key, keylen, cost, t);
 }
 
 /* An operator's peek or reset goes to the key's node, as its checks. */

@@ -23,8 +23,10 @@ static void decide(const fg__algo_params *p)
             uint64_t expires;
             uint64_t now = nows[i] + (i ? p->period_us : 0);
             if (fg__algo_check(p, &s, now, costs[k], &d, &expires) == FG_OK &&
-                d.allowed)
-                fg__algo_refund(p, &s, now, costs[k]);
+                d.allowed) {
+                fg__taken t = {k, k ? FG__HOLD_ANY : 1};
+                fg__algo_refund(p, &s, now, costs[k], &t);
+            }
         }
     }
 }

@@ -711,6 +711,14 @@ static void twin_refund(fg_limiter *lm, fg_limiter *lr, const char *key,
     CHECK_EQ(fg_refund(lr, key, strlen(key), cost), FG_OK);
 }
 
+/* fg_refund_at of units taken 'age' ago, holding 'hold' of a bucket. */
+static void twin_refund_at(fg_limiter *lm, fg_limiter *lr, const char *key,
+                           uint64_t cost, uint64_t age, uint64_t hold)
+{
+    CHECK_EQ(fg_refund_at(lm, key, strlen(key), cost, age, hold), FG_OK);
+    CHECK_EQ(fg_refund_at(lr, key, strlen(key), cost, age, hold), FG_OK);
+}
+
 /* Allowed checks of cost 1 in a row, up to 'max' + 1 tries. */
 static int twin_run(struct event_base *base, fg_limiter *lm, fg_limiter *lr,
                     const char *key, int max, int *diff)
@@ -735,8 +743,9 @@ static long long admin_int(redisContext *admin, const char *cmd,
  * store on the same fake clock: use up the limit, refund 3 (after SCRIPT
  * FLUSH, so the refund meets NOSCRIPT) -> exactly 3 more; refund more than
  * taken -> the full limit again, not beyond; a refund of an unknown key
- * creates none; random checks and refunds across window edges decide as
- * the memory store does; every key keeps an expiry. */
+ * creates none; random checks and refunds (fg_refund_at of units taken up
+ * to two windows before, a bucket's hold bounded or not) across window
+ * edges decide as the memory store does; every key keeps an expiry. */
 static void refunds(const char *url, int async)
 {
     static const fg_algorithm algos[] = {FG_FIXED_WINDOW, FG_SLIDING_WINDOW,
@@ -789,6 +798,17 @@ static void refunds(const char *url, int async)
         twin_refund(lm, lr, "u", 2);
         int past = twin_run(base, lm, lr, "u", 2, &diff);
 
+        /* Units taken a window ago go back to that window (a sliding
+         * window's previous one), not to this one: 5 taken, a window on 2
+         * more, then 3 of the 5 given back. */
+        int edge_before = diff;
+        twin_check(base, lm, lr, "e", 5, &diff);
+        fake_now += 3600000000ull;
+        twin_check(base, lm, lr, "e", 2, &diff);
+        twin_refund_at(lm, lr, "e", 3, 3600000000ull, 0);
+        int edge = twin_run(base, lm, lr, "e", 10, &diff);
+        int edge_diff = diff - edge_before;
+
         /* A refund of a key never seen creates nothing. */
         long long before = admin_int(admin, "DBSIZE", NULL);
         CHECK_EQ(fg_refund(lr, "nokey", 5, 4), FG_OK);
@@ -808,8 +828,13 @@ static void refunds(const char *url, int async)
                 fake_now += rnd() % 600000000u; /* up to 10 min */
             snprintf(key, sizeof key, "r%u", (x >> 4) % 3);
             uint64_t cost = 1 + rnd() % 3;
-            if (x % 5 < 2) {
+            if (x % 5 == 0) {
                 twin_refund(lm, lr, key, cost);
+                refunded++;
+            } else if (x % 5 == 1) {
+                uint64_t age = (uint64_t)rnd() * 2 % 7200000000ull;
+                uint64_t hold = x & 64 ? UINT64_MAX : rnd() % 3600000000u;
+                twin_refund_at(lm, lr, key, cost, age, hold);
                 refunded++;
             } else {
                 twin_check(base, lm, lr, key, cost, &diff);
@@ -852,9 +877,10 @@ static void refunds(const char *url, int async)
                "of 2 -> %d of 11; refund 2 -> %d of 3; unknown key: DBSIZE "
                "%lld -> %lld, %zu keys; %d checks + %d refunds at random; "
                "%d keys, %d without expiry; %d decisions differ from "
-               "memory; %ld allocations in 20 refunds\n",
+               "memory; %ld allocations in 20 refunds; a window on, %d fit "
+               "(%d differ)\n",
                an, mode, first, again, full, past, before, after, nokeys, steps,
-               refunded, keys, no_ttl, diff, refund_allocs);
+               refunded, keys, no_ttl, diff, refund_allocs, edge, edge_diff);
         CHECK_EQ(first, 10);
         CHECK_EQ(again, 3);
         CHECK_EQ(full, 10);
@@ -864,6 +890,11 @@ static void refunds(const char *url, int async)
         CHECK(keys > 0);
         CHECK_EQ(no_ttl, 0);
         CHECK_EQ(diff, 0);
+        CHECK_EQ(edge_diff, 0);
+        /* Fixed window and token bucket: 8 (the 5 gone with their window
+         * or refilled); sliding: 6 (the 5 weighed 4.9, the 2 of them left
+         * weigh 1.97). */
+        CHECK_EQ(edge, algos[a] == FG_SLIDING_WINDOW ? 6 : 8);
         fg_limiter_free(lm);
         fg_limiter_free(lr);
     }

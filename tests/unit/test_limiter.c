@@ -422,6 +422,83 @@ static void test_refunds(void)
     }
 }
 
+/* Units that fit now, taken one at a time. */
+static int fill(fg_limiter *lim, const char *key)
+{
+    int n = 0;
+    while (n < 100 && allowed_now(lim, key))
+        n++;
+    return n;
+}
+
+/* fg_refund_at gives units back to the window that took them, or to the
+ * part of the bucket's debt that still holds them, never to a later one:
+ * 5 taken early in one window, the next window filled, then the 5 given
+ * back must not add room to the window that did not take them. */
+static void test_refund_at(void)
+{
+    fg_decision d;
+    /* Fixed window 10/s: the 5 of window 200 die with it. */
+    fake_now = 200 * SEC + 500 * MS;
+    fg_store *st = open_store();
+    fg_limit l = limit_of("10/s", FG_FIXED_WINDOW, FG_FAIL_OPEN);
+    fg_limiter *lim = fg_limiter_new(st, &l, NULL, 0);
+    CHECK_EQ(fg_check(lim, "u", 1, 5, &d), FG_OK);
+    CHECK(d.allowed);
+    fake_now = 201 * SEC + 990 * MS;
+    CHECK_EQ(fill(lim, "u"), 10);
+    CHECK_EQ(fg_refund_at(lim, "u", 1, 5, 1490 * MS, UINT64_MAX), FG_OK);
+    CHECK_EQ(fill(lim, "u"), 0);
+    /* The same refund of this window's units gives them back. */
+    CHECK_EQ(fg_refund_at(lim, "u", 1, 5, 0, UINT64_MAX), FG_OK);
+    CHECK_EQ(fill(lim, "u"), 5);
+    fg_limiter_free(lim);
+
+    /* Sliding window 10/s: 5 taken at 300.5 weigh 4 at 301.2, so 6 fit.
+     * Given back, they leave the previous window (4 more fit), not this
+     * one (which would let 5 more in, 11 in the span of one window). */
+    l = limit_of("10/s", FG_SLIDING_WINDOW, FG_FAIL_OPEN);
+    lim = fg_limiter_new(st, &l, NULL, 0);
+    fake_now = 300 * SEC + 500 * MS;
+    CHECK_EQ(fg_check(lim, "s", 1, 5, &d), FG_OK);
+    CHECK(d.allowed);
+    fake_now = 301 * SEC + 200 * MS;
+    CHECK_EQ(fill(lim, "s"), 6);
+    CHECK_EQ(fg_refund_at(lim, "s", 1, 5, 700 * MS, UINT64_MAX), FG_OK);
+    CHECK_EQ(fill(lim, "s"), 4);
+    /* Two windows on, the units are gone with their window. */
+    fake_now = 303 * SEC + 200 * MS;
+    CHECK_EQ(fill(lim, "s"), 10);
+    CHECK_EQ(fg_refund_at(lim, "s", 1, 5, 2700 * MS, UINT64_MAX), FG_OK);
+    CHECK_EQ(fill(lim, "s"), 0);
+    fg_limiter_free(lim);
+
+    /* Token bucket 10/s: 6 taken from a full bucket at 400.0 (refilled
+     * by 400.6), then 10 at 400.7. The 6 are no longer in the debt:
+     * giving them back with what they still hold (reset 600 ms less the
+     * age 700 ms: nothing) adds nothing; 3 fit at 401.06, as without
+     * them. */
+    l = limit_of("10/s", FG_TOKEN_BUCKET, FG_FAIL_OPEN);
+    lim = fg_limiter_new(st, &l, NULL, 0);
+    fake_now = 400 * SEC;
+    CHECK_EQ(fg_check(lim, "t", 1, 6, &d), FG_OK);
+    CHECK(d.allowed);
+    CHECK_EQ(d.reset_us, 600 * MS);
+    fake_now = 400 * SEC + 700 * MS;
+    CHECK_EQ(fill(lim, "t"), 10);
+    CHECK_EQ(fg_refund_at(lim, "t", 1, 4, 700 * MS, 0), FG_OK);
+    fake_now = 401 * SEC + 60 * MS;
+    CHECK_EQ(fill(lim, "t"), 3);
+    /* Units still in the debt go back, but only the part that holds:
+     * 3 taken just now hold 300 ms of the bucket; given back with a hold
+     * of 150 ms, the bucket gets 150 ms back, which with the 60 ms it had
+     * left fits 2 (3 with no bound). */
+    CHECK_EQ(fg_refund_at(lim, "t", 1, 3, 0, 150 * MS), FG_OK);
+    CHECK_EQ(fill(lim, "t"), 2);
+    fg_limiter_free(lim);
+    fg_store_close(st);
+}
+
 /* fg_add's largest units, again and again: a fixed window's count stops
  * where Redis's INCRBY does, so a check after it never wraps around. */
 static void test_add_saturates(void)
@@ -450,6 +527,7 @@ int main(void)
 {
     test_add_saturates();
     test_refunds();
+    test_refund_at();
     test_invalid_limits();
     test_bad_input_never_fails_open();
     test_failure_policy();

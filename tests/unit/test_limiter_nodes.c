@@ -64,9 +64,9 @@ static void fake_check_async(fg_store *s, fg__req *req)
 }
 
 static int fake_refund(fg_store *s, fg_limiter *l, const char *key,
-                       size_t keylen, uint64_t cost)
+                       size_t keylen, uint64_t cost, const fg__taken *t)
 {
-    (void)s, (void)l, (void)key, (void)keylen, (void)cost;
+    (void)s, (void)l, (void)key, (void)keylen, (void)cost, (void)t;
     return FG_OK;
 }
 

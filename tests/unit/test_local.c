@@ -237,7 +237,8 @@ static void sim_send(sim *s, int srv, const fg_local_ask *a, int waiting)
     } else if (a->op == FG_LOCAL_TAKE || a->op == FG_LOCAL_CHECK) {
         p->rc = fg_check(s->shared, a->key, a->keylen, a->units, &p->d);
     } else {
-        p->rc = fg_refund(s->shared, a->key, a->keylen, a->units);
+        p->rc = fg_refund_at(s->shared, a->key, a->keylen, a->units, a->age_us,
+                             a->hold_us);
     }
     fake_now = saved;
 }
@@ -513,8 +514,11 @@ static void test_lease_steps(void)
     CHECK_EQ(fg_local_answer(lc, &a, fake_now, FG_EBACKEND, NULL, NULL), 0);
     sim_free(&s);
 
-    /* Unspent units of a token bucket's lease go back after its life. */
-    lim = lim_of("10/s", FG_TOKEN_BUCKET, "lease:5");
+    /* Unspent units of a token bucket's lease go back after its life,
+     * saying when they were taken and how much of the bucket's time they
+     * still hold: 10/min refills a unit in 6 s, so 3 taken from a full
+     * bucket hold it 18 s, and 1 s later 17 s. */
+    lim = lim_of("10/min", FG_TOKEN_BUCKET, "lease:5");
     sim_init(&s, &lim, 1, 0);
     lc = s.lc[0];
     fake_now = 7100 * SEC;
@@ -530,8 +534,25 @@ static void test_lease_steps(void)
     CHECK_EQ(fg_local_due(lc, fake_now + 1001 * MS, due, 4), 1);
     CHECK_EQ(due[0].op, FG_LOCAL_GIVE);
     CHECK_EQ(due[0].units, 2);
+    CHECK_EQ(due[0].age_us, 1001 * MS);
+    CHECK_EQ(due[0].hold_us, 18 * SEC - 1001 * MS);
     CHECK_EQ(fg_local_held(lc), 0);
     fg_local_answer(lc, &due[0], fake_now, FG_OK, NULL, NULL);
+    sim_free(&s);
+
+    /* 10/s refills those 3 in 300 ms: after the lease's 1 s life the
+     * bucket holds none of them, and nothing is sent. */
+    lim = lim_of("10/s", FG_TOKEN_BUCKET, "lease:5");
+    sim_init(&s, &lim, 1, 0);
+    lc = s.lc[0];
+    CHECK_EQ(fg_local_check(lc, "g", 1, 3, fake_now, &d, &a, NULL),
+             FG_LOCAL_ASKED);
+    CHECK_EQ(fg_check(s.shared, "g", 1, a.units, &d), FG_OK);
+    fg_local_answer(lc, &a, fake_now, FG_OK, &d, NULL);
+    CHECK_EQ(fg_local_check(lc, "g", 1, 1, fake_now, &d, &a, NULL), FG_OK);
+    CHECK_EQ(fg_local_held(lc), 2);
+    CHECK_EQ(fg_local_due(lc, fake_now + 1001 * MS, due, 4), 0);
+    CHECK_EQ(fg_local_held(lc), 0);
     sim_free(&s);
 
     /* A fixed window's units die with it: nothing to send. */
@@ -559,6 +580,86 @@ static void test_lease_steps(void)
         CHECK_EQ(due[0].units, held);
         fg_local_answer(lc, &due[0], fake_now, FG_OK, NULL, NULL);
     }
+    sim_free(&s);
+}
+
+/* Units of 'key' an exact server admits now, one at a time. */
+static uint64_t exact_fill(sim *s, const char *key)
+{
+    fg_decision d;
+    uint64_t n = 0;
+    while (n < 100 && fg_check(s->shared, key, strlen(key), 1, &d) == FG_OK &&
+           d.allowed)
+        n++;
+    return n;
+}
+
+/* A lease's unspent units go back to the window or bucket's debt that
+ * took them, never to a later one: with other servers deciding exactly
+ * beside it, the span of one window (one bucket) never holds more than
+ * the limit. */
+static void test_lease_give_back(void)
+{
+    /* Sliding window 10/s: this server takes 1 at w+0.80 and 6 at w+0.85
+     * (window w counts 7), and spends 2. Another admits 5 at w+1.30 (7
+     * weigh 4.9). The lease's 5 go back at w+1.90, to window w; a third
+     * server then admits 4 at w+1.95, 9 in window w+1. (Given back to
+     * window w+1 instead, 9 more would fit: 14.) */
+    fg_limit lim = lim_of("10/s", FG_SLIDING_WINDOW, "lease:6");
+    sim s;
+    sim_init(&s, &lim, 1, 0);
+    uint64_t w = 3000 * SEC;
+    fake_now = w + 800 * MS;
+    sim_request(&s, 0, "k", 1);
+    sim_deliver(&s);
+    fake_now = w + 850 * MS;
+    sim_request(&s, 0, "k", 1);
+    sim_deliver(&s);
+    CHECK_EQ(s.allowed, 2);
+    CHECK_EQ(fg_local_held(s.lc[0]), 5);
+    fake_now = w + 1300 * MS;
+    uint64_t second = exact_fill(&s, "k");
+    CHECK_EQ(second, 5);
+    fake_now = w + 1900 * MS;
+    uint64_t asks = s.asks;
+    sim_tick(&s);
+    CHECK_EQ(s.asks, asks + 1); /* the give-back */
+    CHECK_EQ(fg_local_held(s.lc[0]), 0);
+    fake_now = w + 1950 * MS;
+    uint64_t third = exact_fill(&s, "k");
+    CHECK_EQ(third, 4);
+    CHECK(second + third <= 10);
+    sim_free(&s);
+
+    /* Token bucket 10/s: this server takes 1 at t and 6 at t+0.05 (full
+     * again at t+0.7), and spends 3. Another drains 10 at t+0.7. The
+     * lease's 4 lapse at t+1.05: the bucket refilled past them, so
+     * nothing is sent, and 3 fit at t+1.06: 13 in [t+0.7, t+1.06], as
+     * exact allows. (Given back, 4 more would fit: 17.) */
+    lim = lim_of("10/s", FG_TOKEN_BUCKET, "lease:6");
+    sim_init(&s, &lim, 1, 0);
+    uint64_t t = 4000 * SEC;
+    fake_now = t;
+    sim_request(&s, 0, "b", 1);
+    sim_deliver(&s);
+    fake_now = t + 50 * MS;
+    sim_request(&s, 0, "b", 1);
+    sim_deliver(&s);
+    fake_now = t + 60 * MS;
+    sim_request(&s, 0, "b", 1);
+    CHECK_EQ(s.allowed, 3);
+    CHECK_EQ(fg_local_held(s.lc[0]), 4);
+    fake_now = t + 700 * MS;
+    second = exact_fill(&s, "b");
+    CHECK_EQ(second, 10);
+    fake_now = t + 1050 * MS;
+    asks = s.asks;
+    sim_tick(&s);
+    CHECK_EQ(s.asks, asks);
+    CHECK_EQ(fg_local_held(s.lc[0]), 0);
+    fake_now = t + 1060 * MS;
+    third = exact_fill(&s, "b");
+    CHECK_EQ(third, 3);
     sim_free(&s);
 }
 
@@ -953,6 +1054,7 @@ int main(void)
     test_sync_token();
     test_lease();
     test_lease_steps();
+    test_lease_give_back();
     test_lease_window_end();
     test_waiters();
     test_sync_failure();

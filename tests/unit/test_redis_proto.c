@@ -486,7 +486,8 @@ static void test_proto_batch(void)
     free(tl);
 }
 
-/* Refunds: the script's arguments per algorithm; NOSCRIPT once. */
+/* Refunds: the script's arguments per algorithm, to the window or bucket
+ * debt that took the units; NOSCRIPT once. */
 static void test_proto_refund(void)
 {
     fg__algo_params f = params(FG_FIXED_WINDOW, 10, 1000000, 0);
@@ -495,8 +496,9 @@ static void test_proto_refund(void)
     fg__redis_shas shas;
     fg__rrefund rf;
     memset(&shas, 0, sizeof shas);
-    CHECK_EQ(fg__rrefund_init(&rf, &n, fl, "u", 1, 1, 1), FG_ENOTSUP);
-    CHECK_EQ(fg__rrefund_init(&rf, &f, fl, "u", 1, 2, 3100000), FG_OK);
+    fg__taken now = {0, FG__HOLD_ANY};
+    CHECK_EQ(fg__rrefund_init(&rf, &n, fl, "u", 1, 1, 1, &now), FG_ENOTSUP);
+    CHECK_EQ(fg__rrefund_init(&rf, &f, fl, "u", 1, 2, 3100000, &now), FG_OK);
     char sha[] = "89abcdef0123456789abcdef0123456789abcdef";
     redisReply sr = {REDIS_REPLY_STRING, 0, 40, sha, 0, NULL};
     fg__redis_sha_learn(&shas, FG__LUA_REFUND, &sr);
@@ -513,13 +515,31 @@ static void test_proto_refund(void)
     char ok[] = "OK";
     redisReply st = {REDIS_REPLY_STATUS, 0, 2, ok, 0, NULL};
     CHECK_EQ(fg__rrefund_reply(&rf, &st), FG_EPROTO);
+    /* Taken 200 ms ago: window 2's key, not the current window 3's. */
+    fg__taken aged = {200000, FG__HOLD_ANY};
+    CHECK_EQ(fg__rrefund_init(&rf, &f, fl, "u", 1, 2, 3100000, &aged), FG_OK);
+    fg__rrefund_cmd(&rf, &shas);
+    CHECK_STR(line(&rf.k), "EVALSHA 89abcdef0123456789abcdef0123456789abcdef "
+                           "1 fg:api:{u}:2 f 2 3100000 10");
+    fg__algo_params sw = params(FG_SLIDING_WINDOW, 10, 1000000, 0);
+    fg__rlim *sl = rlim_for(&sw);
+    CHECK_EQ(fg__rrefund_init(&rf, &sw, sl, "u", 1, 3, 0, &aged), FG_OK);
+    fg__rrefund_cmd(&rf, &shas);
+    CHECK_STR(line(&rf.k), "EVALSHA 89abcdef0123456789abcdef0123456789abcdef "
+                           "1 fg:api:{u}: s 3  1000000 200000");
     fg__algo_params t = params(FG_TOKEN_BUCKET, 10, 1000000, 0);
     fg__rlim *tl = rlim_for(&t);
-    CHECK_EQ(fg__rrefund_init(&rf, &t, tl, "u", 1, 1, 0), FG_OK);
+    CHECK_EQ(fg__rrefund_init(&rf, &t, tl, "u", 1, 1, 0, &now), FG_OK);
     fg__rrefund_cmd(&rf, &shas);
-    CHECK_EQ(rf.k.argc, 10);
+    CHECK_EQ(rf.k.argc, 11);
     CHECK(rf.k.len[3] == 10 && memcmp(rf.k.argv[3], "fg:api:{u}", 10) == 0);
-    CHECK(rf.k.argv[4][0] == 't' && rf.k.len[6] == 0);
+    CHECK(rf.k.argv[4][0] == 't' && rf.k.len[6] == 0 && rf.k.len[10] == 0);
+    fg__taken held = {200000, 150000};
+    CHECK_EQ(fg__rrefund_init(&rf, &t, tl, "u", 1, 1, 0, &held), FG_OK);
+    fg__rrefund_cmd(&rf, &shas);
+    CHECK_EQ(rf.k.argc, 11);
+    CHECK(rf.k.len[10] == 6 && memcmp(rf.k.argv[10], "150000", 6) == 0);
+    free(sl);
     free(ns);
     free(one);
     free(fl);

@@ -148,7 +148,9 @@ static void log_modes(const fg__gen *g)
                     "limit=%s mode=%s servers=%" PRIu64 " over_cap=0"
                     " under_cap=%" PRIu64
                     " msg=\"never admits beyond the limit; refuses below it "
-                    "at most the %" PRIu64 " units other servers hold\"",
+                    "at most %" PRIu64
+                    " units, what the other servers hold (and a chunk "
+                    "a server waits to take)\"",
                     lim->name, mode, servers, b.under_cap, b.under_cap);
     }
 }

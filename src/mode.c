@@ -152,7 +152,13 @@ int fg_limit_bound(const fg_limit *lim, unsigned servers, uint64_t rtt_us,
         out->over_cap = others * max_cost;
         break;
     case FG_MODE_LEASE: {
-        uint64_t c = others * fg__lease_max_chunk(lim, max_cost);
+        /* The units the others hold; and a token bucket's or sliding
+         * window's server whose chunk did not fit waits until it does,
+         * refusing meanwhile while fewer units than the chunk came back. */
+        uint64_t chunk = fg__lease_max_chunk(lim, max_cost);
+        uint64_t c = others * chunk;
+        if (lim->algorithm != FG_FIXED_WINDOW)
+            c += chunk - 1;
         out->under_cap = c < max_cost ? c : max_cost;
         break;
     }

@@ -79,7 +79,9 @@ for (const r of rs) {
   if (r.strategy === 'atomic') {
     out(r.allowed === limit, `atomic ${c}: exact (${r.allowed} allowed, limit ${limit})`);
   } else if (r.strategy === 'lease') {
-    bound = Math.min((N - 1) * chunk, limit);
+    // The others' chunks, and the chunk less one that a server waits to
+    // take from the lab's token bucket.
+    bound = Math.min((N - 1) * chunk + chunk - 1, limit);
     out(r.bound === bound && r.bound_of === 'under' && r.chunk === chunk,
         `lease ${c}: the stated bound is ${bound} (${r.bound} ${r.bound_of}, chunk ${r.chunk})`);
     out(r.allowed <= limit && r.over === 0, `lease ${c}: never over the limit (${r.allowed} allowed)`);

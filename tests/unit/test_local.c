@@ -166,6 +166,16 @@ static void test_parse(void)
     lim = lim_of("100/s", FG_FIXED_WINDOW, "lease");
     CHECK_EQ(fg_limit_bound(&lim, 8, 0, &b), FG_OK);
     CHECK_EQ(b.under_cap, 100);
+    /* A token bucket's or sliding window's server waits for its chunk to
+     * fit: one server alone may refuse up to a chunk less one. */
+    lim = lim_of("100/s", FG_TOKEN_BUCKET, "lease:10");
+    CHECK_EQ(fg_limit_bound(&lim, 1, 0, &b), FG_OK);
+    CHECK_EQ(b.under_cap, 9);
+    CHECK_EQ(fg_limit_bound(&lim, 8, 0, &b), FG_OK);
+    CHECK_EQ(b.under_cap, 79);
+    lim = lim_of("100/s", FG_SLIDING_WINDOW, "lease:10");
+    CHECK_EQ(fg_limit_bound(&lim, 8, 0, &b), FG_OK);
+    CHECK_EQ(b.under_cap, 79);
     CHECK_EQ(fg_limit_bound(&lim, 0, 0, &b), FG_EINVAL);
 }
 
@@ -660,6 +670,28 @@ static void test_lease_give_back(void)
     fake_now = t + 1060 * MS;
     third = exact_fill(&s, "b");
     CHECK_EQ(third, 3);
+    sim_free(&s);
+
+    /* One server on an empty token bucket, a request every 120 ms (below
+     * the rate): exact admits all 20. The lease waits for its chunk to fit
+     * and refuses meanwhile, within the stated under_cap. */
+    lim = lim_of("10/s", FG_TOKEN_BUCKET, "lease");
+    sim_init(&s, &lim, 1, 0);
+    fake_now = 5000 * SEC;
+    CHECK_EQ(exact_fill(&s, "q"), 10);
+    for (int i = 0; i < 20; i++) {
+        fake_now += 120 * MS;
+        sim_tick(&s);
+        sim_request(&s, 0, "q", 1);
+        sim_deliver(&s);
+    }
+    fg_mode_bound bd;
+    CHECK_EQ(fg_limit_bound(&lim, 1, 0, &bd), FG_OK);
+    printf("lease token bucket, 1 server below the rate: %llu of 20 "
+           "refused (under_cap %llu)\n",
+           (unsigned long long)s.refused, (unsigned long long)bd.under_cap);
+    CHECK(s.refused > 0);
+    CHECK(s.refused <= bd.under_cap);
     sim_free(&s);
 }
 

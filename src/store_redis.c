@@ -87,6 +87,8 @@ struct fg__aslot {
     int eval;             /* in a batch's first slot: sent with EVAL */
     aslot *wnext;         /* durable: the next check of the same WAIT */
     fg_decision wd;       /* durable: the decision the WAIT confirms */
+    int held;             /* durable: allowed, waiting for the WAIT */
+    uint64_t sent_us;     /* monotonic: when the check was submitted */
 };
 
 /* A refund in flight on the async client, recycled through
@@ -147,8 +149,11 @@ static int pexpire_error(fg__rnode *nd, const redisReply *r)
  * would wait for ever). */
 static void wait_cmd(fg__rcmd *cmd, uint64_t deadline)
 {
+    /* A millisecond short of the deadline, so that WAIT's "no replica"
+     * can arrive in time (Redis fires WAIT timeouts on its cron tick, so
+     * with hz 10 it often does not). WAIT 0 would wait for ever. */
     uint64_t now = fg__mono_precise_us();
-    uint64_t ms = deadline > now + 1000 ? (deadline - now) / 1000 : 1;
+    uint64_t ms = deadline > now + 2000 ? (deadline - now) / 1000 - 1 : 1;
     cmd->argc = 3;
     cmd->argv[0] = "WAIT";
     cmd->len[0] = 4;
@@ -172,9 +177,45 @@ static int not_replicated(fg__rnode *nd)
     return FG_ETIMEOUT;
 }
 
+/* Run check 'k' on 'c'. '*unconfirmed' is set when the check was allowed
+ * but no replica confirmed it (durable): its units are then on the master,
+ * for a request that is not admitted. */
+/* A durable check that no replica confirmed is refused by its policy: give
+ * its units back on the master, sent without waiting (its deadline is
+ * spent; the next exchange drops the reply): on 'c', or on another
+ * connection when WAIT's answer is still owed on 'c'. */
+static void give_back_unconfirmed(redis_store *st, fg__rsconn *c, fg_limiter *l,
+                                  const char *key, size_t keylen, uint64_t cost,
+                                  uint64_t start, const fg_decision *d)
+{
+    uint64_t now = fg__mono_precise_us();
+    fg__taken t = {now - start, FG__HOLD_ANY};
+    if (l->p.algorithm == FG_TOKEN_BUCKET)
+        t.hold_us = d->reset_us > t.age_us ? d->reset_us - t.age_us : 0;
+    fg__rrefund rf;
+    if (fg__rrefund_init(&rf, &l->p, l->store_data, key, keylen, cost,
+                         check_now(st, l), &t) != FG_OK)
+        return;
+    fg__rsconn other;
+    fg__rsconn *g = c;
+    if (c->broken) {
+        uint64_t deadline = now + (uint64_t)l->lim.timeout_ms * 1000u;
+        if (fg__rpool_get(&st->node, deadline, &other) != FG_OK)
+            return;
+        g = &other;
+    }
+    fg__rrefund_cmd(&rf, &st->node.shas);
+    if (fg__rsync_append(g, &rf.k) == FG_OK) {
+        g->skip++;
+        fg__rsync_send_now(g);
+    }
+    if (g == &other)
+        fg__rpool_put(&st->node, &other);
+}
+
 static int sync_run(fg__rnode *nd, fg__rsconn *c, fg__rcheck *k,
                     uint64_t deadline, int asking, int durable, fg_decision *d,
-                    char *errbuf, size_t errlen)
+                    int *unconfirmed, char *errbuf, size_t errlen)
 {
     for (;;) {
         redisReply *r[2] = {0};
@@ -202,16 +243,26 @@ static int sync_run(fg__rnode *nd, fg__rsconn *c, fg__rcheck *k,
                 return FG_ENOMEM;
         }
         rc = fg__rsync_exchange(c, n, r, deadline);
-        if (rc == FG_OK && durable)
-            rc = fg__rsync_exchange(c, 1, &w, deadline);
+        if (rc == FG_OK && durable) {
+            int wrc = fg__rsync_exchange(c, 1, &w, deadline);
+            if (wrc != FG_OK) {
+                /* WAIT did not answer in time: an allowed check counts
+                 * on the master for a request that is not admitted. */
+                *unconfirmed =
+                    fg__rcheck_reply(k, r[0], d) == FG_OK && d->allowed;
+                rc = wrc;
+            }
+        }
         if (rc != FG_OK) {
             for (int i = 0; i < n; i++)
                 freeReplyObject(r[i]);
             return rc;
         }
         rc = fg__rcheck_reply(k, r[0], d);
-        if (rc == FG_OK && d->allowed && durable && !replicated(w))
+        if (rc == FG_OK && d->allowed && durable && !replicated(w)) {
             rc = not_replicated(nd);
+            *unconfirmed = 1;
+        }
         freeReplyObject(w);
         if (rc < 0 && errbuf && r[0]->type == REDIS_REPLY_ERROR)
             snprintf(errbuf, errlen, "%.*s", (int)r[0]->len, r[0]->str);
@@ -239,10 +290,11 @@ int fg__store_redis_check_ex(fg_store *s, fg_limiter *l, const char *key,
                              fg_decision *d, char *errbuf, size_t errlen)
 {
     redis_store *st = (redis_store *)s;
-    uint64_t deadline =
-        fg__mono_precise_us() + (uint64_t)l->lim.timeout_ms * 1000u;
+    uint64_t start = fg__mono_precise_us();
+    uint64_t deadline = start + (uint64_t)l->lim.timeout_ms * 1000u;
     fg__rsconn c;
     fg__rcheck k;
+    int unconfirmed = 0;
     int rc = fg__rcheck_init(&k, &l->p, l->store_data, key, keylen, cost,
                              check_now(st, l));
     if (rc != FG_OK)
@@ -251,7 +303,9 @@ int fg__store_redis_check_ex(fg_store *s, fg_limiter *l, const char *key,
     if (rc != FG_OK)
         return rc;
     rc = sync_run(&st->node, &c, &k, deadline, asking, l->lim.durable, d,
-                  errbuf, errlen);
+                  &unconfirmed, errbuf, errlen);
+    if (unconfirmed)
+        give_back_unconfirmed(st, &c, l, key, keylen, cost, start, d);
     fg__rpool_put(&st->node, &c);
     if (rc != FG_OK)
         fg__rnode_check_error(&st->node, rc);
@@ -356,6 +410,8 @@ static redis_store *store_of(const fg__raconn *cn)
 
 static void chain_fail(redis_store *st, aslot *s, int rc);
 static void on_wait(redisAsyncContext *ac, void *reply, void *priv);
+static int redis_refund_async(fg_store *s, fg_limiter *l, const char *key,
+                              size_t keylen, uint64_t cost, const fg__taken *t);
 
 /* The node tears 'cn' down: checks still waiting for the batch's write
  * never went out. */
@@ -396,6 +452,7 @@ static int hold_for_wait(aslot *s, int rc, const fg_decision *d)
         return 0;
     fg__raconn *cn = s->conn;
     s->wd = *d;
+    s->held = 1;
     s->wnext = NULL;
     if (cn->wtail)
         cn->wtail->wnext = s;
@@ -404,6 +461,20 @@ static int hold_for_wait(aslot *s, int rc, const fg_decision *d)
     cn->wtail = s;
     fg__raconn_want_write(cn);
     return 1;
+}
+
+/* A held check that no replica confirmed (in time) fails, and its policy
+ * decides: its units go back on the master. */
+static void give_back_held(redis_store *st, aslot *s, uint64_t now)
+{
+    fg__req *req = s->req;
+    if (!req || !s->held)
+        return;
+    s->held = 0;
+    fg__taken t = {now > s->sent_us ? now - s->sent_us : 0, FG__HOLD_ANY};
+    if (req->l->p.algorithm == FG_TOKEN_BUCKET)
+        t.hold_us = s->wd.reset_us > t.age_us ? s->wd.reset_us - t.age_us : 0;
+    redis_refund_async(&st->base, req->l, req->key, req->keylen, req->cost, &t);
 }
 
 /* The reply to a WAIT: the checks it was sent for count if a replica holds
@@ -416,8 +487,12 @@ static void on_wait(redisAsyncContext *ac, void *reply, void *priv)
     redisReply *r = reply;
     int rc = !r ? cn->fail_rc : replicated(r) ? FG_OK : not_replicated(cn->st);
     (void)ac;
+    uint64_t now = fg__mono_precise_us();
     while (s) {
         aslot *next = s->wnext;
+        if (r && rc != FG_OK)
+            give_back_held(st, s, now);
+        s->held = 0;
         slot_finish(st, s, rc, rc == FG_OK ? &s->wd : NULL);
         s = next;
     }
@@ -476,6 +551,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
         if (!s->req)
             continue;
         if (s->req->deadline_us <= due) {
+            give_back_held(st, s, now); /* WAIT has not answered */
             fg__req *req = s->req;
             s->req = NULL;
             fg__req_done(req, FG_ETIMEOUT, NULL);
@@ -825,6 +901,7 @@ static void redis_check_async(fg_store *s, fg__req *req)
     if (!req->deadline_us) /* not a check redirected from another node */
         req->deadline_us = t0 + (uint64_t)l->lim.timeout_ms * 1000u;
     sl->deadline_us = req->deadline_us;
+    sl->sent_us = t0;
     sl->prev = st->tail;
     if (st->tail)
         st->tail->next = sl;

@@ -96,6 +96,31 @@ expect_eq "durable, replica up: 10 of 12 (check)" "$(cli "$MPORT" h2 12 replica)
 check "replication link held (black hole)" ctl blackhole on
 out=$("$FGLOAD" -n 12 -c 4 "$U/v1/check?limit=plain&key=k1")
 expect_eq "plain, link held: 10 of 12 (serve)" "$(field "$out" s200)" 10
+# What no replica confirmed was refused, and given back on the master.
+peek() { # peek PORT NAME LIMIT ALGORITHM KEY: remaining, read on that node
+    "$FLOODGATE" check --store "redis://127.0.0.1:$1?prefix=d$$:" --name "$2" \
+        --limit "$3" --algorithm "$4" --timeout 100 --key "$5" --peek 2>&1 |
+        sed -n 's/.*remaining=\([0-9]*\).*/\1/p'
+}
+# serve's give-back goes out on its connection behind the WAIT, and runs
+# when Redis answers that WAIT (its timeouts fire on Redis's 100 ms
+# tick): read again for up to 1 s.
+peek_until() { # peek_until WANT PORT NAME LIMIT ALGORITHM KEY
+    local want=$1 got i
+    shift
+    for i in $(seq 1 20); do
+        got=$(peek "$@")
+        [ "$got" = "$want" ] && break
+        sleep 0.05
+    done
+    echo "$got"
+}
+out=$("$FGLOAD" -n 1 -c 1 "$U/v1/check?limit=durable&key=k0")
+expect_eq "durable, link held: refused, nothing kept on the master (serve)" \
+    "$(field "$out" s503)/$(peek_until 10 "$MPORT" durable 10/h token_bucket k0)" "1/10"
+out=$("$FGLOAD" -n 1 -c 1 "$U/v1/check?limit=durable_fw&key=k3")
+expect_eq "durable fixed window, link held: refused, nothing kept on the master (serve)" \
+    "$(field "$out" s503)/$(peek_until 10 "$MPORT" durable_fw 10/day fixed_window k3)" "1/10"
 out=$("$FGLOAD" -n 12 -c 4 "$U/v1/check?limit=durable&key=k2")
 echo "durable, link held (serve): $out"
 # Refused by the policy (503), or by the count the master kept of the
@@ -109,6 +134,11 @@ check "durable, link held: each answer within timeout + $((slack / 1000)) ms ($(
     test "$(field "$out" max_us)" -le $((100000 + slack))
 expect_eq "plain, link held: 10 of 12 (check)" "$(cli "$MPORT" c1 12)" "allowed=10 limited=2"
 expect_eq "durable, link held: 0 of 3 (check)" "$(cli "$MPORT" c2 3 replica)" "allowed=0 limited=3"
+expect_eq "durable, link held: nothing kept on the master (check)" \
+    "$(peek "$MPORT" clitb 10/h token_bucket c2)" 10
+# Checks queued on serve's connection behind a WAIT answer after their
+# deadline: decided by the policy, they keep their units (docs/redis.md).
+echo "durable, link held: k2 keeps $((10 - $(peek_until 10 "$MPORT" durable 10/h token_bucket k2))) of the 12 refused (serve)"
 
 # The master dies, and the proxy with what it held; the replica is
 # promoted; serve moves to it.

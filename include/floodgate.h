@@ -35,7 +35,7 @@ extern "C" {
     X(EBACKEND, -3, "backend unavailable")                                     \
     X(ETIMEOUT, -4, "backend timed out")                                       \
     X(ECOST, -5, "cost out of range")                                          \
-    X(EKEY, -6, "key too long")                                                \
+    X(EKEY, -6, "key too long (on Redis Cluster: or empty, or starts with })") \
     X(EPROTO, -7, "unexpected reply from backend")                             \
     X(EAUTH, -8, "backend authentication failed")                              \
     X(EREADONLY, -9, "backend is read-only")                                   \

@@ -202,6 +202,13 @@ curl -s "$A/metrics" >"$T/metrics"
 nerr=$(awk '/^floodgate_store_node_errors_total/ { s += $2 } END { print s + 0 }' "$T/metrics")
 check "metrics: failures counted by node ($nerr)" test "$nerr" -gt 0
 
+# A key that begins with '}' has no hash tag of its own on Cluster: refused,
+# saying why.
+"$FLOODGATE" check --store "$URL" --limit 5/s --key '}x' >"$T/tag.out" 2>&1
+rc=$?
+check "a key starting with '}': refused with the reason ($(tr '\n' ' ' <"$T/tag.out"))" \
+    test $rc != 0 -a -n "$(grep -F 'starts with }' "$T/tag.out")"
+
 # A node without cluster mode: a clear error at start.
 start_redis || bad "plain redis starts"
 "$FLOODGATE" check --store "cluster=redis://127.0.0.1:$RPORT" --limit 5/s --key a 2>"$T/plain.err" >/dev/null

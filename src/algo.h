@@ -119,6 +119,18 @@ typedef struct fg__taken {
     uint64_t age_us, hold_us;
 } fg__taken;
 
+/* When the units of a check that decided 'd_reset_us' (its reset_us)
+ * 'age_us' ago were taken: a bucket holds them until it would have been
+ * full again. */
+static inline fg__taken fg__taken_of(const fg__algo_params *p, uint64_t age_us,
+                                     uint64_t d_reset_us)
+{
+    fg__taken t = {age_us, FG__HOLD_ANY};
+    if (p->algorithm == FG_TOKEN_BUCKET)
+        t.hold_us = d_reset_us > age_us ? d_reset_us - age_us : 0;
+    return t;
+}
+
 /* Give back 'cost' units taken from 's' by an allowed check, as 't' says
  * when: they return only to the window that took them, while it lasts
  * (the window 'age_us' before 'now_us'), or to the bucket's debt that

@@ -490,10 +490,7 @@ int fg__refund_decision(fg_limiter *l, const char *key, size_t keylen,
     uint64_t age_us = now > at ? now - at : 0;
     if (l->mode && d->source != FG_SOURCE_STORE && d->source != FG_SOURCE_LOCAL)
         return fg__mode_refund(l, key, keylen, cost);
-    /* A bucket holds the units until it would have been full again. */
-    fg__taken t = {age_us, FG__HOLD_ANY};
-    if (l->p.algorithm == FG_TOKEN_BUCKET)
-        t.hold_us = d->reset_us > age_us ? d->reset_us - age_us : 0;
+    fg__taken t = fg__taken_of(&l->p, age_us, d->reset_us);
     if (d->source == FG_SOURCE_LOCAL) {
         fg_limiter *loc = l->policy->local;
         return loc ? store_refund(loc, key, keylen, cost, &t) : FG_EINVAL;

@@ -189,9 +189,7 @@ static void give_back_unconfirmed(redis_store *st, fg__rsconn *c, fg_limiter *l,
                                   uint64_t start, const fg_decision *d)
 {
     uint64_t now = fg__mono_precise_us();
-    fg__taken t = {now - start, FG__HOLD_ANY};
-    if (l->p.algorithm == FG_TOKEN_BUCKET)
-        t.hold_us = d->reset_us > t.age_us ? d->reset_us - t.age_us : 0;
+    fg__taken t = fg__taken_of(&l->p, now - start, d->reset_us);
     fg__rrefund rf;
     if (fg__rrefund_init(&rf, &l->p, l->store_data, key, keylen, cost,
                          check_now(st, l), &t) != FG_OK)
@@ -471,9 +469,8 @@ static void give_back_held(redis_store *st, aslot *s, uint64_t now)
     if (!req || !s->held)
         return;
     s->held = 0;
-    fg__taken t = {now > s->sent_us ? now - s->sent_us : 0, FG__HOLD_ANY};
-    if (req->l->p.algorithm == FG_TOKEN_BUCKET)
-        t.hold_us = s->wd.reset_us > t.age_us ? s->wd.reset_us - t.age_us : 0;
+    fg__taken t = fg__taken_of(
+        &req->l->p, now > s->sent_us ? now - s->sent_us : 0, s->wd.reset_us);
     redis_refund_async(&st->base, req->l, req->key, req->keylen, req->cost, &t);
 }
 

@@ -400,8 +400,11 @@ int fg_check_set(const fg_set_item *items, unsigned n, uint64_t cost,
 
 /* A blocked-key cache, for the asynchronous sets of one event loop: once
  * the store refuses 'cost' units of a key until T, a set that asks as much
- * or more of that key before T is refused here, at once and exactly (the
- * store would refuse it too), with source FG_SOURCE_CACHE. When the block
+ * or more of that key before T is refused here, at once, as the store would
+ * refuse it, with source FG_SOURCE_CACHE. (T is read on this process's
+ * clock: a decision made on Redis TIME is placed in the middle of its round
+ * trip, so with uneven delays the block may end up to half a round trip
+ * after the store's, or before it: then the store refuses.) When the block
  * ends one request asks the store (the probe) and the others for that key
  * wait for its answer instead of stampeding the store. At most 'entries'
  * keys (rounded up to a multiple of 4); an entry evicted early only costs a

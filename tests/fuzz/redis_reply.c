@@ -132,7 +132,9 @@ static void run_refund(int li, uint64_t cost, uint64_t now,
                        const fg__redis_shas *shas, redisReply **r, size_t n)
 {
     fg__rrefund rf;
-    if (fg__rrefund_init(&rf, &params[li], rlims[li], "k", 1, cost, now) !=
+    /* Taken a little while ago, a bucket holding part of it. */
+    fg__taken t = {now % 1000000, cost & 1 ? FG__HOLD_ANY : now % 500000};
+    if (fg__rrefund_init(&rf, &params[li], rlims[li], "k", 1, cost, now, &t) !=
         FG_OK)
         return; /* naive_get_set refunds nothing */
     for (size_t next = 0; next < n; next++) {

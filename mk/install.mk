@@ -19,12 +19,16 @@ MANDIR       ?= $(PREFIX)/share/man
 DOCDIR       ?= $(PREFIX)/share/doc/floodgate
 INSTALL      ?= install
 
-# The version is the header's FG_VERSION; the soname's 0 changes when the
-# ABI breaks.
+# The package's version is the header's FG_VERSION. The library's file is
+# libfloodgate.so.ABI.MINOR.PATCH, and its soname libfloodgate.so.ABI: ABI
+# changes whenever a program built against the old header could not run
+# on the new library (a public struct changed size or layout). 1: fg_set_req
+# and fg_local_ask grew (refunds say when their units were taken).
 FG_SO_VERSION := $(shell sed -n 's/^\#define FG_VERSION "\(.*\)"/\1/p' \
                    include/floodgate.h)
-FG_SONAME     := libfloodgate.so.0
-SO            := $(BUILD)/libfloodgate.so.$(FG_SO_VERSION)
+FG_ABI        := 1
+FG_SONAME     := libfloodgate.so.$(FG_ABI)
+SO            := $(BUILD)/libfloodgate.so.$(FG_ABI).0.0
 PIC_OBJ       := $(LIB_SRC:%.c=$(BUILD)/pic/%.o)
 # What the library itself links (see floodgate.pc.in); the binary needs more.
 SO_LDLIBS     := -lhiredis -levent -lpthread

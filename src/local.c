@@ -46,6 +46,9 @@ typedef struct entry {
      * was sent. */
     uint64_t lease_at, used, last_used, last_dur, refused_until, need, give,
         failed_at, take_at;
+    /* lease: the units the store's refusal was for: until 'refused_until'
+     * it answers checks that need as many or more, not smaller ones. */
+    uint64_t refused_need;
     /* lease: when the units held, and those to give back, were taken (the
      * earliest take's send time), and until when a token bucket's debt
      * holds them (that send time plus the take's reset). */
@@ -542,7 +545,7 @@ static int lease_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
     }
     if (e->failed && now <= e->failed_at)
         return FG_EBACKEND;
-    if (e->refused_until > now) {
+    if (e->refused_until > now && cost - e->units >= e->refused_need) {
         d->remaining = e->units;
         d->retry_after_us = d->reset_us = e->refused_until - now;
         fg__decision_ms(d);
@@ -618,6 +621,7 @@ static int lease_answer(fg_local *lc, entry *e, fg_local_ask *ask, uint64_t now,
                             ? e->take_at
                             : now;
         e->refused_until = from + (wait ? wait : 1);
+        e->refused_need = e->need;
         e->failed = 0;
     } else {
         e->failed = 1;

@@ -693,6 +693,37 @@ static void test_lease_give_back(void)
     CHECK(s.refused > 0);
     CHECK(s.refused <= bd.under_cap);
     sim_free(&s);
+
+    /* A large request the store refuses does not refuse smaller ones that
+     * fit: 3 of 10 used elsewhere, a request of 8 refused, then requests
+     * of one unit within 70 ms (this driver's retry of the refused one,
+     * and 7 more), of which exact admits 7. */
+    static const fg_algorithm algos[] = {FG_FIXED_WINDOW, FG_SLIDING_WINDOW,
+                                         FG_TOKEN_BUCKET};
+    for (int a = 0; a < 3; a++) {
+        lim = lim_of("10/s", algos[a], "lease");
+        sim_init(&s, &lim, 1, 0);
+        fake_now = (6000 + 10 * a) * SEC;
+        fg_decision ed;
+        CHECK_EQ(fg_check(s.shared, "big", 3, 3, &ed), FG_OK);
+        sim_request(&s, 0, "big", 8);
+        sim_deliver(&s);
+        for (int i = 0; i < 7; i++) {
+            fake_now += 10 * MS;
+            sim_request(&s, 0, "big", 1);
+            sim_deliver(&s);
+        }
+        CHECK_EQ(fg_limit_bound(&lim, 1, 0, &bd), FG_OK);
+        printf("lease %s, a request of 8 refused, then 7 of 1: %llu admitted "
+               "(exact 7, under_cap %llu)\n",
+               fg_algorithm_name(algos[a]), (unsigned long long)s.allowed,
+               (unsigned long long)bd.under_cap);
+        CHECK(s.allowed <= 7);
+        CHECK(s.allowed + bd.under_cap >= 7);
+        if (algos[a] == FG_FIXED_WINDOW)
+            CHECK_EQ(s.allowed, 7);
+        sim_free(&s);
+    }
 }
 
 /* A fixed window's lease ends with its window, on the clock of the take

@@ -21,8 +21,10 @@
  *                  depth_frac t_scaled cost now
  *                  (async: EVALSHA token n k1..kn, then the eight per check)
  *   naive_get_set  GET k, then SET k n PX ttl        (two round trips)
- * Refunds (fg_refund): EVALSHA refund 1 k kind cost now p1 [p2 p3], one
- * script for the three atomic algorithms; naive_get_set has none.
+ * Refunds (fg_refund_at): EVALSHA refund 1 k kind cost now p1 [p2 [p3 p4]]
+ * (fixed: the taking window's key, limit; sliding: period, age; token:
+ * scale, unit_us, unit_frac, hold), one script for the three atomic
+ * algorithms; naive_get_set has none.
  * Keys: prefix + name + ":{" + key + "}" + ":" window, binary-safe. */
 #include <stdint.h>
 #include <stdio.h>
@@ -177,43 +179,54 @@ static int not_replicated(fg__rnode *nd)
     return FG_ETIMEOUT;
 }
 
-/* Run check 'k' on 'c'. '*unconfirmed' is set when the check was allowed
- * but no replica confirmed it (durable): its units are then on the master,
- * for a request that is not admitted. */
-/* A durable check that no replica confirmed is refused by its policy: give
- * its units back on the master, sent without waiting (its deadline is
- * spent; the next exchange drops the reply): on 'c', or on another
- * connection when WAIT's answer is still owed on 'c'. */
+/* Send 'cmd' without waiting for it (the next exchange on its connection
+ * drops the reply): on 'c', or, when a reply is still owed on 'c' (a late
+ * WAIT), on another connection of 'nd', got within 'timeout_us'. */
+static void send_unwaited(fg__rnode *nd, fg__rsconn *c, uint64_t timeout_us,
+                          fg__rcmd *cmd)
+{
+    fg__rsconn other;
+    fg__rsconn *g = c;
+    if (c->broken) {
+        if (fg__rpool_get(nd, fg__mono_precise_us() + timeout_us, &other) !=
+            FG_OK)
+            return;
+        g = &other;
+    }
+    if (fg__rsync_append(g, cmd) == FG_OK) {
+        g->skip++;
+        fg__rsync_send_now(g);
+    }
+    if (g == &other)
+        fg__rpool_put(nd, &other);
+}
+
+/* A durable check that no replica confirmed fails, and its policy decides:
+ * unless that admits it (open), its units go back on the master. */
 static void give_back_unconfirmed(redis_store *st, fg__rsconn *c, fg_limiter *l,
                                   const char *key, size_t keylen, uint64_t cost,
                                   uint64_t start, const fg_decision *d)
 {
+    if (l->lim.on_failure == FG_FAIL_OPEN)
+        return;
     uint64_t now = fg__mono_precise_us();
     fg__taken t = fg__taken_of(&l->p, now - start, d->reset_us);
     fg__rrefund rf;
     if (fg__rrefund_init(&rf, &l->p, l->store_data, key, keylen, cost,
                          check_now(st, l), &t) != FG_OK)
         return;
-    fg__rsconn other;
-    fg__rsconn *g = c;
-    if (c->broken) {
-        uint64_t deadline = now + (uint64_t)l->lim.timeout_ms * 1000u;
-        if (fg__rpool_get(&st->node, deadline, &other) != FG_OK)
-            return;
-        g = &other;
-    }
     fg__rrefund_cmd(&rf, &st->node.shas);
-    if (fg__rsync_append(g, &rf.k) == FG_OK) {
-        g->skip++;
-        fg__rsync_send_now(g);
-    }
-    if (g == &other)
-        fg__rpool_put(&st->node, &other);
+    send_unwaited(&st->node, c, (uint64_t)l->lim.timeout_ms * 1000u, &rf.k);
 }
 
+/* Run check 'k' on 'c'. '*unconfirmed' is set when the check was allowed
+ * but no replica confirmed it (durable): its units are then on the master,
+ * for a request the policy decides. A refusal needs no replica: it stands,
+ * WAIT answered or not. */
 static int sync_run(fg__rnode *nd, fg__rsconn *c, fg__rcheck *k,
-                    uint64_t deadline, int asking, int durable, fg_decision *d,
-                    int *unconfirmed, char *errbuf, size_t errlen)
+                    uint64_t deadline, uint64_t timeout_us, int asking,
+                    int durable, fg_decision *d, int *unconfirmed, char *errbuf,
+                    size_t errlen)
 {
     for (;;) {
         redisReply *r[2] = {0};
@@ -241,25 +254,21 @@ static int sync_run(fg__rnode *nd, fg__rsconn *c, fg__rcheck *k,
                 return FG_ENOMEM;
         }
         rc = fg__rsync_exchange(c, n, r, deadline);
-        if (rc == FG_OK && durable) {
-            int wrc = fg__rsync_exchange(c, 1, &w, deadline);
-            if (wrc != FG_OK) {
-                /* WAIT did not answer in time: an allowed check counts
-                 * on the master for a request that is not admitted. */
-                *unconfirmed =
-                    fg__rcheck_reply(k, r[0], d) == FG_OK && d->allowed;
-                rc = wrc;
-            }
-        }
+        int wrc = FG_OK; /* WAIT's exchange: it may not answer in time */
+        if (rc == FG_OK && durable)
+            wrc = fg__rsync_exchange(c, 1, &w, deadline);
         if (rc != FG_OK) {
             for (int i = 0; i < n; i++)
                 freeReplyObject(r[i]);
             return rc;
         }
         rc = fg__rcheck_reply(k, r[0], d);
-        if (rc == FG_OK && d->allowed && durable && !replicated(w)) {
-            rc = not_replicated(nd);
+        if (rc == FG_OK && d->allowed && durable &&
+            (wrc != FG_OK || !replicated(w))) {
+            rc = wrc != FG_OK ? wrc : not_replicated(nd);
             *unconfirmed = 1;
+        } else if (wrc != FG_OK && rc == FG__RSTEP_AGAIN) {
+            rc = wrc; /* NOSCRIPT, on a connection that owes a reply */
         }
         freeReplyObject(w);
         if (rc < 0 && errbuf && r[0]->type == REDIS_REPLY_ERROR)
@@ -269,13 +278,8 @@ static int sync_run(fg__rnode *nd, fg__rsconn *c, fg__rcheck *k,
         for (int i = 0; i < n; i++)
             freeReplyObject(r[i]);
         if (rc == FG__RSTEP_GIVEBACK) {
-            /* Sent without waiting: the next exchange on this connection
-             * drops its reply. */
             fg__rcheck_cmd(k, 0, &nd->shas, &cmd);
-            if (fg__rsync_append(c, &cmd) == FG_OK) {
-                c->skip++;
-                fg__rsync_send_now(c);
-            }
+            send_unwaited(nd, c, timeout_us, &cmd);
             return FG_OK;
         }
         if (rc != FG__RSTEP_AGAIN)
@@ -300,8 +304,8 @@ int fg__store_redis_check_ex(fg_store *s, fg_limiter *l, const char *key,
     rc = fg__rpool_get(&st->node, deadline, &c);
     if (rc != FG_OK)
         return rc;
-    rc = sync_run(&st->node, &c, &k, deadline, asking, l->lim.durable, d,
-                  &unconfirmed, errbuf, errlen);
+    rc = sync_run(&st->node, &c, &k, deadline, deadline - start, asking,
+                  l->lim.durable, d, &unconfirmed, errbuf, errlen);
     if (unconfirmed)
         give_back_unconfirmed(st, &c, l, key, keylen, cost, start, d);
     fg__rpool_put(&st->node, &c);
@@ -462,13 +466,16 @@ static int hold_for_wait(aslot *s, int rc, const fg_decision *d)
 }
 
 /* A held check that no replica confirmed (in time) fails, and its policy
- * decides: its units go back on the master. */
+ * decides: unless that admits it (open), its units go back on the
+ * master. */
 static void give_back_held(redis_store *st, aslot *s, uint64_t now)
 {
     fg__req *req = s->req;
     if (!req || !s->held)
         return;
     s->held = 0;
+    if (req->l->lim.on_failure == FG_FAIL_OPEN)
+        return; /* admitted by its policy: its units stay counted */
     fg__taken t = fg__taken_of(
         &req->l->p, now > s->sent_us ? now - s->sent_us : 0, s->wd.reset_us);
     redis_refund_async(&st->base, req->l, req->key, req->keylen, req->cost, &t);

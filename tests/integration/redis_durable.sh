@@ -136,6 +136,18 @@ expect_eq "plain, link held: 10 of 12 (check)" "$(cli "$MPORT" c1 12)" "allowed=
 expect_eq "durable, link held: 0 of 3 (check)" "$(cli "$MPORT" c2 3 replica)" "allowed=0 limited=3"
 expect_eq "durable, link held: nothing kept on the master (check)" \
     "$(peek "$MPORT" clitb 10/h token_bucket c2)" 10
+# With on_failure = open: a key the master refuses (h2, used up above) is
+# still refused, WAIT or not; a check it allows is admitted by the policy
+# and stays counted there.
+open_cli() { # open_cli KEY COUNT
+    "$FLOODGATE" check --store "redis://127.0.0.1:$MPORT?prefix=d$$:" --name clitb \
+        --limit 10/h --on-failure open --timeout 100 --key "$1" --count "$2" \
+        --durable replica 2>/dev/null | tail -1
+}
+expect_eq "durable, link held, open: a used-up key is refused (check)" "$(open_cli h2 1)" "allowed=0 limited=1"
+expect_eq "durable, link held, open: 3 admitted by the policy (check)" "$(open_cli c3 3)" "allowed=3 limited=0"
+expect_eq "durable, link held, open: the 3 stay counted on the master (check)" \
+    "$(peek "$MPORT" clitb 10/h token_bucket c3)" 7
 # Checks queued on serve's connection behind a WAIT answer after their
 # deadline: decided by the policy, they keep their units (docs/redis.md).
 echo "durable, link held: k2 keeps $((10 - $(peek_until 10 "$MPORT" durable 10/h token_bucket k2))) of the 12 refused (serve)"

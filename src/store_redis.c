@@ -110,12 +110,14 @@ static uint64_t wall_clock(void *ctx)
     return fg__wall_us();
 }
 
-/* The caller's clock, which fixed windows are keyed on (Redis TIME runs at
- * the same rate). */
+/* The clock refund ages are read on: a clock injected for tests, else
+ * the monotonic one (the wall clock and Redis TIME run at its rate, and it
+ * never steps back). */
 static uint64_t redis_now(fg_store *s)
 {
     redis_store *st = (redis_store *)s;
-    return st->clock(st->clock_ctx);
+    return st->clock == wall_clock ? fg__mono_precise_us()
+                                   : st->clock(st->clock_ctx);
 }
 
 /* The time a check sends: the caller's clock for windows and

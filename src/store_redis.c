@@ -153,11 +153,8 @@ static int pexpire_error(fg__rnode *nd, const redisReply *r)
  * would wait for ever). */
 static void wait_cmd(fg__rcmd *cmd, uint64_t deadline)
 {
-    /* A millisecond short of the deadline, so that WAIT's "no replica"
-     * can arrive in time (Redis fires WAIT timeouts on its cron tick, so
-     * with hz 10 it often does not). WAIT 0 would wait for ever. */
     uint64_t now = fg__mono_precise_us();
-    uint64_t ms = deadline > now + 2000 ? (deadline - now) / 1000 - 1 : 1;
+    uint64_t ms = deadline > now + 1000 ? (deadline - now) / 1000 : 1;
     cmd->argc = 3;
     cmd->argv[0] = "WAIT";
     cmd->len[0] = 4;

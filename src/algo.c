@@ -216,13 +216,16 @@ int fg__token_bucket_wide(const fg__algo_params *p, fg__algo_state *s,
                           uint64_t *expires)
 {
     const uint64_t scale = p->scale, du = p->depth_us, df = p->depth_frac;
-    /* TAT ahead of now (au us and af), at most a full bucket. */
+    /* TAT ahead of now (au us and af), at most a full bucket but for a
+     * debt of fg_add ('deep'). */
     uint64_t au = 0, af = 0;
     if (s->a >= now) {
         au = s->a - now;
         af = s->b;
     }
-    if (au > du || (au == du && af > df)) {
+    int deep = au > du || (au == du && af > df);
+    if (deep && !fg__token_debt(p, s, au, af)) {
+        deep = 0;
         au = du;
         af = df;
         if (s->c != p->tag) {
@@ -256,7 +259,8 @@ int fg__token_bucket_wide(const fg__algo_params *p, fg__algo_state *s,
     }
     d->allowed = 0;
     d->remaining =
-        (uint64_t)(((u128)(du - au) * scale + df - af) / p->t_scaled);
+        deep ? 0
+             : (uint64_t)(((u128)(du - au) * scale + df - af) / p->t_scaled);
     d->reset_us = au + (af != 0);
     /* The first whole us at which the request fits: the excess over a
      * full bucket, rounded up. */
@@ -298,7 +302,8 @@ static uint64_t drained_in(const fg__algo_params *p, const fg__algo_state *s,
         if (a < now || (a == now && b == 0))
             return 0;
         uint64_t au = a - now;
-        if (au > p->depth_us || (au == p->depth_us && b > p->depth_frac))
+        if ((au > p->depth_us || (au == p->depth_us && b > p->depth_frac)) &&
+            !fg__token_debt(p, s, au, b))
             return p->depth_us + (p->depth_frac != 0);
         return au + (b != 0);
     }
@@ -400,6 +405,25 @@ static void add_window(const fg__algo_params *p, fg__algo_state *s,
     *expires = (w + 1) * p->period_us;
 }
 
+/* The most TAT that fg_add leaves ahead of now, k full buckets: k * (du +
+ * df / scale) us, as whole us '*cu' and a fraction '*cf'. */
+static void keep_cap(const fg__algo_params *p, uint64_t *cu, uint64_t *cf)
+{
+    uint64_t k = fg__add_keep(p);
+    *cu = k * p->depth_us + (uint64_t)((u128)k * p->depth_frac / p->scale);
+    *cf = (uint64_t)((u128)k * p->depth_frac % p->scale);
+}
+
+int fg__token_debt(const fg__algo_params *p, const fg__algo_state *s,
+                   uint64_t au, uint64_t af)
+{
+    uint64_t cu, cf;
+    if (s->c != p->tag)
+        return 0;
+    keep_cap(p, &cu, &cf);
+    return au < cu || (au == cu && af <= cf);
+}
+
 /* GCRA: TAT moves to max(TAT, now) + units * T, at most two bucket depths
  * ahead of now. The Lua twin is the token script's 'add' branch. */
 static int add_token(const fg__algo_params *p, fg__algo_state *s, uint64_t now,
@@ -423,11 +447,8 @@ static int add_token(const fg__algo_params *p, fg__algo_state *s, uint64_t now,
         nf -= scale;
         nu128++;
     }
-    /* The cap, k full buckets: k * (du + df / scale). */
-    uint64_t k = fg__add_keep(p);
-    uint64_t cu = k * du + (uint64_t)((u128)k * df / scale),
-             cf = (uint64_t)((u128)k * df % scale);
-    uint64_t nu;
+    uint64_t cu, cf, nu;
+    keep_cap(p, &cu, &cf);
     if (nu128 > cu || (nu128 == cu && nf > cf)) {
         nu = cu;
         nf = cf;

@@ -280,6 +280,14 @@ int fg__token_bucket_wide(const fg__algo_params *p, fg__algo_state *s,
                           uint64_t now, uint64_t cost, fg_decision *d,
                           uint64_t *expires);
 
+/* 1 when TAT, 'au' us and 'af' ahead of now and more than a full bucket
+ * ahead, is a debt that fg_add may have left (at most fg__add_keep()
+ * buckets, written under this depth): a check then waits for all of it.
+ * Further ahead, or written under another depth, it is a clock that
+ * stepped back or a rate changed since, and the wait is a full drain. */
+int fg__token_debt(const fg__algo_params *p, const fg__algo_state *s,
+                   uint64_t au, uint64_t af);
+
 static inline __attribute__((always_inline)) int
 fg__token_bucket(const fg__algo_params *p, fg__algo_state *s, uint64_t now,
                  uint64_t cost, fg_decision *d, uint64_t *expires)
@@ -292,11 +300,12 @@ fg__token_bucket(const fg__algo_params *p, fg__algo_state *s, uint64_t now,
     if (__builtin_expect(p->wide, 0))
         return fg__token_bucket_wide(p, s, now, cost, d, expires);
     const uint64_t depth = p->depth, scale = p->scale;
-    /* How far TAT is ahead of now, in scaled units. A clock that stepped
-     * back, or a rate changed since TAT was written, may leave it more than
-     * a full bucket ahead: clamp, so that the wait is never longer than
-     * draining the bucket; for a changed rate, store the clamp, so that the
-     * debt drains at this rate (fg__algo_state). */
+    /* How far TAT is ahead of now, in scaled units. A debt of fg_add
+     * leaves it more than a full bucket ahead, and the wide code waits for
+     * all of it (fg__token_debt). So may a clock that stepped back, or a
+     * rate changed since TAT was written: clamp, so that the wait is never
+     * longer than draining the bucket; for a changed rate, store the
+     * clamp, so that the debt drains at this rate (fg__algo_state). */
     uint64_t ahead = 0;
     if (s->a >= now) {
         /* One unit onto a bucket already draining (the common case of a
@@ -317,6 +326,8 @@ fg__token_bucket(const fg__algo_params *p, fg__algo_state *s, uint64_t now,
         uint64_t diff_us = s->a - now;
         if (diff_us > p->depth_us + 1 ||
             (ahead = diff_us * scale + s->b) > depth) {
+            if (fg__token_debt(p, s, diff_us, s->b))
+                return fg__token_bucket_wide(p, s, now, cost, d, expires);
             ahead = depth;
             if (s->c != p->tag) {
                 s->a = now + p->depth_us;

@@ -172,7 +172,9 @@ static const char lua_sliding[] = LUA_COMMON LUA_MULQR
  * written. Returns {allowed, remaining, reset_us, retry_after_us} per
  * check, in one flat array. The checks of one limit share their first
  * six arguments, which are read as numbers again only when they change
- * (Lua interns strings: comparing two is comparing two pointers).
+ * (Lua interns strings: comparing two is comparing two pointers). cap is
+ * the most TAT that an add leaves ahead of now; a check on a debt that
+ * deep waits for all of it (fg__token_debt).
  * On Redis Cluster a batch's keys live on one node but in many slots,
  * which a command's declared keys may not: there the call declares none,
  * ARGV[1] is the count n and ARGV[2 .. n+1] the keys, before the checks'
@@ -180,6 +182,12 @@ static const char lua_sliding[] = LUA_COMMON LUA_MULQR
  * is written, so that a key this node does not serve (a slot map out of
  * date) fails the whole call with nothing changed. */
 static const char lua_token[] = LUA_COMMON LUA_MULQR LUA_TAT
+    "local function cap(du, df, sc)\n"
+    "  local keep = " STR(FG__ADD_KEEP) "\n"
+    "  if du > " STR(FG__ADD_DEEP_LUA) " then keep = " STR(FG__ADD_KEEP_DEEP) " end\n"
+    "  local kq, kr = mulqr(keep, df, sc)\n"
+    "  return keep * du + kq, kr\n"
+    "end\n"
     "local n, keys, a0 = #KEYS, KEYS, 0\n"
     "local vals\n"
     "if n == 0 then\n"
@@ -230,10 +238,7 @@ static const char lua_token[] = LUA_COMMON LUA_MULQR LUA_TAT
     "    local nu, nf = au + cost * uu + cq, 0\n"
     "    if af >= sc - cr then nu, nf = nu + 1, af - (sc - cr)\n"
     "    else nf = af + cr end\n"
-    "    local keep = " STR(FG__ADD_KEEP) "\n"
-    "    if du > " STR(FG__ADD_DEEP_LUA) " then keep = " STR(FG__ADD_KEEP_DEEP) " end\n"
-    "    local kq, kr = mulqr(keep, df, sc)\n"
-    "    local cu, cf = keep * du + kq, kr\n"
+    "    local cu, cf = cap(du, df, sc)\n"
     "    if nu > cu or (nu == cu and nf > cf) then nu, nf = cu, cf end\n"
     "    s[1], s[2], s[3] = now + nu, nf, tag\n"
     "    ttl[k] = cdiv(nu + 1, 1000) + 1\n"
@@ -260,11 +265,16 @@ static const char lua_token[] = LUA_COMMON LUA_MULQR LUA_TAT
     "    if nf > 0 then out[o4 + 3] = nu + 1 end\n"
     "    out[o4 + 4] = retry\n"
     "  else\n"
-    "  if au > du or (au == du and af > df) then\n"
-    "    au, af = du, df\n"
-    "    if s[3] ~= tag then\n"
-    "      s[1], s[2], s[3] = now + du, df, tag\n"
-    "      ttl[k] = cdiv(du + 1, 1000) + 1\n"
+    "  local deep = au > du or (au == du and af > df)\n"
+    "  if deep then\n"
+    "    local cu, cf = cap(du, df, sc)\n"
+    "    if s[3] ~= tag or au > cu or (au == cu and af > cf) then\n"
+    "      deep = false\n"
+    "      au, af = du, df\n"
+    "      if s[3] ~= tag then\n"
+    "        s[1], s[2], s[3] = now + du, df, tag\n"
+    "        ttl[k] = cdiv(du + 1, 1000) + 1\n"
+    "      end\n"
     "    end\n"
     "  end\n"
     "  local cq, cr = mulqr(cost, uf, sc)\n"
@@ -278,7 +288,7 @@ static const char lua_token[] = LUA_COMMON LUA_MULQR LUA_TAT
     "    ttl[k] = cdiv(nu + 1, 1000) + 1\n"
     "    au, af, ru, rf = nu, nf, du - nu, df - nf\n"
     "  else\n"
-    "    ru, rf = du - au, df - af\n"
+    "    if not deep then ru, rf = du - au, df - af end\n"
     "    local xu, xf = nu - du, nf - df\n"
     "    if xf < 0 then xu, xf = xu - 1, xf + sc end\n"
     "    retry = xu\n"

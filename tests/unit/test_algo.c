@@ -666,10 +666,16 @@ static void test_token_unit_model(void)
                 uint64_t now = 40ull * 86400 * SEC + rng() % SEC;
                 /* TAT: whole us from 3 before now to 3 past the depth,
                  * often right at the depth, or exactly where one more
-                 * unit just fits; fraction anywhere below 1 us. */
+                 * unit just fits, or a debt of fg_add up to and past its
+                 * most; fraction anywhere below 1 us. */
                 uint64_t span = p.depth_us + 7;
                 uint64_t off =
                     rng() % 4 ? rng() % span : p.depth_us + 3 - rng() % 3;
+                if (rng() % 8 == 0) {
+                    uint64_t kd = fg__add_keep(&p) * p.depth_us;
+                    off = rng() % 2 ? kd + 3 - rng() % 7
+                                    : p.depth_us + rng() % (kd - p.depth_us + 1);
+                }
                 /* Written by this limit, mostly; else under another
                  * rate, or by an older version (no tag). */
                 uint64_t tag = rng() % 4 ? p.tag : rng() % 2 ? 0 : p.tag + 9;
@@ -689,10 +695,17 @@ static void test_token_unit_model(void)
                 u128 tat = (u128)st.a * sc + st.b, nw = (u128)now * sc;
                 u128 ahead = tat > nw ? tat - nw : 0;
                 fg__algo_state want = st;
-                if (ahead > depth) {
+                /* The most debt fg_add leaves: k buckets, its fraction
+                 * rounded down to 1/scale us. */
+                uint64_t k = fg__add_keep(&p);
+                u128 keep = ((u128)k * p.depth_us +
+                             (u128)k * p.depth_frac / sc) * sc +
+                            (u128)k * p.depth_frac % sc;
+                if (ahead > depth && (st.c != p.tag || ahead > keep)) {
                     /* Under another rate: a full bucket's debt from now,
-                     * stored; under this one a clock that stepped back,
-                     * left as it is. */
+                     * stored; under this one, deeper than any debt, a
+                     * clock that stepped back, left as it is. A debt
+                     * under this rate stands, and is waited for. */
                     ahead = depth;
                     if (st.c != p.tag) {
                         st.a = now + p.depth_us;
@@ -713,7 +726,7 @@ static void test_token_unit_model(void)
                     reset_us = (uint64_t)((next + sc - 1) / sc);
                     retry_us = 0;
                 } else {
-                    rem = (uint64_t)((depth - ahead) / t);
+                    rem = ahead < depth ? (uint64_t)((depth - ahead) / t) : 0;
                     reset_us = (uint64_t)((ahead + sc - 1) / sc);
                     retry_us = (uint64_t)((next - depth + sc - 1) / sc);
                 }

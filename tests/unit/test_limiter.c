@@ -523,8 +523,45 @@ static void test_add_saturates(void)
     fg_store_close(st);
 }
 
+/* A key fg_add left in debt (3 limits on a 10/s key) is refused until
+ * the debt is paid, and each refusal's retry_after_us is when a check
+ * fits: never early, on every algorithm. fg_peek says the same. */
+static void test_retry_after_debt(void)
+{
+    static const fg_algorithm algos[] = {FG_FIXED_WINDOW, FG_SLIDING_WINDOW,
+                                         FG_TOKEN_BUCKET};
+    static const uint64_t paid[] = {1000 * MS, 1700 * MS, 2100 * MS};
+    fg_store *st = open_store();
+    for (int i = 0; i < 3; i++) {
+        fg_limit l = limit_of("10/s", algos[i], FG_FAIL_OPEN);
+        fg_limiter *lim = fg_limiter_new(st, &l, NULL, 0);
+        CHECK(lim != NULL);
+        fake_now = 500 * SEC;
+        fg_decision d, pk;
+        CHECK_EQ(fg_add(lim, "k", 1, 30, &d), FG_OK);
+        CHECK_EQ(d.retry_after_us, paid[i]);
+        uint64_t start = fake_now;
+        int refusals = 0;
+        for (;;) {
+            CHECK_EQ(fg_peek(lim, "k", 1, &pk), FG_OK);
+            CHECK_EQ(fg_check(lim, "k", 1, 1, &d), FG_OK);
+            CHECK_EQ(pk.allowed, d.allowed);
+            CHECK_EQ(pk.retry_after_us, d.retry_after_us);
+            if (d.allowed || ++refusals > 3)
+                break;
+            CHECK(d.retry_after_us > 0);
+            fake_now += d.retry_after_us;
+        }
+        CHECK_EQ(refusals, 1);
+        CHECK_EQ(fake_now - start, paid[i]);
+        fg_limiter_free(lim);
+    }
+    fg_store_close(st);
+}
+
 int main(void)
 {
+    test_retry_after_debt();
     test_add_saturates();
     test_refunds();
     test_refund_at();

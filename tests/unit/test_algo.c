@@ -673,8 +673,9 @@ static void test_token_unit_model(void)
                     rng() % 4 ? rng() % span : p.depth_us + 3 - rng() % 3;
                 if (rng() % 8 == 0) {
                     uint64_t kd = fg__add_keep(&p) * p.depth_us;
-                    off = rng() % 2 ? kd + 3 - rng() % 7
-                                    : p.depth_us + rng() % (kd - p.depth_us + 1);
+                    off = rng() % 2
+                              ? kd + 3 - rng() % 7
+                              : p.depth_us + rng() % (kd - p.depth_us + 1);
                 }
                 /* Written by this limit, mostly; else under another
                  * rate, or by an older version (no tag). */
@@ -698,9 +699,9 @@ static void test_token_unit_model(void)
                 /* The most debt fg_add leaves: k buckets, its fraction
                  * rounded down to 1/scale us. */
                 uint64_t k = fg__add_keep(&p);
-                u128 keep = ((u128)k * p.depth_us +
-                             (u128)k * p.depth_frac / sc) * sc +
-                            (u128)k * p.depth_frac % sc;
+                u128 keep =
+                    ((u128)k * p.depth_us + (u128)k * p.depth_frac / sc) * sc +
+                    (u128)k * p.depth_frac % sc;
                 if (ahead > depth && (st.c != p.tag || ahead > keep)) {
                     /* Under another rate: a full bucket's debt from now,
                      * stored; under this one, deeper than any debt, a

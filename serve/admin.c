@@ -31,6 +31,10 @@
 #include "log.h"
 #include "server.h"
 
+/* Operators' connections open at once (clients' do not count, nor these
+ * against max_connections). */
+#define ADMIN_MAX_CONNECTIONS 64
+
 struct fg__admin {
     fg__server *srv;
     fg__http *http;
@@ -294,6 +298,7 @@ fg__admin *fg__admin_start(fg__server *srv, const char *listen, char *addr,
     }
     const fg__serve_config *c = &srv->gen->cfg;
     fg__http_set_limits(a->http, c->max_header_bytes, c->request_timeout_ms);
+    fg__http_set_cap(a->http, NULL, ADMIN_MAX_CONNECTIONS);
     struct timeval tv = {0, 200000};
     event_add(a->sweep, &tv);
     return a;

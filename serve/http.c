@@ -113,6 +113,10 @@ struct fg__http {
     int closing;
     fg__hconn *conns;
     uint64_t nconns;
+    /* Sockets open (of this server, or of all that share its cap) and
+     * the cap: accepting pauses there. */
+    atomic_uint_fast32_t own_open, *open;
+    uint32_t max_open;
     time_t date_t;
     char date[40];
     uint64_t next_log_us;
@@ -194,6 +198,7 @@ static void conn_close(fg__hconn *c)
         c->rev = c->wev = NULL;
         close(c->fd);
         c->fd = -1;
+        atomic_fetch_sub(c->h->open, 1);
     }
     if (c->pending || c->in_process) {
         c->dead = 1;
@@ -235,6 +240,7 @@ static void conn_new(fg__http *h, int fd, const struct sockaddr_storage *ss)
         close(fd);
         return;
     }
+    atomic_fetch_add(h->open, 1);
     c->h = h;
     c->fd = fd;
     c->incap = IN_START;
@@ -259,10 +265,11 @@ static void conn_new(fg__http *h, int fd, const struct sockaddr_storage *ss)
 
 /* ---- the listener ---- */
 
-/* accept() failed for want of descriptors or memory: max_connections is
- * reached. Stop accepting for a moment rather than spin on the listening
- * socket; pending connections wait in the kernel's backlog. */
-static void accept_pause(fg__http *h, int err)
+/* The cap of connections is reached, or accept() failed for want of
+ * descriptors or memory. Stop accepting for a moment rather than spin on
+ * the listening socket; pending connections wait in the kernel's
+ * backlog. */
+static void accept_pause(fg__http *h, const char *why)
 {
     event_del(h->lev);
     struct timeval tv = {0, 50000};
@@ -270,7 +277,7 @@ static void accept_pause(fg__http *h, int err)
     uint64_t now = fg_mono_us();
     if (now >= h->next_log_us) {
         h->next_log_us = now + 1000000;
-        fg__log("accept_paused", "reason=\"%s\"", strerror(err));
+        fg__log("accept_paused", "reason=\"%s\"", why);
     }
 }
 
@@ -288,6 +295,10 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
     (void)what;
     fg__http *h = arg;
     for (int i = 0; i < ACCEPT_BATCH; i++) {
+        if (atomic_load(h->open) >= h->max_open) {
+            accept_pause(h, "max_connections reached");
+            return;
+        }
         struct sockaddr_storage ss;
         socklen_t len = sizeof(ss);
         int fd = accept4(lfd, (struct sockaddr *)&ss, &len,
@@ -295,7 +306,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
                 errno == ENOMEM)
-                accept_pause(h, errno);
+                accept_pause(h, strerror(errno));
             return; /* EAGAIN, or a connection that went away */
         }
         int one = 1;
@@ -325,6 +336,8 @@ fg__http *fg__http_new(struct event_base *base, int fd, fg__http_handler hd,
     h->arg = arg;
     h->max_header_bytes = 8192;
     h->timeout_ms = 10000;
+    h->open = &h->own_open;
+    h->max_open = UINT32_MAX;
     h->lev = event_new(base, fd, EV_READ | EV_PERSIST, on_accept, h);
     h->resume_ev = evtimer_new(base, on_resume, h);
     if (!h->lev || !h->resume_ev || event_add(h->lev, NULL) != 0) {
@@ -368,6 +381,12 @@ void fg__http_set_limits(fg__http *h, uint32_t max_header_bytes,
 {
     h->max_header_bytes = max_header_bytes;
     h->timeout_ms = request_timeout_ms;
+}
+
+void fg__http_set_cap(fg__http *h, atomic_uint_fast32_t *open, uint32_t max)
+{
+    h->open = open ? open : &h->own_open;
+    h->max_open = max;
 }
 
 void fg__http_set_closing(fg__http *h, int closing)

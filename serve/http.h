@@ -38,6 +38,7 @@
 #ifndef FG_SERVE_HTTP_H
 #define FG_SERVE_HTTP_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -87,6 +88,11 @@ void fg__http_free(fg__http *h);
 /* Limits read by the next request (a reload changes them). */
 void fg__http_set_limits(fg__http *h, uint32_t max_header_bytes,
                          uint32_t request_timeout_ms);
+/* At most 'max' sockets open at once, counted in '*open', which the
+ * servers that share the cap share (NULL: this server's own count); at
+ * the cap, accepting pauses and new connections wait in the kernel's
+ * backlog. Set before the first connection. */
+void fg__http_set_cap(fg__http *h, atomic_uint_fast32_t *open, uint32_t max);
 /* Every answer from now on says "Connection: close" (draining). */
 void fg__http_set_closing(fg__http *h, int closing);
 

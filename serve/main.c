@@ -202,15 +202,18 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     }
 }
 
-/* Connections are capped through the descriptor limit: once it is
- * reached, accept() fails and the workers pause accepting. Called once the
- * workers run: the limit is what is open now, plus the connections, plus a
- * little for each worker's store connection (and its reconnects). */
-static void cap_connections(unsigned max_conn, unsigned workers)
+/* Client connections are counted and capped in the workers (http.c); the
+ * descriptor limit must leave room beyond them for what else the server
+ * opens: each worker's store connections (a pool per Redis node, and
+ * their reconnects), the admin listener's connections (64 at most), a
+ * reload's files. Called before the workers start. Raises the soft limit
+ * to what is open now plus the connections plus that room; under a lower
+ * hard limit the cap is lowered to fit, and said. Returns the cap. */
+static uint32_t cap_connections(uint32_t max_conn, unsigned workers)
 {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
-        return;
+        return max_conn;
     rlim_t open_now = 0;
     DIR *d = opendir("/proc/self/fd");
     if (d) {
@@ -220,11 +223,26 @@ static void cap_connections(unsigned max_conn, unsigned workers)
     } else {
         open_now = 64;
     }
-    rlim_t want = open_now + (rlim_t)max_conn + 4 * (rlim_t)workers + 8;
-    if (rl.rlim_max != RLIM_INFINITY && want > rl.rlim_max)
-        want = rl.rlim_max;
-    rl.rlim_cur = want;
-    setrlimit(RLIMIT_NOFILE, &rl);
+    rlim_t room = open_now + 128 + 32 * (rlim_t)workers;
+    rlim_t want = room + max_conn;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+        rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want
+                          ? rl.rlim_max
+                          : want;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+        uint32_t cap = rl.rlim_cur > room + 1 ? (uint32_t)(rl.rlim_cur - room)
+                                              : 1;
+        fg__log("max_connections",
+                "configured=%" PRIu32 " cap=%" PRIu32 " nofile=%llu "
+                "warning=\"the descriptor limit leaves room for fewer "
+                "connections: raise it (ulimit -n, LimitNOFILE=)\"",
+                max_conn, cap, (unsigned long long)rl.rlim_cur);
+        return cap;
+    }
+    return max_conn;
 }
 
 /* 'url' without its password, for logs: the user info, and the value of
@@ -337,6 +355,7 @@ int fg_cmd_serve(int argc, char **argv)
             goto out;
         }
     }
+    srv.max_conns = cap_connections(c->max_connections, c->workers);
     if (fg__workers_start(&srv, err, sizeof(err))) {
         fprintf(stderr, "floodgate serve: %s\n", err);
         FG_SET(srv.draining, 1);
@@ -361,7 +380,6 @@ int fg_cmd_serve(int argc, char **argv)
                 "auth=bearer",
                 admin_addr);
     }
-    cap_connections(c->max_connections, c->workers);
     char v[600];
     if (srv.gen->is_memory)
         fg__log("store", "url=memory note=\"limits are per process: run "

@@ -10,6 +10,7 @@
 #define FG_SERVE_SERVER_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "config.h"
@@ -94,6 +95,10 @@ struct fg__server {
     fg__gen *gen;  /* the configuration in force */
     uint32_t gen_number;
     int draining; /* atomic */
+    /* Client connections open, in all workers, and their cap:
+     * max_connections, or fewer under a low descriptor limit. */
+    atomic_uint_fast32_t open_conns;
+    uint32_t max_conns;
     uint64_t reloads, reload_errors;
     const char *config_path;
     const char *cli_listen, *cli_store;

@@ -233,8 +233,8 @@ static uint32_t cap_connections(uint32_t max_conn, unsigned workers)
         getrlimit(RLIMIT_NOFILE, &rl);
     }
     if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
-        uint32_t cap = rl.rlim_cur > room + 1 ? (uint32_t)(rl.rlim_cur - room)
-                                              : 1;
+        uint32_t cap =
+            rl.rlim_cur > room + 1 ? (uint32_t)(rl.rlim_cur - room) : 1;
         fg__log("max_connections",
                 "configured=%" PRIu32 " cap=%" PRIu32 " nofile=%llu "
                 "warning=\"the descriptor limit leaves room for fewer "

@@ -86,6 +86,11 @@ typedef struct sim {
     /* atomic, sync, lease: the shared store's exact limit; local and
      * split: every server's own, each on a key of its own. */
     fg_limiter *lim;
+    /* token bucket: the limit decided exactly at each arrival, with no
+     * round trip, on a key of its own: what the under figure counts
+     * from. */
+    fg_limiter *ref;
+    uint64_t ref_allowed;
     server *srv;
     fg__sim_heap heap;
     req **blocks;
@@ -426,6 +431,14 @@ static void arrive(sim *s, uint64_t now)
         return;
     s->r->requests++;
     s->arrived_w[w]++;
+    if (s->ref) {
+        uint64_t saved = s->store_now;
+        fg_decision d;
+        s->store_now = now;
+        if (fg_check(s->ref, "ref", 3, 1, &d) == FG_OK && d.allowed)
+            s->ref_allowed++;
+        s->store_now = saved;
+    }
     if (s->strategy == FG__SIM_ATOMIC) {
         exact_check(s, now, now, NONE);
     } else if (s->strategy == FG__SIM_LOCAL || s->strategy == FG__SIM_SPLIT) {
@@ -469,8 +482,11 @@ static void judge(sim *s, fg_limit *lim)
             took = span;
         r->limit_allows = burst + (uint64_t)((unsigned __int128)lim->limit *
                                              took / lim->period_us);
+        /* At most what the limit allows exactly on these arrivals. */
         uint64_t ideal =
             r->requests < r->limit_allows ? r->requests : r->limit_allows;
+        if (s->ref && s->ref_allowed < ideal)
+            ideal = s->ref_allowed;
         r->over_total = r->over_worst =
             r->allowed > r->limit_allows ? r->allowed - r->limit_allows : 0;
         r->under_total = r->under_worst =
@@ -546,6 +562,7 @@ static void sim_free(sim *s)
     free(s->allowed_w);
     fg__sim_heap_free(&s->heap);
     fg_limiter_free(s->lim);
+    fg_limiter_free(s->ref);
     fg_store_close(s->st);
 }
 
@@ -602,6 +619,14 @@ int fg__sim_run(const fg__sim_params *p, int strategy, unsigned servers,
     s.lim = fg_limiter_new(s.st, &shared, err, errlen);
     if (!s.lim)
         goto fail;
+    if (lim.algorithm == FG_TOKEN_BUCKET) {
+        fg_limit ref = lim;
+        ref.mode = FG_MODE_EXACT;
+        snprintf(ref.name, sizeof ref.name, "%s", "reference");
+        s.ref = fg_limiter_new(s.st, &ref, err, errlen);
+        if (!s.ref)
+            goto fail;
+    }
     if (lim.mode != FG_MODE_EXACT) {
         s.tick_us = lim.mode == FG_MODE_SYNC     ? (uint64_t)lim.sync_ms * 1000
                     : lim.period_us < LEASE_TICK ? lim.period_us

@@ -514,7 +514,7 @@ static uint64_t chunk_for(const fg_local *lc, const entry *e, uint64_t cost,
     }
     if (used && dur) {
         uint64_t horizon = lc->life_us;
-        if (lc->algorithm == FG_FIXED_WINDOW)
+        if (lc->algorithm != FG_TOKEN_BUCKET)
             horizon = e->reset_at > now ? e->reset_at - now : lc->period_us;
         want = muldiv_up(used, horizon, dur);
     }
@@ -565,6 +565,17 @@ static int lease_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
     return FG_LOCAL_ASKED;
 }
 
+/* The end of the sliding window that granted a take sent at 'sent', from
+ * the take's reset: the end of the window after it (the window holds the
+ * units just taken). A unit taken in a window is spent in it: in the
+ * next, the taking window weighs less in the store's estimate than the
+ * unit spent. Decided on the store's clock, after the send, the end
+ * comes early, never late. */
+static uint64_t window_end(const fg_local *lc, uint64_t sent, uint64_t reset)
+{
+    return sent + (reset > lc->period_us ? reset - lc->period_us : 0);
+}
+
 static int lease_answer(fg_local *lc, entry *e, fg_local_ask *ask, uint64_t now,
                         int rc, const fg_decision *d)
 {
@@ -588,9 +599,11 @@ static int lease_answer(fg_local *lc, entry *e, fg_local_ask *ask, uint64_t now,
          * from the answer it would last a round trip into the next window,
          * beside that window's own limit. (With several takes in flight,
          * the first one's send time ends the lease early, never late.) */
-        uint64_t end = lc->algorithm == FG_FIXED_WINDOW
-                           ? e->take_at + d->reset_us
-                           : now + lc->life_us;
+        uint64_t end = now + lc->life_us;
+        if (lc->algorithm == FG_FIXED_WINDOW)
+            end = e->take_at + d->reset_us;
+        else if (lc->algorithm == FG_SLIDING_WINDOW)
+            end = min_u64(end, window_end(lc, e->take_at, d->reset_us));
         /* Units of an earlier lease of the same window keep their end. */
         if (end > e->reset_at)
             e->reset_at = end;

@@ -35,10 +35,10 @@ typedef struct raw_limit {
     fg_limit mode; /* mode, sync_ms, lease_chunk */
 } raw_limit;
 
-/* Keys a file may give: every key of [server] and [store], and the nine
- * of each limit, with room to spare (a key beyond these is refused
+/* Keys a file may give: every key of [server] and [store], and the
+ * eleven of each limit, with room to spare (a key beyond these is refused
  * anyway). */
-#define SEEN_MAX (FG_SERVE_MAX_LIMITS * 10 + 32)
+#define SEEN_MAX (FG_SERVE_MAX_LIMITS * 16 + 64)
 
 /* A key given, for refusing it a second time in its section. */
 typedef struct seen_key {
@@ -224,13 +224,24 @@ int fg__config_chain(const fg__serve_config *c, const char *list, unsigned *idx,
     *n = 0;
     const char *p = list;
     while (*p) {
-        while (*p == ' ' || *p == ',')
+        /* Names, each between commas, blanks around it. */
+        while (*p == ' ')
             p++;
-        if (!*p)
-            break;
         const char *e = p;
         while (*e && *e != ',' && *e != ' ')
             e++;
+        const char *next = e;
+        while (*next == ' ')
+            next++;
+        if (e == p || (*next == ',' && !next[1])) {
+            snprintf(err, errlen, "empty name in '%.64s'", list);
+            return FG_EINVAL;
+        }
+        if (*next && *next != ',') {
+            snprintf(err, errlen, "names need commas between them: '%.64s'",
+                     list);
+            return FG_EINVAL;
+        }
         int i = fg__config_find(c, p, (size_t)(e - p));
         if (i < 0) {
             snprintf(err, errlen, "unknown limit '%.*s'",
@@ -249,7 +260,7 @@ int fg__config_chain(const fg__serve_config *c, const char *list, unsigned *idx,
                 return FG_EINVAL;
             }
         idx[(*n)++] = (unsigned)i;
-        p = e;
+        p = *next ? next + 1 : next;
     }
     if (*n == 0) {
         snprintf(err, errlen, "no limit named");
@@ -729,9 +740,12 @@ static int finish(parser *p)
     if (c->demo_api) {
         const char *list = c->demo_limits[0] ? c->demo_limits : "bookings";
         if (fg__config_chain(c, list, c->demo_chain, &c->demo_nchain, why,
-                             sizeof(why)))
+                             sizeof(why))) {
+            if (strncmp(why, "unknown", 7))
+                return fail(p, c->demo_line, "demo_api: %s", why);
             return fail(p, c->demo_line, "demo_api: %s (add [limit %s])", why,
                         c->demo_limits[0] ? "..." : "bookings");
+        }
     }
     return 1;
 }

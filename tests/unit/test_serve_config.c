@@ -260,14 +260,18 @@ static void test_duplicates(void)
     CHECK_STR(cfg.id, "a");
     /* A byte order mark hides no header: the line of a limit stays its. */
     refused("\xef\xbb\xbf[limit a]\nkey = ip\n", 1, "rate is required");
-    /* Every key of the most limits a file may hold is checked (here 192
-     * keys before the repeat). */
-    static char many[64 * 80 + 64];
+    /* Every key of the most limits a file may hold is checked, each limit
+     * with all eleven of its keys (704 keys before the repeat). */
+    static char many[64 * 400 + 64];
     size_t at = 0;
     for (int i = 0; i < 64; i++)
         at += (size_t)snprintf(many + at, sizeof(many) - at,
                                "[limit l%d]\nrate = 1/s\nkey = ip\n"
-                               "algorithm = fixed_window\n",
+                               "algorithm = token_bucket\nburst = 1\n"
+                               "on_failure = open\ntimeout = 5ms\n"
+                               "shadow = off\nmode = exact\n"
+                               "fallback_servers = 1\ndurable = off\n"
+                               "clock = redis\n",
                                i);
     snprintf(many + at, sizeof(many) - at, "rate = 2/s\n");
     CHECK_EQ(parse(many), FG_EINVAL);
@@ -426,10 +430,22 @@ static void test_chain_and_durations(void)
     CHECK_EQ(fg__config_chain(&cfg, "a,c", idx, &n, why, sizeof(why)),
              FG_EINVAL);
     CHECK(strstr(why, "'c'") != NULL);
+    /* Empty names, or names without commas, are refused. */
+    static const char *const bad_lists[] = {"a,,b", "a,", ",a", "a b", " , "};
+    for (size_t i = 0; i < sizeof(bad_lists) / sizeof(*bad_lists); i++)
+        CHECK_EQ(
+            fg__config_chain(&cfg, bad_lists[i], idx, &n, why, sizeof(why)),
+            FG_EINVAL);
+    CHECK_EQ(fg__config_chain(&cfg, " a , b ", idx, &n, why, sizeof(why)),
+             FG_OK);
+    CHECK_EQ(n, 2);
     /* A limit twice in one request would count the request twice. */
     CHECK_EQ(fg__config_chain(&cfg, "a,b,a", idx, &n, why, sizeof(why)),
              FG_EINVAL);
     CHECK(strstr(why, "limit 'a' listed twice") != NULL);
+    refused("[limit a]\nrate = 1/s\nkey = ip\n[server]\ndemo_api = on\n"
+            "demo_limits = a,,a\n",
+            6, "empty name in 'a,,a'");
     uint32_t ms = 0;
     CHECK_EQ(fg__parse_duration_ms("5ms", &ms), 0);
     CHECK_EQ(ms, 5);

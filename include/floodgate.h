@@ -308,7 +308,7 @@ int fg_peek(fg_limiter *l, const char *key, size_t keylen, fg_decision *out);
  * FG_OK. */
 int fg_reset(fg_limiter *l, const char *key, size_t keylen);
 
-/* The limit a limiter enforces. */
+/* The limit a limiter enforces (NULL for a NULL 'l'). */
 const fg_limit *fg_limiter_limit(const fg_limiter *l);
 
 /* The share of the limit that FG_FAIL_LOCAL enforces in this process while
@@ -326,7 +326,7 @@ int fg_limiter_local_share(const fg_limiter *l, uint64_t *limit,
  * "open" (the store is skipped; decisions follow on_failure) or "half_open"
  * (the next check probes the store). A store of several nodes has a breaker
  * per node: fg_limiter_breaker gives the worst, fg_limiter_node_breaker one
- * node's (NULL when 'node' is out of range). */
+ * node's (NULL when 'node' is out of range). Both NULL for a NULL 'l'. */
 const char *fg_limiter_breaker(fg_limiter *l);
 const char *fg_limiter_node_breaker(fg_limiter *l, unsigned node);
 

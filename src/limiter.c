@@ -156,12 +156,13 @@ void fg_limiter_free(fg_limiter *l)
 
 const fg_limit *fg_limiter_limit(const fg_limiter *l)
 {
-    return &l->lim;
+    return l ? &l->lim : NULL;
 }
 
 void fg_limiter_set_cache(fg_limiter *l, fg_cache *c)
 {
-    l->policy->cache = c;
+    if (l)
+        l->policy->cache = c;
 }
 
 /* A shadow limit has none: the cache only answers refusals, and shadow
@@ -175,7 +176,7 @@ fg__blocked *fg__limiter_cache(const fg_limiter *l)
 int fg_limiter_local_share(const fg_limiter *l, uint64_t *limit,
                            uint64_t *burst)
 {
-    if (l->lim.on_failure != FG_FAIL_LOCAL)
+    if (!l || l->lim.on_failure != FG_FAIL_LOCAL)
         return FG_EINVAL;
     const fg_limiter *loc = l->policy->local;
     uint64_t b = l->lim.algorithm == FG_TOKEN_BUCKET ? l->p.burst : 0;
@@ -200,6 +201,8 @@ static const char *breaker_name(int state)
 const char *fg_limiter_breaker(fg_limiter *l)
 {
     /* The worst of the nodes': open, then half open, then closed. */
+    if (!l)
+        return NULL;
     uint64_t now = fg__mono_us(NULL);
     int worst = FG__BREAKER_CLOSED;
     for (unsigned i = 0; i < l->policy->nbreakers; i++) {
@@ -212,7 +215,7 @@ const char *fg_limiter_breaker(fg_limiter *l)
 
 const char *fg_limiter_node_breaker(fg_limiter *l, unsigned node)
 {
-    if (node >= l->policy->nbreakers)
+    if (!l || node >= l->policy->nbreakers)
         return NULL;
     return breaker_name(
         fg__breaker_state(&l->policy->breaker[node], fg__mono_us(NULL)));
@@ -222,7 +225,7 @@ const char *fg_limiter_node_breaker(fg_limiter *l, unsigned node)
 static inline int validate(fg_limiter *l, const char *key, size_t keylen,
                            uint64_t cost)
 {
-    if (!key && keylen)
+    if (!l || (!key && keylen))
         return FG_EINVAL;
     if (keylen > FG_MAX_KEY)
         return FG_EKEY;
@@ -379,6 +382,8 @@ static __attribute__((noinline, cold)) int check_invalid(fg_limiter *l, int rc,
 int fg_check(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
              fg_decision *out)
 {
+    if (__builtin_expect(!l || !out, 0))
+        return FG_EINVAL;
     int rc = validate(l, key, keylen, cost);
     if (__builtin_expect(rc != FG_OK, 0))
         return check_invalid(l, rc, out);

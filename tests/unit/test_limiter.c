@@ -106,6 +106,35 @@ static void test_invalid_limits(void)
 
 /* Bad input is refused the same under every policy: never allowed by a
  * fail-open, never counted. */
+/* A NULL limiter or result is an error, not a crash. */
+static void test_null_arguments(void)
+{
+    fg_store *st = open_store();
+    fg_limit l = limit_of("10/s", FG_FIXED_WINDOW, FG_FAIL_OPEN);
+    fg_limiter *lim = fg_limiter_new(st, &l, NULL, 0);
+    CHECK(lim != NULL);
+    fg_decision d;
+    CHECK_EQ(fg_check(NULL, "k", 1, 1, &d), FG_EINVAL);
+    CHECK_EQ(fg_check(lim, "k", 1, 1, NULL), FG_EINVAL);
+    CHECK_EQ(fg_refund(NULL, "k", 1, 1), FG_EINVAL);
+    CHECK_EQ(fg_refund_at(NULL, "k", 1, 1, 0, 0), FG_EINVAL);
+    CHECK_EQ(fg_add(NULL, "k", 1, 1, &d), FG_EINVAL);
+    CHECK_EQ(fg_peek(NULL, "k", 1, &d), FG_EINVAL);
+    CHECK_EQ(fg_reset(NULL, "k", 1), FG_EINVAL);
+    CHECK_EQ(fg_limiter_local_share(NULL, NULL, NULL), FG_EINVAL);
+    CHECK(fg_limiter_limit(NULL) == NULL);
+    CHECK(fg_limiter_breaker(NULL) == NULL);
+    CHECK(fg_limiter_node_breaker(NULL, 0) == NULL);
+    fg_limiter_set_cache(NULL, NULL);
+    CHECK_EQ(fg_limiter_sync(NULL), FG_OK);
+    /* Nothing was counted. */
+    CHECK_EQ(fg_peek(lim, "k", 1, &d), FG_OK);
+    CHECK_EQ(d.remaining, 10);
+    fg_limiter_free(NULL);
+    fg_limiter_free(lim);
+    fg_store_close(st);
+}
+
 static void test_bad_input_never_fails_open(void)
 {
     static const fg_on_failure policies[] = {FG_FAIL_OPEN, FG_FAIL_CLOSED,
@@ -566,6 +595,7 @@ int main(void)
     test_refunds();
     test_refund_at();
     test_invalid_limits();
+    test_null_arguments();
     test_bad_input_never_fails_open();
     test_failure_policy();
     test_async_matches_sync();

@@ -877,6 +877,14 @@ static void dispatch(fg__hconn *c)
         }
     }
     for (unsigned i = 0; i < c->nh; i++) {
+        /* RFC 9112 5.1: no blank between a name and its colon. Read as the
+         * name without it, a proxy in front and this server could take
+         * different headers for the key. */
+        if (memchr(c->in + c->hn_off[i], ' ', c->hn_len[i]) ||
+            memchr(c->in + c->hn_off[i], '\t', c->hn_len[i])) {
+            r->error_status = 400;
+            r->error = "blank in a header name (or before its colon)";
+        }
         r->name[i] = cstr(c, c->hn_off[i], c->hn_len[i]);
         const char *v = cstr(c, c->hv_off[i], c->hv_len[i]);
         while (*v == ' ' || *v == '\t')

@@ -543,6 +543,15 @@ resp
 expect_eq "NUL in the request target: 400" "$(st)" 400
 conn_close
 survived "NUL in the request target"
+# A blank before the colon (RFC 9112 5.1): refused, not read as the name
+# without it, which a proxy in front may read otherwise.
+conn "$M"
+send 'GET /healthz HTTP/1.1\r\nHost : x\r\n\r\n'
+resp
+expect_eq "blank before a header's colon: 400" "$(st)" 400
+check "blank before a colon: says why" grep -q 'blank in a header name' "$T/r1.b"
+conn_close
+survived "a blank before a header's colon"
 conn "$M"
 send 'GET /healthz HTTP/1.1\r\nHost: a\rb\r\n\r\n'
 resp

@@ -49,6 +49,10 @@ typedef struct entry {
     /* lease: the units the store's refusal was for: until 'refused_until'
      * it answers checks that need as many or more, not smaller ones. */
     uint64_t refused_need;
+    /* lease: what the store had left, and when it would be full again, at
+     * its last answer to a take: with the units held, what a check here
+     * reports. */
+    uint64_t store_rem, full_at;
     /* lease: when the units held, and those to give back, were taken (the
      * earliest take's send time), and until when a token bucket's debt
      * holds them (that send time plus the take's reset). */
@@ -523,6 +527,15 @@ static uint64_t chunk_for(const fg_local *lc, const entry *e, uint64_t cost,
     return want > cost ? want : cost;
 }
 
+/* What a check decided here reports: the units this server holds and
+ * what the store had left at its last answer (the other servers' takes
+ * since then unseen), and until when the store would be full again. */
+static void lease_report(const entry *e, uint64_t now, fg_decision *d)
+{
+    d->remaining = e->units + e->store_rem;
+    d->reset_us = e->full_at > now ? e->full_at - now : 0;
+}
+
 static int lease_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
                        fg_decision *d, fg_local_ask *ask, fg_local_waiter *w)
 {
@@ -538,16 +551,15 @@ static int lease_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
         lc->held -= cost;
         e->used += cost;
         d->allowed = 1;
-        d->remaining = e->units;
-        d->reset_us = e->reset_at - now;
+        lease_report(e, now, d);
         fg__decision_ms(d);
         return FG_OK;
     }
     if (e->failed && now <= e->failed_at)
         return FG_EBACKEND;
     if (e->refused_until > now && cost - e->units >= e->refused_need) {
-        d->remaining = e->units;
-        d->retry_after_us = d->reset_us = e->refused_until - now;
+        lease_report(e, now, d);
+        d->retry_after_us = e->refused_until - now;
         fg__decision_ms(d);
         return FG_OK;
     }
@@ -588,6 +600,8 @@ static int lease_answer(fg_local *lc, entry *e, fg_local_ask *ask, uint64_t now,
         e->used = 0;
         /* The units already held were taken before these. */
         uint64_t until = e->take_at + d->reset_us;
+        e->store_rem = d->remaining;
+        e->full_at = until;
         if (!e->units || e->take_at < e->held_at)
             e->held_at = e->take_at;
         if (!e->units || until < e->held_until)
@@ -612,6 +626,8 @@ static int lease_answer(fg_local *lc, entry *e, fg_local_ask *ask, uint64_t now,
         list_due(lc, e);
     } else if (rc == FG_OK && d) {
         uint64_t r = d->remaining;
+        e->store_rem = r;
+        e->full_at = e->take_at + d->reset_us;
         /* The chunk did not fit but what is left does: take that. A
          * token bucket's refill takes half a chunk at least, so that the
          * servers take chunks as they refill, not a unit each. */

@@ -1134,13 +1134,19 @@ static void test_limiter(void)
     CHECK_EQ(fg_check(l, "q", 1, 2, &d), FG_OK);
     CHECK_EQ(d.allowed, 1);
     CHECK_EQ(d.source, FG_SOURCE_LEASE);
+    /* What is left of the limit, not of the lease: 8, until the window
+     * ends (a fixed window starts at each whole second here). */
+    CHECK_EQ(d.remaining, 8);
+    CHECK_EQ(d.reset_us, SEC);
     CHECK_EQ(fg_peek(l, "q", 1, &d), FG_OK);
     CHECK_EQ(d.remaining, 8);
     CHECK_EQ(fg_limiter_sync(l), FG_OK); /* nothing held: 2 taken, 2 spent */
     CHECK_EQ(fg_check(l, "q", 1, 8, &d), FG_OK);
     CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.remaining, 0);
     CHECK_EQ(fg_check(l, "q", 1, 1, &d), FG_OK);
     CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(d.remaining, 0);
     CHECK_EQ(fg_peek(l, "q", 1, &d), FG_OK);
     CHECK_EQ(d.remaining, 0);
     fg_limiter_free(l);

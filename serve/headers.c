@@ -59,6 +59,13 @@ uint64_t fg__window_s(uint64_t period_us)
     return s ? s : 1;
 }
 
+uint64_t fg__policy_quota(uint64_t q, uint64_t period_us, uint64_t window_s)
+{
+    if (period_us % 1000000 == 0)
+        return q;
+    return (uint64_t)((unsigned __int128)q * window_s * 1000000 / period_us);
+}
+
 uint64_t fg__retry_after_s(const fg_decision *d)
 {
     uint64_t s = fg__ms_to_s_up(d->retry_after_ms);

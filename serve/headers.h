@@ -32,6 +32,10 @@ uint64_t fg__ms_to_s_up(uint64_t ms);
 
 /* The window of a limit in whole seconds (at least 1). */
 uint64_t fg__window_s(uint64_t period_us);
+/* The quota 'q' of a limit per 'period_us' over the policy's 'window_s'
+ * whole seconds (fg__window_s): 'q' for a period of whole seconds, else
+ * scaled to the window and rounded down (100/500ms is q=200;w=1). */
+uint64_t fg__policy_quota(uint64_t q, uint64_t period_us, uint64_t window_s);
 
 /* Retry-After of a refusal: whole seconds rounded up, at least 1. */
 uint64_t fg__retry_after_s(const fg_decision *d);

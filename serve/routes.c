@@ -295,7 +295,9 @@ static void answer(fg__ctx *c)
                          : lim->limit;
         if ((r->asked & (1u << k)) && r->d[k].limit)
             q = r->d[k].limit;
-        fg__fmt_policy_item(&bp, lim->name, q, fg__window_s(lim->period_us));
+        uint64_t w = fg__window_s(lim->period_us);
+        fg__fmt_policy_item(&bp, lim->name,
+                            fg__policy_quota(q, lim->period_us, w), w);
         if (r->asked & (1u << k))
             fg__fmt_ratelimit_item(&br, lim->name, &r->d[k]);
     }

@@ -14,6 +14,12 @@ static void test_rounding(void)
     CHECK_EQ(fg__window_s(500000), 1);
     CHECK_EQ(fg__window_s(900000000ULL), 900);
     CHECK_EQ(fg__window_s(1500000), 2);
+    /* The quota follows the window when the period is not whole seconds. */
+    CHECK_EQ(fg__policy_quota(100, 1000000, 1), 100);
+    CHECK_EQ(fg__policy_quota(100, 900000000ULL, 900), 100);
+    CHECK_EQ(fg__policy_quota(100, 500000, 1), 200);
+    CHECK_EQ(fg__policy_quota(3, 1500000, 2), 4);
+    CHECK_EQ(fg__policy_quota(10, 300000, 1), 33);
     fg_decision d = {0};
     d.retry_after_ms = 4;
     CHECK_EQ(fg__retry_after_s(&d), 1);

@@ -298,7 +298,11 @@ static void answer(fg__ctx *c)
         uint64_t w = fg__window_s(lim->period_us);
         fg__fmt_policy_item(&bp, lim->name,
                             fg__policy_quota(q, lim->period_us, w), w);
-        if (r->asked & (1u << k))
+        /* A failure policy's answer knows no figure of the limit: none is
+         * sent for it (the draft lets a server leave a limit out). */
+        if ((r->asked & (1u << k)) &&
+            r->d[k].source != FG_SOURCE_FAIL_OPEN &&
+            r->d[k].source != FG_SOURCE_FAIL_CLOSED)
             fg__fmt_ratelimit_item(&br, lim->name, &r->d[k]);
     }
     fg__http_add_header(c->req, "RateLimit-Policy", pol);

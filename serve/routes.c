@@ -300,8 +300,7 @@ static void answer(fg__ctx *c)
                             fg__policy_quota(q, lim->period_us, w), w);
         /* A failure policy's answer knows no figure of the limit: none is
          * sent for it (the draft lets a server leave a limit out). */
-        if ((r->asked & (1u << k)) &&
-            r->d[k].source != FG_SOURCE_FAIL_OPEN &&
+        if ((r->asked & (1u << k)) && r->d[k].source != FG_SOURCE_FAIL_OPEN &&
             r->d[k].source != FG_SOURCE_FAIL_CLOSED)
             fg__fmt_ratelimit_item(&br, lim->name, &r->d[k]);
     }

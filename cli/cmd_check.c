@@ -22,13 +22,15 @@ static const char usage[] =
     "  --limit RATE       e.g. 10/s, 100/min, 5/15min, 1000/h, 50000/day\n"
     "  --algorithm A      token_bucket (default), fixed_window,\n"
     "                     sliding_window, naive_get_set\n"
-    "  --burst N          token_bucket capacity (default: the limit)\n"
+    "  --burst N          token_bucket capacity, 1..2^53 (default: the "
+    "limit)\n"
     "  --key KEY          the key to count (a user, an IP ...)\n"
     "  --name NAME        the limit's name, part of the store key (default "
     "cli)\n"
     "  --cost N           units this check takes (default 1)\n"
     "  --count K          check K times in a row, then print a summary\n"
-    "  --timeout MS       store deadline in milliseconds (default 5)\n"
+    "  --timeout MS       store deadline in milliseconds, 1..60000 (default "
+    "5)\n"
     "  --on-failure F     open (default; local with --mode sync), closed or\n"
     "                     local\n"
     "  --clock C          redis (default) or client: whose clock Lua uses\n"
@@ -63,14 +65,15 @@ static const char usage[] =
     "exits.\n";
 
 /* A positive decimal integer below 2^53, with nothing around it. */
-static int parse_u64(const char *s, uint64_t *out)
+/* A whole number from 0 to 'max'. */
+static int parse_upto(const char *s, uint64_t max, uint64_t *out)
 {
     if (!s || *s < '0' || *s > '9')
         return -1;
     errno = 0;
     char *end;
     unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end || v >= FG_MAX_COUNT)
+    if (errno || *end || v > max)
         return -1;
     *out = v;
     return 0;
@@ -233,8 +236,8 @@ int fg_cmd_check(int argc, char **argv)
             mode = optarg;
             break;
         case 'S':
-            if (parse_u64(optarg, &servers) || servers == 0 ||
-                servers > 100000) {
+            if (parse_upto(optarg, FG_MAX_COUNT - 1, &servers) ||
+                servers == 0 || servers > 100000) {
                 fprintf(stderr,
                         "floodgate check: --servers must be a whole "
                         "number from 1 to 100000, not '%s'\n",
@@ -252,11 +255,16 @@ int fg_cmd_check(int argc, char **argv)
             reset = 1;
             break;
         case 'b':
-            if (parse_u64(optarg, &burst) || burst == 0)
-                goto bad_number;
+            if (parse_upto(optarg, FG_MAX_COUNT, &burst) || burst == 0) {
+                fprintf(stderr,
+                        "floodgate check: --burst must be a whole number "
+                        "from 1 to 2^53, not '%s'\n",
+                        optarg);
+                return 2;
+            }
             break;
         case 'c':
-            if (parse_u64(optarg, &cost) || cost == 0) {
+            if (parse_upto(optarg, FG_MAX_COUNT - 1, &cost) || cost == 0) {
                 fprintf(stderr,
                         "floodgate check: --cost must be a whole "
                         "number from 1 to 2^53-1, not '%s'\n",
@@ -266,13 +274,18 @@ int fg_cmd_check(int argc, char **argv)
             costed = 1;
             break;
         case 'C':
-            if (parse_u64(optarg, &count) || count == 0)
+            if (parse_upto(optarg, FG_MAX_COUNT - 1, &count) || count == 0)
                 goto bad_number;
             many = 1;
             break;
         case 't':
-            if (parse_u64(optarg, &timeout) || timeout == 0 || timeout > 60000)
-                goto bad_number;
+            if (parse_upto(optarg, 60000, &timeout) || timeout == 0) {
+                fprintf(stderr,
+                        "floodgate check: --timeout must be a whole number "
+                        "of milliseconds from 1 to 60000, not '%s'\n",
+                        optarg);
+                return 2;
+            }
             break;
         case 'h':
             fputs(usage, stdout);

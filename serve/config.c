@@ -367,8 +367,9 @@ static int server_key(parser *p, const char *k, const char *v)
             return fail(p, p->line, "drain_timeout must be a duration");
         c->drain_timeout_ms = ms;
     } else if (!strcmp(k, "drain_grace")) {
-        /* 0: no grace, the listener closes at once. */
-        if (!strcmp(v, "0"))
+        /* 0 (0s, 0ms): no grace, the listener closes at once. */
+        size_t z = strspn(v, "0");
+        if (z && (!v[z] || !strcmp(v + z, "ms") || !strcmp(v + z, "s")))
             ms = 0;
         else if (fg__parse_duration_ms(v, &ms) || ms > 60000)
             return fail(p, p->line,
@@ -393,7 +394,7 @@ static int store_key(parser *p, const char *k, const char *v)
             return fail(p, p->line, "url must be 1..%zu characters",
                         sizeof(c->store_url) - 1);
         strcpy(c->store_url, v);
-        p->url_line = p->line;
+        p->url_line = c->url_line = p->line;
     } else if (!strcmp(k, "prefix")) {
         if (strlen(v) >= sizeof(c->prefix))
             return fail(p, p->line, "prefix too long");
@@ -433,8 +434,8 @@ static int limit_key(parser *p, unsigned i, const char *k, const char *v)
         r->rate_line = p->line;
         sl->has_rate = 1;
     } else if (!strcmp(k, "burst")) {
-        if (parse_u64(v, 1, FG_MAX_COUNT - 1, &u))
-            return fail(p, p->line, "burst must be a positive integer");
+        if (parse_u64(v, 1, FG_MAX_COUNT, &u))
+            return fail(p, p->line, "burst must be a whole number, 1..2^53");
         r->burst = u;
         r->has_burst = 1;
         r->burst_line = p->line;
@@ -633,10 +634,17 @@ static char *reader(char *str, int num, void *stream)
     parser *p = stream;
     if (p->failed)
         return NULL; /* the first error is the one reported */
+    memset(str, 0, (size_t)num);
     char *s = fgets(str, num, p->f);
     if (!s)
         return NULL;
     size_t n = strlen(s);
+    /* A NUL byte ends the string short of the newline fgets read. */
+    const char *nl = memchr(s, '\n', (size_t)num - 1);
+    if (nl && (size_t)(nl - s) > n) {
+        fail(p, p->line + 1, "a NUL byte in the line");
+        return NULL;
+    }
     /* inih skips a byte order mark on the first line. */
     size_t bom = p->line == 0 && !strncmp(s, "\xef\xbb\xbf", 3) ? 3 : 0;
     size_t lead = strspn(s + bom, " \t\r\f\v");

@@ -47,6 +47,7 @@ typedef struct fg__serve_config {
     char admin_listen[128];
     char admin_token_file[256];
     int admin_line, admin_token_line;
+    int url_line; /* [store] url's first line, 0 if none */
     fg__cidr proxies[FG_SERVE_MAX_PROXIES];
     unsigned nproxies;
     /* Caps. */

@@ -181,6 +181,20 @@ static int read_token(fg__gen *g, const char *where, char *err, size_t errlen)
     return 0;
 }
 
+/* A store URL that does not open: said of --store, or of the file's line. */
+static void bad_url(const fg__server *srv, const fg__serve_config *c,
+                    const char *why, char *err, size_t errlen)
+{
+    const char *where = srv->config_path ? srv->config_path : "config";
+    if (srv->cli_store)
+        snprintf(err, errlen, "--store: %s", why);
+    else if (c->url_line)
+        snprintf(err, errlen, "%s:%d: [store] url: %s", where, c->url_line,
+                 why);
+    else
+        snprintf(err, errlen, "%s: [store] url: %s", where, why);
+}
+
 fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
 {
     fg__gen *g = calloc(1, sizeof(*g));
@@ -242,7 +256,7 @@ fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
             char why[200];
             srv->mem = fg_store_open(c->store_url, why, sizeof(why));
             if (!srv->mem) {
-                snprintf(err, errlen, "%s: [store] url: %s", where, why);
+                bad_url(srv, c, why, err, errlen);
                 goto fail;
             }
         }
@@ -292,7 +306,7 @@ fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
             st = fg_store_open_async(g->url_lazy, srv->main_base, lazy_why,
                                      sizeof(lazy_why));
             if (!st) {
-                snprintf(err, errlen, "%s: [store] url: %s", where, why);
+                bad_url(srv, c, why, err, errlen);
                 goto fail;
             }
             char v[300];

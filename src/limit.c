@@ -73,6 +73,11 @@ int fg_limit_parse_err(const char *rate, fg_limit *out, char *err,
     if (n < 0)
         return fg__seterr(err, errlen, FG_EINVAL,
                           "rate '%s': period is too large", rate);
+    if (n > 0 && (*p == '.' || *p == ','))
+        return fg__seterr(err, errlen, FG_EINVAL,
+                          "rate '%s': the period must be a whole number and "
+                          "a unit, e.g. 5/15min or 250/500ms",
+                          rate);
     if (n > 0 && mult == 0)
         return fg__seterr(err, errlen, FG_EINVAL,
                           "rate '%s': period must be at least 1 ms", rate);

@@ -260,6 +260,13 @@ done
 expect_eq "bad reload kept the running config" "$codes" " 200 200 429"
 check "log lines are key=value" bash -c "! grep -v '^ts=[0-9TZ:.-]* event=[a-z_]*' '$T/s.log'"
 
+# A store URL that does not open is said with its line, or as --store.
+printf '[server]\nid = u\n[store]\nurl = memory?max_keys=0\n' >"$T/badurl.ini"
+out=$("$FLOODGATE" serve -c "$T/badurl.ini" --listen 127.0.0.1:0 2>&1)
+check "bad store url: file and line ($out)" grep -q "badurl.ini:4: \[store\] url: memory store" <<<"$out"
+out=$("$FLOODGATE" serve -c "$T/badurl.ini" --store bogus://x --listen 127.0.0.1:0 2>&1)
+check "bad --store: said as --store ($out)" grep -q "^floodgate serve: --store: unknown store 'bogus'" <<<"$out"
+
 # Connection cap: past max_connections, accepting pauses (no crash, no
 # spinning) and new clients wait in the backlog until a slot frees up.
 # The cap is a count, not the descriptor limit: the server keeps at most 5

@@ -78,6 +78,7 @@ static void test_invalid_rates(void)
     check_err("0x10/s", "expected '/' after the count");
     check_err("10/1.5s", "the period must be a whole number and a unit");
     check_err("10/-1s", "the period must be a whole number and a unit");
+    check_err("10/0.5s", "the period must be a whole number and a unit");
 
     /* No rate or no output: refused, never a crash. */
     fg_limit l;

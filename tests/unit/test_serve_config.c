@@ -166,6 +166,25 @@ static void test_errors(void)
     CHECK_EQ(cfg.drain_grace_ms, 2000);
     CHECK_EQ(parse("[server]\ndrain_grace = 0\n"), 0);
     CHECK_EQ(cfg.drain_grace_ms, 0);
+    CHECK_EQ(parse("[server]\ndrain_grace = 0ms\n"), 0);
+    CHECK_EQ(cfg.drain_grace_ms, 0);
+    CHECK_EQ(parse("[server]\ndrain_grace = 0s\n"), 0);
+    CHECK_EQ(cfg.drain_grace_ms, 0);
+    refused("[server]\ndrain_grace =\n", 2, "drain_grace must be");
+    /* A NUL byte is said as such, with its line. */
+    static const char nul[] = "[server]\nid = a\0b\n";
+    fg__config_defaults(&cfg);
+    FILE *f = fmemopen((void *)nul, sizeof(nul) - 1, "r");
+    CHECK(f != NULL);
+    CHECK_EQ(fg__config_parse(f, "t.ini", &cfg, err, sizeof(err)), FG_EINVAL);
+    fclose(f);
+    CHECK(strstr(err, "t.ini:2: a NUL byte in the line") != NULL);
+    /* A burst up to 2^53, as the library takes. */
+    CHECK_EQ(parse("[limit a]\nkey = ip\nrate = 9007199254740992/day\n"
+                   "burst = 9007199254740992\n"),
+             0);
+    refused("[limit a]\nkey = ip\nrate = 1/s\nburst = 9007199254740993\n",
+            4, "burst must be a whole number, 1..2^53");
     CHECK_EQ(parse("[server]\ndrain_grace = 2min\n"), FG_EINVAL);
     CHECK(err_is(2, "drain_grace"));
     CHECK_EQ(parse("[server]\ndrain_grace = soon\n"), FG_EINVAL);

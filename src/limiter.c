@@ -21,11 +21,22 @@ struct fg__policy {
     fg_cache *cache;       /* fg_limiter_set_cache */
     fg_store *local_store; /* FG_FAIL_LOCAL only */
     fg_limiter *local;
+    uint64_t local_offset; /* its clock: the monotonic one plus this */
     unsigned nbreakers;
     fg__breaker breaker[]; /* one per node of the store */
 };
 
 static atomic_ullong next_limiter_id = 1;
+
+/* The local fallback's clock: the monotonic clock, set when the limiter is
+ * made to read as the wall clock, so that its fixed windows are a Redis
+ * store's (which are on the wall clock) and a server does not grant its
+ * share twice in one of them, while a later step of the wall clock does
+ * not reach it. */
+static uint64_t fallback_clock(void *ctx)
+{
+    return fg__mono_us(NULL) + *(const uint64_t *)ctx;
+}
 
 static int check_settled(fg_limiter *l, const char *key, size_t keylen,
                          uint64_t cost, fg_decision *out);
@@ -120,7 +131,11 @@ fg_limiter *fg_limiter_new(fg_store *st, const fg_limit *lim, char *err,
             local.algorithm = FG_FIXED_WINDOW;
         if (local.limit == 0 || (l->lim.burst && local.burst == 0))
             return l;
-        fg_memory_options mo = {.max_keys = 100000};
+        uint64_t wall = fg__wall_us(), mono = fg__mono_us(NULL);
+        l->policy->local_offset = wall > mono ? wall - mono : 0;
+        fg_memory_options mo = {.max_keys = 100000,
+                                .clock = fallback_clock,
+                                .clock_ctx = &l->policy->local_offset};
         l->policy->local_store = fg__store_memory_open(&mo, err, errlen);
         if (!l->policy->local_store)
             goto fail;

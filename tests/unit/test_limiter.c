@@ -4,6 +4,7 @@
  * fg_check_async calling back exactly once with fg_check's decision. */
 #include <event2/event.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "../harness.h"
 #include "floodgate.h"
@@ -244,6 +245,28 @@ static void test_failure_policy(void)
     CHECK_EQ(d.limit, 25);
     CHECK(d.retry_after_ms > 0);
     CHECK_EQ(d.retry_after_us, d.retry_after_ms * 1000);
+    fg_limiter_free(lim);
+
+    /* The fallback's fixed windows are the wall clock's, as a Redis
+     * store's are: a minute's window ends at the wall clock's next whole
+     * minute (within 100 ms), so that a server does not grant its share
+     * twice in one store window. */
+    l = limit_of("100/min", FG_FIXED_WINDOW, FG_FAIL_LOCAL);
+    lim = fg_limiter_new(st, &l, NULL, 0);
+    CHECK(lim != NULL);
+    fail_next = 1;
+    CHECK_EQ(fg_check(lim, LONG_KEY "4", sizeof(LONG_KEY), 1, &d), FG_ENOMEM);
+    CHECK_EQ(d.source, FG_SOURCE_LOCAL);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t wall = (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+    uint64_t to_minute = 60000000 - wall % 60000000;
+    uint64_t gap = d.reset_us > to_minute ? d.reset_us - to_minute
+                                          : to_minute - d.reset_us;
+    /* (a read on either side of a minute's edge is 60 s apart) */
+    if (gap > 30000000)
+        gap = 60000000 - gap;
+    CHECK(gap < 100000);
     fg_limiter_free(lim);
 
     /* The share is rounded down: 10/s among 3 servers is 3 each (9 in all),

@@ -14,6 +14,9 @@
 #include "lab.h"
 #include "simulate.h"
 
+#define FG__LAB_STR_(x) #x
+#define FG__LAB_STR(x)  FG__LAB_STR_(x)
+
 static void usage(FILE *f)
 {
     fprintf(
@@ -38,8 +41,12 @@ static void usage(FILE *f)
            "redis-server, no delay proxy (--rtt does not apply), its\n"
            "commands are not counted and it is never stopped (no Redis-down\n"
            "burst). Not with --web.\n"
-           "floodgate lab --simulate --help: the same for 10 to 10,000\n"
-           "servers on a virtual clock, with no processes.\n");
+           "--servers: 1 to " FG__LAB_STR(
+               FG__LAB_MAX_SERVERS) " processes.\n"
+                                    "floodgate lab --simulate --help: the same "
+                                    "for 1 to 100,000\n"
+                                    "servers on a virtual clock, with no "
+                                    "processes.\n");
 }
 
 /* A duration of the real lab's options: at most a minute. */
@@ -127,7 +134,9 @@ static int parse_sweep(const char *s, opts *o)
     else
         return -1;
     char buf[512];
-    snprintf(buf, sizeof buf, "%s", eq + 1);
+    if (!fg__lab_list_ok(eq + 1) ||
+        snprintf(buf, sizeof buf, "%s", eq + 1) >= (int)sizeof buf)
+        return -1;
     char *save = NULL;
     o->nsweep = 0;
     for (char *t = strtok_r(buf, ",", &save); t;
@@ -148,7 +157,8 @@ static int parse_strategies(const char *s, unsigned *mask)
         return 0;
     }
     char buf[128];
-    if (snprintf(buf, sizeof buf, "%s", s) >= (int)sizeof buf)
+    if (!fg__lab_list_ok(s) ||
+        snprintf(buf, sizeof buf, "%s", s) >= (int)sizeof buf)
         return -1;
     unsigned m = 0;
     char *save = NULL;
@@ -164,9 +174,6 @@ static int parse_strategies(const char *s, unsigned *mask)
     *mask = m;
     return 0;
 }
-
-#define FG__LAB_STR_(x) #x
-#define FG__LAB_STR(x)  FG__LAB_STR_(x)
 
 /* A --store URL the servers can be given: one the library accepts, of a
  * Redis store, on one line of their config. 0, or -1 after printing why
@@ -315,12 +322,19 @@ static int parse_args(int argc, char **argv, opts *o)
                     val,
                     strcmp(name, "--shards") == 0
                         ? " (1 to " FG__LAB_STR(FG__LAB_MAX_SHARDS) ")"
+                    : strcmp(name, "--servers") == 0
+                        ? " (1 to " FG__LAB_STR(FG__LAB_MAX_SERVERS) ")"
                         : "");
             return 2;
         }
     }
     if (o->listen_given && !o->web) {
         fprintf(stderr, "floodgate lab: --listen applies to --web only\n");
+        return 2;
+    }
+    if (o->json && o->web) {
+        fprintf(stderr, "floodgate lab: --json and --web exclude each other "
+                        "(the page gets its JSON from /api/run)\n");
         return 2;
     }
     if (o->store && o->shards_given) {

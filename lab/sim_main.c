@@ -56,6 +56,12 @@ static void usage(FILE *f)
            "Durations: a number with us, ms or s; a bare number is ms.\n");
 }
 
+int fg__lab_list_ok(const char *s)
+{
+    size_t n = strlen(s);
+    return n && s[0] != ',' && s[n - 1] != ',' && !strstr(s, ",,");
+}
+
 /* "40ms", "0.5ms", "2s", "500us"; a bare number is milliseconds; at most
  * 'max_us'. */
 int fg__lab_parse_duration(const char *s, uint64_t max_us, uint64_t *out)
@@ -106,7 +112,8 @@ typedef struct opts {
 static int parse_strategies(const char *s, unsigned *mask)
 {
     char buf[256];
-    if (snprintf(buf, sizeof buf, "%s", s) >= (int)sizeof buf)
+    if (!fg__lab_list_ok(s) ||
+        snprintf(buf, sizeof buf, "%s", s) >= (int)sizeof buf)
         return -1;
     *mask = 0;
     char *save = NULL;
@@ -126,7 +133,8 @@ static int parse_strategies(const char *s, unsigned *mask)
 static int parse_servers(const char *s, opts *o)
 {
     char buf[512];
-    if (snprintf(buf, sizeof buf, "%s", s) >= (int)sizeof buf)
+    if (!fg__lab_list_ok(s) ||
+        snprintf(buf, sizeof buf, "%s", s) >= (int)sizeof buf)
         return -1;
     o->nservers = 0;
     char *save = NULL;

@@ -170,4 +170,8 @@ int fg__lab_simulate(int argc, char **argv);
  * real lab's options read their durations with it too. */
 int fg__lab_parse_duration(const char *s, uint64_t max_us, uint64_t *out);
 
+/* 1 when the comma-separated list 's' has no empty item ("a,,b", "a,",
+ * ",a", ""): the options' lists are read with strtok_r, which skips them. */
+int fg__lab_list_ok(const char *s);
+
 #endif

@@ -49,6 +49,8 @@ usage_error "unknown option '--bogus'" --bogus 1
 usage_error "bad value for --servers: '0'" --servers 0
 usage_error "bad value for --servers: '100001'" --servers 100001
 usage_error "bad value for --servers: '8,x'" --servers 8,x
+usage_error "bad value for --servers: '10,,100'" --servers 10,,100
+usage_error "bad value for --strategy: 'sync,'" --strategy sync,
 usage_error "bad value for --strategy: 'exactly'" --strategy exactly
 usage_error "bad value for --arrival: 'bursty'" --arrival bursty
 usage_error "bad value for --load: '0'" --load 0

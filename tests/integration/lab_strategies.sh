@@ -45,6 +45,9 @@ usage_error "bad value for --listen: '127.0.0.1:99999'" --web --listen 127.0.0.1
 usage_error "bad value for --listen: 'nonsense'" --web --listen nonsense
 usage_error "--listen applies to --web only" --listen 127.0.0.1:8099
 usage_error "--json takes no value" --json=1
+usage_error "--json and --web exclude each other" --json --web
+usage_error "bad value for --servers: '65' (1 to 64)" --servers 65
+usage_error "bad value for --strategy: 'sync,,lease'" --strategy sync,,lease
 usage_error "unknown option '--bogus'" --bogus
 usage_error "--burst needs a value" --burst
 usage_error "bad value for --burst: '0'" --burst 0

@@ -303,8 +303,16 @@ void fg__rcheck_cmd(const fg__rcheck *c, int i, const fg__redis_shas *shas,
     out->argc = 0;
     switch (c->p->algorithm) {
     case FG_FIXED_WINDOW:
-        if (c->stage == FG__RS_GIVEBACK) {
-            incrby_cmd(out, "DECRBY", c->cost);
+        if (c->stage == FG__RS_GIVEBACK && c->lift) {
+            incrby_cmd(out, "INCRBY", c->lift);
+        } else if (c->stage == FG__RS_GIVEBACK) {
+            /* DECRBY only if the key exists, in the refund script: a plain
+             * one would make a key deleted meanwhile (FLUSHALL, a reset)
+             * anew, below zero and with no expiry. */
+            script_head(out, FG__LUA_REFUND,
+                        fg__redis_sha(shas, FG__LUA_REFUND));
+            ARG_LIT(out, "g");
+            arg(out, out->cost, fg__redis_u64(out->cost, c->cost));
         } else if (i == 0) {
             incrby_cmd(out, "INCRBY", c->cost);
         } else {
@@ -388,10 +396,26 @@ int fg__rcheck_reply(fg__rcheck *c, const redisReply *r, fg_decision *d)
             fg__window_add_decision(c->p, c->now_us, count, d);
             return FG_OK;
         }
+        /* Less than this check's units: the key held less than zero, a
+         * give-back that arrived after the key was deleted (FLUSHALL, a
+         * reset) or a refund that crossed one. No unit below zero was
+         * ever admitted: the check is decided on an empty window, and the
+         * count raised to its units, sent without waiting (concurrent
+         * checks that lift it too can only over-count: refuse early). */
+        c->lift = 0;
+        if (r->type == REDIS_REPLY_INTEGER && r->integer < (long long)c->cost) {
+            long long had =
+                r->integer < -(1ll << 53) ? -(1ll << 53) : r->integer;
+            c->lift = (uint64_t)((long long)c->cost - had);
+        }
         before = count >= c->cost ? count - c->cost : 0;
         fg__redis_window_decision(c->p, c->now_us, before, c->cost, d);
-        if (d->allowed)
+        if (d->allowed && !c->lift)
             return FG_OK;
+        if (d->allowed) {
+            c->stage = FG__RS_GIVEBACK;
+            return FG__RSTEP_GIVEBACK;
+        }
         /* Give back what cannot be admitted, so the refusal consumes
          * nothing (DESIGN.md 3), even on a full window: the count then
          * stays within the limit and the increments in flight (it cannot

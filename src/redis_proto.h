@@ -117,7 +117,8 @@ enum {
     FG__RS_FIRST,   /* the algorithm's command(s) */
     FG__RS_SET,     /* naive_get_set: the SET after the GET */
     FG__RS_EVAL,    /* a script again, whole, after NOSCRIPT */
-    FG__RS_GIVEBACK /* fixed window: the DECRBY of a refused INCRBY */
+    FG__RS_GIVEBACK /* fixed window: the DECRBY of a refused INCRBY, or
+                     * the INCRBY that lifts a count found below zero */
 };
 
 /* One check as the protocol sees it. 'key' must outlive the check. */
@@ -131,6 +132,7 @@ typedef struct fg__rcheck {
     int add;         /* fg_add (FG__COST_ADD): counted beyond the limit */
     int stage;
     uint64_t count; /* naive_get_set: the count to SET */
+    uint64_t lift;  /* fixed window: what a count below zero lacked */
     fg_decision d;  /* naive_get_set: decided after the GET */
 } fg__rcheck;
 

@@ -262,8 +262,8 @@ static int sync_run(fg__rnode *nd, fg__rsconn *c, fg__rcheck *k,
             return rc;
         }
         rc = fg__rcheck_reply(k, r[0], d);
-        if (rc == FG_OK && d->allowed && durable &&
-            (wrc != FG_OK || !replicated(w))) {
+        if ((rc == FG_OK || rc == FG__RSTEP_GIVEBACK) && d->allowed &&
+            durable && (wrc != FG_OK || !replicated(w))) {
             rc = wrc != FG_OK ? wrc : not_replicated(nd);
             *unconfirmed = 1;
         } else if (wrc != FG_OK && rc == FG__RSTEP_AGAIN) {

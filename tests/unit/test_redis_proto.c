@@ -284,7 +284,10 @@ static void test_proto_fixed(void)
     CHECK_EQ(d.allowed, 0);
     CHECK_EQ(fg__rcheck_ncmds(&c), 1);
     fg__rcheck_cmd(&c, 0, &shas, &k);
-    CHECK_STR(line(&k), "DECRBY fg:api:{u1}:5 3");
+    /* With the refund script: DECRBY only if the key exists, never a key
+     * made anew. */
+    CHECK(strncmp(line(&k), "EVAL ", 5) == 0);
+    CHECK(strstr(line(&k), " 1 fg:api:{u1}:5 g 3") != NULL);
     /* A window already full: given back too, so the count never grows
      * past the limit and what is in flight. */
     CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 1, 5500000), FG_OK);
@@ -292,13 +295,35 @@ static void test_proto_fixed(void)
     CHECK_EQ(fg__rcheck_reply(&c, r, &d), FG__RSTEP_GIVEBACK);
     CHECK_EQ(d.allowed, 0);
     fg__rcheck_cmd(&c, 0, &shas, &k);
-    CHECK_STR(line(&k), "DECRBY fg:api:{u1}:5 1");
+    CHECK(strstr(line(&k), " 1 fg:api:{u1}:5 g 1") != NULL);
     /* The last unit fits. */
     CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 2, 5500000), FG_OK);
     r->integer = 10;
     CHECK_EQ(fg__rcheck_reply(&c, r, &d), FG_OK);
     CHECK_EQ(d.allowed, 1);
     CHECK_EQ(d.remaining, 0);
+    /* A count below this check's units: the key held less than zero (a
+     * give-back that came after the key was deleted). Decided on an empty
+     * window, and the count lifted to the check's units. */
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 1, 5500000), FG_OK);
+    r->integer = -3;
+    CHECK_EQ(fg__rcheck_reply(&c, r, &d), FG__RSTEP_GIVEBACK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.remaining, 9);
+    fg__rcheck_cmd(&c, 0, &shas, &k);
+    CHECK_STR(line(&k), "INCRBY fg:api:{u1}:5 4");
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 3, 5500000), FG_OK);
+    r->integer = 1;
+    CHECK_EQ(fg__rcheck_reply(&c, r, &d), FG__RSTEP_GIVEBACK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.remaining, 7);
+    fg__rcheck_cmd(&c, 0, &shas, &k);
+    CHECK_STR(line(&k), "INCRBY fg:api:{u1}:5 2");
+    /* A count of exactly the units is no lift. */
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 3, 5500000), FG_OK);
+    r->integer = 3;
+    CHECK_EQ(fg__rcheck_reply(&c, r, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
     redisReply *e = errr("OOM command not allowed");
     CHECK_EQ(fg__rcheck_reply(&c, e, &d), FG_EOOM);
     redisReply *nx = errr("ERR syntax error");

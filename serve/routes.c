@@ -230,13 +230,38 @@ static void account(fg__ctx *c)
                     nodes[nnodes++] = ns;
             }
         }
-        if (rc < 0 && now >= c->w->next_err_log_us) {
+        fg__worker *w = c->w;
+        if (rc < 0)
+            w->errors_unlogged++;
+        if (rc < 0 && now >= w->next_err_log_us) {
             /* At most one line a second per worker: a dead store must not
-             * turn into a flood of log lines. */
-            c->w->next_err_log_us = now + 1000000;
-            fg__log("store_error", "worker=%u limit=%s error=\"%s\" decided=%s",
-                    c->w->index, g->cfg.limits[c->idx[k]].lim.name,
-                    fg_strerror(rc), fg_source_name(r->d[k].source));
+             * turn into a flood of log lines. 'errors' counts this one and
+             * those since the last line, of every limit. A value not
+             * floodgate's (FG_ERANGE: another type at the key, a count
+             * Redis cannot add to) is one key's, named. */
+            w->next_err_log_us = now + 1000000;
+            char key[FG_MAX_KEY + 1], v[2 * FG_MAX_KEY + 8];
+            size_t kl = c->items[k].keylen > FG_MAX_KEY ? FG_MAX_KEY
+                                                        : c->items[k].keylen;
+            memcpy(key, c->items[k].key, kl);
+            key[kl] = '\0';
+            fg__log(
+                "store_error",
+                "worker=%u limit=%s error=\"%s\" decided=%s errors=%llu%s%s",
+                w->index, g->cfg.limits[c->idx[k]].lim.name, fg_strerror(rc),
+                fg_source_name(r->d[k].source),
+                (unsigned long long)w->errors_unlogged,
+                rc == FG_ERANGE ? " note=\"the value stored for this "
+                                  "key is not floodgate's\" key="
+                                : "",
+                rc == FG_ERANGE ? fg__log_value(key, v, sizeof v) : "");
+            w->errors_unlogged = 0;
+            w->store_failing |= rc != FG_ERANGE;
+        } else if (rc == FG_OK && w->store_failing &&
+                   r->d[k].source == FG_SOURCE_STORE) {
+            w->store_failing = 0;
+            fg__log("store_recovered", "worker=%u limit=%s", w->index,
+                    g->cfg.limits[c->idx[k]].lim.name);
         }
     }
     if (asked_store && !g->is_memory) {

@@ -79,6 +79,8 @@ typedef struct fg__worker {
     unsigned inflight_peak; /* most requests in flight since the sweep */
     struct event *sweep_ev;
     uint64_t next_err_log_us;
+    uint64_t errors_unlogged; /* store errors since the last store_error */
+    int store_failing;        /* a store_error logged, no answer since */
     /* Shadow refusals logged this second, and left out since the last
      * line (routes.c). */
     uint64_t shadow_log_reset_us, shadow_unlogged;

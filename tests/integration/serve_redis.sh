@@ -206,6 +206,17 @@ check "back: every server decides in the store again after ${ms} ms (<= 1000)" \
 out=$("$FGLOAD" -n 40 -c 10 $(urls "/v1/check?limit=exact_l&key=after"))
 echo "back: $out"
 expect_eq "back: exact (10 of 40 allowed)" "$(field "$out" s200)" 10
+check "store errors logged with their count" grep -q 'event=store_error .* errors=[1-9]' "$T/s1.log"
+check "recovery logged" grep -q 'event=store_recovered worker=[0-9]* limit=' "$T/s1.log"
+# A value not floodgate's at a limit's key (a hash): that key follows its
+# policy, and the log names it. (Its worker logged errors within the last
+# second; a line a second at most.)
+sleep 1.1
+day=$(( $(date +%s) / 86400 ))
+redis-cli -p "$RPORT" hset "t$$:exact_l:{wt$$}:$day" a 1 >/dev/null
+for u in $URLS; do curl -s -X POST "$u/v1/check?limit=exact_l&key=wt$$" >/dev/null; done
+check "a foreign value's key is logged" \
+    grep -q "event=store_error .*note=\"the value stored for this key is not floodgate's\" key=wt$$" "$T"/s[1-4].log
 
 # 6. SIGTERM with requests in flight (Redis hung, 400 ms timeout): every
 # request is answered, /healthz says 503 during the drain grace (500 ms by

@@ -40,12 +40,15 @@ static double speed(const fg__sim_params *p, const fg__sim_result *r)
 }
 
 /* 1 when the measured overshoot, or under-admission, is beyond the bound
- * stated for it (per window for windows). */
+ * stated for it (per window for windows). A lease's under bound is what
+ * the others hold at any one time: for windows, what one window can miss;
+ * a token bucket's run has no window, and its sum over the run (each
+ * lapsed lease may have kept a little back) is shown, not judged. */
 static int beyond(const fg__sim_result *r, int under)
 {
     if (under)
-        return r->has_under_bound &&
-               (r->windows ? r->under_worst : r->under_total) > r->under_bound;
+        return r->has_under_bound && r->windows &&
+               r->under_worst > r->under_bound;
     return r->has_over_bound &&
            (double)(r->windows ? r->over_worst : r->over_total) >
                r->over_bound + 1e-9;

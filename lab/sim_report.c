@@ -43,7 +43,8 @@ static double speed(const fg__sim_params *p, const fg__sim_result *r)
  * stated for it (per window for windows). A lease's under bound is what
  * the others hold at any one time: for windows, what one window can miss;
  * a token bucket's run has no window, and its sum over the run (each
- * lapsed lease may have kept a little back) is shown, not judged. */
+ * lease that lapsed unspent kept its units from the others while it
+ * lasted) is shown, not judged. */
 static int beyond(const fg__sim_result *r, int under)
 {
     if (under)

@@ -306,13 +306,11 @@ void fg__rcheck_cmd(const fg__rcheck *c, int i, const fg__redis_shas *shas,
         if (c->stage == FG__RS_GIVEBACK && c->lift) {
             incrby_cmd(out, "INCRBY", c->lift);
         } else if (c->stage == FG__RS_GIVEBACK) {
-            /* DECRBY only if the key exists, in the refund script: a plain
-             * one would make a key deleted meanwhile (FLUSHALL, a reset)
-             * anew, below zero and with no expiry. */
-            script_head(out, FG__LUA_REFUND,
-                        fg__redis_sha(shas, FG__LUA_REFUND));
-            ARG_LIT(out, "g");
-            arg(out, out->cost, fg__redis_u64(out->cost, c->cost));
+            /* A plain DECRBY (no script: it cannot meet NOSCRIPT, and is
+             * sent unwaited). One that arrives after the key was deleted
+             * (FLUSHALL, a reset) makes it anew below zero, which the
+             * next check lifts (and its PEXPIRE NX expires). */
+            incrby_cmd(out, "DECRBY", c->cost);
         } else if (i == 0) {
             incrby_cmd(out, "INCRBY", c->cost);
         } else {
@@ -365,9 +363,9 @@ static int reply_count(const redisReply *r, uint64_t *out)
         return FG_OK;
     }
     if (r->type == REDIS_REPLY_INTEGER) {
-        /* Below zero only when a refund (which counts a window above its
-         * limit as full) crossed a refused check's DECRBY give-back still
-         * on its way: the window is empty. */
+        /* Below zero when a give-back arrived after the key was deleted,
+         * a refund crossed a give-back, or someone else wrote it: the
+         * window is empty (fg__rcheck_reply lifts it). */
         *out = r->integer < 0 ? 0 : (uint64_t)r->integer;
         return FG_OK;
     }
@@ -404,9 +402,11 @@ int fg__rcheck_reply(fg__rcheck *c, const redisReply *r, fg_decision *d)
          * checks that lift it too can only over-count: refuse early). */
         c->lift = 0;
         if (r->type == REDIS_REPLY_INTEGER && r->integer < (long long)c->cost) {
-            long long had =
-                r->integer < -(1ll << 53) ? -(1ll << 53) : r->integer;
-            c->lift = (uint64_t)((long long)c->cost - had);
+            /* cost - count, exact in unsigned arithmetic; INCRBY takes at
+             * most INT64_MAX (a count that low is lifted again next time). */
+            c->lift = c->cost - (uint64_t)r->integer;
+            if (c->lift > (uint64_t)INT64_MAX)
+                c->lift = (uint64_t)INT64_MAX;
         }
         before = count >= c->cost ? count - c->cost : 0;
         fg__redis_window_decision(c->p, c->now_us, before, c->cost, d);

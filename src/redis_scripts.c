@@ -314,9 +314,6 @@ static const char lua_token[] = LUA_COMMON LUA_MULQR LUA_TAT
 /* fg__algo_refund of algo.c: give back ARGV[2] units, never below zero,
  * never creating a key, keeping each key's expiry, to the window or the
  * bucket's debt that took them. ARGV[1] says which:
- *   'g' a fixed window's refused check giving its INCRBY back: DECRBY
- *       ARGV[2] if KEYS[1] exists (the count's own integers, not Lua's
- *       doubles, which are not exact above 2^53);
  *   'f' fixed window: KEYS[1] is the key of the window that took them,
  *       ARGV[4] the limit (a count above it holds refused units nobody
  *       gave back: they are not refunded);
@@ -338,11 +335,6 @@ static const char lua_refund[] = LUA_COMMON LUA_MULQR LUA_TAT
     "  if n < 0 then n = 0 end\n"
     "  if n < v then redis.call('DECRBY', k, string.format('%d', v - n)) end\n"
     "  return true\n"
-    "end\n"
-    "if kind == 'g' then\n"
-    "  if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end\n"
-    "  redis.call('DECRBY', KEYS[1], ARGV[2])\n"
-    "  return 1\n"
     "end\n"
     "if kind == 'f' then\n"
     "  if take(KEYS[1], tonumber(ARGV[4])) then return 1 end\n"

@@ -98,7 +98,7 @@ fw() { "$FLOODGATE" check --store "$URL" --name rst --algorithm fixed_window \
     --limit 5/h --key "$K" --timeout 1000 "$@"; }
 fwpids=""
 for i in 1 2 3 4; do
-    fw --count 4000 >"$T/rst$i.out" 2>&1 &
+    fw --count 20000 >"$T/rst$i.out" 2>&1 &
     fwpids="$fwpids $!"
 done
 sleep 0.3
@@ -110,7 +110,7 @@ for i in 1 2 3 4; do
     total=$((total + ${a:-100}))
 done
 check "a reset under load: at most 5 + 5 + 4 admitted ($total)" [ "$total" -le 14 ]
-check "a reset under load: 5 at least ($total)" [ "$total" -ge 5 ]
+check "a reset under load: it came while they ran, 6 at least ($total)" [ "$total" -ge 6 ]
 # A negative count someone else wrote gives no units: 5 of 8 pass.
 K="neg-$$"
 w=$(( $(date +%s) / 3600 ))

@@ -217,6 +217,8 @@ static void conn_close(fg__hconn *c)
     free(c);
 }
 
+/* A connection on 'fd', whose slot in the cap the caller has taken (given
+ * back here if the connection cannot be made). */
 static void conn_new(fg__http *h, int fd, const struct sockaddr_storage *ss)
 {
     fg__hconn *c = calloc(1, sizeof(*c));
@@ -238,9 +240,9 @@ static void conn_new(fg__http *h, int fd, const struct sockaddr_storage *ss)
             free(c);
         }
         close(fd);
+        atomic_fetch_sub(h->open, 1);
         return;
     }
-    atomic_fetch_add(h->open, 1);
     c->h = h;
     c->fd = fd;
     c->incap = IN_START;
@@ -295,7 +297,10 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
     (void)what;
     fg__http *h = arg;
     for (int i = 0; i < ACCEPT_BATCH; i++) {
-        if (atomic_load(h->open) >= h->max_open) {
+        /* A slot is taken before accept(), so that workers sharing the
+         * cap never pass it together; given back if nothing comes. */
+        if (atomic_fetch_add(h->open, 1) >= h->max_open) {
+            atomic_fetch_sub(h->open, 1);
             accept_pause(h, "max_connections reached");
             return;
         }
@@ -304,9 +309,11 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
         int fd = accept4(lfd, (struct sockaddr *)&ss, &len,
                          SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-                errno == ENOMEM)
-                accept_pause(h, strerror(errno));
+            int err = errno;
+            atomic_fetch_sub(h->open, 1);
+            if (err == EMFILE || err == ENFILE || err == ENOBUFS ||
+                err == ENOMEM)
+                accept_pause(h, strerror(err));
             return; /* EAGAIN, or a connection that went away */
         }
         int one = 1;
@@ -317,6 +324,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 
 void fg__http_adopt(fg__http *h, int fd, const struct sockaddr_storage *peer)
 {
+    atomic_fetch_add(h->open, 1);
     conn_new(h, fd, peer);
 }
 

@@ -559,6 +559,10 @@ static int lease_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
         return FG_EBACKEND;
     if (e->refused_until > now && cost - e->units >= e->refused_need) {
         lease_report(e, now, d);
+        /* A token bucket's take waits for half a chunk: the store may
+         * have had the units of this check. Refused, it reports less. */
+        if (d->remaining >= cost)
+            d->remaining = cost - 1;
         d->retry_after_us = e->refused_until - now;
         fg__decision_ms(d);
         return FG_OK;
@@ -598,6 +602,12 @@ static int lease_answer(fg_local *lc, entry *e, fg_local_ask *ask, uint64_t now,
         }
         e->lease_at = now;
         e->used = 0;
+        /* A sliding window's take the store granted in a later window
+         * than the units held (sent before the edge, decided after it):
+         * those go back now, spent only in the window that took them. */
+        if (lc->algorithm == FG_SLIDING_WINDOW && e->units &&
+            window_end(lc, e->take_at, d->reset_us) > e->reset_at)
+            lease_give(lc, e);
         /* The units already held were taken before these. */
         uint64_t until = e->take_at + d->reset_us;
         e->store_rem = d->remaining;

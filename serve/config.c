@@ -634,14 +634,15 @@ static char *reader(char *str, int num, void *stream)
     parser *p = stream;
     if (p->failed)
         return NULL; /* the first error is the one reported */
-    memset(str, 0, (size_t)num);
+    long before = ftell(p->f);
     char *s = fgets(str, num, p->f);
     if (!s)
         return NULL;
     size_t n = strlen(s);
-    /* A NUL byte ends the string short of the newline fgets read. */
-    const char *nl = memchr(s, '\n', (size_t)num - 1);
-    if (nl && (size_t)(nl - s) > n) {
+    /* A NUL byte ends the string short of what fgets read (told by the
+     * file's position: a pipe has none, and goes unchecked). */
+    long after = ftell(p->f);
+    if (before >= 0 && after > before && (size_t)(after - before) > n) {
         fail(p, p->line + 1, "a NUL byte in the line");
         return NULL;
     }

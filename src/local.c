@@ -412,8 +412,8 @@ static int sync_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
     } else if (!view_fresh(lc, e, now) && !view_refuses(lc, e, cost, avail)) {
         /* Decided on an old view, the check could miss all that the other
          * servers admitted since: the store decides it, and its answer is
-         * the new view (a refusal's is read by a sync after it: the
-         * check's does not show a bucket's debt). With an ask in flight
+         * the new view (a token bucket's refusal that waits a full
+         * bucket or more is read by a sync after it). With an ask in flight
          * already (a tick's sync may take longer than the limit's
          * timeout), the store decides this check on its own. */
         if (e->asks)
@@ -716,8 +716,8 @@ int fg_local_answer(fg_local *lc, fg_local_ask *ask, uint64_t now_us, int rc,
             view_from(lc, e, e->take_at, now_us, d);
             e->refused = 1;
         } else if (rc == FG_OK && d) {
-            /* A refused check's time to full stops at a full bucket's:
-             * a sync after it reads the debt. */
+            /* A refusal that waits a full bucket or more: a debt, whose
+             * view a sync after it reads from the store's count. */
             sync_ask(lc, e, now_us, ask);
             e->refused = 1;
             again = 1;

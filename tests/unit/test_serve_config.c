@@ -179,6 +179,14 @@ static void test_errors(void)
     CHECK_EQ(fg__config_parse(f, "t.ini", &cfg, err, sizeof(err)), FG_EINVAL);
     fclose(f);
     CHECK(strstr(err, "t.ini:2: a NUL byte in the line") != NULL);
+    /* The same on a last line with no newline. */
+    static const char nul2[] = "[server]\nid = a\0b";
+    fg__config_defaults(&cfg);
+    f = fmemopen((void *)nul2, sizeof(nul2) - 1, "r");
+    CHECK(f != NULL);
+    CHECK_EQ(fg__config_parse(f, "t.ini", &cfg, err, sizeof(err)), FG_EINVAL);
+    fclose(f);
+    CHECK(strstr(err, "t.ini:2: a NUL byte in the line") != NULL);
     /* A burst up to 2^53, as the library takes. */
     CHECK_EQ(parse("[limit a]\nkey = ip\nrate = 9007199254740992/day\n"
                    "burst = 9007199254740992\n"),

@@ -191,8 +191,8 @@ static void test_errors(void)
     CHECK_EQ(parse("[limit a]\nkey = ip\nrate = 9007199254740992/day\n"
                    "burst = 9007199254740992\n"),
              0);
-    refused("[limit a]\nkey = ip\nrate = 1/s\nburst = 9007199254740993\n",
-            4, "burst must be a whole number, 1..2^53");
+    refused("[limit a]\nkey = ip\nrate = 1/s\nburst = 9007199254740993\n", 4,
+            "burst must be a whole number, 1..2^53");
     CHECK_EQ(parse("[server]\ndrain_grace = 2min\n"), FG_EINVAL);
     CHECK(err_is(2, "drain_grace"));
     CHECK_EQ(parse("[server]\ndrain_grace = soon\n"), FG_EINVAL);

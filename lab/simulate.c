@@ -482,11 +482,8 @@ static void judge(sim *s, fg_limit *lim)
             took = span;
         r->limit_allows = burst + (uint64_t)((unsigned __int128)lim->limit *
                                              took / lim->period_us);
-        /* At most what the limit allows exactly on these arrivals. */
-        uint64_t ideal =
-            r->requests < r->limit_allows ? r->requests : r->limit_allows;
-        if (s->ref && s->ref_allowed < ideal)
-            ideal = s->ref_allowed;
+        /* What the limit allows exactly on these arrivals. */
+        uint64_t ideal = s->ref_allowed;
         r->over_total = r->over_worst =
             r->allowed > r->limit_allows ? r->allowed - r->limit_allows : 0;
         r->under_total = r->under_worst =

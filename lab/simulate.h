@@ -124,7 +124,7 @@ typedef struct fg__sim_result {
     uint64_t limit_allows; /* limit per window summed, or burst + rate * span */
     uint64_t windows;      /* 0 for a token bucket */
     uint64_t over_total, over_worst;   /* worst: of one window */
-    uint64_t under_total, under_worst; /* below min(arrivals, the limit) */
+    uint64_t under_total, under_worst; /* below what exact admits */
     int has_over_bound, has_under_bound;
     double over_bound;    /* sync: per window, or over the run */
     uint64_t under_bound; /* lease: units the others may hold */

@@ -379,7 +379,9 @@ typedef struct fg_set_result {
     unsigned n;       /* limits in the set */
     unsigned decided; /* the limit whose decision is the set's: the refusal,
                        * else the allowed limit with the fewest units left */
-    uint32_t asked;   /* bit k: limit k answered; rc[k], d[k] hold it */
+    uint32_t asked;   /* bit k: limit k answered; rc[k], d[k] hold it
+                       * (a refunded limit's 'remaining' counts the refund
+                       * back; its 'reset' is as decided, an upper bound) */
     /* FG_OK, or why limit 'decided' could not be asked at all: bad input
      * (FG_ECOST, FG_EKEY) or a check that could not be submitted
      * (FG_ENOMEM). d[decided] is then a refusal no store made. */

@@ -83,8 +83,17 @@ static void refund_allowed(const fg_set_item *items, uint64_t cost,
             (r->rc[k] != FG_OK && r->d[k].source != FG_SOURCE_LOCAL))
             continue;
         if (fg__refund_decision(items[k].l, items[k].key, items[k].keylen, cost,
-                                &r->d[k], r->fg__at[k]) != FG_OK)
+                                &r->d[k], r->fg__at[k]) != FG_OK) {
             r->unrefunded |= 1u << k;
+            continue;
+        }
+        /* What is left once the refund lands: the units before this
+         * request. 'reset' stays as decided, an upper bound. */
+        fg_decision *d = &r->d[k];
+        if (d->remaining < d->limit)
+            d->remaining = d->limit - d->remaining <= cost
+                               ? d->limit
+                               : d->remaining + cost;
     }
 }
 

@@ -74,6 +74,7 @@ static void test_sync(void)
     CHECK(r.d[1].retry_after_us > 0);
     CHECK_EQ(r.rc[1], FG_OK);
     CHECK_EQ(r.unrefunded, 0);
+    CHECK_EQ(r.d[0].remaining, 3); /* a's figure counts its refund back */
     CHECK_EQ(remaining(a, "u"), 3);
 
     /* The first refusal stops the set: b is not asked when a refuses. */
@@ -93,6 +94,7 @@ static void test_sync(void)
     CHECK_EQ(r.decided, 1);
     CHECK_EQ(r.rc[1], FG_ECOST);
     CHECK(!r.d[1].allowed);
+    CHECK_EQ(r.d[0].remaining, 5);
     CHECK_EQ(remaining(a, "w"), 5);
 
     /* Each limit its own key. */

@@ -547,11 +547,12 @@ int fg__rrefund_init(fg__rrefund *rf, const fg__algo_params *p,
     if (rc != FG_OK)
         return rc;
     rf->eval = 0;
-    rf->p2len = rf->p3len = rf->p4len = 0;
+    rf->p1len = rf->p2len = rf->p3len = rf->p4len = 0;
     switch (p->algorithm) {
     case FG_FIXED_WINDOW:
+        /* Only what it took: the count's refused units above the limit
+         * are their own checks' to give back, and on their way. */
         rf->kind[0] = 'f';
-        rf->p1len = fg__redis_u64(rf->p1, p->limit);
         break;
     case FG_SLIDING_WINDOW:
         rf->kind[0] = 's';
@@ -584,7 +585,8 @@ void fg__rrefund_cmd(fg__rrefund *rf, const fg__redis_shas *shas)
     arg(c, rf->kind, 1);
     arg(c, c->cost, strlen(c->cost));
     arg(c, c->now, rf->nowlen);
-    arg(c, rf->p1, rf->p1len);
+    if (rf->p1len)
+        arg(c, rf->p1, rf->p1len);
     if (rf->p2len)
         arg(c, rf->p2, rf->p2len);
     if (rf->p3len) {

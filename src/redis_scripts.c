@@ -314,9 +314,9 @@ static const char lua_token[] = LUA_COMMON LUA_MULQR LUA_TAT
 /* fg__algo_refund of algo.c: give back ARGV[2] units, never below zero,
  * never creating a key, keeping each key's expiry, to the window or the
  * bucket's debt that took them. ARGV[1] says which:
- *   'f' fixed window: KEYS[1] is the key of the window that took them,
- *       ARGV[4] the limit (a count above it holds refused units nobody
- *       gave back: they are not refunded);
+ *   'f' fixed window: KEYS[1] is the key of the window that took them
+ *       (a count above the limit holds refused units whose own give-back
+ *       is on its way: they are not this refund's to take);
  *   's' sliding window: KEYS[1] the base ending in ':', ARGV[4] the
  *       period, ARGV[5] how long ago they were taken: that window's key;
  *   't' token bucket: ARGV[4..6] scale, unit_us, unit_frac; TAT moves
@@ -326,18 +326,16 @@ static const char lua_token[] = LUA_COMMON LUA_MULQR LUA_TAT
  * ARGV[3] is now_us ('' = Redis TIME). Returns 1 when a key changed. */
 static const char lua_refund[] = LUA_COMMON LUA_MULQR LUA_TAT
     "local kind, cost = ARGV[1], tonumber(ARGV[2])\n"
-    "local function take(k, cap)\n"
+    "local function take(k)\n"
     "  local v = tonumber(redis.call('GET', k))\n"
     "  if not v then return false end\n"
-    "  local n = v\n"
-    "  if cap and n > cap then n = cap end\n"
-    "  n = n - cost\n"
+    "  local n = v - cost\n"
     "  if n < 0 then n = 0 end\n"
     "  if n < v then redis.call('DECRBY', k, string.format('%d', v - n)) end\n"
     "  return true\n"
     "end\n"
     "if kind == 'f' then\n"
-    "  if take(KEYS[1], tonumber(ARGV[4])) then return 1 end\n"
+    "  if take(KEYS[1]) then return 1 end\n"
     "  return 0\n"
     "end\n"
     "local now = tonumber(ARGV[3])\n"

@@ -915,6 +915,44 @@ static void refunds(const char *url, int async)
     fg__redis_url_free(&u);
 }
 
+/* A fixed window's refund that Redis runs between a refused check's INCRBY
+ * and that check's give-back (async: the give-back is sent when the reply
+ * is read): the refund takes only its own units. 5 + 5 of 10 taken, a
+ * check of 3 refused, 5 refunded: 5 fit after it. */
+static void refund_race(const char *url)
+{
+    char err[256], name[64];
+    struct event_base *base = new_base();
+    fg_store *st = fg_store_open_async(url, base, err, sizeof err);
+    CHECK(st != NULL);
+    if (!st)
+        return;
+    unique(name, sizeof name, "race");
+    fg_limiter *l =
+        limiter(st, "10/h", FG_FIXED_WINDOW, 0, 1, FG_FAIL_CLOSED, 2000, name);
+    CHECK(l != NULL);
+    if (l) {
+        fg_decision d;
+        CHECK_EQ(check_async(base, l, "k", 1, 5, &d), FG_OK);
+        CHECK_EQ(check_async(base, l, "k", 1, 5, &d), FG_OK);
+        result r = {0};
+        pending++;
+        CHECK_EQ(fg_check_async(l, "k", 1, 3, on_done, &r), FG_OK);
+        CHECK_EQ(fg_refund(l, "k", 1, 5), FG_OK);
+        drain(base);
+        CHECK(r.rc == FG_OK && !r.d.allowed);
+        int fit = 0;
+        for (int i = 0; i < 20; i++)
+            fit += check_async(base, l, "k", 1, 1, &d) == FG_OK && d.allowed;
+        printf("refund race fixed_window: %d of 20 fit after it (5 left)\n",
+               fit);
+        CHECK_EQ(fit, 5);
+        fg_limiter_free(l);
+    }
+    fg_store_close(st);
+    event_base_free(base);
+}
+
 /* ---- one slow reply ------------------------------------------------------ */
 
 /* Keeps Redis busy for 'ARGV[1]' microseconds, as a slow command would. */
@@ -1807,6 +1845,7 @@ int main(int argc, char **argv)
     } else if (argc >= 3 && strcmp(argv[1], "refund") == 0) {
         refunds(argv[2], 0);
         refunds(argv[2], 1);
+        refund_race(argv[2]);
     } else if (argc >= 3 && strcmp(argv[1], "expiry") == 0) {
         expiry(argv[2]);
     } else if (argc >= 3 && strcmp(argv[1], "dns") == 0) {

@@ -537,7 +537,7 @@ static void test_proto_refund(void)
     fg__redis_sha_learn(&shas, FG__LUA_REFUND, &sr);
     fg__rrefund_cmd(&rf, &shas);
     CHECK_STR(line(&rf.k), "EVALSHA 89abcdef0123456789abcdef0123456789abcdef "
-                           "1 fg:api:{u}:3 f 2 3100000 10");
+                           "1 fg:api:{u}:3 f 2 3100000");
     redisReply *ns = errr("NOSCRIPT No matching script.");
     CHECK_EQ(fg__rrefund_reply(&rf, ns), FG__RSTEP_AGAIN);
     fg__rrefund_cmd(&rf, &shas);
@@ -553,7 +553,7 @@ static void test_proto_refund(void)
     CHECK_EQ(fg__rrefund_init(&rf, &f, fl, "u", 1, 2, 3100000, &aged), FG_OK);
     fg__rrefund_cmd(&rf, &shas);
     CHECK_STR(line(&rf.k), "EVALSHA 89abcdef0123456789abcdef0123456789abcdef "
-                           "1 fg:api:{u}:2 f 2 3100000 10");
+                           "1 fg:api:{u}:2 f 2 3100000");
     fg__algo_params sw = params(FG_SLIDING_WINDOW, 10, 1000000, 0);
     fg__rlim *sl = rlim_for(&sw);
     CHECK_EQ(fg__rrefund_init(&rf, &sw, sl, "u", 1, 3, 0, &aged), FG_OK);

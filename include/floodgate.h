@@ -152,7 +152,7 @@ int fg_limit_check(const fg_limit *lim, char *err, size_t errlen);
  * 'err' ('lim' unchanged). */
 int fg_mode_parse(const char *s, fg_limit *lim, char *err, size_t errlen);
 /* Write 'lim''s mode as fg_mode_parse reads it ("sync:200ms") into 'buf';
- * its length, or FG_EINVAL when it does not fit. */
+ * its length, or FG_EINVAL when it does not fit (or 'lim' is NULL). */
 int fg_mode_format(const fg_limit *lim, char *buf, size_t len);
 
 /* 1 when the 'n' bytes at 's' can name a limit: 1 to FG_NAME_MAX - 1 of
@@ -536,7 +536,9 @@ int fg_add(fg_limiter *l, const char *key, size_t keylen, uint64_t units,
  * FG_OK, or the first store failure met. FG_OK at once for an exact
  * limit. */
 int fg_limiter_sync(fg_limiter *l);
-/* The store commands this limiter's mode has in flight. */
+/* The store commands this limiter's mode has in flight, with the refunds
+ * queued on its store and not yet answered (a lease's give-backs; any
+ * other refund of that store too). 0 for an exact limit. */
 unsigned fg_limiter_pending(const fg_limiter *l);
 
 /* The stated bound of an approximate mode, for 'servers' processes (serve

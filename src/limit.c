@@ -125,7 +125,7 @@ int fg_limit_parse_err(const char *rate, fg_limit *out, char *err,
 
 int fg_limit_name_valid(const char *s, size_t n)
 {
-    if (n == 0 || n >= FG_NAME_MAX)
+    if (!s || n == 0 || n >= FG_NAME_MAX)
         return 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];

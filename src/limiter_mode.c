@@ -465,5 +465,7 @@ int fg_limiter_sync(fg_limiter *l)
 
 unsigned fg_limiter_pending(const fg_limiter *l)
 {
-    return l && l->mode ? l->mode->pending : 0;
+    /* A lease's give-backs are refunds queued on the store: counted there,
+     * with any other refund of that store. */
+    return l && l->mode ? l->mode->pending + fg__store_busy(l->st) : 0;
 }

@@ -161,17 +161,17 @@ void fg_local_free(fg_local *lc)
 
 uint64_t fg_local_keys(const fg_local *lc)
 {
-    return lc->count;
+    return lc ? lc->count : 0;
 }
 
 uint64_t fg_local_held(const fg_local *lc)
 {
-    return lc->held;
+    return lc ? lc->held : 0;
 }
 
 uint64_t fg_local_next_due(const fg_local *lc)
 {
-    return lc->next_due;
+    return lc ? lc->next_due : 0;
 }
 
 /* ---- the table --------------------------------------------------------- */
@@ -675,7 +675,7 @@ int fg_local_check(fg_local *lc, const char *key, size_t keylen, uint64_t cost,
                    uint64_t now_us, fg_decision *out, fg_local_ask *ask,
                    fg_local_waiter *w)
 {
-    if (!key && keylen)
+    if (!lc || !out || !ask || (!key && keylen))
         return FG_EINVAL;
     if (keylen > FG_MAX_KEY)
         return FG_EKEY;
@@ -697,10 +697,12 @@ int fg_local_check(fg_local *lc, const char *key, size_t keylen, uint64_t cost,
 int fg_local_answer(fg_local *lc, fg_local_ask *ask, uint64_t now_us, int rc,
                     const fg_decision *d, fg_local_waiter **wake)
 {
-    entry *e = ask->fg__entry;
-    int again = 0;
     if (wake)
         *wake = NULL;
+    if (!lc || !ask || !ask->fg__entry)
+        return 0;
+    entry *e = ask->fg__entry;
+    int again = 0;
     e->asks--;
     switch (ask->op) {
     case FG_LOCAL_ADD:
@@ -744,6 +746,8 @@ void fg_local_counted(fg_local *lc, const char *key, size_t keylen,
                       uint64_t units, uint64_t now_us)
 {
     int rc;
+    if (!lc || (!key && keylen) || keylen > FG_MAX_KEY)
+        return;
     entry *e = lc->mode == FG_MODE_SYNC ? lookup(lc, key, keylen, &rc) : NULL;
     if (!e)
         return;
@@ -756,6 +760,8 @@ void fg_local_refund(fg_local *lc, const char *key, size_t keylen,
 {
     (void)now_us;
     int rc;
+    if (!lc || (!key && keylen) || keylen > FG_MAX_KEY)
+        return;
     entry *e = lookup(lc, key, keylen, &rc);
     if (!e)
         return;
@@ -834,6 +840,8 @@ static size_t drain(fg_local *lc, uint64_t now, int all, fg_local_ask *asks,
 size_t fg_local_due(fg_local *lc, uint64_t now_us, fg_local_ask *asks,
                     size_t max)
 {
+    if (!lc || (!asks && max))
+        return 0;
     /* A timer may fire a little early: an eighth of the interval counts
      * as on time. */
     if (!lc->draining && lc->next_due &&
@@ -848,6 +856,8 @@ size_t fg_local_due(fg_local *lc, uint64_t now_us, fg_local_ask *asks,
 size_t fg_local_flush(fg_local *lc, uint64_t now_us, fg_local_ask *asks,
                       size_t max)
 {
+    if (!lc || (!asks && max))
+        return 0;
     if (!lc->draining) {
         lc->draining = lc->due;
         lc->due = NULL;

@@ -78,6 +78,8 @@ int fg_mode_parse(const char *s, fg_limit *lim, char *err, size_t errlen)
 int fg_mode_format(const fg_limit *lim, char *buf, size_t len)
 {
     int n;
+    if (!lim || (!buf && len))
+        return FG_EINVAL;
     switch (lim->mode) {
     case FG_MODE_SYNC:
         if (lim->sync_ms % 1000 == 0)
@@ -136,6 +138,18 @@ uint64_t fg__lease_max_chunk(const fg_limit *lim, uint64_t max_cost)
     return max_cost / 2 ? max_cost / 2 : 1;
 }
 
+/* Sums and products that stop at UINT64_MAX: a bound too large to hold
+ * is stated as the largest one. */
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static uint64_t sat_mul(uint64_t a, uint64_t b)
+{
+    return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
 int fg_limit_bound(const fg_limit *lim, unsigned servers, uint64_t rtt_us,
                    fg_mode_bound *out)
 {
@@ -148,17 +162,18 @@ int fg_limit_bound(const fg_limit *lim, unsigned servers, uint64_t rtt_us,
     uint64_t others = servers - 1;
     switch (lim->mode) {
     case FG_MODE_SYNC:
-        out->over_window_us = 2 * ((uint64_t)lim->sync_ms * 1000 + rtt_us);
-        out->over_cap = others * max_cost;
+        out->over_window_us = sat_add(
+            sat_mul(2, (uint64_t)lim->sync_ms * 1000), sat_mul(2, rtt_us));
+        out->over_cap = sat_mul(others, max_cost);
         break;
     case FG_MODE_LEASE: {
         /* The units the others hold; and a token bucket's or sliding
          * window's server whose chunk did not fit waits until it does,
          * refusing meanwhile while fewer units than the chunk came back. */
         uint64_t chunk = fg__lease_max_chunk(lim, max_cost);
-        uint64_t c = others * chunk;
+        uint64_t c = sat_mul(others, chunk);
         if (lim->algorithm != FG_FIXED_WINDOW)
-            c += chunk - 1;
+            c = sat_add(c, chunk - 1);
         out->under_cap = c < max_cost ? c : max_cost;
         break;
     }

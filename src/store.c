@@ -198,3 +198,8 @@ uint64_t fg__store_now(fg_store *st)
 {
     return st->ops->now ? st->ops->now(st) : fg__mono_precise_us();
 }
+
+unsigned fg__store_busy(fg_store *st)
+{
+    return st && st->ops->busy ? st->ops->busy(st) : 0;
+}

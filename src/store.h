@@ -43,6 +43,9 @@ typedef struct fg__store_ops {
      * (fg__taken). NULL: the library's clock (fg__mono_precise_us). */
     uint64_t (*now)(fg_store *st);
     void (*close)(fg_store *st);
+    /* Refunds queued on an async store and not yet answered (written or
+     * not): fg_limiter_pending counts them. NULL: none are kept. */
+    unsigned (*busy)(fg_store *st);
     /* A store of several servers (shards): which of its 'nodes' (fixed at
      * open) holds 'key', and each node's name and last error. The limiter
      * keeps a circuit breaker per node, so that a node down sends only its
@@ -89,6 +92,7 @@ const char *fg__store_sentinel_last_error(fg_store *st);
 
 /* 'st''s time for refund ages: see 'now' above. */
 uint64_t fg__store_now(fg_store *st);
+unsigned fg__store_busy(fg_store *st);
 
 /* The node of 'key' on 'st' (0 on a store of one node). */
 static inline unsigned fg__store_node_of(fg_store *st, const char *key,

@@ -490,6 +490,15 @@ static uint64_t cluster_keys(fg_store *s)
     return 0;
 }
 
+static unsigned cluster_busy(fg_store *s)
+{
+    cluster_store *st = (cluster_store *)s;
+    unsigned n = 0, nodes = atomic_load(&st->nnodes);
+    for (unsigned i = 0; i < nodes; i++)
+        n += fg__store_busy(atomic_load(&st->node[i]));
+    return n;
+}
+
 static void cluster_close(fg_store *s)
 {
     cluster_store *st = (cluster_store *)s;
@@ -681,4 +690,5 @@ fail:
 
 static const fg__store_ops cluster_ops = {CLUSTER_OPS_COMMON};
 static const fg__store_ops cluster_async_ops = {
-    CLUSTER_OPS_COMMON, .check_async = cluster_check_async};
+    CLUSTER_OPS_COMMON, .check_async = cluster_check_async,
+    .busy = cluster_busy};

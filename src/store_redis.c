@@ -68,6 +68,7 @@ typedef struct redis_store {
     aslot *head, *tail; /* awaiting replies, oldest first */
     aslot *free_slots;
     rfund *free_refunds; /* records of refunds no longer in flight */
+    unsigned refunds_out; /* refunds queued and not yet answered */
     char *bbuf;          /* a batch's command, formatted */
     size_t bcap;
     int closing;
@@ -946,8 +947,14 @@ static void on_refund(redisAsyncContext *ac, void *reply, void *priv)
         if (fg__rasync_append(ac, on_refund, rf, &rf->r.k) == REDIS_OK)
             return;
     }
+    st->refunds_out--;
     rf->next = st->free_refunds;
     st->free_refunds = rf;
+}
+
+static unsigned redis_busy(fg_store *s)
+{
+    return ((redis_store *)s)->refunds_out;
 }
 
 /* Queue a refund with the checks: written with the next batch, its reply
@@ -974,8 +981,10 @@ static int redis_refund_async(fg_store *s, fg_limiter *l, const char *key,
                           check_now(st, l), t);
     if (rc == FG_OK) {
         fg__rrefund_cmd(&rf->r, &st->node.shas);
-        if (fg__rasync_append(cn->ac, on_refund, rf, &rf->r.k) == REDIS_OK)
+        if (fg__rasync_append(cn->ac, on_refund, rf, &rf->r.k) == REDIS_OK) {
+            st->refunds_out++;
             return FG_OK;
+        }
         rc = FG_EBACKEND; /* hiredis refused: the context is closing */
         fg__raconn_kill(cn, rc);
     }
@@ -1210,6 +1219,7 @@ static const fg__store_ops redis_async_ops = {
     .reset = redis_reset,
     .keys = redis_keys,
     .close = redis_close,
+    .busy = redis_busy,
     .now = redis_now,
     .node_name = redis_node_name,
     .node_error = redis_node_error,

@@ -980,6 +980,17 @@ static uint64_t sentinel_keys(fg_store *s)
     return 0;
 }
 
+static unsigned sentinel_busy(fg_store *s)
+{
+    sentinel_store *st = (sentinel_store *)s;
+    pthread_mutex_lock(&st->mu);
+    unsigned n = st->cur ? fg__store_busy(st->cur->st) : 0;
+    for (inner *in = st->retired; in; in = in->next)
+        n += fg__store_busy(in->st);
+    pthread_mutex_unlock(&st->mu);
+    return n;
+}
+
 static void sentinel_close(fg_store *s)
 {
     sentinel_store *st = (sentinel_store *)s;
@@ -1195,4 +1206,5 @@ int fg__store_sentinel_master(fg_store *s, char *buf, size_t n)
 
 static const fg__store_ops sentinel_ops = {SENTINEL_OPS_COMMON};
 static const fg__store_ops sentinel_async_ops = {
-    SENTINEL_OPS_COMMON, .check_async = sentinel_check_async};
+    SENTINEL_OPS_COMMON, .check_async = sentinel_check_async,
+    .busy = sentinel_busy};

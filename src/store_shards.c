@@ -179,6 +179,15 @@ static uint64_t shards_keys(fg_store *s)
     return 0;
 }
 
+static unsigned shards_busy(fg_store *s)
+{
+    shards_store *st = (shards_store *)s;
+    unsigned n = 0;
+    for (unsigned i = 0; i < st->n; i++)
+        n += fg__store_busy(st->node[i]);
+    return n;
+}
+
 static void shards_close(fg_store *s)
 {
     shards_store *st = (shards_store *)s;
@@ -268,4 +277,4 @@ fail:
 
 static const fg__store_ops shards_ops = {SHARDS_OPS_COMMON};
 static const fg__store_ops shards_async_ops = {
-    SHARDS_OPS_COMMON, .check_async = shards_check_async};
+    SHARDS_OPS_COMMON, .check_async = shards_check_async, .busy = shards_busy};

@@ -953,6 +953,52 @@ static void refund_race(const char *url)
     event_base_free(base);
 }
 
+/* A lease on the async client at its end: fg_limiter_sync queues the
+ * give-back of the units not spent, fg_limiter_pending counts it until
+ * Redis has answered, and then the store counts only what was spent. */
+static void lease_pending(const char *url)
+{
+    char err[256], name[64];
+    struct event_base *base = new_base();
+    fg_store *st = fg_store_open_async(url, base, err, sizeof err);
+    CHECK(st != NULL);
+    if (!st)
+        return;
+    unique(name, sizeof name, "lp");
+    fg_limit lim;
+    fg_limit_parse("1000/day", &lim);
+    lim.algorithm = FG_FIXED_WINDOW;
+    lim.timeout_ms = 1000;
+    snprintf(lim.name, sizeof lim.name, "%s", name);
+    CHECK_EQ(fg_mode_parse("lease", &lim, err, sizeof err), FG_OK);
+    fg_limiter *l = fg_limiter_new(st, &lim, err, sizeof err);
+    CHECK(l != NULL);
+    if (l) {
+        fg_decision d;
+        int allowed = 0;
+        for (int i = 0; i < 40; i++)
+            allowed += check_async(base, l, "k", 1, 1, &d) == FG_OK &&
+                       d.allowed;
+        CHECK_EQ(allowed, 40);
+        CHECK_EQ(fg_limiter_sync(l), FG_OK);
+        unsigned at_sync = fg_limiter_pending(l);
+        uint64_t give_up = fg__mono_precise_us() + 5000000;
+        while (fg_limiter_pending(l) && fg__mono_precise_us() < give_up)
+            event_base_loop(base, EVLOOP_ONCE);
+        CHECK_EQ(fg_peek(l, "k", 1, &d), FG_OK);
+        printf("lease give-back: pending %u after fg_limiter_sync, %u after "
+               "the loop; the store counts %llu of 40 spent\n",
+               at_sync, fg_limiter_pending(l),
+               (unsigned long long)(1000 - d.remaining));
+        CHECK(at_sync > 0);
+        CHECK_EQ(fg_limiter_pending(l), 0);
+        CHECK_EQ(1000 - d.remaining, 40);
+        fg_limiter_free(l);
+    }
+    fg_store_close(st);
+    event_base_free(base);
+}
+
 /* ---- one slow reply ------------------------------------------------------ */
 
 /* Keeps Redis busy for 'ARGV[1]' microseconds, as a slow command would. */
@@ -1846,6 +1892,7 @@ int main(int argc, char **argv)
         refunds(argv[2], 0);
         refunds(argv[2], 1);
         refund_race(argv[2]);
+        lease_pending(argv[2]);
     } else if (argc >= 3 && strcmp(argv[1], "expiry") == 0) {
         expiry(argv[2]);
     } else if (argc >= 3 && strcmp(argv[1], "dns") == 0) {

@@ -177,6 +177,28 @@ static void test_parse(void)
     CHECK_EQ(fg_limit_bound(&lim, 8, 0, &b), FG_OK);
     CHECK_EQ(b.under_cap, 79);
     CHECK_EQ(fg_limit_bound(&lim, 0, 0, &b), FG_EINVAL);
+    /* Too large to hold: stated as the largest bound, not wrapped. */
+    lim = lim_of("9007199254740992/s", FG_FIXED_WINDOW, "sync:200ms");
+    CHECK_EQ(fg_limit_bound(&lim, 4096, UINT64_MAX / 2, &b), FG_OK);
+    CHECK_EQ(b.over_cap, UINT64_MAX);
+    CHECK_EQ(b.over_window_us, UINT64_MAX);
+    lim = lim_of("9007199254740992/s", FG_TOKEN_BUCKET, "lease");
+    CHECK_EQ(fg_limit_bound(&lim, 4096, 0, &b), FG_OK);
+    CHECK_EQ(b.under_cap, 9007199254740992ull);
+
+    /* NULL is refused, never followed. */
+    fg_decision d;
+    fg_local_ask a;
+    CHECK_EQ(fg_mode_format(NULL, buf, sizeof buf), FG_EINVAL);
+    CHECK_EQ(fg_limit_name_valid(NULL, 3), 0);
+    CHECK_EQ(fg_local_check(NULL, "k", 1, 1, 0, &d, &a, NULL), FG_EINVAL);
+    CHECK_EQ(fg_local_answer(NULL, &a, 0, FG_OK, &d, NULL), 0);
+    CHECK_EQ(fg_local_due(NULL, 0, &a, 1), 0);
+    CHECK_EQ(fg_local_flush(NULL, 0, &a, 1), 0);
+    CHECK_EQ(fg_local_keys(NULL), 0);
+    CHECK_EQ(fg_local_held(NULL), 0);
+    fg_local_counted(NULL, "k", 1, 1, 0);
+    fg_local_refund(NULL, "k", 1, 1, 0);
 }
 
 /* ---- a small cluster of servers on the fake clock ------------------------ */

@@ -162,8 +162,8 @@ int fg_limit_bound(const fg_limit *lim, unsigned servers, uint64_t rtt_us,
     uint64_t others = servers - 1;
     switch (lim->mode) {
     case FG_MODE_SYNC:
-        out->over_window_us = sat_add(
-            sat_mul(2, (uint64_t)lim->sync_ms * 1000), sat_mul(2, rtt_us));
+        out->over_window_us = sat_add(sat_mul(2, (uint64_t)lim->sync_ms * 1000),
+                                      sat_mul(2, rtt_us));
         out->over_cap = sat_mul(others, max_cost);
         break;
     case FG_MODE_LEASE: {

@@ -67,9 +67,9 @@ typedef struct redis_store {
     uint64_t timer_at;  /* 0: not armed */
     aslot *head, *tail; /* awaiting replies, oldest first */
     aslot *free_slots;
-    rfund *free_refunds; /* records of refunds no longer in flight */
+    rfund *free_refunds;  /* records of refunds no longer in flight */
     unsigned refunds_out; /* refunds queued and not yet answered */
-    char *bbuf;          /* a batch's command, formatted */
+    char *bbuf;           /* a batch's command, formatted */
     size_t bcap;
     int closing;
 

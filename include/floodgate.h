@@ -308,6 +308,15 @@ int fg_peek(fg_limiter *l, const char *key, size_t keylen, fg_decision *out);
  * FG_OK. */
 int fg_reset(fg_limiter *l, const char *key, size_t keylen);
 
+/* Forget what this limiter holds of 'key' in this process: its blocked-key
+ * cache's entry, and in a mode its sync view and usage not yet sent, or its
+ * lease's units (neither sent nor given back). fg_reset does it for its own
+ * limiter; call it on every other limiter of the same limit (another
+ * thread's or process's loop) once the key was reset, so that none admits
+ * on units the reset took away or refuses on counts it cleared. From the
+ * cache's thread, as fg_cache_forget. */
+void fg_limiter_forget(fg_limiter *l, const char *key, size_t keylen);
+
 /* The limit a limiter enforces (NULL for a NULL 'l'). */
 const fg_limit *fg_limiter_limit(const fg_limiter *l);
 
@@ -660,6 +669,11 @@ void fg_local_counted(fg_local *lc, const char *key, size_t keylen,
 /* Give back 'cost' units an allowed check of 'key' took (fg_refund). */
 void fg_local_refund(fg_local *lc, const char *key, size_t keylen,
                      uint64_t cost, uint64_t now_us);
+
+/* Forget what 'lc' holds of 'key' after its counts in the store were
+ * cleared (fg_reset): a sync's view and usage not sent, a lease's units
+ * and their give-back. An ask in flight is still answered. */
+void fg_local_forget(fg_local *lc, const char *key, size_t keylen);
 
 /* The store work due at 'now_us': syncs of the keys used since the last
  * one, give-backs of leases that ended. Writes up to 'max' asks; returns

@@ -361,8 +361,11 @@ static void forget_all(fg__worker *w, struct fg__forget *f)
         int i = w->cur
                     ? fg__config_find(&w->cur->g->cfg, f->name, strlen(f->name))
                     : -1;
-        if (i >= 0 && w->cur->lim[i])
+        if (i >= 0 && w->cur->lim[i]) {
+            /* A mode's view or lease of the key goes with it. */
+            fg_limiter_forget(w->cur->lim[i], f->key, f->keylen);
             fg_cache_forget(w->cache, w->cur->lim[i], f->key, f->keylen);
+        }
         free(f);
         f = next;
     }

@@ -673,6 +673,15 @@ int fg_reset(fg_limiter *l, const char *key, size_t keylen)
         return FG_ENOTSUP;
     int rc = l->st->ops->reset(l->st, l, key, keylen);
     if (rc == FG_OK)
-        fg_cache_forget(l->policy->cache, l, key, keylen);
+        fg_limiter_forget(l, key, keylen);
     return rc;
+}
+
+void fg_limiter_forget(fg_limiter *l, const char *key, size_t keylen)
+{
+    if (!l || (!key && keylen) || keylen > FG_MAX_KEY)
+        return;
+    fg_cache_forget(l->policy->cache, l, key, keylen);
+    if (l->mode)
+        fg__mode_forget(l, key, keylen);
 }

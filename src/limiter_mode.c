@@ -452,6 +452,14 @@ int fg__mode_refund(fg_limiter *l, const char *key, size_t keylen,
     return FG_OK;
 }
 
+void fg__mode_forget(fg_limiter *l, const char *key, size_t keylen)
+{
+    struct fg__mode *m = l->mode;
+    lock(m);
+    fg_local_forget(m->lc, key, keylen);
+    unlock(m);
+}
+
 int fg_limiter_sync(fg_limiter *l)
 {
     if (!l || !l->mode)

@@ -777,6 +777,27 @@ void fg_local_refund(fg_local *lc, const char *key, size_t keylen,
     }
 }
 
+void fg_local_forget(fg_local *lc, const char *key, size_t keylen)
+{
+    if (!lc || (!key && keylen) || keylen > FG_MAX_KEY)
+        return;
+    uint64_t h = fg__hash(key, keylen, lc->seed);
+    entry *e = lc->buckets[h & (lc->nbuckets - 1)];
+    while (e && !(e->hash == h && e->keylen == keylen &&
+                  (keylen == 0 || memcmp(e->key, key, keylen) == 0)))
+        e = e->hnext;
+    if (!e)
+        return;
+    /* The store's counts of the key are gone: what was taken, counted or
+     * seen of them goes too. An ask in flight is answered as usual. */
+    lc->held -= e->units;
+    e->units = e->give = e->counted = e->granted = 0;
+    e->used = e->last_used = e->refused_until = e->refused_need = 0;
+    e->synced = e->refused = e->failed = 0;
+    e->store_rem = lc->max_cost;
+    e->full_at = 0;
+}
+
 /* Send what 'e' has: its usage (sync), or the units it gives back
  * (lease; with 'all', every unit it holds). 0 when nothing. */
 static int entry_ask(fg_local *lc, entry *e, uint64_t now, int all,

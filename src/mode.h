@@ -23,5 +23,7 @@ int fg__mode_check_async(fg_limiter *l, const char *key, size_t keylen,
                          uint64_t cost, fg_check_cb cb, void *data);
 int fg__mode_refund(fg_limiter *l, const char *key, size_t keylen,
                     uint64_t cost);
+/* fg_limiter_forget's part in the mode: fg_local_forget under the lock. */
+void fg__mode_forget(fg_limiter *l, const char *key, size_t keylen);
 
 #endif

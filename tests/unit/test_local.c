@@ -1175,6 +1175,24 @@ static void test_limiter(void)
     CHECK_EQ(d.remaining, 0);
     fg_limiter_free(l);
 
+    /* fg_reset of a key clears what the modes hold of it here too: a lease
+     * spends no unit the reset took away, a used-up sync view refuses no
+     * more; the key has its whole limit again (10 of 10). */
+    static const char *const modes[] = {"lease:4", "sync:10s"};
+    for (int m = 0; m < 2; m++) {
+        lim = lim_of("10/h", FG_FIXED_WINDOW, modes[m]);
+        l = fg_limiter_new(st, &lim, NULL, 0);
+        int used = 0, fit = 0;
+        for (int i = 0; i < (m ? 12 : 3); i++)
+            used += fg_check(l, "r", 1, 1, &d) == FG_OK && d.allowed;
+        CHECK_EQ(fg_reset(l, "r", 1), FG_OK);
+        for (int i = 0; i < 30; i++)
+            fit += fg_check(l, "r", 1, 1, &d) == FG_OK && d.allowed;
+        CHECK_EQ(used, m ? 10 : 3);
+        CHECK_EQ(fit, 10);
+        fg_limiter_free(l);
+    }
+
     /* Shadow mode still allows what a mode refuses, and says so. */
     lim = lim_of("1/s", FG_FIXED_WINDOW, "lease");
     lim.shadow = 1;

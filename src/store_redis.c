@@ -92,6 +92,7 @@ struct fg__aslot {
     fg_decision wd;       /* durable: the decision the WAIT confirms */
     int held;             /* durable: allowed, waiting for the WAIT */
     uint64_t sent_us;     /* monotonic: when the check was submitted */
+    int asked;            /* sent with ASKING: its give-back is too */
 };
 
 /* A refund in flight on the async client, recycled through
@@ -183,7 +184,7 @@ static int not_replicated(fg__rnode *nd)
  * drops the reply): on 'c', or, when a reply is still owed on 'c' (a late
  * WAIT), on another connection of 'nd', got within 'timeout_us'. */
 static void send_unwaited(fg__rnode *nd, fg__rsconn *c, uint64_t timeout_us,
-                          fg__rcmd *cmd)
+                          int asking, fg__rcmd *cmd)
 {
     fg__rsconn other;
     fg__rsconn *g = c;
@@ -193,7 +194,16 @@ static void send_unwaited(fg__rnode *nd, fg__rsconn *c, uint64_t timeout_us,
             return;
         g = &other;
     }
-    if (fg__rsync_append(g, cmd) == FG_OK) {
+    int ok = 1;
+    if (asking) { /* the check went to a slot's importing node */
+        fg__rcmd ask;
+        ask.argc = 1;
+        ask.argv[0] = "ASKING";
+        ask.len[0] = 6;
+        ok = fg__rsync_append(g, &ask) == FG_OK;
+        g->skip += ok;
+    }
+    if (ok && fg__rsync_append(g, cmd) == FG_OK) {
         g->skip++;
         fg__rsync_send_now(g);
     }
@@ -216,7 +226,8 @@ static void give_back_unconfirmed(redis_store *st, fg__rsconn *c, fg_limiter *l,
                          check_now(st, l), &t) != FG_OK)
         return;
     fg__rrefund_cmd(&rf, &st->node.shas);
-    send_unwaited(&st->node, c, (uint64_t)l->lim.timeout_ms * 1000u, &rf.k);
+    send_unwaited(&st->node, c, (uint64_t)l->lim.timeout_ms * 1000u, 0,
+                  &rf.k);
 }
 
 /* Run check 'k' on 'c'. '*unconfirmed' is set when the check was allowed
@@ -231,29 +242,35 @@ static int sync_run(fg__rnode *nd, fg__rsconn *c, fg__rcheck *k,
     for (;;) {
         redisReply *r[2] = {0};
         fg__rcmd cmd;
-        int n = fg__rcheck_ncmds(k), rc;
-        if (asking) {
-            /* ASKING's +OK is read and dropped before the replies. */
-            cmd.argc = 1;
-            cmd.argv[0] = "ASKING";
-            cmd.len[0] = 6;
-            if (fg__rsync_append(c, &cmd) != FG_OK)
-                return FG_ENOMEM;
-            c->skip++;
-            asking = 0;
-        }
+        int n = fg__rcheck_ncmds(k), rc, asked = asking;
         for (int i = 0; i < n; i++) {
+            if (asked) {
+                /* ASKING lets only the next command in: one before each
+                 * (a fixed window's PEXPIRE too). */
+                cmd.argc = 1;
+                cmd.argv[0] = "ASKING";
+                cmd.len[0] = 6;
+                if (fg__rsync_append(c, &cmd) != FG_OK)
+                    return FG_ENOMEM;
+            }
             fg__rcheck_cmd(k, i, &nd->shas, &cmd);
             if (fg__rsync_append(c, &cmd) != FG_OK)
                 return FG_ENOMEM;
         }
+        asking = 0;
         redisReply *w = NULL;
         if (durable) {
             wait_cmd(&cmd, deadline);
             if (fg__rsync_append(c, &cmd) != FG_OK)
                 return FG_ENOMEM;
         }
-        rc = fg__rsync_exchange(c, n, r, deadline);
+        redisReply *all[4] = {0}; /* with ASKING: its +OK before each */
+        rc = fg__rsync_exchange(c, asked ? 2 * n : n, asked ? all : r,
+                                deadline);
+        for (int i = 0; asked && rc == FG_OK && i < n; i++) {
+            freeReplyObject(all[2 * i]);
+            r[i] = all[2 * i + 1];
+        }
         int wrc = FG_OK; /* WAIT's exchange: it may not answer in time */
         if (rc == FG_OK && durable)
             wrc = fg__rsync_exchange(c, 1, &w, deadline);
@@ -279,7 +296,7 @@ static int sync_run(fg__rnode *nd, fg__rsconn *c, fg__rcheck *k,
             freeReplyObject(r[i]);
         if (rc == FG__RSTEP_GIVEBACK) {
             fg__rcheck_cmd(k, 0, &nd->shas, &cmd);
-            send_unwaited(nd, c, timeout_us, &cmd);
+            send_unwaited(nd, c, timeout_us, asked, &cmd);
             return FG_OK;
         }
         if (rc != FG__RSTEP_AGAIN)
@@ -603,9 +620,12 @@ static int async_send(redis_store *st, aslot *s)
 {
     redisAsyncContext *ac = s->conn->ac;
     fg__rcmd k;
-    if (s->req && s->req->asking) {
-        /* Once: a NOSCRIPT's EVAL that follows is sent without it, and
-         * then moves on by MOVED or ASK again if it must. */
+    /* ASKING lets only the next command in: one before each (a fixed
+     * window's PEXPIRE too). Once: a NOSCRIPT's EVAL that follows is sent
+     * without it, and then moves on by MOVED or ASK again if it must. */
+    int asking = s->req && s->req->asking;
+    s->asked = asking;
+    if (asking) {
         s->req->asking = 0;
         if (redisAsyncCommand(ac, NULL, NULL, "ASKING") != REDIS_OK)
             return FG_EBACKEND;
@@ -616,7 +636,8 @@ static int async_send(redis_store *st, aslot *s)
     if (fg__rcheck_ncmds(&s->k) < 2)
         return FG_OK;
     fg__rcheck_cmd(&s->k, 1, &st->node.shas, &k);
-    if (fg__rasync_append(ac, on_pexpire, NULL, &k) != REDIS_OK) {
+    if ((asking && redisAsyncCommand(ac, NULL, NULL, "ASKING") != REDIS_OK) ||
+        fg__rasync_append(ac, on_pexpire, NULL, &k) != REDIS_OK) {
         /* The INCRBY is queued but its expiry is not: sent alone it could
          * leave a key that never expires. Drop the connection with its
          * unsent buffer; freeing it answers the INCRBY's callback with no
@@ -662,7 +683,9 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
     if (rc == FG__RSTEP_GIVEBACK) {
         fg__rcmd k;
         fg__rcheck_cmd(&s->k, 0, &st->node.shas, &k);
-        fg__rasync_append(cn->ac, NULL, NULL, &k);
+        if (!s->asked ||
+            redisAsyncCommand(cn->ac, NULL, NULL, "ASKING") == REDIS_OK)
+            fg__rasync_append(cn->ac, NULL, NULL, &k);
         rc = FG_OK;
     } else if (rc == FG__RSTEP_AGAIN && cn->dead) {
         rc = fg__rcheck_unsent(&s->k, &d);

@@ -209,6 +209,59 @@ rc=$?
 check "a key starting with '}': refused with the reason ($(tr '\n' ' ' <"$T/tag.out"))" \
     test $rc != 0 -a -n "$(grep -F 'starts with }' "$T/tag.out")"
 
+# A slot being migrated (MIGRATING on its owner, IMPORTING on another
+# master, as a reshard sets it before it moves keys): a new key is asked of
+# the importing node with ASKING, which lets only the next command in, so
+# a fixed window's PEXPIRE needs its own. Exact (5 of 8, its give-backs
+# landed), and the key written with its expiry.
+live=
+for p in "${CPORT[@]}"; do
+    redis-cli -p "$p" ping >/dev/null 2>&1 && { live=$p; break; }
+done
+ask_key=askk$$
+slot=$(redis-cli -p "$live" cluster keyslot "$ask_key")
+owner=$(redis-cli -p "$live" cluster nodes | awk -v s="$slot" '$3 ~ /master/ {
+    for (i = 9; i <= NF; i++) { n = split($i, r, "-"); if (n == 1) r[2] = r[1]
+        if (s >= r[1] && s <= r[2]) { split($2, a, "[:@]"); print a[2] } } }')
+dst=
+for p in $(cluster_masters "$live"); do [ "$p" != "$owner" ] && { dst=$p; break; }; done
+redis-cli -p "$dst" cluster setslot "$slot" importing "$(redis-cli -p "$owner" cluster myid)" >/dev/null
+redis-cli -p "$owner" cluster setslot "$slot" migrating "$(redis-cli -p "$dst" cluster myid)" >/dev/null
+"$FLOODGATE" check --store "cluster=redis://127.0.0.1:$live?prefix=t$$:" --limit 5/h \
+    --algorithm fixed_window --key "$ask_key" --count 8 --timeout 1000 \
+    --on-failure open >"$T/ask.out" 2>&1
+ask_pttl() { # the PTTL and value of KEY's window key on the importing node
+    local k
+    k=$(printf 'ASKING\nKEYS t%s:*{%s}*\n' "$$" "$1" | redis-cli -p "$dst" | tail -n +2 | head -1)
+    printf 'ASKING\nGET %s\nASKING\nPTTL %s\n' "$k" "$k" | redis-cli -p "$dst" | grep -v '^OK$' | tr '\n' ' '
+}
+got=$(ask_pttl "$ask_key")
+check "slot migrating, blocking client: exact, 5 of 8 ($(tail -1 "$T/ask.out"))" \
+    test "$(tail -1 "$T/ask.out")" = "allowed=5 limited=3" -a -z "$(grep fail_open "$T/ask.out")"
+check "slot migrating, blocking client: count 5, with its expiry ($got)" \
+    test "${got%% *}" = 5 -a "$(echo "$got" | awk '{ print ($2 > 0) }')" = 1
+ask_key2=askj$$
+slot2=$(redis-cli -p "$live" cluster keyslot "$ask_key2")
+if [ "$slot2" != "$slot" ]; then
+    redis-cli -p "$dst" cluster setslot "$slot2" importing "$(redis-cli -p "$owner" cluster myid)" >/dev/null 2>&1
+    redis-cli -p "$owner" cluster setslot "$slot2" migrating "$(redis-cli -p "$dst" cluster myid)" >/dev/null 2>&1
+fi
+codes=$(for i in $(seq 12); do curl -s -o /dev/null -w '%{http_code} ' -X POST "$A/v1/check?limit=fw&key=$ask_key2"; done)
+sleep 0.3 # the last refusal's give-back, sent without waiting
+got2=$(ask_pttl "$ask_key2")
+if [ -n "$got2" ]; then
+    check "slot migrating, serve: 10 of 12 ($codes)" \
+        test "$(echo "$codes" | tr ' ' '\n' | grep -c 200)" = 10
+    check "slot migrating, serve: count 10, with its expiry ($got2)" \
+        test "${got2%% *}" = 10 -a "$(echo "$got2" | awk '{ print ($2 > 0) }')" = 1
+else
+    bad "slot migrating, serve: the key is on the importing node ($got2; $codes)"
+fi
+for s2 in "$slot" "$slot2"; do
+    redis-cli -p "$owner" cluster setslot "$s2" stable >/dev/null 2>&1
+    redis-cli -p "$dst" cluster setslot "$s2" stable >/dev/null 2>&1
+done
+
 # A node without cluster mode: a clear error at start.
 start_redis || bad "plain redis starts"
 "$FLOODGATE" check --store "cluster=redis://127.0.0.1:$RPORT" --limit 5/s --key a 2>"$T/plain.err" >/dev/null

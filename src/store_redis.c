@@ -226,8 +226,7 @@ static void give_back_unconfirmed(redis_store *st, fg__rsconn *c, fg_limiter *l,
                          check_now(st, l), &t) != FG_OK)
         return;
     fg__rrefund_cmd(&rf, &st->node.shas);
-    send_unwaited(&st->node, c, (uint64_t)l->lim.timeout_ms * 1000u, 0,
-                  &rf.k);
+    send_unwaited(&st->node, c, (uint64_t)l->lim.timeout_ms * 1000u, 0, &rf.k);
 }
 
 /* Run check 'k' on 'c'. '*unconfirmed' is set when the check was allowed
@@ -265,8 +264,8 @@ static int sync_run(fg__rnode *nd, fg__rsconn *c, fg__rcheck *k,
                 return FG_ENOMEM;
         }
         redisReply *all[4] = {0}; /* with ASKING: its +OK before each */
-        rc = fg__rsync_exchange(c, asked ? 2 * n : n, asked ? all : r,
-                                deadline);
+        rc =
+            fg__rsync_exchange(c, asked ? 2 * n : n, asked ? all : r, deadline);
         for (int i = 0; asked && rc == FG_OK && i < n; i++) {
             freeReplyObject(all[2 * i]);
             r[i] = all[2 * i + 1];

@@ -666,9 +666,11 @@ int fg_local_answer(fg_local *lc, fg_local_ask *ask, uint64_t now_us, int rc,
 void fg_local_counted(fg_local *lc, const char *key, size_t keylen,
                       uint64_t units, uint64_t now_us);
 
-/* Give back 'cost' units an allowed check of 'key' took (fg_refund). */
-void fg_local_refund(fg_local *lc, const char *key, size_t keylen,
-                     uint64_t cost, uint64_t now_us);
+/* Give back 'cost' units an allowed check of 'key' took (fg_refund).
+ * Returns the units to give back in the store instead (fg_refund): a sync
+ * key's units already sent, or counted there for a check it decided. */
+uint64_t fg_local_refund(fg_local *lc, const char *key, size_t keylen,
+                         uint64_t cost, uint64_t now_us);
 
 /* Forget what 'lc' holds of 'key' after its counts in the store were
  * cleared (fg_reset): a sync's view and usage not sent, a lease's units

@@ -442,14 +442,14 @@ void fg__mode_free(fg_limiter *l)
     l->mode = NULL;
 }
 
-int fg__mode_refund(fg_limiter *l, const char *key, size_t keylen,
-                    uint64_t cost)
+uint64_t fg__mode_refund(fg_limiter *l, const char *key, size_t keylen,
+                         uint64_t cost)
 {
     struct fg__mode *m = l->mode;
     lock(m);
-    fg_local_refund(m->lc, key, keylen, cost, now_us());
+    uint64_t rest = fg_local_refund(m->lc, key, keylen, cost, now_us());
     unlock(m);
-    return FG_OK;
+    return rest;
 }
 
 void fg__mode_forget(fg_limiter *l, const char *key, size_t keylen)

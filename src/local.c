@@ -755,19 +755,24 @@ void fg_local_counted(fg_local *lc, const char *key, size_t keylen,
     e->counted_at = now_us;
 }
 
-void fg_local_refund(fg_local *lc, const char *key, size_t keylen,
-                     uint64_t cost, uint64_t now_us)
+uint64_t fg_local_refund(fg_local *lc, const char *key, size_t keylen,
+                         uint64_t cost, uint64_t now_us)
 {
     (void)now_us;
     int rc;
     if (!lc || (!key && keylen) || keylen > FG_MAX_KEY)
-        return;
+        return 0;
     entry *e = lookup(lc, key, keylen, &rc);
     if (!e)
-        return;
+        return lc->mode == FG_MODE_SYNC ? cost : 0;
     if (lc->mode == FG_MODE_SYNC) {
-        e->units -= min_u64(cost, e->units);
-        return;
+        /* From the usage not sent yet; the rest is in the store (sent, or
+         * counted there for a check it decided): the views stop holding
+         * what the store gives back. */
+        uint64_t here = min_u64(cost, e->units);
+        e->units -= here;
+        e->counted -= min_u64(cost - here, e->counted);
+        return cost - here;
     }
     if (now_us < e->reset_at) {
         uint64_t back = min_u64(cost, e->used);
@@ -775,6 +780,7 @@ void fg_local_refund(fg_local *lc, const char *key, size_t keylen,
         e->units += back;
         lc->held += back;
     }
+    return 0;
 }
 
 void fg_local_forget(fg_local *lc, const char *key, size_t keylen)

@@ -1175,6 +1175,22 @@ static void test_limiter(void)
     CHECK_EQ(d.remaining, 0);
     fg_limiter_free(l);
 
+    /* A refund of a check the store decided (a sync key's first) goes
+     * back to the store: the key then admits its whole limit, 10. */
+    lim = lim_of("10/h", FG_FIXED_WINDOW, "sync:10s");
+    l = fg_limiter_new(st, &lim, NULL, 0);
+    CHECK_EQ(fg_check(l, "f", 1, 5, &d), FG_OK);
+    CHECK(d.allowed && d.source == FG_SOURCE_STORE);
+    CHECK_EQ(fg_refund(l, "f", 1, 5), FG_OK);
+    int more = 0;
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < 20; i++)
+            more += fg_check(l, "f", 1, 1, &d) == FG_OK && d.allowed;
+        CHECK_EQ(fg_limiter_sync(l), FG_OK);
+    }
+    CHECK_EQ(more, 10);
+    fg_limiter_free(l);
+
     /* fg_reset of a key clears what the modes hold of it here too: a lease
      * spends no unit the reset took away, a used-up sync view refuses no
      * more; the key has its whole limit again (10 of 10). */

@@ -162,7 +162,8 @@ static int parse_param(fg__redis_url *u, const char *s, size_t n,
     } else {
         return fg__seterr(err, errlen, FG_EINVAL,
                           "redis url: unknown parameter '%.*s' (known: "
-                          "prefix, db, connect_timeout_ms, lazy)",
+                          "prefix, db, connect_timeout_ms, lazy, user, "
+                          "password)",
                           (int)(kl > 40 ? 40 : kl), s);
     }
 #undef KEY_IS

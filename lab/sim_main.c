@@ -40,7 +40,7 @@ static void usage(FILE *f)
            "  --load X        steady, poisson: arrivals at X times the limit\n"
            "                  (default 2)\n"
            "  --duration D    steady, poisson: how long they last (default\n"
-           "                  10s, at most 1h)\n"
+           "                  10s, at most 3600s)\n"
            "  --burst N       burst: how many requests (default 40)\n"
            "  --spread D      burst: sent evenly within D (default 40ms)\n"
            "  --rtt D         a round trip to the store (default 2ms, at most\n"

@@ -688,7 +688,9 @@ uint64_t fg_local_next_due(const fg_local *lc);
  * every unit leased (see fg_limiter_sync). */
 size_t fg_local_flush(fg_local *lc, uint64_t now_us, fg_local_ask *asks,
                       size_t max);
-/* The keys 'lc' holds, and the units it holds in leases now. */
+/* The keys 'lc' holds, and the units it holds in leases now (a fixed
+ * window's, which send nothing when it ends, until its key is next
+ * checked, evicted or flushed). */
 uint64_t fg_local_keys(const fg_local *lc);
 uint64_t fg_local_held(const fg_local *lc);
 

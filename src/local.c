@@ -245,7 +245,10 @@ static void table_grow(fg_local *lc)
 
 /* The entry of 'key', made when new; NULL when there is no room (FG_ENOMEM
  * in '*rc'). */
-static entry *lookup(fg_local *lc, const char *key, size_t keylen, int *rc)
+static void lease_lapse(fg_local *lc, entry *e);
+
+static entry *lookup(fg_local *lc, const char *key, size_t keylen,
+                     uint64_t now, int *rc)
 {
     uint64_t h = fg__hash(key, keylen, lc->seed);
     for (entry *e = lc->buckets[h & (lc->nbuckets - 1)]; e; e = e->hnext) {
@@ -260,8 +263,14 @@ static entry *lookup(fg_local *lc, const char *key, size_t keylen, int *rc)
     }
     if (lc->count >= lc->max_keys) {
         entry *v = lc->oldest;
-        for (int i = 0; v && i < EVICT_TRIES && !evictable(v); i++)
-            v = v->newer;
+        for (int i = 0; v && i < EVICT_TRIES; i++, v = v->newer) {
+            /* A fixed window's lease is not on the due list: its units,
+             * sending nothing, die here or at its key's next check. */
+            if (lc->mode == FG_MODE_LEASE && v->units && now >= v->reset_at)
+                lease_lapse(lc, v);
+            if (evictable(v))
+                break;
+        }
         if (!v || !evictable(v)) {
             *rc = FG_ENOMEM;
             return NULL;
@@ -633,7 +642,10 @@ static int lease_answer(fg_local *lc, entry *e, fg_local_ask *ask, uint64_t now,
             e->reset_at = end;
         e->refused_until = 0;
         e->failed = 0;
-        list_due(lc, e);
+        /* A fixed window's units die with their window, sending nothing:
+         * only leases that end in a give-back wait on the due list. */
+        if (lc->algorithm != FG_FIXED_WINDOW)
+            list_due(lc, e);
     } else if (rc == FG_OK && d) {
         uint64_t r = d->remaining;
         e->store_rem = r;
@@ -686,7 +698,7 @@ int fg_local_check(fg_local *lc, const char *key, size_t keylen, uint64_t cost,
     if (lc->next_due == 0)
         lc->next_due = now_us ? now_us : 1;
     int rc = FG_OK;
-    entry *e = lookup(lc, key, keylen, &rc);
+    entry *e = lookup(lc, key, keylen, now_us, &rc);
     if (!e)
         return rc;
     if (lc->mode == FG_MODE_SYNC)
@@ -748,7 +760,8 @@ void fg_local_counted(fg_local *lc, const char *key, size_t keylen,
     int rc;
     if (!lc || (!key && keylen) || keylen > FG_MAX_KEY)
         return;
-    entry *e = lc->mode == FG_MODE_SYNC ? lookup(lc, key, keylen, &rc) : NULL;
+    entry *e =
+        lc->mode == FG_MODE_SYNC ? lookup(lc, key, keylen, now_us, &rc) : NULL;
     if (!e)
         return;
     e->counted += units;
@@ -758,11 +771,10 @@ void fg_local_counted(fg_local *lc, const char *key, size_t keylen,
 uint64_t fg_local_refund(fg_local *lc, const char *key, size_t keylen,
                          uint64_t cost, uint64_t now_us)
 {
-    (void)now_us;
     int rc;
     if (!lc || (!key && keylen) || keylen > FG_MAX_KEY)
         return 0;
-    entry *e = lookup(lc, key, keylen, &rc);
+    entry *e = lookup(lc, key, keylen, now_us, &rc);
     if (!e)
         return lc->mode == FG_MODE_SYNC ? cost : 0;
     if (lc->mode == FG_MODE_SYNC) {
@@ -845,7 +857,7 @@ static int still_due(const fg_local *lc, const entry *e)
     /* A sync in flight lists its key again if it fails. */
     if (lc->mode == FG_MODE_SYNC)
         return e->units || e->failed;
-    return e->units || e->give;
+    return e->give || (e->units && lc->algorithm != FG_FIXED_WINDOW);
 }
 
 static size_t drain(fg_local *lc, uint64_t now, int all, fg_local_ask *asks,
@@ -886,6 +898,11 @@ size_t fg_local_flush(fg_local *lc, uint64_t now_us, fg_local_ask *asks,
     if (!lc || (!asks && max))
         return 0;
     if (!lc->draining) {
+        /* Every lease's units, a fixed window's too (not listed). */
+        for (entry *e = lc->newest; lc->mode == FG_MODE_LEASE && e;
+             e = e->older)
+            if (e->units)
+                list_due(lc, e);
         lc->draining = lc->due;
         lc->due = NULL;
     }

@@ -247,8 +247,8 @@ static void table_grow(fg_local *lc)
  * in '*rc'). */
 static void lease_lapse(fg_local *lc, entry *e);
 
-static entry *lookup(fg_local *lc, const char *key, size_t keylen,
-                     uint64_t now, int *rc)
+static entry *lookup(fg_local *lc, const char *key, size_t keylen, uint64_t now,
+                     int *rc)
 {
     uint64_t h = fg__hash(key, keylen, lc->seed);
     for (entry *e = lc->buckets[h & (lc->nbuckets - 1)]; e; e = e->hnext) {

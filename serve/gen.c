@@ -41,7 +41,8 @@ static int same_limit(const fg_limit *a, const fg_limit *b)
            a->timeout_ms == b->timeout_ms &&
            a->fallback_servers == b->fallback_servers &&
            a->clock_client == b->clock_client && a->durable == b->durable &&
-           a->shadow == b->shadow;
+           a->shadow == b->shadow && a->mode == b->mode &&
+           a->sync_ms == b->sync_ms && a->lease_chunk == b->lease_chunk;
 }
 
 void fg__gen_ref(fg__gen *g)

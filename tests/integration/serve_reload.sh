@@ -6,7 +6,8 @@
 # and a sanitizer build reports nothing.
 # Then what a reload changes: max_header_bytes and request_timeout are
 # applied; blocked_cache, max_connections and the memory store's options
-# are refused with the reason logged (the running configuration stays).
+# are refused with the reason logged (the running configuration stays);
+# a change of a limit's mode alone is applied on the memory store.
 . "$(dirname "$0")/../serve/lib.sh"
 
 start_redis || { bad "redis starts"; finish; }
@@ -168,4 +169,44 @@ check "refused reloads counted" grep -q 'floodgate_reloads_total{result="error"}
 
 kill -TERM "$FGPID_m"
 for _ in $(seq 1 300); do kill -0 "$FGPID_m" 2>/dev/null || break; sleep 0.01; done
+
+# A reload that changes only a limit's mode (on_failure set, so it stays)
+# on the memory store is applied: after sync:100ms, exact mode decides
+# every check in the store (source "store"), and a peek sees all counted.
+TOKEN="rl-$$-Qx7"
+printf '%s\n' "$TOKEN" >"$T/token"
+chmod 600 "$T/token"
+pconf() { # pconf [MODE-LINE]
+    cat >"$T/p.ini" <<INI
+[server]
+workers = 1
+admin_listen = 127.0.0.1:0
+admin_token_file = $T/token
+[limit l]
+key = query:k
+algorithm = fixed_window
+rate = 10/h
+on_failure = open
+$1
+INI
+}
+sources() { # sources KEY: 12 checks on one connection, their sources
+    local a="" i
+    for i in $(seq 1 12); do a="$a -X POST $P/v1/check?limit=l&key=$1 -w \n"; done
+    # shellcheck disable=SC2086
+    curl -s -m 5 $a | grep -o '"source":"[a-z]*"' | sort | uniq -c | awk '{ printf "%s%s ", $2, $1 }'
+}
+pconf 'mode = sync:100ms'
+start_fg p -c "$T/p.ini" --listen 127.0.0.1:0 || { bad "mode server starts"; finish; }
+P="http://127.0.0.1:$FGPORT_p"
+PA="http://127.0.0.1:$(grep -o 'event=admin_listening addr=[^ ]*' "$T/p.log" | sed 's/.*://')"
+got=$(sources a)
+check "sync:100ms answers from its view ($got)" grep -q '"source":"sync"' <<<"$got"
+pconf ''
+reload_fg p 0.1
+expect_eq "reload from sync to exact applied: the store decides" "$(sources b)" '"source":"store"12 '
+http GET "$PA/v1/peek?limit=l&key=b" -H "Authorization: Bearer $TOKEN" >/dev/null
+check "after the reload to exact a peek sees the 10 admitted ($(cat "$T/b"))" \
+    grep -q '"remaining":0,' "$T/b"
+kill -TERM "$FGPID_p"
 finish

@@ -260,6 +260,7 @@ fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
                 bad_url(srv, c, why, err, errlen);
                 goto fail;
             }
+            snprintf(srv->mem_url, sizeof(srv->mem_url), "%s", c->store_url);
         }
         const fg__gen *old = srv->gen && srv->gen->is_memory ? srv->gen : NULL;
         for (unsigned i = 0; i < c->nlimits; i++) {

@@ -93,8 +93,9 @@ typedef struct fg__worker {
 struct fg__server {
     fg__worker *w;
     unsigned nworkers;
-    fg_store *mem; /* the process's memory store, opened on first need */
-    fg__gen *gen;  /* the configuration in force */
+    fg_store *mem;      /* the process's memory store, opened on first need */
+    char mem_url[4096]; /* the URL it was opened with (its options) */
+    fg__gen *gen;       /* the configuration in force */
     uint32_t gen_number;
     int draining; /* atomic */
     /* Client connections open, in all workers, and their cap:

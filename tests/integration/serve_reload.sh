@@ -158,14 +158,25 @@ mconf 1024 1s 1024 'memory?max_keys=10'
 line=$(reload_m)
 check "memory store options change refused with its reason ($line)" \
     grep -q "result=error reason=\"the memory store's options change only on restart\"" <<<"$line"
+# The memory store stays open through a reload to Redis: back on memory,
+# other options are refused the same, its own accepted.
+mconf 1024 1s 1024 "redis://127.0.0.1:$RPORT"
+line=$(reload_m)
+check "reload from memory to Redis accepted ($line)" grep -q 'event=reload result=ok' <<<"$line"
+mconf 1024 1s 1024 'memory?max_keys=10'
+line=$(reload_m)
+check "memory store options changed by way of Redis refused ($line)" \
+    grep -q "result=error reason=\"the memory store's options change only on restart\"" <<<"$line"
 mconf 1024 1s 1024 memory
+line=$(reload_m)
+check "back to the memory store as opened: accepted ($line)" grep -q 'event=reload result=ok' <<<"$line"
 sed -i 's/^max_connections = 1000/max_connections = 2000/' "$T/m.ini"
 line=$(reload_m)
 check "max_connections change refused with its reason ($line)" \
     grep -q 'reason="max_connections changes only on restart"' <<<"$line"
 expect_eq "still serving after refused reloads" "$(http POST "$M/v1/check?limit=l&key=b")" 200
 curl -s "$M/metrics" >"$T/metrics"
-check "refused reloads counted" grep -q 'floodgate_reloads_total{result="error"} 3' "$T/metrics"
+check "refused reloads counted" grep -q 'floodgate_reloads_total{result="error"} 4' "$T/metrics"
 
 kill -TERM "$FGPID_m"
 for _ in $(seq 1 300); do kill -0 "$FGPID_m" 2>/dev/null || break; sleep 0.01; done

@@ -45,6 +45,15 @@ static int same_limit(const fg_limit *a, const fg_limit *b)
            a->sync_ms == b->sync_ms && a->lease_chunk == b->lease_chunk;
 }
 
+/* 1 when 'g' (or NULL) has a limit named 'name'. */
+static int has_limit(const fg__gen *g, const char *name)
+{
+    for (unsigned i = 0; g && i < g->cfg.nlimits; i++)
+        if (!strcmp(g->cfg.limits[i].lim.name, name))
+            return 1;
+    return 0;
+}
+
 void fg__gen_ref(fg__gen *g)
 {
     __atomic_add_fetch(&g->refs, 1, __ATOMIC_ACQ_REL);
@@ -249,8 +258,16 @@ fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
     g->is_memory = is_memory_url(c->store_url);
     if (!g->is_memory && store_urls(g, err, errlen))
         goto fail;
-    for (unsigned i = 0; i < c->nlimits; i++)
-        g->slot[i] = fg__metric_slot(c->limits[i].lim.name);
+    for (unsigned i = 0; i < c->nlimits; i++) {
+        const char *name = c->limits[i].lim.name;
+        g->slot[i] = fg__metric_slot(name);
+        /* Said once, not again at each reload that keeps the limit. */
+        if (g->slot[i] < 0 && !has_limit(srv->gen, name))
+            fg__log("metrics_full",
+                    "level=warning limit=%s cap=%d warning=\"no metrics for "
+                    "this limit: %d limit names have had them since start\"",
+                    name, FG_METRIC_SLOTS, FG_METRIC_SLOTS);
+    }
     const char *where = srv->config_path ? srv->config_path : "config";
     if (g->is_memory) {
         if (!srv->mem) {

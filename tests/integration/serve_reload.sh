@@ -220,4 +220,20 @@ http GET "$PA/v1/peek?limit=l&key=b" -H "Authorization: Bearer $TOKEN" >/dev/nul
 check "after the reload to exact a peek sees the 10 admitted ($(cat "$T/b"))" \
     grep -q '"remaining":0,' "$T/b"
 kill -TERM "$FGPID_p"
+# Metrics for 256 limit names at most: four reloads of 64 new names each
+# fill them, the fifth set gets none and says so once per limit (not again
+# at a reload that keeps it).
+nconf() { # nconf PREFIX: 64 limits PREFIX0..PREFIX63
+    local i
+    for i in $(seq 0 63); do printf '[limit %s%d]\nkey = query:k\nrate = 5/s\n' "$1" "$i"; done >"$T/n.ini"
+}
+nconf a
+start_fg n -c "$T/n.ini" --listen 127.0.0.1:0 || { bad "names server starts"; finish; }
+for p in b c d e e; do nconf $p; reload_fg n 0; done
+expect_eq "the fifth set's limits logged once each without metrics" \
+    "$(grep -c 'event=metrics_full level=warning limit=e[0-9]* cap=256 ' "$T/n.log")" 64
+check "the limit past the cap is named" grep -q 'event=metrics_full level=warning limit=e63 cap=256 ' "$T/n.log"
+expect_eq "a check on a limit without metrics is answered" \
+    "$(http POST "http://127.0.0.1:$FGPORT_n/v1/check?limit=e1&key=x")" 200
+kill -TERM "$FGPID_n"
 finish

@@ -187,6 +187,8 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         fg__workers_adopt(srv, g);
         fg__gen_unref(srv->gen);
         srv->gen = g;
+        if (srv->admin)
+            fg__admin_apply(srv->admin);
         log_fallback(g);
         log_modes(g);
         FG_INC(srv->reloads);
@@ -374,6 +376,7 @@ int fg_cmd_serve(int argc, char **argv)
             fg__workers_join(&srv);
             goto out;
         }
+        srv.admin = admin;
         /* Before "listening": whoever waits for that line may use both. */
         fg__log("admin_listening",
                 "addr=%s routes=\"GET /v1/peek, POST /v1/reset\" "
@@ -402,6 +405,7 @@ int fg_cmd_serve(int argc, char **argv)
             srv.nworkers, fg__log_value(c->id, v, sizeof(v)), c->nlimits,
             (long)getpid(), handover[srv.handover]);
     event_base_dispatch(srv.main_base);
+    srv.admin = NULL;
     fg__admin_free(admin);
     admin = NULL;
     fg__workers_join(&srv);

@@ -5,8 +5,9 @@
 # reloads, Redis continues: every request is answered, the server lives on,
 # and a sanitizer build reports nothing.
 # Then what a reload changes: max_header_bytes and request_timeout are
-# applied; blocked_cache, max_connections and the memory store's options
-# are refused with the reason logged (the running configuration stays);
+# applied (on admin_listen too); blocked_cache, max_connections and the
+# memory store's options are refused with the reason logged (the running
+# configuration stays);
 # a change of a limit's mode alone is applied on the memory store.
 . "$(dirname "$0")/../serve/lib.sh"
 
@@ -187,12 +188,13 @@ for _ in $(seq 1 300); do kill -0 "$FGPID_m" 2>/dev/null || break; sleep 0.01; d
 TOKEN="rl-$$-Qx7"
 printf '%s\n' "$TOKEN" >"$T/token"
 chmod 600 "$T/token"
-pconf() { # pconf [MODE-LINE]
+pconf() { # pconf [MODE-LINE] [SERVER-LINES]
     cat >"$T/p.ini" <<INI
 [server]
 workers = 1
 admin_listen = 127.0.0.1:0
 admin_token_file = $T/token
+${2:-}
 [limit l]
 key = query:k
 algorithm = fixed_window
@@ -219,6 +221,21 @@ expect_eq "reload from sync to exact applied: the store decides" "$(sources b)" 
 http GET "$PA/v1/peek?limit=l&key=b" -H "Authorization: Bearer $TOKEN" >/dev/null
 check "after the reload to exact a peek sees the 10 admitted ($(cat "$T/b"))" \
     grep -q '"remaining":0,' "$T/b"
+# The admin listener takes a reload's max_header_bytes and request_timeout
+# as the main one does.
+pconf '' "$(printf 'max_header_bytes = 1024\nrequest_timeout = 1s')"
+reload_fg p 0.1
+code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' -H @"$T/h4k" -H "Authorization: Bearer $TOKEN" "$PA/v1/peek?limit=l&key=b")
+expect_eq "admin: reloaded max_header_bytes 1024 refuses a 4 KB header" "$code" 431
+exec 3<>/dev/tcp/127.0.0.1/"${PA##*:}"
+printf 'GET /v1/peek?limit=l&key=b HTTP/1.1\r\nHost: x\r\n' >&3
+t0=$(date +%s%N)
+timeout 6 cat <&3 >/dev/null
+t1=$(date +%s%N)
+exec 3<&-
+ms=$(( (t1 - t0) / 1000000 ))
+check "admin: reloaded request_timeout 1s closes a stalled client ($ms ms)" \
+    bash -c "[ $ms -ge 800 ] && [ $ms -lt 2500 ]"
 kill -TERM "$FGPID_p"
 # Metrics for 256 limit names at most: four reloads of 64 new names each
 # fill them, the fifth set gets none and says so once per limit (not again

@@ -273,6 +273,12 @@ static int bind_listen(const char *listen_addr, char *addr, size_t addrlen,
     return fd;
 }
 
+void fg__admin_apply(fg__admin *a)
+{
+    const fg__serve_config *c = &a->srv->gen->cfg;
+    fg__http_set_limits(a->http, c->max_header_bytes, c->request_timeout_ms);
+}
+
 fg__admin *fg__admin_start(fg__server *srv, const char *listen, char *addr,
                            size_t addrlen, char *err, size_t errlen)
 {
@@ -296,8 +302,7 @@ fg__admin *fg__admin_start(fg__server *srv, const char *listen, char *addr,
         fg__admin_free(a);
         return NULL;
     }
-    const fg__serve_config *c = &srv->gen->cfg;
-    fg__http_set_limits(a->http, c->max_header_bytes, c->request_timeout_ms);
+    fg__admin_apply(a);
     fg__http_set_cap(a->http, NULL, ADMIN_MAX_CONNECTIONS);
     struct timeval tv = {0, 200000};
     event_add(a->sweep, &tv);

@@ -41,7 +41,17 @@ static int same_limit(const fg_limit *a, const fg_limit *b)
            a->timeout_ms == b->timeout_ms &&
            a->fallback_servers == b->fallback_servers &&
            a->clock_client == b->clock_client && a->durable == b->durable &&
-           a->shadow == b->shadow;
+           a->shadow == b->shadow && a->mode == b->mode &&
+           a->sync_ms == b->sync_ms && a->lease_chunk == b->lease_chunk;
+}
+
+/* 1 when 'g' (or NULL) has a limit named 'name'. */
+static int has_limit(const fg__gen *g, const char *name)
+{
+    for (unsigned i = 0; g && i < g->cfg.nlimits; i++)
+        if (!strcmp(g->cfg.limits[i].lim.name, name))
+            return 1;
+    return 0;
 }
 
 void fg__gen_ref(fg__gen *g)
@@ -248,8 +258,16 @@ fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
     g->is_memory = is_memory_url(c->store_url);
     if (!g->is_memory && store_urls(g, err, errlen))
         goto fail;
-    for (unsigned i = 0; i < c->nlimits; i++)
-        g->slot[i] = fg__metric_slot(c->limits[i].lim.name);
+    for (unsigned i = 0; i < c->nlimits; i++) {
+        const char *name = c->limits[i].lim.name;
+        g->slot[i] = fg__metric_slot(name);
+        /* Said once, not again at each reload that keeps the limit. */
+        if (g->slot[i] < 0 && !has_limit(srv->gen, name))
+            fg__log("metrics_full",
+                    "level=warning limit=%s cap=%d warning=\"no metrics for "
+                    "this limit: %d limit names have had them since start\"",
+                    name, FG_METRIC_SLOTS, FG_METRIC_SLOTS);
+    }
     const char *where = srv->config_path ? srv->config_path : "config";
     if (g->is_memory) {
         if (!srv->mem) {
@@ -259,6 +277,7 @@ fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
                 bad_url(srv, c, why, err, errlen);
                 goto fail;
             }
+            snprintf(srv->mem_url, sizeof(srv->mem_url), "%s", c->store_url);
         }
         const fg__gen *old = srv->gen && srv->gen->is_memory ? srv->gen : NULL;
         for (unsigned i = 0; i < c->nlimits; i++) {

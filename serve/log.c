@@ -41,7 +41,10 @@ const char *fg__log_value(const char *v, char *out, unsigned long outlen)
 
 void fg__log(const char *event, const char *fmt, ...)
 {
-    char line[1024];
+    /* Room for the longest key escaped (every byte a '"': 2 * FG_MAX_KEY
+     * + 2) and the fields around it, so that a line is never cut; and no
+     * more than PIPE_BUF, which a pipe writes whole. */
+    char line[4096];
     struct timespec ts;
     struct tm tm;
     clock_gettime(CLOCK_REALTIME, &ts);

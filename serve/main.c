@@ -50,18 +50,18 @@ static const char usage[] =
 
 /* What a reload cannot change in a running server (each is sized or
  * opened once at start): NULL, or the reason the reload is refused. */
-static const char *reload_refusal(const fg__serve_config *old,
-                                  const fg__serve_config *new)
+static const char *reload_refusal(const fg__server *srv, const fg__gen *g)
 {
+    const fg__serve_config *old = &srv->gen->cfg, *new = &g->cfg;
     if (old->blocked_cache != new->blocked_cache)
         return "blocked_cache changes only on restart";
     if (old->max_connections != new->max_connections)
         return "max_connections changes only on restart";
     if (strcmp(old->admin_listen, new->admin_listen) != 0)
         return "admin_listen changes only on restart";
-    int old_mem = !strncmp(old->store_url, "memory", 6);
-    int new_mem = !strncmp(new->store_url, "memory", 6);
-    if (old_mem && new_mem && strcmp(old->store_url, new->store_url) != 0)
+    /* The memory store is opened once, with the options it was first
+     * opened with, and kept through reloads to Redis and back. */
+    if (g->is_memory && srv->mem && strcmp(srv->mem_url, new->store_url) != 0)
         return "the memory store's options change only on restart";
     return NULL;
 }
@@ -170,7 +170,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
             return;
         }
         const fg__serve_config *old = &srv->gen->cfg;
-        const char *refused = reload_refusal(old, &g->cfg);
+        const char *refused = reload_refusal(srv, g);
         if (refused) {
             fg__gen_unref(g);
             FG_INC(srv->reload_errors);
@@ -187,6 +187,8 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         fg__workers_adopt(srv, g);
         fg__gen_unref(srv->gen);
         srv->gen = g;
+        if (srv->admin)
+            fg__admin_apply(srv->admin);
         log_fallback(g);
         log_modes(g);
         FG_INC(srv->reloads);
@@ -374,6 +376,7 @@ int fg_cmd_serve(int argc, char **argv)
             fg__workers_join(&srv);
             goto out;
         }
+        srv.admin = admin;
         /* Before "listening": whoever waits for that line may use both. */
         fg__log("admin_listening",
                 "addr=%s routes=\"GET /v1/peek, POST /v1/reset\" "
@@ -402,6 +405,7 @@ int fg_cmd_serve(int argc, char **argv)
             srv.nworkers, fg__log_value(c->id, v, sizeof(v)), c->nlimits,
             (long)getpid(), handover[srv.handover]);
     event_base_dispatch(srv.main_base);
+    srv.admin = NULL;
     fg__admin_free(admin);
     admin = NULL;
     fg__workers_join(&srv);

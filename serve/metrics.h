@@ -57,8 +57,9 @@ typedef struct fg__metrics {
     uint64_t lat_count;
     uint64_t lat_sum_us;
     uint64_t http[FG_HTTP_N];
-    uint64_t slow_closed; /* closed with part of a request, late */
-    uint64_t connections; /* gauge */
+    uint64_t slow_closed;   /* closed with part of a request, late */
+    uint64_t connections;   /* gauge */
+    uint64_t cache_entries; /* gauge: keys its blocked-key cache refuses */
 } fg__metrics;
 
 #define FG_INC(x) FG_ADD(x, 1)

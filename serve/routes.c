@@ -611,6 +611,11 @@ static void handle_metrics(fg__worker *w, fg__hreq *req)
         .reloads = FG_GET(srv->reloads),
         .reload_errors = FG_GET(srv->reload_errors),
     };
+    /* Each cache is read by its own worker only: this one's now, the
+     * others' as their last sweep counted them. */
+    FG_SET(w->m->cache_entries, fg_cache_count(w->cache));
+    for (unsigned i = 0; i < srv->nworkers; i++)
+        info.cache_entries += FG_GET(ms[i]->cache_entries);
     fg__metrics_render(f, ms, srv->nworkers, &info);
     if (fclose(f) != 0 || !text) {
         free(text);

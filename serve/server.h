@@ -66,7 +66,8 @@ typedef struct fg__worker {
     int drain_cmd;
     fg__wgen *cur;
     fg__wgen *retired;
-    fg_cache *cache; /* for this worker's Redis limiters, or NULL */
+    fg_cache *cache;           /* for this worker's Redis limiters, or NULL */
+    uint64_t cache_counted_us; /* when its keys were last counted */
     fg__metrics *m;
     unsigned inflight;
     int draining;
@@ -93,8 +94,10 @@ typedef struct fg__worker {
 struct fg__server {
     fg__worker *w;
     unsigned nworkers;
-    fg_store *mem; /* the process's memory store, opened on first need */
-    fg__gen *gen;  /* the configuration in force */
+    fg_store *mem;      /* the process's memory store, opened on first need */
+    char mem_url[4096]; /* the URL it was opened with (its options) */
+    fg__gen *gen;       /* the configuration in force */
+    struct fg__admin *admin; /* the admin listener, or NULL */
     uint32_t gen_number;
     int draining; /* atomic */
     /* Client connections open, in all workers, and their cap:
@@ -171,6 +174,9 @@ typedef struct fg__admin fg__admin;
  * NULL with the reason in 'err'. */
 fg__admin *fg__admin_start(fg__server *srv, const char *listen, char *addr,
                            size_t addrlen, char *err, size_t errlen);
+/* Take the configuration in force's max_header_bytes and request_timeout
+ * (after a reload). */
+void fg__admin_apply(fg__admin *a);
 void fg__admin_free(fg__admin *a);
 
 /* ---- routes.c: HTTP ---- */

@@ -5,8 +5,10 @@
 # reloads, Redis continues: every request is answered, the server lives on,
 # and a sanitizer build reports nothing.
 # Then what a reload changes: max_header_bytes and request_timeout are
-# applied; blocked_cache, max_connections and the memory store's options
-# are refused with the reason logged (the running configuration stays).
+# applied (on admin_listen too); blocked_cache, max_connections and the
+# memory store's options are refused with the reason logged (the running
+# configuration stays);
+# a change of a limit's mode alone is applied on the memory store.
 . "$(dirname "$0")/../serve/lib.sh"
 
 start_redis || { bad "redis starts"; finish; }
@@ -157,15 +159,98 @@ mconf 1024 1s 1024 'memory?max_keys=10'
 line=$(reload_m)
 check "memory store options change refused with its reason ($line)" \
     grep -q "result=error reason=\"the memory store's options change only on restart\"" <<<"$line"
+# The memory store stays open through a reload to Redis: back on memory,
+# other options are refused the same, its own accepted.
+mconf 1024 1s 1024 "redis://127.0.0.1:$RPORT"
+line=$(reload_m)
+check "reload from memory to Redis accepted ($line)" grep -q 'event=reload result=ok' <<<"$line"
+mconf 1024 1s 1024 'memory?max_keys=10'
+line=$(reload_m)
+check "memory store options changed by way of Redis refused ($line)" \
+    grep -q "result=error reason=\"the memory store's options change only on restart\"" <<<"$line"
 mconf 1024 1s 1024 memory
+line=$(reload_m)
+check "back to the memory store as opened: accepted ($line)" grep -q 'event=reload result=ok' <<<"$line"
 sed -i 's/^max_connections = 1000/max_connections = 2000/' "$T/m.ini"
 line=$(reload_m)
 check "max_connections change refused with its reason ($line)" \
     grep -q 'reason="max_connections changes only on restart"' <<<"$line"
 expect_eq "still serving after refused reloads" "$(http POST "$M/v1/check?limit=l&key=b")" 200
 curl -s "$M/metrics" >"$T/metrics"
-check "refused reloads counted" grep -q 'floodgate_reloads_total{result="error"} 3' "$T/metrics"
+check "refused reloads counted" grep -q 'floodgate_reloads_total{result="error"} 4' "$T/metrics"
 
 kill -TERM "$FGPID_m"
 for _ in $(seq 1 300); do kill -0 "$FGPID_m" 2>/dev/null || break; sleep 0.01; done
+
+# A reload that changes only a limit's mode (on_failure set, so it stays)
+# on the memory store is applied: after sync:100ms, exact mode decides
+# every check in the store (source "store"), and a peek sees all counted.
+TOKEN="rl-$$-Qx7"
+printf '%s\n' "$TOKEN" >"$T/token"
+chmod 600 "$T/token"
+pconf() { # pconf [MODE-LINE] [SERVER-LINES]
+    cat >"$T/p.ini" <<INI
+[server]
+workers = 1
+admin_listen = 127.0.0.1:0
+admin_token_file = $T/token
+${2:-}
+[limit l]
+key = query:k
+algorithm = fixed_window
+rate = 10/h
+on_failure = open
+$1
+INI
+}
+sources() { # sources KEY: 12 checks on one connection, their sources
+    local a="" i
+    for i in $(seq 1 12); do a="$a -X POST $P/v1/check?limit=l&key=$1 -w \n"; done
+    # shellcheck disable=SC2086
+    curl -s -m 5 $a | grep -o '"source":"[a-z]*"' | sort | uniq -c | awk '{ printf "%s%s ", $2, $1 }'
+}
+pconf 'mode = sync:100ms'
+start_fg p -c "$T/p.ini" --listen 127.0.0.1:0 || { bad "mode server starts"; finish; }
+P="http://127.0.0.1:$FGPORT_p"
+PA="http://127.0.0.1:$(grep -o 'event=admin_listening addr=[^ ]*' "$T/p.log" | sed 's/.*://')"
+got=$(sources a)
+check "sync:100ms answers from its view ($got)" grep -q '"source":"sync"' <<<"$got"
+pconf ''
+reload_fg p 0.1
+expect_eq "reload from sync to exact applied: the store decides" "$(sources b)" '"source":"store"12 '
+http GET "$PA/v1/peek?limit=l&key=b" -H "Authorization: Bearer $TOKEN" >/dev/null
+check "after the reload to exact a peek sees the 10 admitted ($(cat "$T/b"))" \
+    grep -q '"remaining":0,' "$T/b"
+# The admin listener takes a reload's max_header_bytes and request_timeout
+# as the main one does.
+pconf '' "$(printf 'max_header_bytes = 1024\nrequest_timeout = 1s')"
+reload_fg p 0.1
+code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' -H @"$T/h4k" -H "Authorization: Bearer $TOKEN" "$PA/v1/peek?limit=l&key=b")
+expect_eq "admin: reloaded max_header_bytes 1024 refuses a 4 KB header" "$code" 431
+exec 3<>/dev/tcp/127.0.0.1/"${PA##*:}"
+printf 'GET /v1/peek?limit=l&key=b HTTP/1.1\r\nHost: x\r\n' >&3
+t0=$(date +%s%N)
+timeout 6 cat <&3 >/dev/null
+t1=$(date +%s%N)
+exec 3<&-
+ms=$(( (t1 - t0) / 1000000 ))
+check "admin: reloaded request_timeout 1s closes a stalled client ($ms ms)" \
+    bash -c "[ $ms -ge 800 ] && [ $ms -lt 2500 ]"
+kill -TERM "$FGPID_p"
+# Metrics for 256 limit names at most: four reloads of 64 new names each
+# fill them, the fifth set gets none and says so once per limit (not again
+# at a reload that keeps it).
+nconf() { # nconf PREFIX: 64 limits PREFIX0..PREFIX63
+    local i
+    for i in $(seq 0 63); do printf '[limit %s%d]\nkey = query:k\nrate = 5/s\n' "$1" "$i"; done >"$T/n.ini"
+}
+nconf a
+start_fg n -c "$T/n.ini" --listen 127.0.0.1:0 || { bad "names server starts"; finish; }
+for p in b c d e e; do nconf $p; reload_fg n 0; done
+expect_eq "the fifth set's limits logged once each without metrics" \
+    "$(grep -c 'event=metrics_full level=warning limit=e[0-9]* cap=256 ' "$T/n.log")" 64
+check "the limit past the cap is named" grep -q 'event=metrics_full level=warning limit=e63 cap=256 ' "$T/n.log"
+expect_eq "a check on a limit without metrics is answered" \
+    "$(http POST "http://127.0.0.1:$FGPORT_n/v1/check?limit=e1&key=x")" 200
+kill -TERM "$FGPID_n"
 finish

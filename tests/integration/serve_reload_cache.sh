@@ -55,8 +55,11 @@ for _ in $(seq 1 "$ROUNDS"); do
 done
 r1=$(rss_anon s)
 expect_eq "after each reload every key refused" "$refused_all" 1
-cached=$(curl -s "$U/metrics" | awk '/^floodgate_cache_hits_total/ { s += $2 } END { print s + 0 }')
+curl -s "$U/metrics" >"$T/m"
+cached=$(awk '/^floodgate_cache_hits_total/ { s += $2 } END { print s + 0 }' "$T/m")
 check "the cache answered refusals ($cached)" test "$cached" -ge $((ROUNDS * KEYS))
+expect_eq "the keys blocked in the cache now" \
+    "$(awk '/^floodgate_blocked_cache_entries / { print $2 }' "$T/m")" "$KEYS"
 echo "anonymous RSS ${r0}k before $ROUNDS reloads, ${r1}k after ($((r1 - r0))k)"
 # A sanitizer build keeps up to its 1 MB quarantine of freed memory
 # resident on top (seen: +0.9 to +1.5 MB there, +0.1 MB plain), so it gets

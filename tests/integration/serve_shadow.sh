@@ -14,6 +14,7 @@ cat >"$T/s.ini" <<INI
 [server]
 admin_listen = 127.0.0.1:0
 admin_token_file = $T/token
+max_key_bytes = 1024
 [limit sh]
 key = query:u
 algorithm = fixed_window
@@ -73,6 +74,19 @@ expect_eq "metric for one" "$(grep '^floodgate_shadow_refusals_total{limit="one"
 expect_eq "metric for en" "$(grep '^floodgate_shadow_refusals_total{limit="en"}' "$T/m.txt" | cut -d' ' -f2)" 0
 expect_eq "a log line each" "$(grep -c 'event=shadow_refusal' "$T/s.log")" 5
 check "the line names limit and key" grep -q 'event=shadow_refusal worker=0 limit=sh key=a remaining=0 ' "$T/s.log"
+# The longest key, each byte escaped (1024 '"', 2050 bytes logged): its
+# shadow_refusal and admin lines are whole, every field after it kept.
+q=$(printf '%1024s' '' | tr ' ' '"')
+qe=$(printf '%1024s' '' | sed 's/ /%22/g')
+for _ in 1 2; do http POST "$S/v1/check?limit=one&key=$qe" >/dev/null; done
+http POST "$A/v1/reset?limit=one&key=$qe" -H "$AUTH" >/dev/null
+esc="\"${q//\"/\\\"}\""
+check "a shadow_refusal line with the longest key is whole" \
+    grep -qF "limit=one key=$esc remaining=0 " "$T/s.log"
+check "its last field is there" \
+    bash -c "grep -F 'limit=one key=$esc' '$T/s.log' | grep -q ' suppressed=[0-9]*\$'"
+check "an admin line with the longest key is whole" \
+    grep -qF "route=reset limit=one key=$esc status=200 peer=127.0.0.1" "$T/s.log"
 
 # [server] shadow = on, Redis unreachable, on_failure = closed: the policy's
 # refusal is shadowed too (200, not 503); the same file without it: 503.

@@ -53,6 +53,11 @@ static const char usage[] =
 static const char *reload_refusal(const fg__server *srv, const fg__gen *g)
 {
     const fg__serve_config *old = &srv->gen->cfg, *new = &g->cfg;
+    /* A file emptied or cut short (rewritten in place, or a pipe read
+     * again) must not lift every limit of a running server. */
+    if (old->nlimits && !new->nlimits)
+        return "the new configuration has no [limit]: every limit would "
+               "be dropped (restart to run without limits)";
     if (old->blocked_cache != new->blocked_cache)
         return "blocked_cache changes only on restart";
     if (old->max_connections != new->max_connections)

@@ -175,9 +175,17 @@ sed -i 's/^max_connections = 1000/max_connections = 2000/' "$T/m.ini"
 line=$(reload_m)
 check "max_connections change refused with its reason ($line)" \
     grep -q 'reason="max_connections changes only on restart"' <<<"$line"
+# A file emptied (rewritten in place, or a pipe read again) would drop
+# every limit: refused, the running ones kept.
+cp "$T/m.ini" "$T/m.keep"
+: >"$T/m.ini"
+line=$(reload_m)
+check "a configuration with no [limit] refused ($line)" \
+    grep -q 'result=error reason="the new configuration has no \[limit\]' <<<"$line"
+mv "$T/m.keep" "$T/m.ini"
 expect_eq "still serving after refused reloads" "$(http POST "$M/v1/check?limit=l&key=b")" 200
 curl -s "$M/metrics" >"$T/metrics"
-check "refused reloads counted" grep -q 'floodgate_reloads_total{result="error"} 4' "$T/metrics"
+check "refused reloads counted" grep -q 'floodgate_reloads_total{result="error"} 5' "$T/metrics"
 
 kill -TERM "$FGPID_m"
 for _ in $(seq 1 300); do kill -0 "$FGPID_m" 2>/dev/null || break; sleep 0.01; done

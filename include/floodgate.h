@@ -239,7 +239,10 @@ uint64_t fg_store_keys(fg_store *st);
 /* The servers of a store: how many (1 but for shards), which one holds
  * 'key', each one's name ("host:port/db"; "memory") and last error ("" when
  * none, as fg_store_last_error). A node index out of range gives NULL. A
- * node's circuit breaker and failures concern its own keys only. */
+ * node's circuit breaker and failures concern its own keys only. On Redis
+ * Cluster the nodes are the masters as they are learned (at most 64), and
+ * keys of a slot with no master known (a failover) count on one more,
+ * which has no name. */
 unsigned fg_store_nodes(fg_store *st);
 unsigned fg_store_node_of(fg_store *st, const char *key, size_t keylen);
 const char *fg_store_node_name(fg_store *st, unsigned node);

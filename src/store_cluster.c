@@ -518,10 +518,13 @@ static void cluster_close(fg_store *s)
     fg__free(st);
 }
 
+/* A key whose slot has no master known now (a failover under way) is
+ * counted apart, on a node of its own past the masters: its failures
+ * must not open the breaker of a master that answers. */
 static unsigned cluster_node_of(fg_store *s, const char *key, size_t keylen)
 {
     int rc, k = route((cluster_store *)s, key, keylen, &rc);
-    return k < 0 ? 0 : (unsigned)k;
+    return k < 0 ? FG__CLUSTER_NODES_MAX : (unsigned)k;
 }
 
 static const char *cluster_node_name(fg_store *s, unsigned node)
@@ -633,7 +636,7 @@ fg_store *fg__store_cluster_open(const char *url, struct event_base *base,
     }
     pthread_mutex_init(&st->mu, NULL);
     st->base.ops = base ? &cluster_async_ops : &cluster_ops;
-    st->base.nodes = FG__CLUSTER_NODES_MAX;
+    st->base.nodes = FG__CLUSTER_NODES_MAX + 1; /* and keys of no master */
     st->evb = base;
     for (unsigned s = 0; s < FG__CLUSTER_SLOTS; s++)
         atomic_init(&st->slot[s], NO_NODE);

@@ -266,9 +266,11 @@ static int peek_reply(fg__radmin *a, const redisReply *r, fg_decision *d)
         s.b = cur;
         break;
     case FG_SLIDING_WINDOW:
+        /* Whole counts, beyond the limit too (fg_add's usage): the script
+         * that decides weighs them so, and capped the wait came early. */
         if ((rc = script_values(r, 2, &now)) != FG_OK ||
-            (rc = read_count(r->element[1], p->limit, &cur)) != FG_OK ||
-            (rc = read_count(r->element[2], p->limit, &prev)) != FG_OK)
+            (rc = read_count(r->element[1], UINT64_MAX / 2, &cur)) != FG_OK ||
+            (rc = read_count(r->element[2], UINT64_MAX / 2, &prev)) != FG_OK)
             return rc;
         s.a = now / p->period_us + 1;
         s.b = cur;

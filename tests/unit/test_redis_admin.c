@@ -152,6 +152,20 @@ static void test_script_peeks(void)
     CHECK_EQ(d.reset_us, want.reset_us);
     CHECK_EQ(d.retry_after_us, want.retry_after_us);
     release(r);
+    /* Counts beyond the limit (fg_add's usage) weigh whole, as the
+     * check's script weighs them: the wait is not early. */
+    e = calloc(3, sizeof *e);
+    e[0] = intr((long long)NOW);
+    e[1] = str("15");
+    e[2] = str("12");
+    r = arr(3, e);
+    CHECK_EQ(fg__radmin_reply(&a, r, &d), FG_OK);
+    fg__algo_state over = {1700000000 + 1, 15, 12};
+    CHECK_EQ(fg__algo_peek(&p, &over, NOW, &want), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(d.retry_after_us, want.retry_after_us);
+    CHECK_EQ(d.reset_us, want.reset_us);
+    release(r);
     /* A reply of the wrong shape. */
     e = calloc(2, sizeof *e);
     e[0] = intr((long long)NOW);

@@ -103,9 +103,7 @@ static int ask_blocking(fg_limiter *l, fg_local_ask *a, fg_decision *d)
             memset(d, 0, sizeof(*d));
             rc = give(l, a);
         }
-        lock(m);
         again = fg_local_answer(m->lc, a, now_us(), rc, d, NULL);
-        unlock(m);
     } while (again);
     return rc;
 }
@@ -119,10 +117,8 @@ static int run_due_blocking(fg_limiter *l, uint64_t now, int all)
     int first = FG_OK;
     size_t n;
     do {
-        lock(m);
         n = all ? fg_local_flush(m->lc, now, asks, ASK_BATCH)
                 : fg_local_due(m->lc, now, asks, ASK_BATCH);
-        unlock(m);
         for (size_t i = 0; i < n; i++) {
             int rc = ask_blocking(l, &asks[i], &d);
             if (rc != FG_OK && first == FG_OK)
@@ -132,10 +128,15 @@ static int run_due_blocking(fg_limiter *l, uint64_t now, int all)
     return first;
 }
 
-/* fg_check of a limiter in a mode (l->check): decided here, or after a
- * take; a key that finds no room here is decided exactly. */
-static int mode_check(fg_limiter *l, const char *key, size_t keylen,
-                      uint64_t cost, fg_decision *out)
+/* fg_check of a limiter in a mode (l->check) on a blocking store: decided
+ * here, or after a take; a key that finds no room here is decided exactly.
+ * One check at a time, its store round trips included: a view and the
+ * checks the store decided meanwhile, or a lease and the takes of other
+ * threads, are then never out of step (threads would otherwise admit on
+ * views that miss what a check in flight counted, and share one take's
+ * need). */
+static int check_locked(fg_limiter *l, const char *key, size_t keylen,
+                        uint64_t cost, fg_decision *out)
 {
     struct fg__mode *m = l->mode;
     fg_local_ask ask;
@@ -143,9 +144,7 @@ static int mode_check(fg_limiter *l, const char *key, size_t keylen,
         /* The syncs due are what asks the breaker to try the store again
          * (there is no tick on a blocking store). */
         uint64_t now = now_us();
-        lock(m);
         uint64_t due = fg_local_next_due(m->lc);
-        unlock(m);
         if (now >= due)
             run_due_blocking(l, now, 0);
         if (fg__store_down(l, key, keylen))
@@ -153,10 +152,8 @@ static int mode_check(fg_limiter *l, const char *key, size_t keylen,
     }
     for (int round = 0;; round++) {
         uint64_t now = now_us();
-        lock(m);
         int rc = fg_local_check(m->lc, key, keylen, cost, now, out, &ask, NULL);
         uint64_t due = fg_local_next_due(m->lc);
-        unlock(m);
         if (rc == FG_OK) {
             if (now >= due)
                 run_due_blocking(l, now, 0);
@@ -173,23 +170,29 @@ static int mode_check(fg_limiter *l, const char *key, size_t keylen,
             /* Decided in the store: what it counted, the views here
              * count too until a later sync holds it. */
             rc = m->exact(l, key, keylen, cost, out);
-            if (counts(rc, out)) {
-                lock(m);
+            if (counts(rc, out))
                 fg_local_counted(m->lc, key, keylen, cost, now_us());
-                unlock(m);
-            }
             return rc;
         }
         if (rc < 0)
             return rc;
-        /* A take. Other threads may spend its units before this one
-         * checks again: after a few rounds it is decided exactly. */
+        /* A take (or a sync's check in the store); its answer is read
+         * by the next round. After a few rounds it is decided exactly. */
         rc = ask_blocking(l, &ask, out);
         if (rc != FG_OK)
             return fg__decide_by_policy(l, rc, key, keylen, cost, out);
         if (round == 3)
             return m->exact(l, key, keylen, cost, out);
     }
+}
+
+static int mode_check(fg_limiter *l, const char *key, size_t keylen,
+                      uint64_t cost, fg_decision *out)
+{
+    lock(l->mode);
+    int rc = check_locked(l, key, keylen, cost, out);
+    unlock(l->mode);
+    return rc;
 }
 
 /* ---- asynchronous stores ------------------------------------------------- */
@@ -468,7 +471,10 @@ int fg_limiter_sync(fg_limiter *l)
         send_all_async(l, 1);
         return FG_OK;
     }
-    return run_due_blocking(l, now_us(), 1);
+    lock(l->mode);
+    int rc = run_due_blocking(l, now_us(), 1);
+    unlock(l->mode);
+    return rc;
 }
 
 unsigned fg_limiter_pending(const fg_limiter *l)

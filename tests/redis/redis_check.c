@@ -408,6 +408,7 @@ typedef struct tjob {
     const char *key;
     int n, allowed;
     pthread_barrier_t *gate;
+    int any; /* count an allowed check of any source (a mode's) */
 } tjob;
 
 static void *thread_checks(void *arg)
@@ -417,7 +418,7 @@ static void *thread_checks(void *arg)
     for (int i = 0; i < j->n; i++) {
         fg_decision d;
         j->allowed += fg_check(j->l, j->key, strlen(j->key), 1, &d) == FG_OK &&
-                      d.allowed && d.source == FG_SOURCE_STORE;
+                      d.allowed && (j->any || d.source == FG_SOURCE_STORE);
     }
     return NULL;
 }
@@ -448,7 +449,7 @@ static void threads(const char *url)
             continue;
         pthread_barrier_init(&gate, NULL, 8);
         for (int i = 0; i < 8; i++) {
-            j[i] = (tjob){l, "shared", 30, 0, &gate};
+            j[i] = (tjob){l, "shared", 30, 0, &gate, 0};
             pthread_create(&t[i], NULL, thread_checks, &j[i]);
         }
         for (int i = 0; i < 8; i++) {
@@ -461,6 +462,43 @@ static void threads(const char *url)
                fg_algorithm_name(algos[a]), total);
         CHECK_EQ(total, 10);
         fg_limiter_free(l);
+    }
+    /* The modes, eight threads on one limiter: one process is one server,
+     * so sync is exact, and a lease neither over nor under (200 of 200). */
+    static const char *const modes[] = {"sync:200ms", "lease"};
+    for (int m = 0; m < 2; m++) {
+        for (int a = 0; a < 3; a++) {
+            char name[64];
+            unique(name, sizeof name, "tmodes");
+            fg_limiter *l = limiter(st, "200/h", algos[a], 0, 0, FG_FAIL_CLOSED,
+                                    1000, name);
+            fg_limit lim = *fg_limiter_limit(l);
+            fg_limiter_free(l);
+            CHECK_EQ(fg_mode_parse(modes[m], &lim, err, sizeof err), FG_OK);
+            l = fg_limiter_new(st, &lim, err, sizeof err);
+            CHECK(l != NULL);
+            if (!l)
+                continue;
+            pthread_barrier_t gate;
+            pthread_t t[8];
+            tjob j[8];
+            int total = 0;
+            pthread_barrier_init(&gate, NULL, 8);
+            for (int i = 0; i < 8; i++) {
+                j[i] = (tjob){l, "shared", 60, 0, &gate, 1};
+                pthread_create(&t[i], NULL, thread_checks, &j[i]);
+            }
+            for (int i = 0; i < 8; i++) {
+                pthread_join(t[i], NULL);
+                total += j[i].allowed;
+            }
+            pthread_barrier_destroy(&gate);
+            printf("threads %s %s: 8 threads x 60 checks, limit 200: "
+                   "allowed=%d\n",
+                   modes[m], fg_algorithm_name(algos[a]), total);
+            CHECK_EQ(total, 200);
+            fg_limiter_free(l);
+        }
     }
     fg_store_close(st);
 }
@@ -977,8 +1015,8 @@ static void lease_pending(const char *url)
         fg_decision d;
         int allowed = 0;
         for (int i = 0; i < 40; i++)
-            allowed += check_async(base, l, "k", 1, 1, &d) == FG_OK &&
-                       d.allowed;
+            allowed +=
+                check_async(base, l, "k", 1, 1, &d) == FG_OK && d.allowed;
         CHECK_EQ(allowed, 40);
         CHECK_EQ(fg_limiter_sync(l), FG_OK);
         unsigned at_sync = fg_limiter_pending(l);

@@ -174,6 +174,52 @@ static int operate(fg_limiter *l, fg_store *st, const char *key, int peek,
     return d.allowed ? 0 : 1;
 }
 
+/* getopt_long takes any unambiguous prefix ('--re' for --reset, which
+ * clears a key in a shared store) and a value from the next argument even
+ * when it is another option. Options here are spelled whole, and a value
+ * that begins with "--" is given as --NAME=VALUE. */
+static int options_whole(int argc, char **argv, const struct option *opts)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0)
+            return 0;
+        if (strncmp(a, "--", 2) != 0)
+            continue;
+        size_t n = strcspn(a + 2, "=");
+        const struct option *o = opts;
+        while (o->name &&
+               !(strlen(o->name) == n && strncmp(o->name, a + 2, n) == 0))
+            o++;
+        if (!o->name) {
+            const struct option *like = NULL;
+            for (const struct option *q = opts; q->name; q++)
+                if (n && strncmp(q->name, a + 2, n) == 0)
+                    like = like ? opts : q; /* more than one: no guess */
+            fprintf(stderr, "floodgate check: unknown option '%.*s'",
+                    (int)n + 2, a);
+            if (like && like != opts)
+                fprintf(stderr,
+                        " (did you mean --%s? options are spelled "
+                        "whole)",
+                        like->name);
+            fputs("\n", stderr);
+            return 2;
+        }
+        if (o->has_arg == required_argument && !a[n + 2]) {
+            if (i + 1 >= argc || strncmp(argv[i + 1], "--", 2) == 0) {
+                fprintf(stderr,
+                        "floodgate check: --%s needs a value (one that begins "
+                        "with -- is given as --%s=VALUE)\n",
+                        o->name, o->name);
+                return 2;
+            }
+            i++;
+        }
+    }
+    return 0;
+}
+
 int fg_cmd_check(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -204,6 +250,8 @@ int fg_cmd_check(int argc, char **argv)
     int json = 0, many = 0, c, li = 0, peek = 0, reset = 0, costed = 0;
     char err[512];
 
+    if (options_whole(argc, argv, opts))
+        return 2;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "h", opts, &li)) != -1) {

@@ -188,6 +188,20 @@ if [ -x "$FLOODGATE" ]; then
     rc=$?
     [ "$rc" -eq 2 ] && ok || bad "check with a wrong password exit $rc"
     case "$out" in *wrong-pw*) bad "password printed: $out" ;; *) ok ;; esac
+    # Options are spelled whole: '--re' is not --reset (which would clear
+    # the key in the shared store), and a value is not another option.
+    key="cli-abbrev-$$"
+    "$FLOODGATE" check --store "$URL" --limit 3/h --key "$key" >/dev/null
+    out=$("$FLOODGATE" check --store "$URL" --limit 3/h --key "$key" --re 2>&1)
+    rc=$?
+    left=$("$FLOODGATE" check --store "$URL" --limit 3/h --key "$key" --peek 2>&1)
+    [ "$rc" -eq 2 ] && [ "$out" = "floodgate check: unknown option '--re' (did you mean --reset? options are spelled whole)" ] &&
+        case "$left" in *remaining=2*) true ;; *) false ;; esac && ok ||
+        bad "an abbreviated option: exit $rc, '$out', key after it: '$left'"
+    out=$("$FLOODGATE" check --store "$URL" --limit --key "$key" 2>&1)
+    rc=$?
+    [ "$rc" -eq 2 ] && [ "$out" = "floodgate check: --limit needs a value (one that begins with -- is given as --limit=VALUE)" ] &&
+        ok || bad "an option with no value: exit $rc, '$out'"
     # A decision the store did not make says only what is known: the limit,
     # the policy's answer, its source and why; what is left and when the
     # limit is whole again are null (JSON) or absent (line), not invented.

@@ -105,7 +105,10 @@ const char *fg_mode_name(fg_mode m);     /* "exact", "sync", "lease" */
 /* A limit: 'limit' units per 'period_us', and its policy. Filled with
  * defaults by fg_limit_parse(); change fields after parsing. */
 typedef struct fg_limit {
-    char name[FG_NAME_MAX];    /* part of the store key; default "default" */
+    /* Part of the store key; default "default". On Redis every limiter of
+     * a name shares its counters; the memory store keeps each limiter's
+     * apart (make one limiter per limit and share it among threads). */
+    char name[FG_NAME_MAX];
     uint64_t limit;            /* units per period, 1 .. FG_MAX_COUNT */
     uint64_t period_us;        /* at least 1000 (1 ms) */
     uint64_t burst;            /* token_bucket capacity; 0 means 'limit' */

@@ -14,9 +14,10 @@
  * The servers' timers tick as floodgate's own do on an event loop: every
  * interval from a phase of their own, each tick sending what
  * fg_local_due says is due. A server with nothing to send, nothing in
- * flight and no units held is not ticked until its next request: a tick
- * then would send nothing, and the next tick falls where the timer would
- * have put it. */
+ * flight and no units held that end in a give-back (a fixed window's
+ * lapse at the key's next check, sending nothing) is not ticked until its
+ * next request: a tick then would send nothing, and the next tick falls
+ * where the timer would have put it. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,6 +100,7 @@ typedef struct sim {
     pend *pends;
     uint32_t npends, pend_free;
     int windowed;      /* fixed and sliding windows: counted per window */
+    int gives_back;    /* leased units end in a give-back (not fixed window) */
     uint64_t nwin;     /* the counters' size */
     uint64_t used_win; /* windows with an arrival or an admission */
     uint64_t *arrived_w, *allowed_w;
@@ -371,7 +373,7 @@ static void tick(sim *s, uint32_t i, uint64_t now)
             send_ask(s, i, &asks[k], NONE, now);
         sent += n;
     } while (n == ASK_BATCH);
-    if (sent || v->inflight || fg_local_held(v->lc))
+    if (sent || v->inflight || (s->gives_back && fg_local_held(v->lc)))
         wake_server(s, i, now);
 }
 
@@ -594,6 +596,7 @@ int fg__sim_run(const fg__sim_params *p, int strategy, unsigned servers,
         s.act_us = 0;
     uint64_t span = fg__sim_span_us(p);
     s.windowed = lim.algorithm != FG_TOKEN_BUCKET;
+    s.gives_back = lim.algorithm != FG_FIXED_WINDOW;
     s.nwin = s.windowed ? span / lim.period_us + 2 : 1;
     s.arrived_w = calloc(s.nwin, sizeof *s.arrived_w);
     s.allowed_w = calloc(s.nwin, sizeof *s.allowed_w);

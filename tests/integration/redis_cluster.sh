@@ -220,9 +220,13 @@ for p in "${CPORT[@]}"; do
 done
 ask_key=askk$$
 slot=$(redis-cli -p "$live" cluster keyslot "$ask_key")
-owner=$(redis-cli -p "$live" cluster nodes | awk -v s="$slot" '$3 ~ /master/ {
-    for (i = 9; i <= NF; i++) { n = split($i, r, "-"); if (n == 1) r[2] = r[1]
-        if (s >= r[1] && s <= r[2]) { split($2, a, "[:@]"); print a[2] } } }')
+slot_owner() { # slot_owner SLOT: the port of the master that holds SLOT
+    redis-cli -p "$live" cluster nodes | awk -v s="$1" '$3 ~ /master/ && $3 !~ /fail/ {
+        for (i = 9; i <= NF; i++) { if ($i ~ /^\[/) continue
+            n = split($i, r, "-"); if (n == 1) r[2] = r[1]
+            if (s + 0 >= r[1] + 0 && s + 0 <= r[2] + 0) { split($2, a, "[:@]"); print a[2] } } }'
+}
+owner=$(slot_owner "$slot")
 dst=
 for p in $(cluster_masters "$live"); do [ "$p" != "$owner" ] && { dst=$p; break; }; done
 redis-cli -p "$dst" cluster setslot "$slot" importing "$(redis-cli -p "$owner" cluster myid)" >/dev/null
@@ -233,6 +237,7 @@ redis-cli -p "$owner" cluster setslot "$slot" migrating "$(redis-cli -p "$dst" c
 ask_pttl() { # the PTTL and value of KEY's window key on the importing node
     local k
     k=$(printf 'ASKING\nKEYS t%s:*{%s}*\n' "$$" "$1" | redis-cli -p "$dst" | tail -n +2 | head -1)
+    [ -n "$k" ] || return 0
     printf 'ASKING\nGET %s\nASKING\nPTTL %s\n' "$k" "$k" | redis-cli -p "$dst" | grep -v '^OK$' | tr '\n' ' '
 }
 got=$(ask_pttl "$ask_key")
@@ -240,9 +245,15 @@ check "slot migrating, blocking client: exact, 5 of 8 ($(tail -1 "$T/ask.out"))"
     test "$(tail -1 "$T/ask.out")" = "allowed=5 limited=3" -a -z "$(grep fail_open "$T/ask.out")"
 check "slot migrating, blocking client: count 5, with its expiry ($got)" \
     test "${got%% *}" = 5 -a "$(echo "$got" | awk '{ print ($2 > 0) }')" = 1
-ask_key2=askj$$
-slot2=$(redis-cli -p "$live" cluster keyslot "$ask_key2")
-if [ "$slot2" != "$slot" ]; then
+# A second key, in another slot of the same owner (the first slot's
+# window is taken): the owner and the importing node stay those above.
+ask_key2= slot2=
+for i in $(seq 1 200); do
+    slot2=$(redis-cli -p "$live" cluster keyslot "askj$$-$i")
+    [ "$slot2" != "$slot" ] && [ "$(slot_owner "$slot2")" = "$owner" ] && { ask_key2=askj$$-$i; break; }
+done
+check "a second key in another slot of master $owner ($ask_key2, slot $slot2)" test -n "$ask_key2"
+if [ -n "$ask_key2" ]; then
     redis-cli -p "$dst" cluster setslot "$slot2" importing "$(redis-cli -p "$owner" cluster myid)" >/dev/null 2>&1
     redis-cli -p "$owner" cluster setslot "$slot2" migrating "$(redis-cli -p "$dst" cluster myid)" >/dev/null 2>&1
 fi

@@ -73,6 +73,15 @@ fg__blocked *fg__blocked_new(uint32_t entries, uint64_t seed)
         fg__free(c);
         return NULL;
     }
+    /* Map the table now, not on the loop: calloc hands a large table over
+     * untouched, and its first walk (fg__blocked_count, at a worker's
+     * first metrics sweep) would fault every page in, tens of ms during
+     * which the worker's deadlines wait. A read maps the zero page: no
+     * memory is committed until an entry is written. */
+    const volatile unsigned char *p = (const volatile unsigned char *)c->e;
+    for (size_t i = 0, n = (size_t)c->nsets * WAYS * sizeof(entry); i < n;
+         i += 4096)
+        (void)p[i];
     return c;
 }
 

@@ -438,7 +438,9 @@ void fg_cache_clear(fg_cache *c);
  * are answered when it returns. Use it from the cache's thread. */
 void fg_cache_forget(fg_cache *c, const fg_limiter *l, const char *key,
                      size_t keylen);
-/* The keys 'c' refuses now. */
+/* The entries 'c' holds: keys it refuses now, or refused lately and has
+ * not dropped yet (an entry goes when its key is allowed again, forgotten
+ * or cleared, or its slot is taken for another key). O(1). */
 uint64_t fg_cache_count(const fg_cache *c);
 /* Consult 'c' for 'l' in fg_check_set_async (NULL: no cache). 'c' must
  * outlive 'l''s use of it. A shadow limit (fg_limit.shadow) never uses

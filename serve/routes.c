@@ -612,7 +612,7 @@ static void handle_metrics(fg__worker *w, fg__hreq *req)
         .reload_errors = FG_GET(srv->reload_errors),
     };
     /* Each cache is read by its own worker only: this one's now, the
-     * others' as their last sweep counted them. */
+     * others' as their last sweep (at most a second ago) found them. */
     FG_SET(w->m->cache_entries, fg_cache_count(w->cache));
     for (unsigned i = 0; i < srv->nworkers; i++)
         info.cache_entries += FG_GET(ms[i]->cache_entries);

@@ -67,7 +67,6 @@ typedef struct fg__worker {
     fg__wgen *cur;
     fg__wgen *retired;
     fg_cache *cache;           /* for this worker's Redis limiters, or NULL */
-    uint64_t cache_counted_us; /* when its keys were last counted */
     fg__metrics *m;
     unsigned inflight;
     int draining;

@@ -290,13 +290,7 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
     if (slow)
         FG_ADD(w->m->slow_closed, slow);
     FG_SET(w->m->connections, fg__http_connections(w->http));
-    /* Counting looks at every entry of the cache: once a second at most
-     * (a /metrics this worker answers counts its own at once). */
-    uint64_t now = fg_mono_us();
-    if (w->cache && now - w->cache_counted_us >= 1000000) {
-        w->cache_counted_us = now;
-        FG_SET(w->m->cache_entries, fg_cache_count(w->cache));
-    }
+    FG_SET(w->m->cache_entries, fg_cache_count(w->cache));
     /* The spare request contexts (9 KB each) beyond what the busiest
      * moment since the last sweep needed are halved at each sweep. Kept
      * for the all-time peak, a rare burst held their memory for good (in a

@@ -22,6 +22,7 @@ typedef struct entry {
 
 struct fg_cache {
     uint64_t seed;
+    uint64_t used; /* entries holding a key */
     uint32_t nsets;
     entry *e;
 };
@@ -73,20 +74,13 @@ fg__blocked *fg__blocked_new(uint32_t entries, uint64_t seed)
         fg__free(c);
         return NULL;
     }
-    /* Map the table now, not on the loop: calloc hands a large table over
-     * untouched, and its first walk (fg__blocked_count, at a worker's
-     * first metrics sweep) would fault every page in, tens of ms during
-     * which the worker's deadlines wait. A read maps the zero page: no
-     * memory is committed until an entry is written. */
-    const volatile unsigned char *p = (const volatile unsigned char *)c->e;
-    for (size_t i = 0, n = (size_t)c->nsets * WAYS * sizeof(entry); i < n;
-         i += 4096)
-        (void)p[i];
     return c;
 }
 
-static void drop(entry *e)
+static void drop(fg__blocked *c, entry *e)
 {
+    if (e->key)
+        c->used--;
     fg__free(e->key);
     memset(e, 0, sizeof(*e));
 }
@@ -109,7 +103,7 @@ fg__blocked_waiter *fg__blocked_clear(fg__blocked *c)
         if (!c->e[i].key)
             continue;
         take_waiters(&c->e[i], &all);
-        drop(&c->e[i]);
+        drop(c, &c->e[i]);
     }
     return all;
 }
@@ -149,7 +143,7 @@ void fg__blocked_forget(fg__blocked *c, fg__blocked_ident lim, const char *key,
         e->room = 0;
         return;
     }
-    drop(e);
+    drop(c, e);
 }
 
 int fg__blocked_lookup(fg__blocked *c, fg__blocked_ident lim, const char *key,
@@ -239,7 +233,8 @@ int fg__blocked_put(fg__blocked *c, fg__blocked_ident lim, const char *key,
         if (!k)
             return FG_ENOMEM;
         memcpy(k, key, len);
-        drop(e);
+        drop(c, e);
+        c->used++;
         e->key = k;
         e->hash = h;
         e->lim = (uint32_t)lim;
@@ -281,18 +276,14 @@ fg__blocked_resolve(fg__blocked *c, fg__blocked_ident lim, const char *key,
         e->hit.until_us = 0;
         e->room = room;
     } else {
-        drop(e);
+        drop(c, e);
     }
     return w;
 }
 
-uint64_t fg__blocked_count(const fg__blocked *c, uint64_t now_us)
+uint64_t fg__blocked_count(const fg__blocked *c)
 {
-    uint64_t n = 0;
-    for (size_t i = 0; i < (size_t)c->nsets * WAYS; i++)
-        if (c->e[i].key && c->e[i].hit.until_us > now_us)
-            n++;
-    return n;
+    return c->used;
 }
 
 /* The instant the store decided, on the caller's clock. A decision made on

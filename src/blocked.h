@@ -133,7 +133,10 @@ int fg__blocked_from_decision(const fg_limit *lim, const fg_decision *d,
 /* The cache fg_limiter_set_cache gave 'l', or NULL (limiter.c). */
 fg__blocked *fg__limiter_cache(const fg_limiter *l);
 
-/* Entries that are still blocking at 'now_us'. */
-uint64_t fg__blocked_count(const fg__blocked *c, uint64_t now_us);
+/* Entries that hold a key: blocking now, or blocked lately and not yet
+ * dropped (a key's entry goes when the key is allowed again, forgotten or
+ * cleared, or its way is taken for another key). Kept as entries come and
+ * go, so reading it costs nothing. */
+uint64_t fg__blocked_count(const fg__blocked *c);
 
 #endif

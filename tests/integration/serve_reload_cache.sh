@@ -58,7 +58,7 @@ expect_eq "after each reload every key refused" "$refused_all" 1
 curl -s "$U/metrics" >"$T/m"
 cached=$(awk '/^floodgate_cache_hits_total/ { s += $2 } END { print s + 0 }' "$T/m")
 check "the cache answered refusals ($cached)" test "$cached" -ge $((ROUNDS * KEYS))
-expect_eq "the keys blocked in the cache now" \
+expect_eq "the entries held in the cache now" \
     "$(awk '/^floodgate_blocked_cache_entries / { print $2 }' "$T/m")" "$KEYS"
 echo "anonymous RSS ${r0}k before $ROUNDS reloads, ${r1}k after ($((r1 - r0))k)"
 # A sanitizer build keeps up to its 1 MB quarantine of freed memory

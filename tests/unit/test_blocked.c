@@ -38,13 +38,22 @@ static void test_basic(void)
     /* At T exactly the store may allow again: the cache must not answer. */
     CHECK_EQ(fg__blocked_get(c, 1, "bob", 3, 1, now + 199999, &got), 1);
     CHECK_EQ(fg__blocked_get(c, 1, "bob", 3, 1, now + 200000, &got), 0);
-    CHECK_EQ(fg__blocked_count(c, now + 200000), 1);
+    /* Held entries are counted, an expired block too until it goes. */
+    CHECK_EQ(fg__blocked_count(c), 2);
     /* A block already over is not stored. */
     fg__blocked_hit past = hit_until(now);
     CHECK_EQ(fg__blocked_put(c, 1, "dave", 4, 1, now, &past), 0);
     CHECK_EQ(fg__blocked_get(c, 1, "dave", 4, 1, now, &got), 0);
+    CHECK_EQ(fg__blocked_count(c), 2);
+    /* Put again, an entry is updated, not counted twice; forgotten, it
+     * goes. */
+    CHECK_EQ(fg__blocked_put(c, 1, "bob", 3, 1, now, &h5), 0);
+    CHECK_EQ(fg__blocked_count(c), 2);
+    fg__blocked_forget(c, 1, "bob", 3);
+    fg__blocked_forget(c, 1, "bob", 3);
+    CHECK_EQ(fg__blocked_count(c), 1);
     fg__blocked_clear(c);
-    CHECK_EQ(fg__blocked_count(c, now), 0);
+    CHECK_EQ(fg__blocked_count(c), 0);
     fg__blocked_free(c);
 }
 
@@ -68,10 +77,14 @@ static void test_bounded(void)
             recent_ok = 0;
     }
     CHECK(recent_ok);
-    CHECK(fg__blocked_count(c, now) <= 8);
-    /* Expired entries are reused first. */
+    CHECK_EQ(fg__blocked_count(c), 8);
+    /* Expired entries are reused first, and the count stays at most the
+     * entries. */
     now += 3000000;
-    CHECK_EQ(fg__blocked_count(c, now), 0);
+    fg__blocked_hit h = hit_until(now + 1000);
+    CHECK_EQ(fg__blocked_put(c, 3, "late", 4, 1, now, &h), 0);
+    CHECK_EQ(fg__blocked_get(c, 3, "late", 4, 1, now, &got), 1);
+    CHECK_EQ(fg__blocked_count(c), 8);
     fg__blocked_free(c);
     /* Zero entries still gives a working (one-set) cache. */
     c = fg__blocked_new(0, 1);
@@ -202,7 +215,7 @@ static void test_room(void)
              FG_BLOCKED_PROBE); /* takes the last unit, for everyone */
     CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &e, 1, &got),
              FG_BLOCKED_WAIT);
-    CHECK_EQ(fg__blocked_count(c, now), 0);
+    CHECK_EQ(fg__blocked_count(c), 1); /* held for its probe */
     /* That probe leaves nothing: the last waiter finds the block. */
     fg__blocked_hit again = hit_until(now + 100);
     w = fg__blocked_resolve(c, 1, "k", 1, &d, 1, now, &again, 0);
@@ -246,6 +259,7 @@ static void test_room(void)
         0);
     w = fg__blocked_resolve(c, 1, "k", 1, &g, 0, now, NULL, 0);
     CHECK(w == &f);
+    CHECK_EQ(fg__blocked_count(c), 0);
     CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &f, 1, &got),
              FG_BLOCKED_MISS);
     CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &b, 1, &got),

@@ -345,7 +345,8 @@ static void wake(fg__worker *w)
     (void)r; /* a full counter still wakes the worker */
 }
 
-/* A key the admin reset, for the worker's blocked-key cache to forget. */
+/* A key the admin reset, for the worker's limiters and blocked-key cache
+ * to forget. */
 struct fg__forget {
     struct fg__forget *next;
     char name[FG_NAME_MAX];
@@ -362,8 +363,11 @@ static void forget_all(fg__worker *w, struct fg__forget *f)
         int i = w->cur
                     ? fg__config_find(&w->cur->g->cfg, f->name, strlen(f->name))
                     : -1;
-        if (i >= 0 && w->cur->lim[i]) {
-            /* A mode's view or lease of the key goes with it. */
+        if (i >= 0 && w->cur->lim[i] && !w->cur->g->is_memory) {
+            /* A mode's view or lease of the key goes with it. The memory
+             * store's limiters are the admin's own, which fg_reset made
+             * forget already: forgotten again now, they would lose what
+             * was counted since the reset. */
             fg_limiter_forget(w->cur->lim[i], f->key, f->keylen);
             fg_cache_forget(w->cache, w->cur->lim[i], f->key, f->keylen);
         }
@@ -377,7 +381,7 @@ void fg__workers_forget(fg__server *srv, const char *name, const char *key,
 {
     for (unsigned i = 0; i < srv->nworkers; i++) {
         fg__worker *w = &srv->w[i];
-        if (!w->started || !w->cache)
+        if (!w->started || srv->gen->is_memory)
             continue;
         struct fg__forget *f = malloc(sizeof(*f) + keylen);
         if (!f)

@@ -147,6 +147,36 @@ done
 http POST "$R1/v1/check?limit=sw&key=gone" >/dev/null
 http POST "$A1/v1/reset?limit=sw&key=gone" -H "$AUTH" >/dev/null
 expect_eq "reset leaves no key" "$(redis-cli -p "$RPORT" --scan --pattern "adm$$:sw:{gone}*" | wc -l)" 0
+# A worker forgets what its mode holds of a reset key, with no blocked-key
+# cache too: its sync view of the old count does not refuse after the
+# reset, nor is its usage from before the reset sent after it.
+cat >"$T/l.ini" <<INI
+[server]
+workers = 1
+blocked_cache = 0
+admin_listen = 127.0.0.1:0
+admin_token_file = $T/token
+[store]
+url = redis://127.0.0.1:$RPORT
+prefix = adm$$:
+timeout = 500ms
+[limit sy]
+key = query:u
+algorithm = fixed_window
+rate = 4/h
+mode = sync:5s
+INI
+start_fg l -c "$T/l.ini" --listen 127.0.0.1:0 || bad "sync server starts"
+L=http://127.0.0.1:$FGPORT_l
+AL=http://127.0.0.1:$(admin_of l)
+codes=""
+for _ in 1 2 3; do codes="$codes $(http POST "$L/v1/check?limit=sy&key=lou")"; done
+expect_eq "sync: three checks" "$codes" " 200 200 200"
+expect_eq "sync: reset" "$(http POST "$AL/v1/reset?limit=sy&key=lou" -H "$AUTH")" 200
+codes=""
+for _ in 1 2 3 4 5; do codes="$codes $(http POST "$L/v1/check?limit=sy&key=lou")"; done
+expect_eq "sync: the whole limit after the reset" "$codes" " 200 200 200 200 429"
+
 # Redis down: the admin call says so, 503, quickly.
 kill -STOP "$RPID"
 st=$(http GET "$A1/v1/peek?limit=fw&key=zed" -H "$AUTH")

@@ -16,7 +16,16 @@
 # of a server, the delay proxy's delivery and the servers' timer phases.
 # One such move changes sync's figures by 3 at the lab's default limit of
 # 10/s: runs here gave 52 or 49 allowed, against a simulated 52 (about one
-# run in ten gave 49, on a quiet host as on a busy one).
+# run in ten gave 49 on a quiet host).
+#
+# The simulation leaves out the servers' own time per request. Built with
+# the sanitizers, a server takes several times longer, so more of a
+# server's first requests wait for its first answer and are decided by the
+# store (a sanitizer run gave 37 allowed for sync, against 52; plain runs
+# while the sanitizer suite loaded the host, 39 and 48). There sync's
+# figures are checked against its bounds only (the limit, and every
+# server's limit); atomic and lease, which timing does not move, are
+# compared as on a plain build.
 set -u
 cd "$(dirname "$0")/../.."
 FLOODGATE=$(realpath "${FLOODGATE:-build/floodgate}")
@@ -35,6 +44,8 @@ export TMPDIR="$work/tmp"
 
 LIMIT=10 SERVERS=8 BURST=80 SPREAD=40ms RTT=2ms
 TOL=$(( LIMIT / 5 > 3 ? LIMIT / 5 : 3 ))
+SANITIZED=0
+nm "$FLOODGATE" 2>/dev/null | grep -q __asan_init && SANITIZED=1
 
 # field FILE STRATEGY PATH: a (dotted) field of that strategy's JSON line.
 field() {
@@ -97,6 +108,11 @@ for s in $strategies; do
     sa=$(field "$work/sim2-$s.json" $s allowed); so=$(field "$work/sim2-$s.json" $s over)
     echo "     $s: real lab allowed $ra (over $ro), simulated $sa (over $so), tolerance $TOL"
     da=$(( ra > sa ? ra - sa : sa - ra )); do_=$(( ro > so ? ro - so : so - ro ))
+    if [ $s = sync ] && [ $SANITIZED = 1 ]; then
+        check "sync (sanitizer build): real allowed within its bounds ($ra)" \
+            test "$ra" -ge "$LIMIT" -a "$ra" -le $((SERVERS * LIMIT))
+        continue
+    fi
     check "$s: allowed agree within $TOL (real $ra, simulated $sa)" [ "$da" -le "$TOL" ]
     check "$s: overshoot agrees within $TOL (real $ro, simulated $so)" [ "$do_" -le "$TOL" ]
     [ $s = lease ] && check "lease: over the limit by 0 in both (real $ro, simulated $so)" [ "$ro" -eq 0 -a "$so" -eq 0 ]

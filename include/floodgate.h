@@ -522,13 +522,15 @@ int fg_check_set_async(fg_set_req *req, const fg_set_item *items, unsigned n,
  * On a store opened with fg_store_open_async, syncs, takes and give-backs
  * run on its loop (a timer every sync_ms, or every 100 ms for leases). On
  * a blocking store, the check that finds the interval over sends the due
- * usage and give-backs first (one round trip each), and a take is a round
- * trip of the check that needs it; call fg_limiter_sync from a timer of
- * your own to keep the usage of keys no longer checked from waiting. Such
- * a limiter decides one check at a time, round trips included, whatever
- * the threads (so that one process is one server, exact in sync): for
- * many threads each waiting on the store, give each its own limiter and
- * count it in the servers of fg_limit_bound, or use exact mode. */
+ * usage and give-backs (one round trip each; the other threads' checks go
+ * on meanwhile, and leave the work due to it), and a take is a round trip
+ * of the check that needs it; call fg_limiter_sync from a timer of your
+ * own to keep the usage of keys no longer checked from waiting. Such a
+ * limiter decides one check at a time, its takes' round trips included,
+ * whatever the threads (so that one process is one server, exact in
+ * sync): for many threads each waiting on the store, give each its own
+ * limiter and count it in the servers of fg_limit_bound, or use exact
+ * mode. */
 
 /* Count 'units' of 'key' in the store even beyond the limit: usage
  * admitted elsewhere (FG_MODE_SYNC's syncs; a cost known only after the

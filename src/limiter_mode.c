@@ -25,6 +25,7 @@ struct fg__mode {
     struct event_base *base; /* NULL: a blocking store */
     struct event *tick;
     pthread_mutex_t mu; /* blocking stores only */
+    int syncing;        /* a thread is sending the work due */
     unsigned pending;   /* asks in flight */
     struct mode_req *spare;
 };
@@ -67,8 +68,6 @@ static uint64_t now_us(void)
 
 /* ---- blocking stores ----------------------------------------------------- */
 
-/* Do 'a' with the store and answer it; a take's follow-up too. Returns the
- * store's result and its decision in 'd'. */
 /* 1 when a check decided in the store was counted there. */
 static int counts(int rc, const fg_decision *d)
 {
@@ -85,46 +84,70 @@ static int give(fg_limiter *l, const fg_local_ask *a)
                : FG_ENOTSUP;
 }
 
+/* The store's side of 'a' (no local state: no lock needed). */
+static int send_blocking(fg_limiter *l, const fg_local_ask *a, fg_decision *d)
+{
+    switch (a->op) {
+    case FG_LOCAL_ADD:
+        return fg__store_check(l, a->key, a->keylen, a->units | FG__COST_ADD,
+                               d);
+    case FG_LOCAL_TAKE:
+    case FG_LOCAL_CHECK:
+        return fg__store_check(l, a->key, a->keylen, a->units, d);
+    default:
+        memset(d, 0, sizeof(*d));
+        return give(l, a);
+    }
+}
+
+/* Do 'a' with the store and answer it, a take's follow-up too, all under
+ * the lock. Returns the store's result and its decision in 'd'. */
 static int ask_blocking(fg_limiter *l, fg_local_ask *a, fg_decision *d)
 {
-    struct fg__mode *m = l->mode;
-    int rc, again;
-    do {
-        switch (a->op) {
-        case FG_LOCAL_ADD:
-            rc = fg__store_check(l, a->key, a->keylen, a->units | FG__COST_ADD,
-                                 d);
-            break;
-        case FG_LOCAL_TAKE:
-        case FG_LOCAL_CHECK:
-            rc = fg__store_check(l, a->key, a->keylen, a->units, d);
-            break;
-        default:
-            memset(d, 0, sizeof(*d));
-            rc = give(l, a);
-        }
-        again = fg_local_answer(m->lc, a, now_us(), rc, d, NULL);
-    } while (again);
+    int rc;
+    do
+        rc = send_blocking(l, a, d);
+    while (fg_local_answer(l->mode->lc, a, now_us(), rc, d, NULL));
     return rc;
 }
 
-/* Send the work due (or, with 'all', everything held); the first failure. */
+/* Send the work due (or, with 'all', everything held); the first failure.
+ * Called with the lock held, it lets it go during the round trips: the
+ * asks are marked in flight in the local state (their keys stay valid
+ * until answered), and other threads' checks go on meanwhile, as on an
+ * asynchronous store's loop; a check that finds another thread sending
+ * the work due leaves it to that thread. Thousands of keys due at once
+ * would otherwise hold every check for thousands of round trips. */
 static int run_due_blocking(fg_limiter *l, uint64_t now, int all)
 {
     struct fg__mode *m = l->mode;
     fg_local_ask asks[ASK_BATCH];
-    fg_decision d;
+    fg_decision d[ASK_BATCH];
+    int rc[ASK_BATCH];
     int first = FG_OK;
     size_t n;
+    if (m->syncing && !all)
+        return FG_OK;
+    m->syncing++;
     do {
         n = all ? fg_local_flush(m->lc, now, asks, ASK_BATCH)
                 : fg_local_due(m->lc, now, asks, ASK_BATCH);
+        unlock(m);
+        for (size_t i = 0; i < n; i++)
+            rc[i] = send_blocking(l, &asks[i], &d[i]);
+        lock(m);
         for (size_t i = 0; i < n; i++) {
-            int rc = ask_blocking(l, &asks[i], &d);
-            if (rc != FG_OK && first == FG_OK)
-                first = rc;
+            while (fg_local_answer(m->lc, &asks[i], now_us(), rc[i], &d[i],
+                                   NULL)) {
+                unlock(m);
+                rc[i] = send_blocking(l, &asks[i], &d[i]);
+                lock(m);
+            }
+            if (rc[i] != FG_OK && first == FG_OK)
+                first = rc[i];
         }
     } while (n == ASK_BATCH);
+    m->syncing--;
     return first;
 }
 

@@ -791,6 +791,10 @@ uint64_t fg_local_refund(fg_local *lc, const char *key, size_t keylen,
         e->used -= back;
         e->units += back;
         lc->held += back;
+        /* Held again, they go back when the lease lapses (a fixed
+         * window's die with it, unlisted). */
+        if (back && lc->algorithm != FG_FIXED_WINDOW)
+            list_due(lc, e);
     }
     return 0;
 }

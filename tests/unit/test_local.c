@@ -801,6 +801,34 @@ static void test_lease_give_back(void)
     }
 }
 
+/* A refund to a lease whose units were all spent, and whose key left the
+ * due list, puts the units back on it: they go back to the store when the
+ * lease lapses, and the key can be evicted after. */
+static void test_lease_refund_listed(void)
+{
+    fg_limit lim = lim_of("10/s", FG_SLIDING_WINDOW, "lease:6");
+    sim s;
+    sim_init(&s, &lim, 1, 0);
+    uint64_t w = 7000 * SEC;
+    fake_now = w + 100 * MS;
+    sim_request(&s, 0, "k", 1);
+    sim_deliver(&s);
+    CHECK_EQ(s.allowed, 1);
+    CHECK_EQ(fg_local_held(s.lc[0]), 0); /* a quiet key takes its cost */
+    for (int i = 0; i < 3; i++) {        /* ticks that find nothing to send */
+        fake_now += 100 * MS;
+        sim_tick(&s);
+    }
+    CHECK_EQ(fg_local_refund(s.lc[0], "k", 1, 1, fake_now), 0);
+    CHECK_EQ(fg_local_held(s.lc[0]), 1);
+    uint64_t asks = s.asks;
+    fake_now = w + 1050 * MS; /* the lease lapsed with its window */
+    sim_tick(&s);
+    CHECK_EQ(s.asks, asks + 1); /* the give-back */
+    CHECK_EQ(fg_local_held(s.lc[0]), 0);
+    sim_free(&s);
+}
+
 /* A fixed window's lease ends with its window, on the clock of the take
  * that got it: a take's answer arrives a round trip after the store read
  * the window (the caller's clock, sent with the command), and units kept a
@@ -1236,6 +1264,7 @@ int main(void)
     test_lease();
     test_lease_steps();
     test_lease_give_back();
+    test_lease_refund_listed();
     test_lease_window_end();
     test_waiters();
     test_sync_failure();

@@ -531,8 +531,11 @@ static int flush(fg__hconn *c)
             }
             return 0;
         }
+        /* Kept (marked dead) while a request is in flight, else freed:
+         * known before, since a freed 'c' cannot be asked. */
+        int kept = c->pending || c->in_process;
         conn_close(c);
-        return c->dead ? 0 : -1;
+        return kept ? 0 : -1;
     }
     c->outoff = c->outlen = 0;
     if (c->writing) {

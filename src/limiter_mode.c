@@ -24,9 +24,10 @@ struct fg__mode {
     fg__check_fn exact;      /* the limiter's check before the mode took it */
     struct event_base *base; /* NULL: a blocking store */
     struct event *tick;
-    pthread_mutex_t mu; /* blocking stores only */
-    int syncing;        /* a thread is sending the work due */
-    unsigned pending;   /* asks in flight */
+    pthread_mutex_t mu;    /* blocking stores only */
+    pthread_cond_t synced; /* signalled when 'syncing' ends */
+    int syncing;           /* a thread is sending the work due */
+    unsigned pending;      /* asks in flight */
     struct mode_req *spare;
 };
 
@@ -112,42 +113,43 @@ static int ask_blocking(fg_limiter *l, fg_local_ask *a, fg_decision *d)
 }
 
 /* Send the work due (or, with 'all', everything held); the first failure.
- * Called with the lock held, it lets it go during the round trips: the
- * asks are marked in flight in the local state (their keys stay valid
- * until answered), and other threads' checks go on meanwhile, as on an
- * asynchronous store's loop; a check that finds another thread sending
- * the work due leaves it to that thread. Thousands of keys due at once
- * would otherwise hold every check for thousands of round trips. */
+ * Called with the lock held, by one thread at a time ('syncing'). It lets
+ * the lock go for each round trip, so that other threads' checks go on
+ * meanwhile, as on an asynchronous store's loop (an ask is in flight in
+ * the local state, its key valid until answered), and answers each ask as
+ * it comes. A check that finds another thread sending leaves the work to
+ * it; fg_limiter_sync waits for that thread, then sends everything.
+ * Thousands of keys due at once would otherwise hold every check for
+ * thousands of round trips. */
 static int run_due_blocking(fg_limiter *l, uint64_t now, int all)
 {
     struct fg__mode *m = l->mode;
     fg_local_ask asks[ASK_BATCH];
-    fg_decision d[ASK_BATCH];
-    int rc[ASK_BATCH];
     int first = FG_OK;
     size_t n;
     if (m->syncing && !all)
         return FG_OK;
-    m->syncing++;
+    while (m->syncing)
+        pthread_cond_wait(&m->synced, &m->mu);
+    m->syncing = 1;
     do {
         n = all ? fg_local_flush(m->lc, now, asks, ASK_BATCH)
                 : fg_local_due(m->lc, now, asks, ASK_BATCH);
-        unlock(m);
-        for (size_t i = 0; i < n; i++)
-            rc[i] = send_blocking(l, &asks[i], &d[i]);
-        lock(m);
         for (size_t i = 0; i < n; i++) {
-            while (fg_local_answer(m->lc, &asks[i], now_us(), rc[i], &d[i],
-                                   NULL)) {
+            fg_decision d;
+            int rc;
+            do {
                 unlock(m);
-                rc[i] = send_blocking(l, &asks[i], &d[i]);
+                rc = send_blocking(l, &asks[i], &d);
                 lock(m);
-            }
-            if (rc[i] != FG_OK && first == FG_OK)
-                first = rc[i];
+            } while (fg_local_answer(m->lc, &asks[i], now_us(), rc, &d, NULL));
+            if (rc != FG_OK && first == FG_OK)
+                first = rc;
         }
+        now = now_us();
     } while (n == ASK_BATCH);
-    m->syncing--;
+    m->syncing = 0;
+    pthread_cond_broadcast(&m->synced);
     return first;
 }
 
@@ -446,6 +448,7 @@ int fg__mode_init(fg_limiter *l, char *err, size_t errlen)
         }
     } else {
         pthread_mutex_init(&m->mu, NULL);
+        pthread_cond_init(&m->synced, NULL);
     }
     m->exact = l->check;
     l->mode = m;
@@ -458,10 +461,12 @@ void fg__mode_free(fg_limiter *l)
     struct fg__mode *m = l->mode;
     if (!m)
         return;
-    if (m->tick)
+    if (m->tick) {
         event_free(m->tick);
-    else
+    } else {
         pthread_mutex_destroy(&m->mu);
+        pthread_cond_destroy(&m->synced);
+    }
     fg_local_free(m->lc);
     fg__free(m->spare);
     fg__free(m);

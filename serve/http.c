@@ -903,6 +903,11 @@ static void dispatch(fg__hconn *c)
         r->value[i] = v;
     }
     r->nheaders = c->nh;
+    /* A request refused as malformed closes its connection after the
+     * answer, as one that could not be read does: what follows it (a body
+     * this server saw no length for, say) is not read as a request. */
+    if (r->error_status)
+        c->err_status = r->error_status;
     c->h->handler(r, c->h->arg);
 }
 

@@ -552,6 +552,17 @@ expect_eq "blank before a header's colon: 400" "$(st)" 400
 check "blank before a colon: says why" grep -q 'blank in a header name' "$T/r1.b"
 conn_close
 survived "a blank before a header's colon"
+# Nor is what follows it read as a request: a proxy in front may have read
+# that head otherwise (a 'Transfer-Encoding : chunked' it took for the
+# framing), and sent those bytes as its body.
+conn "$M"
+send 'POST /v1/check?limit=l&key=sm HTTP/1.1\r\nHost: x\r\nX-Framing : 1\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n'
+resp
+expect_eq "blank before a colon, then a pipelined request: 400" "$(st)" 400
+expect_eq "that 400 says the connection closes" "$(rh Connection)" close
+check "the bytes after it are not answered as a request: EOF" at_eof
+conn_close
+survived "bytes after a refused head"
 conn "$M"
 send 'GET /healthz HTTP/1.1\r\nHost: a\rb\r\n\r\n'
 resp

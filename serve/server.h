@@ -66,12 +66,13 @@ typedef struct fg__worker {
     int drain_cmd;
     fg__wgen *cur;
     fg__wgen *retired;
-    fg_cache *cache;           /* for this worker's Redis limiters, or NULL */
+    fg_cache *cache; /* for this worker's Redis limiters, or NULL */
     fg__metrics *m;
     unsigned inflight;
     int draining;
     int synced; /* draining: the modes' local state sent */
     uint64_t drain_deadline_us;
+    int drain_late; /* past drain_timeout: waiting for store deadlines */
     uint64_t grace_until_us; /* accepting while draining until then */
     unsigned close_tries;
     fg__ctx *pool;

@@ -218,6 +218,17 @@ static int backlog_empty(fg__worker *w)
     return poll(&p, 1, 0) == 0;
 }
 
+/* The longest a request of this worker's limits may wait on the store. */
+static uint64_t longest_timeout_us(const fg__worker *w)
+{
+    const fg__serve_config *c = &w->cur->g->cfg;
+    uint64_t most = c->store_timeout_ms;
+    for (unsigned i = 0; i < c->nlimits; i++)
+        if (c->limits[i].lim.timeout_ms > most)
+            most = c->limits[i].lim.timeout_ms;
+    return most * 1000;
+}
+
 /* Draining, in three steps. Grace: keep accepting and answering (healthz
  * 503, Connection: close) so that a load balancer sees the 503 and the
  * other servers on the port take over. Then close the listening socket,
@@ -260,7 +271,8 @@ static void tick(evutil_socket_t fd, short what, void *arg)
         w->drain_deadline_us =
             now + (uint64_t)w->cur->g->cfg.drain_timeout_ms * 1000;
     }
-    if (w->inflight == 0 && fg__http_unanswered(w->http) == 0) {
+    if (w->inflight == 0 &&
+        (w->drain_late || fg__http_unanswered(w->http) == 0)) {
         /* Last, the approximate modes' usage and leases go back to the
          * store, and their answers are waited for. */
         if (!w->synced) {
@@ -272,8 +284,18 @@ static void tick(evutil_socket_t fd, short what, void *arg)
             return;
         }
     }
-    if (now >= w->drain_deadline_us) {
+    if (now >= w->drain_deadline_us && !w->drain_late) {
+        /* The requests still waiting on the store end at their own
+         * deadlines (a limit's timeout at most). The loop runs until then:
+         * freed first, the connections and limiters would get the
+         * store's answers (given when the store closes) after them. */
         fg__log("drain_timeout", "worker=%u unfinished=%u", w->index,
+                w->inflight);
+        w->drain_late = 1;
+        w->drain_deadline_us = now + longest_timeout_us(w) + 1000000;
+    } else if (now >= w->drain_deadline_us) {
+        /* A request that outlived every deadline: not a store's. */
+        fg__log("drain_abandoned", "worker=%u unfinished=%u", w->index,
                 w->inflight);
         event_base_loopexit(w->base, NULL);
         return;

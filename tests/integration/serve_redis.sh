@@ -252,4 +252,38 @@ wait "$FGPID_s1"
 expect_eq "drain: exit status 0" "$?" 0
 expect_eq "drain: healthz is 503 during the drain grace" "$hz2" 503
 
+# 7. drain_timeout shorter than a limit's timeout: the requests still
+# waiting on the hung store are answered at their own deadline (their
+# policy, 503), after the drain_timeout is logged, and the server exits 0.
+cat >"$T/dt.ini" <<INI
+[server]
+workers = 2
+drain_grace = 0s
+drain_timeout = 100ms
+[store]
+url = redis://127.0.0.1:$RPORT
+prefix = t$$:
+[limit slow_c]
+key = query:k
+rate = 5/min
+on_failure = closed
+timeout = 800ms
+INI
+start_fg dt -c "$T/dt.ini" --listen 127.0.0.1:0 || bad "drain_timeout server starts"
+kill -STOP "$RPID"
+"$FGLOAD" -n 10 -c 10 "http://127.0.0.1:$FGPORT_dt/v1/check?limit=slow_c&key=late" >"$T/late" &
+LOADPID=$!
+sleep 0.15
+kill -TERM "$FGPID_dt"
+wait "$LOADPID"
+kill -CONT "$RPID"
+out=$(cat "$T/late")
+echo "drain past drain_timeout: $out"
+expect_eq "past drain_timeout: every request answered by its policy" "$(field "$out" s503)" 10
+expect_eq "past drain_timeout: no request lost" "$(field "$out" errors)" 0
+for _ in $(seq 1 300); do kill -0 "$FGPID_dt" 2>/dev/null || break; sleep 0.01; done
+wait "$FGPID_dt"
+expect_eq "past drain_timeout: exit status 0" "$?" 0
+check "past drain_timeout: logged" grep -q 'event=drain_timeout worker=[0-9] unfinished=[1-9]' "$T/dt.log"
+
 finish

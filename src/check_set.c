@@ -213,6 +213,8 @@ static void on_item(int rc, const fg_decision *d, void *data)
     r->rc[k] = rc;
     r->d[k] = *d;
     r->asked |= 1u << k;
+    if (rc == FG_ECOST || rc == FG_EKEY)
+        r->error = rc;
     if (cache) {
         uint64_t now = fg__mono_precise_us();
         fg__blocked_hit h;

@@ -309,6 +309,14 @@ static int settle_failure(fg_limiter *l, unsigned node, int rc, const char *key,
                           size_t keylen, uint64_t cost, fg_decision *out)
 {
     fg__breaker *b = &l->policy->breaker[node];
+    if (rc == FG_EKEY || rc == FG_ECOST || rc == FG_EINVAL) {
+        /* The store refused the check itself (a key that Redis Cluster
+         * cannot place): bad input, refused, not a failure the policy
+         * would answer (on_failure = open would admit it). */
+        fg__breaker_release(b);
+        refuse_invalid(l, out);
+        return rc;
+    }
     if (is_store_failure(rc))
         fg__breaker_failure(b, fg__mono_us(NULL));
     else

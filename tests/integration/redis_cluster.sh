@@ -208,6 +208,12 @@ check "metrics: failures counted by node ($nerr)" test "$nerr" -gt 0
 rc=$?
 check "a key starting with '}': refused with the reason ($(tr '\n' ' ' <"$T/tag.out"))" \
     test $rc != 0 -a -n "$(grep -F 'starts with }' "$T/tag.out")"
+# Through serve: 400, on a limit that fails open as on one that fails
+# closed, not an answer of the failure policy.
+st=$(http POST "$A/v1/check?limit=fw&key=%7Dx")
+check "serve, a key starting with '}' (fails open): 400 ($st, $(cat "$T/b"))" test "$st" = 400
+st=$(http POST "$A/v1/check?limit=rfw,fw&key=%7Dx")
+check "serve, the same in a set (fails closed first): 400 ($st)" test "$st" = 400
 
 # A slot being migrated (MIGRATING on its owner, IMPORTING on another
 # master, as a reshard sets it before it moves keys): a new key is asked of

@@ -382,13 +382,23 @@ static int reply_count(const redisReply *r, uint64_t *out)
     return FG_EPROTO;
 }
 
+/* INCRBY's reply: an integer (or an error). Anything else is not what
+ * Redis answers to it; read as a count, a nil would admit and count
+ * nothing. */
+static int incr_count(const redisReply *r, uint64_t *out)
+{
+    if (r->type != REDIS_REPLY_INTEGER && r->type != REDIS_REPLY_ERROR)
+        return FG_EPROTO;
+    return reply_count(r, out);
+}
+
 int fg__rcheck_reply(fg__rcheck *c, const redisReply *r, fg_decision *d)
 {
     uint64_t count, before;
     int rc;
     switch (c->p->algorithm) {
     case FG_FIXED_WINDOW:
-        if ((rc = reply_count(r, &count)) != FG_OK)
+        if ((rc = incr_count(r, &count)) != FG_OK)
             return rc;
         if (c->add) {
             fg__window_add_decision(c->p, c->now_us, count, d);

@@ -275,6 +275,16 @@ static void test_proto_fixed(void)
     CHECK_EQ(fg__rcheck_reply(&c, r, &d), FG_OK);
     CHECK_EQ(d.allowed, 1);
     CHECK_EQ(d.remaining, 7);
+    /* INCRBY is answered with an integer: a nil or a string is not Redis's
+     * answer, and admits nothing. */
+    redisReply nil = {REDIS_REPLY_NIL, 0, 0, NULL, 0, NULL};
+    char zero[] = "0";
+    redisReply str = {REDIS_REPLY_STRING, 0, 1, zero, 0, NULL};
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 1, 5500000), FG_OK);
+    CHECK_EQ(fg__rcheck_reply(&c, &nil, &d), FG_EPROTO);
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 1, 5500000), FG_OK);
+    CHECK_EQ(fg__rcheck_reply(&c, &str, &d), FG_EPROTO);
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 1, 5500000), FG_OK);
     /* Cost 3 on a count of 9 before: refused, and given back. */
     CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 3, 5500000), FG_OK);
     fg__rcheck_cmd(&c, 0, &shas, &k);

@@ -61,6 +61,7 @@ typedef struct cluster_store {
     atomic_ullong refreshed_us; /* the last reading of the map (asked) */
     atomic_int refreshing;      /* a reading in flight or running */
     unsigned next_ask;          /* the node to ask next */
+    unsigned asked;             /* the node the last CLUSTER SLOTS went to */
 
     /* Async: checks waiting to be sent again, and the loop's timer for
      * them and for reading the map. */
@@ -367,10 +368,11 @@ static void on_slots(redisAsyncContext *ac, void *reply, void *priv)
     if (!m)
         return;
     char host[FG__CLUSTER_ADDR_MAX];
-    addr_host(st->addr[st->next_ask % atomic_load(&st->nnodes)], host,
-              sizeof host);
+    addr_host(st->addr[st->asked], host, sizeof host);
     if (fg__cluster_map_parse(m, r, host) == FG_OK)
         map_apply(st, m);
+    else
+        st->next_ask++; /* a map it cannot give (a node just reset) */
     fg__free(m);
 }
 
@@ -384,8 +386,10 @@ static void refresh_async(cluster_store *st)
     for (unsigned t = 0; t < n; t++) {
         unsigned i = st->next_ask % n;
         if (fg__store_redis_command_async(atomic_load(&st->node[i]), on_slots,
-                                          st, "CLUSTER SLOTS") == FG_OK)
+                                          st, "CLUSTER SLOTS") == FG_OK) {
+            st->asked = i;
             return;
+        }
         st->next_ask++;
     }
     atomic_store(&st->refreshing, 0);

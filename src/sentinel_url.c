@@ -329,7 +329,9 @@ int fg__sentinel_role_reply(const redisReply *r)
 int fg__sentinel_event(const redisReply *r, const char *master, char *host,
                        size_t hostlen, int *port)
 {
-    char name[FG__SENTINEL_NAME_MAX + 1], h[FG__SENTINEL_HOST_MAX], fmt[80];
+    /* One byte more than a master name may hold: a longer name read in
+     * the message is cut to that, and then differs from 'master'. */
+    char name[FG__SENTINEL_NAME_MAX + 2], h[FG__SENTINEL_HOST_MAX], fmt[80];
     unsigned p;
     int kind;
     if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
@@ -339,14 +341,14 @@ int fg__sentinel_event(const redisReply *r, const char *master, char *host,
     if (strcmp(r->element[1]->str, "+switch-master") == 0) {
         kind = FG__SENTINEL_SWITCH;
         snprintf(fmt, sizeof fmt, "%%%ds %%*s %%*s %%%ds %%u",
-                 FG__SENTINEL_NAME_MAX, FG__SENTINEL_HOST_MAX - 1);
+                 FG__SENTINEL_NAME_MAX + 1, FG__SENTINEL_HOST_MAX - 1);
         if (sscanf(r->element[2]->str, fmt, name, h, &p) != 3)
             return 0;
     } else if (strcmp(r->element[1]->str, "+failover-state-wait-promotion") ==
                0) {
         kind = FG__SENTINEL_PROMOTING;
         snprintf(fmt, sizeof fmt, "slave %%*s %%%ds %%u @ %%%ds",
-                 FG__SENTINEL_HOST_MAX - 1, FG__SENTINEL_NAME_MAX);
+                 FG__SENTINEL_HOST_MAX - 1, FG__SENTINEL_NAME_MAX + 1);
         if (sscanf(r->element[2]->str, fmt, h, &p, name) != 3)
             return 0;
     } else {

@@ -709,10 +709,18 @@ static void on_role(redisAsyncContext *ac, void *reply, void *priv)
         poll_hint(st);
         return;
     }
-    if (role == 0) {
-        /* A sentinel that has not seen the failover: ask the next. */
-        set_error(st, "sentinel: %s is named master of '%s' but is not one", m,
-                  st->u.master);
+    if (role != 1) {
+        /* A sentinel that has not seen the failover, or a node that does
+         * not say it is a master (an error, LOADING): ask the next, as
+         * the blocking lookup installs only a node that says so. */
+        if (role == 0)
+            set_error(st, "sentinel: %s is named master of '%s' but is not one",
+                      m, st->u.master);
+        else
+            set_error(st,
+                      "sentinel: %s, named master of '%s', did not answer ROLE "
+                      "as one",
+                      m, st->u.master);
         st->q_idx++;
         ask_next(st);
         return;

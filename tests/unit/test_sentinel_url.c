@@ -196,6 +196,28 @@ static void test_replies(void)
              FG__SENTINEL_PROMOTING);
     CHECK_STR(host, "10.0.0.9");
     CHECK_EQ(port, 6381);
+    /* A master name of the longest length (64) is not matched by a longer
+     * name that begins with it, in either message. */
+    char m64[65], msg[256];
+    memset(m64, 'm', 64);
+    m64[64] = '\0';
+    snprintf(msg, sizeof msg,
+             "slave 10.0.0.9:6381 10.0.0.9 6381 @ %sX 127.0.0.1 6379", m64);
+    e[2] = str(msg);
+    CHECK_EQ(fg__sentinel_event(&arr, m64, host, sizeof host, &port), 0);
+    snprintf(msg, sizeof msg,
+             "slave 10.0.0.9:6381 10.0.0.9 6381 @ %s 127.0.0.1 6379", m64);
+    e[2] = str(msg);
+    CHECK_EQ(fg__sentinel_event(&arr, m64, host, sizeof host, &port),
+             FG__SENTINEL_PROMOTING);
+    e[1] = str("+switch-master");
+    snprintf(msg, sizeof msg, "%sX 127.0.0.1 6379 127.0.0.1 6380", m64);
+    e[2] = str(msg);
+    CHECK_EQ(fg__sentinel_event(&arr, m64, host, sizeof host, &port), 0);
+    snprintf(msg, sizeof msg, "%s 127.0.0.1 6379 127.0.0.1 6380", m64);
+    e[2] = str(msg);
+    CHECK_EQ(fg__sentinel_event(&arr, m64, host, sizeof host, &port),
+             FG__SENTINEL_SWITCH);
     e[1] = str("+sdown");
     CHECK_EQ(fg__sentinel_event(&arr, "mymaster", host, sizeof host, &port), 0);
     e[0] = str("subscribe");

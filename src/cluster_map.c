@@ -108,7 +108,17 @@ void fg__cluster_redirect_parse(const char *s, size_t len,
         strlen(end + 1) == 0 || strlen(end + 1) >= FG__CLUSTER_ADDR_MAX ||
         !strrchr(end + 1, ':'))
         return;
+    const char *a = end + 1, *colon = strrchr(a, ':');
+    if (a[0] != '[' && strchr(a, ':') != colon) {
+        /* An IPv6 address, unbracketed as Redis sends it: bracketed, as
+         * the map holds it. */
+        int n = snprintf(rd->addr, sizeof(rd->addr), "[%.*s]%s",
+                         (int)(colon - a), a, colon);
+        if (n < 0 || (size_t)n >= sizeof(rd->addr))
+            return;
+    } else {
+        strcpy(rd->addr, a);
+    }
     rd->kind = kind;
     rd->slot = slot;
-    strcpy(rd->addr, end + 1);
 }

@@ -114,6 +114,18 @@ static void test_redirect(void)
     CHECK_EQ(rd.kind, FG__CLUSTER_ASK);
     CHECK_EQ(rd.slot, 12);
     CHECK_STR(rd.addr, "10.1.2.3:7000");
+    /* IPv6, as Redis sends it (unbracketed): bracketed, as in the map. */
+    s = "MOVED 7 ::1:6379";
+    fg__cluster_redirect_parse(s, strlen(s), &rd);
+    CHECK_EQ(rd.kind, FG__CLUSTER_MOVED);
+    CHECK_STR(rd.addr, "[::1]:6379");
+    s = "ASK 7 2001:db8::1:7001";
+    fg__cluster_redirect_parse(s, strlen(s), &rd);
+    CHECK_EQ(rd.kind, FG__CLUSTER_ASK);
+    CHECK_STR(rd.addr, "[2001:db8::1]:7001");
+    s = "MOVED 7 [::1]:6379";
+    fg__cluster_redirect_parse(s, strlen(s), &rd);
+    CHECK_STR(rd.addr, "[::1]:6379");
     const char *bad[] = {"MOVED",
                          "MOVED x 1.2.3.4:5",
                          "MOVED 16384 a:1",

@@ -110,7 +110,7 @@ typedef struct fg_limit {
      * apart (make one limiter per limit and share it among threads). */
     char name[FG_NAME_MAX];
     uint64_t limit;            /* units per period, 1 .. FG_MAX_COUNT */
-    uint64_t period_us;        /* at least 1000 (1 ms) */
+    uint64_t period_us;        /* 1000 (1 ms) to a year */
     uint64_t burst;            /* token_bucket capacity; 0 means 'limit' */
     fg_algorithm algorithm;    /* default FG_TOKEN_BUCKET */
     fg_on_failure on_failure;  /* default FG_FAIL_OPEN */

@@ -38,6 +38,11 @@ int fg__algo_params_init(const fg_limit *lim, fg__algo_params *p, char *err,
     if (lim->period_us < 1000)
         return fg__seterr(err, errlen, FG_ERANGE,
                           "period must be at least 1 ms");
+    /* As fg_limit_parse: beyond a year, a window's end and a sliding
+     * window's times no longer fit in 64 bits of microseconds. */
+    if (lim->period_us > 365 * 86400000000ull)
+        return fg__seterr(err, errlen, FG_ERANGE,
+                          "period must be at most a year");
     p->algorithm = lim->algorithm;
     p->limit = lim->limit;
     p->period_us = lim->period_us;

@@ -375,6 +375,14 @@ static void test_params_errors(void)
     l.limit = 10;
     l.period_us = 999;
     CHECK(fg__algo_params_init(&l, &p, NULL, 0) < 0);
+    /* A year at most, as fg_limit_parse: a sliding window's times of a
+     * longer period (2^63 us) would wrap. */
+    l.period_us = 365 * 86400 * SEC;
+    CHECK_EQ(fg__algo_params_init(&l, &p, NULL, 0), FG_OK);
+    l.period_us = 365 * 86400 * SEC + 1;
+    CHECK_EQ(fg__algo_params_init(&l, &p, NULL, 0), FG_ERANGE);
+    l.period_us = (uint64_t)1 << 63;
+    CHECK_EQ(fg__algo_params_init(&l, &p, NULL, 0), FG_ERANGE);
     l.period_us = SEC;
     l.algorithm = (fg_algorithm)17;
     CHECK(fg__algo_params_init(&l, &p, NULL, 0) < 0);

@@ -101,14 +101,21 @@ static int send_blocking(fg_limiter *l, const fg_local_ask *a, fg_decision *d)
     }
 }
 
-/* Do 'a' with the store and answer it, a take's follow-up too, all under
- * the lock. Returns the store's result and its decision in 'd'. */
-static int ask_blocking(fg_limiter *l, fg_local_ask *a, fg_decision *d)
+/* Do 'a' with the store and answer it, a take's follow-up too; the lock
+ * is held, and with 'let_go' let go during each round trip. Returns the
+ * store's result and its decision in 'd'. */
+static int ask_blocking(fg_limiter *l, fg_local_ask *a, fg_decision *d,
+                        int let_go)
 {
+    struct fg__mode *m = l->mode;
     int rc;
-    do
+    do {
+        if (let_go)
+            unlock(m);
         rc = send_blocking(l, a, d);
-    while (fg_local_answer(l->mode->lc, a, now_us(), rc, d, NULL));
+        if (let_go)
+            lock(m);
+    } while (fg_local_answer(m->lc, a, now_us(), rc, d, NULL));
     return rc;
 }
 
@@ -137,12 +144,7 @@ static int run_due_blocking(fg_limiter *l, uint64_t now, int all)
                 : fg_local_due(m->lc, now, asks, ASK_BATCH);
         for (size_t i = 0; i < n; i++) {
             fg_decision d;
-            int rc;
-            do {
-                unlock(m);
-                rc = send_blocking(l, &asks[i], &d);
-                lock(m);
-            } while (fg_local_answer(m->lc, &asks[i], now_us(), rc, &d, NULL));
+            int rc = ask_blocking(l, &asks[i], &d, 1);
             if (rc != FG_OK && first == FG_OK)
                 first = rc;
         }
@@ -203,7 +205,7 @@ static int check_locked(fg_limiter *l, const char *key, size_t keylen,
             return rc;
         /* A take (or a sync's check in the store); its answer is read
          * by the next round. After a few rounds it is decided exactly. */
-        rc = ask_blocking(l, &ask, out);
+        rc = ask_blocking(l, &ask, out, 0);
         if (rc != FG_OK)
             return fg__decide_by_policy(l, rc, key, keylen, cost, out);
         if (round == 3)

@@ -18,9 +18,9 @@
  * fail and nothing changed, it asks again every RETRY_US.
  *
  * The lookup at open is blocking, bounded per sentinel; after that the
- * async store asks on its event loop (hiredis async, deadlines by timer),
- * never blocking it, and a blocking store asks from a thread of its own,
- * so that no check waits for a lookup. */
+ * async store asks on its event loop (sentinel_watch.c), never blocking
+ * it, and a blocking store asks from a thread of its own (here), so that
+ * no check waits for a lookup. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
@@ -39,109 +39,24 @@
 #include "redis_proto.h"
 #include "redis_store.h"
 #include "redis_url.h"
-#include "sentinel.h"
+#include "sentinel_store.h"
 #include "store.h"
 #include "alloc.h"
 #include "clock.h"
 #include "error.h"
 
-/* How long a replica told to become the master is given to say it is one,
- * and how often it is asked meanwhile. */
-#define PROMOTION_WAIT_US 1000000u
-#define PROMOTION_POLL_US 10000u
-/* How long, after following a promotion event, the old master is not gone
- * back to (Sentinel's failover takes about a second to see it). */
-#define PREV_HOLD_US 5000000u
-/* Deadline of one question (a sentinel, or a candidate's ROLE) after open. */
-#define ASK_TIMEOUT_MS 200u
+typedef fg__sentinel_store sentinel_store;
+typedef fg__sentinel_inner inner;
+typedef fg__sentinel_pending pending;
 /* The lookup at open of a lazy store (serve's workers): a sentinel that
  * does not answer this fast on a loopback or LAN is taken as down. */
 #define LAZY_OPEN_TIMEOUT_MS 50u
-/* While checks fail, how often the sentinels are asked again. */
-#define RETRY_US 100000u
 /* The longest an old master's store stays open for its checks in flight. */
 #define RETIRE_MAX_US 2000000u
-/* The async store's housekeeping period: retired stores, subscription,
- * retries. */
-#define TICK_US 50000u
-
-/* A Redis store for one master address. */
-typedef struct inner {
-    struct inner *next; /* in 'retired' */
-    fg_store *st;
-    char host[FG__SENTINEL_HOST_MAX];
-    int port;
-    atomic_uint inflight; /* checks handed to it and not completed */
-    uint64_t retired_us;  /* monotonic; 0 while current */
-} inner;
-
-struct sentinel_store;
-
-/* An async check on its way through an inner store: counted there, and its
- * result seen here before the caller's callback. */
-typedef struct pending {
-    struct pending *next; /* in 'free_pending' */
-    struct sentinel_store *st;
-    inner *in;
-    fg_check_cb cb;
-    void *data;
-} pending;
-
-typedef struct sentinel_store {
-    fg_store base;
-    fg__sentinel_url u;
-    char addr[FG__SENTINELS_MAX][INET6_ADDRSTRLEN]; /* resolved at open */
-    fg__redis_url r; /* the masters' options: prefix, user, password */
-    char name[FG__SENTINEL_NAME_MAX + 16];
-
-    pthread_mutex_t mu; /* guards 'cur', 'retired' and 'errstr' */
-    inner *cur;         /* NULL until a master is known */
-    inner *retired;
-    char errstr[512];
-    atomic_int suspect; /* checks failed since the last success */
-    atomic_ulong switches;
-
-    /* Blocking store: the thread that asks the sentinels. */
-    pthread_t thr;
-    int thr_on;
-    pthread_cond_t cv;
-    int wake, stop;
-
-    /* Async store: the loop's thread only. */
-    struct event_base *evb;
-    struct event *tick;
-    redisAsyncContext *q; /* the question in flight */
-    struct event *q_timer;
-    /* 0 idle, 1 asking sentinel q_idx, 2 checking 'cand', 3 waiting to
-     * check it again (a promotion not done yet) */
-    int q_phase;
-    unsigned q_idx;
-    int q_hint;            /* 'cand' comes from a promotion event */
-    uint64_t hint_wait_us; /* until when a promotion is waited for */
-    /* The master left on a promotion event: sentinels name it until they
-     * see the promotion themselves, and it says it is a master until it is
-     * demoted, so it is not gone back to before 'prev_until_us'. */
-    char prev[FG__SENTINEL_HOST_MAX];
-    int prev_port;
-    uint64_t prev_until_us;
-    int q_again;       /* asked to look up again meanwhile */
-    uint64_t q_end_us; /* when the last lookup ended */
-    char cand[FG__SENTINEL_HOST_MAX];
-    int cand_port;
-    /* Subscribed to +switch-master and the promotion event, one connection
-     * a sentinel, each tried again RETRY_US after it failed. */
-    redisAsyncContext *sub[FG__SENTINELS_MAX];
-    uint64_t sub_retry_us[FG__SENTINELS_MAX];
-    pending *free_pending;
-    int closing;
-} sentinel_store;
 
 static const fg__store_ops sentinel_ops, sentinel_async_ops;
 
-static void set_error(sentinel_store *st, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void set_error(sentinel_store *st, const char *fmt, ...)
+void fg__sentinel_set_error(sentinel_store *st, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
@@ -160,7 +75,7 @@ static int is_store_failure(int rc)
 }
 
 /* "host:port", "[v6]:port" for messages. */
-static void hostport(const char *host, int port, char *buf, size_t n)
+void fg__sentinel_hostport(const char *host, int port, char *buf, size_t n)
 {
     snprintf(buf, n, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
 }
@@ -243,7 +158,8 @@ static int sync_lookup(sentinel_store *st, uint32_t timeout_ms, char *host,
     char cfg_why[400] = "", why[400] = "no sentinel given";
     for (unsigned i = 0; i < st->u.n; i++) {
         char where[300], e[256];
-        hostport(st->u.s[i].host, st->u.s[i].port, where, sizeof where);
+        fg__sentinel_hostport(st->u.s[i].host, st->u.s[i].port, where,
+                              sizeof where);
         redisContext *c =
             sync_connect(st->addr[i], st->u.s[i].port, timeout_ms);
         if (!c || c->err) {
@@ -278,7 +194,7 @@ static int sync_lookup(sentinel_store *st, uint32_t timeout_ms, char *host,
             *role = sync_role(st, host, *port, timeout_ms);
             if (*role != 0)
                 return FG_OK;
-            hostport(host, *port, m, sizeof m);
+            fg__sentinel_hostport(host, *port, m, sizeof m);
             snprintf(why, sizeof why,
                      "sentinel %.100s names %.100s as the master of '%s', "
                      "but it is not a master",
@@ -298,8 +214,8 @@ static int sync_lookup(sentinel_store *st, uint32_t timeout_ms, char *host,
 /* ---- Masters ------------------------------------------------------------ */
 
 /* Open a Redis store for 'host':'port' ('lazy': without probing it). */
-static inner *inner_open(sentinel_store *st, const char *host, int port,
-                         int lazy, char *err, size_t errlen)
+inner *fg__sentinel_inner_open(sentinel_store *st, const char *host, int port,
+                               int lazy, char *err, size_t errlen)
 {
     char url[2048];
     inner *in = fg__calloc(1, sizeof *in);
@@ -332,7 +248,7 @@ static void inner_close(inner *in)
 }
 
 /* Route new checks to 'in'; the old master's store retires. */
-static void install(sentinel_store *st, inner *in)
+void fg__sentinel_install(sentinel_store *st, inner *in)
 {
     pthread_mutex_lock(&st->mu);
     inner *old = st->cur;
@@ -348,7 +264,7 @@ static void install(sentinel_store *st, inner *in)
     atomic_fetch_add(&st->switches, 1);
 }
 
-static int same_master(sentinel_store *st, const char *host, int port)
+int fg__sentinel_same_master(sentinel_store *st, const char *host, int port)
 {
     pthread_mutex_lock(&st->mu);
     int same = st->cur && st->cur->port == port && !strcmp(st->cur->host, host);
@@ -358,7 +274,7 @@ static int same_master(sentinel_store *st, const char *host, int port)
 
 /* Close the retired stores whose checks are done, or that waited long
  * enough. Not from inside one of their callbacks. */
-static void reap(sentinel_store *st, int all)
+void fg__sentinel_reap(sentinel_store *st, int all)
 {
     inner *done = NULL;
     uint64_t now = fg__mono_precise_us();
@@ -407,7 +323,7 @@ static void *monitor(void *arg)
             }
             pthread_cond_timedwait(&st->cv, &st->mu, &ts);
             pthread_mutex_unlock(&st->mu);
-            reap(st, 0);
+            fg__sentinel_reap(st, 0);
             pthread_mutex_lock(&st->mu);
             continue;
         }
@@ -421,15 +337,16 @@ static void *monitor(void *arg)
         int rc = sync_lookup(st, t, host, &port, &role, why, sizeof why);
         last = fg__mono_precise_us();
         if (rc != FG_OK) {
-            set_error(st, "%s", why);
-        } else if (role == 1 && !same_master(st, host, port)) {
-            inner *in = inner_open(st, host, port, 1, why, sizeof why);
+            fg__sentinel_set_error(st, "%s", why);
+        } else if (role == 1 && !fg__sentinel_same_master(st, host, port)) {
+            inner *in =
+                fg__sentinel_inner_open(st, host, port, 1, why, sizeof why);
             if (in)
-                install(st, in);
+                fg__sentinel_install(st, in);
             else
-                set_error(st, "sentinel: %s", why);
+                fg__sentinel_set_error(st, "sentinel: %s", why);
         }
-        reap(st, 0);
+        fg__sentinel_reap(st, 0);
         pthread_mutex_lock(&st->mu);
     }
     pthread_mutex_unlock(&st->mu);
@@ -437,7 +354,6 @@ static void *monitor(void *arg)
 }
 
 /* Checks fail: have the sentinels asked again. */
-static void lookup_start(sentinel_store *st);
 
 static void note_failure(sentinel_store *st, int on_loop)
 {
@@ -449,7 +365,7 @@ static void note_failure(sentinel_store *st, int on_loop)
             st->prev_until_us = 0;
         if (on_loop && !st->closing && st->q_phase == 0 &&
             fg__mono_precise_us() - st->q_end_us >= RETRY_US)
-            lookup_start(st);
+            fg__sentinel_lookup_start(st);
         return; /* else the tick sees 'suspect' */
     }
     pthread_mutex_lock(&st->mu);
@@ -458,385 +374,10 @@ static void note_failure(sentinel_store *st, int on_loop)
     pthread_mutex_unlock(&st->mu);
 }
 
-/* ---- Async questions, on the loop ------------------------------------ */
-
-/* hiredis's events on the store's loop (allocation checked, unlike the
- * adapter hiredis ships). */
-typedef struct evpair {
-    struct event *rev, *wev;
-} evpair;
-
-static void ev_read(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    redisAsyncHandleRead(arg);
-}
-
-static void ev_write(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    redisAsyncHandleWrite(arg);
-}
-
-static void ev_add_read(void *p)
-{
-    event_add(((evpair *)p)->rev, NULL);
-}
-
-static void ev_del_read(void *p)
-{
-    event_del(((evpair *)p)->rev);
-}
-
-static void ev_add_write(void *p)
-{
-    event_add(((evpair *)p)->wev, NULL);
-}
-
-static void ev_del_write(void *p)
-{
-    event_del(((evpair *)p)->wev);
-}
-
-static void ev_cleanup(void *p)
-{
-    evpair *e = p;
-    event_free(e->rev);
-    event_free(e->wev);
-    fg__free(e);
-}
-
-/* Connect to 'host':'port' on the loop, AUTH when 'password', and send
- * 'argv' with 'cb'. NULL when it cannot even start. */
-static redisAsyncContext *async_ask(sentinel_store *st, const char *host,
-                                    int port, const char *user,
-                                    const char *password, int argc,
-                                    const char **argv, redisCallbackFn *cb)
-{
-    redisAsyncContext *ac = redisAsyncConnect(host, port);
-    evpair *e = NULL;
-    if (!ac)
-        return NULL;
-    if (ac->err)
-        goto fail;
-    e = fg__calloc(1, sizeof *e);
-    if (!e)
-        goto fail;
-    e->rev = event_new(st->evb, ac->c.fd, EV_READ, ev_read, ac);
-    e->wev = event_new(st->evb, ac->c.fd, EV_WRITE, ev_write, ac);
-    if (!e->rev || !e->wev) {
-        if (e->rev)
-            event_free(e->rev);
-        if (e->wev)
-            event_free(e->wev);
-        fg__free(e);
-        goto fail;
-    }
-    ac->ev.addRead = ev_add_read;
-    ac->ev.delRead = ev_del_read;
-    ac->ev.addWrite = ev_add_write;
-    ac->ev.delWrite = ev_del_write;
-    ac->ev.cleanup = ev_cleanup;
-    ac->ev.data = e;
-    event_add(e->rev, NULL);
-    event_add(e->wev, NULL);
-    if (password && *password) {
-        const char *a[3] = {"AUTH", user, password};
-        int n = user && *user ? 3 : 2;
-        if (n == 2)
-            a[1] = password;
-        if (redisAsyncCommandArgv(ac, NULL, NULL, n, a, NULL) != REDIS_OK)
-            goto fail;
-    }
-    if (redisAsyncCommandArgv(ac, cb, st, argc, argv, NULL) != REDIS_OK)
-        goto fail;
-    return ac;
-fail:
-    redisAsyncFree(ac); /* runs ev_cleanup when attached */
-    return NULL;
-}
-
-/* Drop the question in flight (its callbacks then see another context). */
-static void q_drop(sentinel_store *st)
-{
-    redisAsyncContext *ac = st->q;
-    st->q = NULL;
-    evtimer_del(st->q_timer);
-    if (ac)
-        redisAsyncFree(ac); /* deferred by hiredis inside its callback */
-}
-
-static void ask_next(sentinel_store *st);
-
-static void lookup_end(sentinel_store *st)
-{
-    st->q_phase = 0;
-    st->q_hint = 0;
-    st->q_end_us = fg__mono_precise_us();
-    if (st->q_again && !st->closing) {
-        st->q_again = 0;
-        lookup_start(st);
-    }
-}
-
-static void lookup_start(sentinel_store *st)
-{
-    if (st->closing)
-        return;
-    if (st->q_phase) {
-        st->q_again = 1;
-        return;
-    }
-    st->q_idx = 0;
-    ask_next(st);
-}
-
-static void arm_q_timer(sentinel_store *st)
-{
-    struct timeval tv = {0, ASK_TIMEOUT_MS * 1000};
-    evtimer_add(st->q_timer, &tv);
-}
-
-static void on_role(redisAsyncContext *ac, void *reply, void *priv);
-static void on_addr(redisAsyncContext *ac, void *reply, void *priv);
-static void verify_cand(sentinel_store *st);
-
-/* Ask the next sentinel, from 'q_idx' on, or end the lookup. */
-static void ask_next(sentinel_store *st)
-{
-    const char *argv[] = {"SENTINEL", "get-master-addr-by-name", st->u.master};
-    while (st->q_idx < st->u.n) {
-        unsigned i = st->q_idx;
-        st->q = async_ask(st, st->addr[i], st->u.s[i].port, st->u.sentinel_user,
-                          st->u.sentinel_password, 3, argv, on_addr);
-        if (st->q) {
-            st->q_phase = 1;
-            arm_q_timer(st);
-            return;
-        }
-        st->q_idx++;
-    }
-    lookup_end(st);
-}
-
-/* Check the replica being promoted again after PROMOTION_POLL_US. */
-static void poll_hint(sentinel_store *st)
-{
-    struct timeval tv = {0, PROMOTION_POLL_US};
-    st->q_phase = 3;
-    evtimer_add(st->q_timer, &tv);
-}
-
-/* A question failed (no answer, or not a useful one): the next sentinel. */
-static void ask_failed(sentinel_store *st)
-{
-    q_drop(st);
-    if (st->q_hint && fg__mono_precise_us() < st->hint_wait_us) {
-        /* The replica being promoted did not answer: Sentinel's
-         * promotion ends with CLIENT KILL TYPE normal, which may close
-         * our question to it. Ask again shortly. */
-        poll_hint(st);
-        return;
-    }
-    st->q_idx++;
-    ask_next(st);
-}
-
-static void on_addr(redisAsyncContext *ac, void *reply, void *priv)
-{
-    sentinel_store *st = priv;
-    char e[256], where[300];
-    if (ac != st->q)
-        return; /* a question dropped already */
-    if (!reply) {
-        st->q = NULL; /* hiredis frees it */
-        ask_failed(st);
-        return;
-    }
-    int rc = fg__sentinel_addr_reply(reply, st->cand, sizeof st->cand,
-                                     &st->cand_port, e, sizeof e);
-    q_drop(st);
-    if (rc != FG_OK) {
-        hostport(st->u.s[st->q_idx].host, st->u.s[st->q_idx].port, where,
-                 sizeof where);
-        set_error(st, "sentinel %s: %s", where, e);
-        st->q_idx++;
-        ask_next(st);
-        return;
-    }
-    if (same_master(st, st->cand, st->cand_port) ||
-        (st->cand_port == st->prev_port && !strcmp(st->cand, st->prev) &&
-         fg__mono_precise_us() < st->prev_until_us)) {
-        lookup_end(st); /* no failover (yet), or not seen by the sentinel */
-        return;
-    }
-    verify_cand(st);
-}
-
-/* Ask 'cand' for its ROLE (on_role). */
-static void verify_cand(sentinel_store *st)
-{
-    const char *argv[] = {"ROLE"};
-    st->q = async_ask(st, st->cand, st->cand_port, st->r.user, st->r.password,
-                      1, argv, on_role);
-    if (!st->q) {
-        st->q_idx++;
-        ask_next(st);
-        return;
-    }
-    st->q_phase = 2;
-    arm_q_timer(st);
-}
-
-static void on_role(redisAsyncContext *ac, void *reply, void *priv)
-{
-    sentinel_store *st = priv;
-    char why[400], m[300];
-    if (ac != st->q)
-        return;
-    if (!reply) {
-        st->q = NULL;
-        ask_failed(st);
-        return;
-    }
-    int role = fg__sentinel_role_reply(reply);
-    q_drop(st);
-    hostport(st->cand, st->cand_port, m, sizeof m);
-    if (role == 0 && st->q_hint && fg__mono_precise_us() < st->hint_wait_us) {
-        /* Told to become the master, not one yet: ask again shortly. */
-        poll_hint(st);
-        return;
-    }
-    if (role != 1) {
-        /* A sentinel that has not seen the failover, or a node that does
-         * not say it is a master (an error, LOADING): ask the next, as
-         * the blocking lookup installs only a node that says so. */
-        if (role == 0)
-            set_error(st, "sentinel: %s is named master of '%s' but is not one",
-                      m, st->u.master);
-        else
-            set_error(st,
-                      "sentinel: %s, named master of '%s', did not answer ROLE "
-                      "as one",
-                      m, st->u.master);
-        st->q_idx++;
-        ask_next(st);
-        return;
-    }
-    inner *old = st->cur;
-    inner *in = inner_open(st, st->cand, st->cand_port, 1, why, sizeof why);
-    if (in) {
-        if (st->q_hint && old) {
-            snprintf(st->prev, sizeof st->prev, "%s", old->host);
-            st->prev_port = old->port;
-            st->prev_until_us = fg__mono_precise_us() + PREV_HOLD_US;
-        }
-        install(st, in);
-        st->q_again = 0; /* what asked for a lookup is answered */
-    } else {
-        set_error(st, "sentinel: master %s: %s", m, why);
-    }
-    lookup_end(st);
-}
-
-static void on_q_timer(evutil_socket_t fd, short what, void *arg)
-{
-    sentinel_store *st = arg;
-    (void)fd;
-    (void)what;
-    if (st->q)
-        ask_failed(st);
-    else if (st->q_phase == 3)
-        verify_cand(st);
-}
-
-/* A replica is being promoted: check it and switch to it at once, rather
- * than when Sentinel has seen the promotion (its next INFO, up to a second
- * later), during which the old master would still take writes that the
- * new one never sees. */
-static void follow_promotion(sentinel_store *st, const char *host, int port)
-{
-    if (same_master(st, host, port))
-        return;
-    q_drop(st);
-    snprintf(st->cand, sizeof st->cand, "%s", host);
-    st->cand_port = port;
-    st->q_hint = 1;
-    st->q_idx = st->u.n; /* if it fails, the lookup ends */
-    st->hint_wait_us = fg__mono_precise_us() + PROMOTION_WAIT_US;
-    verify_cand(st);
-}
-
-/* The subscription: a "+switch-master" for our master starts a lookup,
- * which checks the new master before switching to it; a promotion event
- * has its replica checked and followed at once. */
-static void on_sub(redisAsyncContext *ac, void *reply, void *priv)
-{
-    sentinel_store *st = priv;
-    char host[FG__SENTINEL_HOST_MAX];
-    int port;
-    redisReply *r = reply;
-    unsigned i = 0;
-    while (i < st->u.n && st->sub[i] != ac)
-        i++;
-    if (i == st->u.n)
-        return;
-    if (!r || r->type == REDIS_REPLY_ERROR) {
-        if (r) {
-            redisAsyncFree(ac);
-        }
-        st->sub[i] = NULL;
-        st->sub_retry_us[i] = fg__mono_precise_us() + RETRY_US;
-        return;
-    }
-    int ev = fg__sentinel_event(r, st->u.master, host, sizeof host, &port);
-    if (ev == FG__SENTINEL_PROMOTING && !st->closing) {
-        follow_promotion(st, host, port);
-    } else if (ev == FG__SENTINEL_SWITCH && !same_master(st, host, port)) {
-        st->prev_until_us = 0; /* the sentinels have seen it now */
-        if (st->q_phase)
-            st->q_again = 1;
-        else
-            lookup_start(st);
-    }
-}
-
-static void sub_start(sentinel_store *st)
-{
-    const char *argv[] = {"SUBSCRIBE", "+switch-master",
-                          "+failover-state-wait-promotion"};
-    if (st->closing)
-        return;
-    uint64_t now = fg__mono_precise_us();
-    for (unsigned i = 0; i < st->u.n; i++) {
-        if (st->sub[i] || now < st->sub_retry_us[i])
-            continue;
-        st->sub[i] =
-            async_ask(st, st->addr[i], st->u.s[i].port, st->u.sentinel_user,
-                      st->u.sentinel_password, 3, argv, on_sub);
-        if (!st->sub[i])
-            st->sub_retry_us[i] = now + RETRY_US;
-    }
-}
-
-static void on_tick(evutil_socket_t fd, short what, void *arg)
-{
-    sentinel_store *st = arg;
-    (void)fd;
-    (void)what;
-    reap(st, 0);
-    sub_start(st);
-    if (atomic_load(&st->suspect) && st->q_phase == 0 &&
-        fg__mono_precise_us() - st->q_end_us >= RETRY_US)
-        lookup_start(st);
-}
-
 /* ---- Store operations --------------------------------------------------- */
 
 /* The current master's store, counted as in use; NULL when none is known. */
-static inner *take(sentinel_store *st)
+inner *fg__sentinel_take(sentinel_store *st)
 {
     pthread_mutex_lock(&st->mu);
     inner *in = st->cur;
@@ -879,7 +420,7 @@ static int sentinel_check(fg_store *s, fg_limiter *l, const char *key,
                           size_t keylen, uint64_t cost, fg_decision *d)
 {
     sentinel_store *st = (sentinel_store *)s;
-    inner *in = take(st);
+    inner *in = fg__sentinel_take(st);
     if (!in)
         return no_master(st, 0);
     int rc = in->st->ops->check(in->st, l, key, keylen, cost, d);
@@ -891,7 +432,7 @@ static int sentinel_refund(fg_store *s, fg_limiter *l, const char *key,
                            size_t keylen, uint64_t cost, const fg__taken *t)
 {
     sentinel_store *st = (sentinel_store *)s;
-    inner *in = take(st);
+    inner *in = fg__sentinel_take(st);
     if (!in)
         return no_master(st, st->evb != NULL);
     int rc = in->st->ops->refund(in->st, l, key, keylen, cost, t);
@@ -905,7 +446,7 @@ static int sentinel_peek(fg_store *s, fg_limiter *l, const char *key,
                          size_t keylen, fg_decision *d)
 {
     sentinel_store *st = (sentinel_store *)s;
-    inner *in = take(st);
+    inner *in = fg__sentinel_take(st);
     if (!in)
         return no_master(st, 0);
     int rc = in->st->ops->peek(in->st, l, key, keylen, d);
@@ -917,7 +458,7 @@ static int sentinel_reset(fg_store *s, fg_limiter *l, const char *key,
                           size_t keylen)
 {
     sentinel_store *st = (sentinel_store *)s;
-    inner *in = take(st);
+    inner *in = fg__sentinel_take(st);
     if (!in)
         return no_master(st, 0);
     int rc = in->st->ops->reset(in->st, l, key, keylen);
@@ -1026,7 +567,7 @@ static void sentinel_close(fg_store *s)
     if (st->cur)
         inner_close(st->cur);
     st->cur = NULL;
-    reap(st, 1);
+    fg__sentinel_reap(st, 1);
     while (st->free_pending) {
         pending *n = st->free_pending->next;
         fg__free(st->free_pending);
@@ -1130,9 +671,7 @@ fg_store *fg__store_sentinel_open(const char *url, struct event_base *base,
     if (resolve(st, err, errlen) != FG_OK)
         goto fail;
     if (base) {
-        st->tick = event_new(base, -1, EV_PERSIST, on_tick, st);
-        st->q_timer = evtimer_new(base, on_q_timer, st);
-        if (!st->tick || !st->q_timer) {
+        if (fg__sentinel_watch_init(st) != FG_OK) {
             fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
             goto fail;
         }
@@ -1142,15 +681,16 @@ fg_store *fg__store_sentinel_open(const char *url, struct event_base *base,
         t = LAZY_OPEN_TIMEOUT_MS;
     rc = sync_lookup(st, t, host, &port, &role, why, sizeof why);
     if (rc == FG_OK) {
-        inner *in = inner_open(st, host, port, st->r.lazy, why, sizeof why);
+        inner *in = fg__sentinel_inner_open(st, host, port, st->r.lazy, why,
+                                            sizeof why);
         if (!in) {
             char m[300];
-            hostport(host, port, m, sizeof m);
+            fg__sentinel_hostport(host, port, m, sizeof m);
             fg__seterr(err, errlen, FG_EBACKEND,
                        "sentinel: master '%s' at %s: %s", st->u.master, m, why);
             goto fail;
         }
-        install(st, in);
+        fg__sentinel_install(st, in);
     } else if (is_config_error(rc) || !st->r.lazy) {
         /* A sentinel that answers and refuses is a configuration error,
          * even for a lazy store; no sentinel answering is one unless
@@ -1159,13 +699,11 @@ fg_store *fg__store_sentinel_open(const char *url, struct event_base *base,
                    why);
         goto fail;
     } else {
-        set_error(st, "%s", why);
+        fg__sentinel_set_error(st, "%s", why);
         atomic_store(&st->suspect, 1);
     }
     if (base) {
-        struct timeval tv = {0, TICK_US};
-        event_add(st->tick, &tv);
-        sub_start(st);
+        fg__sentinel_watch_start(st);
     } else {
         if (pthread_create(&st->thr, NULL, monitor, st) != 0) {
             fg__seterr(err, errlen, FG_ENOMEM,
@@ -1198,7 +736,7 @@ int fg__store_sentinel_master(fg_store *s, char *buf, size_t n)
     sentinel_store *st = (sentinel_store *)s;
     pthread_mutex_lock(&st->mu);
     if (st->cur)
-        hostport(st->cur->host, st->cur->port, buf, n);
+        fg__sentinel_hostport(st->cur->host, st->cur->port, buf, n);
     else if (n)
         buf[0] = '\0';
     pthread_mutex_unlock(&st->mu);

@@ -6,7 +6,8 @@
  * A key is one entry, found by a chained hash and kept in LRU order. An
  * entry with something to send (usage not synced, units leased) sits on
  * the due list, which each tick walks; such an entry, or one with an ask
- * in flight or checks waiting, is never evicted. */
+ * in flight or checks waiting, is never evicted. Leases are
+ * local_lease.c. */
 #include <string.h>
 
 #include "algo.h"
@@ -14,8 +15,9 @@
 #include "error.h"
 #include "hash.h"
 #include "mode.h"
+#include "local.h"
 
-typedef unsigned __int128 u128;
+typedef fg__local_entry entry;
 
 /* Leases are looked at every 100 ms (or every period, if shorter), and a
  * token bucket's or sliding window's lasts min(period, 1 s). */
@@ -23,82 +25,6 @@ typedef unsigned __int128 u128;
 #define LEASE_LIFE_US 1000000u
 /* How many entries from the LRU end an insert looks at for one to evict. */
 #define EVICT_TRIES 8
-
-typedef struct entry {
-    struct entry *hnext;         /* hash chain */
-    struct entry *older, *newer; /* LRU list */
-    struct entry *lnext;         /* the due list */
-    fg_local_waiter *wait_head, *wait_tail;
-    uint64_t hash;
-    /* sync: the view (what the store had left, and when it is full
-     * again, on the caller's clock), the units in the sync in flight and
-     * those admitted since it was made. lease: 'units' held, the lease's
-     * end in 'reset_at'. */
-    uint64_t view_rem, reset_at, sent, units, sent_at;
-    /* sync: when the view was answered; units the store counted for
-     * checks it decided here, and when the last of them was answered;
-     * units of a check in the store (FG_LOCAL_CHECK) for it to take. */
-    uint64_t view_at, counted, counted_at, granted;
-    /* lease: when the last take was answered, the units spent since, the
-     * rate they made before it (used over dur), the store's refusal, what
-     * the take in flight must give the check that asked for it, units to
-     * give back, a failed take's time, and when the first take in flight
-     * was sent. */
-    uint64_t lease_at, used, last_used, last_dur, refused_until, need, give,
-        failed_at, take_at;
-    /* lease: the units the store's refusal was for: until 'refused_until'
-     * it answers checks that need as many or more, not smaller ones. */
-    uint64_t refused_need;
-    /* lease: what the store had left, and when it would be full again, at
-     * its last answer to a take: with the units held, what a check here
-     * reports. */
-    uint64_t store_rem, full_at;
-    /* lease: when the units held, and those to give back, were taken (the
-     * earliest take's send time), and until when a token bucket's debt
-     * holds them (that send time plus the take's reset). */
-    uint64_t held_at, held_until, give_at, give_until;
-    uint32_t asks;   /* asks in flight */
-    uint32_t taking; /* takes (lease) or checks (sync) among them */
-    uint8_t synced;  /* sync: the view is the store's */
-    uint8_t failed;  /* the last sync or take failed */
-    uint8_t listed;  /* on the due list */
-    uint8_t refused; /* sync: the store refused a check (FG_LOCAL_CHECK) */
-    uint32_t keylen;
-    char key[];
-} entry;
-
-struct fg_local {
-    fg_limit lim;
-    fg_mode mode;
-    fg_algorithm algorithm;
-    uint64_t max_cost;  /* the limit, or the burst of a token bucket */
-    uint64_t period_us; /* of the rate */
-    uint64_t chunk_max; /* lease */
-    uint64_t keep;      /* sync: the most limits one sync counts */
-    uint64_t depth_us;  /* token bucket: a full bucket's time */
-    uint64_t tick_us;   /* sync interval, or the lease tick */
-    uint64_t life_us;   /* lease life, but fixed windows' */
-    uint64_t next_due;
-    uint64_t max_keys, count, held;
-    uint64_t seed;
-    size_t nbuckets; /* a power of two */
-    entry **buckets;
-    entry *newest, *oldest;
-    entry *due;      /* to send at the next tick */
-    entry *draining; /* this tick's, not yet sent */
-};
-
-static uint64_t min_u64(uint64_t a, uint64_t b)
-{
-    return a < b ? a : b;
-}
-
-/* ceil(a * b / c), saturated; c > 0. */
-static uint64_t muldiv_up(uint64_t a, uint64_t b, uint64_t c)
-{
-    u128 r = ((u128)a * b + c - 1) / c;
-    return r > UINT64_MAX ? UINT64_MAX : (uint64_t)r;
-}
 
 fg_local *fg_local_new(const fg_limit *lim, uint64_t max_keys, char *err,
                        size_t errlen)
@@ -200,7 +126,7 @@ static void lru_push(fg_local *lc, entry *e)
         lc->oldest = e;
 }
 
-static void list_due(fg_local *lc, entry *e)
+void fg__local_list_due(fg_local *lc, entry *e)
 {
     if (e->listed)
         return;
@@ -245,8 +171,6 @@ static void table_grow(fg_local *lc)
 
 /* The entry of 'key', made when new; NULL when there is no room (FG_ENOMEM
  * in '*rc'). */
-static void lease_lapse(fg_local *lc, entry *e);
-
 static entry *lookup(fg_local *lc, const char *key, size_t keylen, uint64_t now,
                      int *rc)
 {
@@ -267,7 +191,7 @@ static entry *lookup(fg_local *lc, const char *key, size_t keylen, uint64_t now,
             /* A fixed window's lease is not on the due list: its units,
              * sending nothing, die here or at its key's next check. */
             if (lc->mode == FG_MODE_LEASE && v->units && now >= v->reset_at)
-                lease_lapse(lc, v);
+                fg__lease_lapse(lc, v);
             if (evictable(v))
                 break;
         }
@@ -296,7 +220,8 @@ static entry *lookup(fg_local *lc, const char *key, size_t keylen, uint64_t now,
     return e;
 }
 
-static void ask_for(fg_local_ask *a, fg_local_op op, entry *e, uint64_t units)
+void fg__local_ask_for(fg_local_ask *a, fg_local_op op, entry *e,
+                       uint64_t units)
 {
     a->op = op;
     a->key = e->key;
@@ -360,7 +285,7 @@ static void sync_ask(fg_local *lc, entry *e, uint64_t now, fg_local_ask *a)
     e->sent = u;
     e->sent_at = now;
     e->units = 0;
-    ask_for(a, FG_LOCAL_ADD, e, u);
+    fg__local_ask_for(a, FG_LOCAL_ADD, e, u);
 }
 
 /* A view decides for one interval after its answer, and while the sync
@@ -389,7 +314,7 @@ static int view_refuses(const fg_local *lc, const entry *e, uint64_t cost,
     return e->synced && cost > avail && lc->algorithm != FG_SLIDING_WINDOW;
 }
 
-static void queue_waiter(entry *e, fg_local_waiter *w)
+void fg__local_queue_waiter(entry *e, fg_local_waiter *w)
 {
     w->next = NULL;
     if (e->wait_tail)
@@ -428,10 +353,10 @@ static int sync_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
         if (e->asks)
             return FG_ENOMEM;
         e->take_at = now;
-        ask_for(ask, FG_LOCAL_CHECK, e, cost);
+        fg__local_ask_for(ask, FG_LOCAL_CHECK, e, cost);
         return FG_LOCAL_ASKED;
     } else if (cost <= avail) {
-        list_due(lc, e);
+        fg__local_list_due(lc, e);
         e->units += cost;
         d->allowed = 1;
         d->remaining = avail - cost;
@@ -481,204 +406,9 @@ static void sync_answer(fg_local *lc, entry *e, uint64_t now, int rc,
         /* Sent again at the next tick; meanwhile the policy decides. */
         e->units += e->sent;
         e->failed = 1;
-        list_due(lc, e);
+        fg__local_list_due(lc, e);
     }
     e->sent = 0;
-}
-
-/* ---- lease ------------------------------------------------------------- */
-
-/* Move the 'e->units' held to those to give back, with when they were
- * taken: the earliest of both. */
-static void lease_give(fg_local *lc, entry *e)
-{
-    if (!e->give || e->held_at < e->give_at)
-        e->give_at = e->held_at;
-    if (!e->give || e->held_until < e->give_until)
-        e->give_until = e->held_until;
-    e->give += e->units;
-    lc->held -= e->units;
-    e->units = 0;
-}
-
-static void lease_lapse(fg_local *lc, entry *e)
-{
-    /* A fixed window's units die with their window; others go back. */
-    if (lc->algorithm != FG_FIXED_WINDOW) {
-        lease_give(lc, e);
-        return;
-    }
-    lc->held -= e->units;
-    e->units = 0;
-}
-
-/* The next take's size: what this key's traffic here used in the last
- * lease's time, over the new lease's life; 'cost' at least, the largest
- * chunk at most. */
-static uint64_t chunk_for(const fg_local *lc, const entry *e, uint64_t cost,
-                          uint64_t now)
-{
-    /* The lease ending now gives the rate; one answered this very us, the
-     * lease before it. */
-    uint64_t used = e->last_used, dur = e->last_dur, want = cost;
-    if (e->lease_at && now > e->lease_at) {
-        used = e->used;
-        dur = now - e->lease_at;
-    }
-    if (used && dur) {
-        uint64_t horizon = lc->life_us;
-        if (lc->algorithm != FG_TOKEN_BUCKET)
-            horizon = e->reset_at > now ? e->reset_at - now : lc->period_us;
-        want = muldiv_up(used, horizon, dur);
-    }
-    if (want > lc->chunk_max)
-        want = lc->chunk_max;
-    return want > cost ? want : cost;
-}
-
-/* What a check decided here reports: the units this server holds and
- * what the store had left at its last answer (the other servers' takes
- * since then unseen), and until when the store would be full again. */
-static void lease_report(const entry *e, uint64_t now, fg_decision *d)
-{
-    d->remaining = e->units + e->store_rem;
-    d->reset_us = e->full_at > now ? e->full_at - now : 0;
-}
-
-static int lease_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
-                       fg_decision *d, fg_local_ask *ask, fg_local_waiter *w)
-{
-    if (e->units && now >= e->reset_at)
-        lease_lapse(lc, e);
-    if (e->give)
-        list_due(lc, e);
-    memset(d, 0, sizeof(*d));
-    d->limit = lc->max_cost;
-    d->source = FG_SOURCE_LEASE;
-    if (e->units >= cost) {
-        e->units -= cost;
-        lc->held -= cost;
-        e->used += cost;
-        d->allowed = 1;
-        lease_report(e, now, d);
-        fg__decision_ms(d);
-        return FG_OK;
-    }
-    if (e->failed && now <= e->failed_at)
-        return FG_EBACKEND;
-    if (e->refused_until > now && cost - e->units >= e->refused_need) {
-        lease_report(e, now, d);
-        /* A token bucket's take waits for half a chunk: the store may
-         * have had the units of this check. Refused, it reports less. */
-        if (d->remaining >= cost)
-            d->remaining = cost - 1;
-        d->retry_after_us = e->refused_until - now;
-        fg__decision_ms(d);
-        return FG_OK;
-    }
-    if (e->taking && w) {
-        queue_waiter(e, w);
-        return FG_LOCAL_WAITED;
-    }
-    /* The units held (fewer than 'cost') stay, and count toward it. */
-    uint64_t want = chunk_for(lc, e, cost - e->units, now);
-    e->need = cost - e->units;
-    if (!e->taking)
-        e->take_at = now;
-    e->taking++;
-    ask_for(ask, FG_LOCAL_TAKE, e, want);
-    return FG_LOCAL_ASKED;
-}
-
-/* The end of the sliding window that granted a take sent at 'sent', from
- * the take's reset: the end of the window after it (the window holds the
- * units just taken). A unit taken in a window is spent in it: in the
- * next, the taking window weighs less in the store's estimate than the
- * unit spent. Decided on the store's clock, after the send, the end
- * comes early, never late. */
-static uint64_t window_end(const fg_local *lc, uint64_t sent, uint64_t reset)
-{
-    return sent + (reset > lc->period_us ? reset - lc->period_us : 0);
-}
-
-static int lease_answer(fg_local *lc, entry *e, fg_local_ask *ask, uint64_t now,
-                        int rc, const fg_decision *d)
-{
-    if (rc == FG_OK && d && d->allowed) {
-        if (e->lease_at && now > e->lease_at) {
-            e->last_used = e->used;
-            e->last_dur = now - e->lease_at;
-        }
-        e->lease_at = now;
-        e->used = 0;
-        /* A sliding window's take the store granted in a later window
-         * than the units held (sent before the edge, decided after it):
-         * those go back now, spent only in the window that took them. */
-        if (lc->algorithm == FG_SLIDING_WINDOW && e->units &&
-            window_end(lc, e->take_at, d->reset_us) > e->reset_at)
-            lease_give(lc, e);
-        /* The units already held were taken before these. */
-        uint64_t until = e->take_at + d->reset_us;
-        e->store_rem = d->remaining;
-        e->full_at = until;
-        if (!e->units || e->take_at < e->held_at)
-            e->held_at = e->take_at;
-        if (!e->units || until < e->held_until)
-            e->held_until = until;
-        e->units += ask->units;
-        lc->held += ask->units;
-        /* A fixed window's time is the caller's, read when the take was
-         * sent: its end is then exact from the send time, where counted
-         * from the answer it would last a round trip into the next window,
-         * beside that window's own limit. (With several takes in flight,
-         * the first one's send time ends the lease early, never late.) */
-        uint64_t end = now + lc->life_us;
-        if (lc->algorithm == FG_FIXED_WINDOW)
-            end = e->take_at + d->reset_us;
-        else if (lc->algorithm == FG_SLIDING_WINDOW)
-            end = min_u64(end, window_end(lc, e->take_at, d->reset_us));
-        /* Units of an earlier lease of the same window keep their end. */
-        if (end > e->reset_at)
-            e->reset_at = end;
-        e->refused_until = 0;
-        e->failed = 0;
-        /* A fixed window's units die with their window, sending nothing:
-         * only leases that end in a give-back wait on the due list. */
-        if (lc->algorithm != FG_FIXED_WINDOW)
-            list_due(lc, e);
-    } else if (rc == FG_OK && d) {
-        uint64_t r = d->remaining;
-        e->store_rem = r;
-        e->full_at = e->take_at + d->reset_us;
-        /* The chunk did not fit but what is left does: take that. A
-         * token bucket's refill takes half a chunk at least, so that the
-         * servers take chunks as they refill, not a unit each. */
-        uint64_t least = e->need;
-        if (lc->algorithm == FG_TOKEN_BUCKET && ask->units / 2 > least)
-            least = ask->units / 2;
-        if (r >= least && r < ask->units) {
-            ask->units = r;
-            e->asks++;
-            if (!e->taking)
-                e->take_at = now; /* the follow-up is sent now */
-            e->taking++;
-            return 1;
-        }
-        /* Asked again once the chunk fits: a refilling bucket then
-         * sees one take a chunk, not one ask a unit. A fixed window's
-         * wait runs from the take's send time, as its end does. */
-        uint64_t wait = d->retry_after_us;
-        uint64_t from = lc->algorithm == FG_FIXED_WINDOW && e->take_at <= now
-                            ? e->take_at
-                            : now;
-        e->refused_until = from + (wait ? wait : 1);
-        e->refused_need = e->need;
-        e->failed = 0;
-    } else {
-        e->failed = 1;
-        e->failed_at = now;
-    }
-    return 0;
 }
 
 /* ---- the interface ----------------------------------------------------- */
@@ -703,7 +433,7 @@ int fg_local_check(fg_local *lc, const char *key, size_t keylen, uint64_t cost,
         return rc;
     if (lc->mode == FG_MODE_SYNC)
         return sync_check(lc, e, cost, now_us, out, ask);
-    return lease_check(lc, e, cost, now_us, out, ask, w);
+    return fg__lease_check(lc, e, cost, now_us, out, ask, w);
 }
 
 int fg_local_answer(fg_local *lc, fg_local_ask *ask, uint64_t now_us, int rc,
@@ -737,12 +467,13 @@ int fg_local_answer(fg_local *lc, fg_local_ask *ask, uint64_t now_us, int rc,
             again = 1;
         } else {
             e->failed = 1;
-            list_due(lc, e); /* a sync of nothing finds out when it is back */
+            fg__local_list_due(
+                lc, e); /* a sync of nothing finds out when it is back */
         }
         break;
     case FG_LOCAL_TAKE:
         e->taking--;
-        again = lease_answer(lc, e, ask, now_us, rc, d);
+        again = fg__lease_answer(lc, e, ask, now_us, rc, d);
         if (!again && !e->taking && wake) {
             *wake = e->wait_head;
             e->wait_head = e->wait_tail = NULL;
@@ -794,7 +525,7 @@ uint64_t fg_local_refund(fg_local *lc, const char *key, size_t keylen,
         /* Held again, they go back when the lease lapses (a fixed
          * window's die with it, unlisted). */
         if (back && lc->algorithm != FG_FIXED_WINDOW)
-            list_due(lc, e);
+            fg__local_list_due(lc, e);
     }
     return 0;
 }
@@ -834,9 +565,9 @@ static int entry_ask(fg_local *lc, entry *e, uint64_t now, int all,
     }
     if (e->units && (all || now >= e->reset_at)) {
         if (all && now < e->reset_at)
-            lease_give(lc, e);
+            fg__lease_give(lc, e);
         else
-            lease_lapse(lc, e);
+            fg__lease_lapse(lc, e);
     }
     if (!e->give)
         return 0;
@@ -848,7 +579,7 @@ static int entry_ask(fg_local *lc, entry *e, uint64_t now, int all,
         e->give = 0;
         return 0;
     }
-    ask_for(a, FG_LOCAL_GIVE, e, e->give);
+    fg__local_ask_for(a, FG_LOCAL_GIVE, e, e->give);
     a->age_us = now > e->give_at ? now - e->give_at : 0;
     a->hold_us = hold;
     e->give = 0;
@@ -875,7 +606,7 @@ static size_t drain(fg_local *lc, uint64_t now, int all, fg_local_ask *asks,
         if (entry_ask(lc, e, now, all, &asks[n]))
             n++;
         if (still_due(lc, e))
-            list_due(lc, e);
+            fg__local_list_due(lc, e);
     }
     return n;
 }
@@ -906,7 +637,7 @@ size_t fg_local_flush(fg_local *lc, uint64_t now_us, fg_local_ask *asks,
         for (entry *e = lc->newest; lc->mode == FG_MODE_LEASE && e;
              e = e->older)
             if (e->units)
-                list_due(lc, e);
+                fg__local_list_due(lc, e);
         lc->draining = lc->due;
         lc->due = NULL;
     }

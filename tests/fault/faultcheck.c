@@ -426,8 +426,9 @@ static unsigned long long steal0, total0; /* at the fault's start */
 
 /* A fault's first round: one that misses only its latency bound runs once
  * more, and the second round is judged. On this shared machine a single
- * wait is now and then late by a scheduling hiccup (about one round in
- * ten); a path that does not give up at its timeout misses in both. */
+ * wait is now and then late by a scheduling hiccup (a 34 ms answer against
+ * a 30 ms ceiling); a path that does not give up at its timeout misses in
+ * both. */
 static int first_round;
 
 /* 'own_us': what the path itself adds to a store's wait (serve's HTTP). */

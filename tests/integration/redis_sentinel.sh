@@ -268,11 +268,13 @@ steady_report k1 "kill"
 set -- $(hist)
 n=$(($1 - c0)); w=$(($2 - w0)); x=$(($3 - x0))
 echo "kill: store waits $n, within 7 ms $w, within 25 ms $x"
-timed "kill: 99% of store waits within timeout + 2 ms ($w of $n)" \
-    test $((w * 100)) -ge $((n * 99)) -a "$n" -gt 0
+check "kill: store waits counted ($n)" test "$n" -gt 0
 if [ "$SANITIZED" = 1 ]; then
+    # Every step is several times slower: as in the graceful case below.
     timed "kill: 99% of store waits within 25 ms under a sanitizer ($x of $n)" test $((x * 100)) -ge $((n * 99))
 else
+    timed "kill: 99% of store waits within timeout + 2 ms ($w of $n)" \
+        test $((w * 100)) -ge $((n * 99))
     timed "kill: every store wait within 25 ms ($x of $n)" test "$x" = "$n"
 fi
 grep -h 'fgload: error' "$T"/k1.*.err | head -5

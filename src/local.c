@@ -352,6 +352,13 @@ static int sync_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
          * timeout), the store decides this check on its own. */
         if (e->asks)
             return FG_ENOMEM;
+        if (e->units) {
+            /* Usage admitted here is not sent yet: a store deciding
+             * without it could admit it over again. It is synced first,
+             * and the new view decides the check. */
+            sync_ask(lc, e, now, ask);
+            return FG_LOCAL_ASKED;
+        }
         e->take_at = now;
         fg__local_ask_for(ask, FG_LOCAL_CHECK, e, cost);
         return FG_LOCAL_ASKED;

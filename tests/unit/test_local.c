@@ -1116,6 +1116,46 @@ static void test_old_view(void)
     fg_local_free(lc);
 }
 
+/* An old view with usage admitted here and not sent yet: the store must
+ * not decide the check without it. One server, a sliding window of 10 (an
+ * old view never refuses there): 1 checked in the store, 9 admitted on the
+ * view, then, the tick late, a check of 9 once the view is old. */
+static void test_old_view_own_usage(void)
+{
+    sim *s = calloc(1, sizeof(*s));
+    fg_limit lim = lim_of("10/10s", FG_SLIDING_WINDOW, "sync:100ms");
+    fg_decision d;
+    fg_local_ask a;
+    if (!s)
+        return;
+    fake_now = 9800 * SEC;
+    sim_init(s, &lim, 1, MS);
+    uint64_t t0 = fake_now;
+    sim_request(s, 0, "o", 1); /* asked, then granted by the store */
+    fake_now += MS;
+    sim_deliver(s);
+    CHECK_EQ(s->allowed, 1);
+    fake_now = t0 + 96 * MS; /* the view is 95 ms old: it decides */
+    for (int i = 0; i < 9; i++)
+        sim_request(s, 0, "o", 1);
+    CHECK_EQ(s->allowed, 10);
+    fake_now = t0 + 125 * MS; /* no tick since: the view is old */
+    int rc = fg_local_check(s->lc[0], "o", 1, 9, fake_now, &d, &a, NULL);
+    for (int i = 0; i < 3 && rc == FG_LOCAL_ASKED; i++) {
+        sim_send(s, 0, &a, 0);
+        fake_now += MS;
+        sim_deliver(s);
+        rc = fg_local_check(s->lc[0], "o", 1, 9, fake_now, &d, &a, NULL);
+    }
+    CHECK_EQ(rc, FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    /* Everything admitted is in the store: nothing is left there. */
+    CHECK_EQ(fg_peek(s->shared, "o", 1, &d), FG_OK);
+    CHECK_EQ(d.remaining, 0);
+    sim_free(s);
+    free(s);
+}
+
 /* Bounded: at most max_keys keys; a key with usage to send is never
  * evicted, and when no key can go a check gets FG_ENOMEM. */
 static void test_bounded(void)
@@ -1270,6 +1310,7 @@ int main(void)
     test_sync_failure();
     test_store_refusal();
     test_old_view();
+    test_old_view_own_usage();
     test_bounded();
     test_limiter();
     return TEST_DONE();

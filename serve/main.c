@@ -405,6 +405,13 @@ int fg_cmd_serve(int argc, char **argv)
                 "listening socket as it closes: give CAP_BPF or set "
                 "net.ipv4.tcp_migrate_req=1\"",
                 fg__log_value(srv.handover_off, v, sizeof(v)));
+    if (srv.port_shared)
+        fg__log("port_shared",
+                "addr=%s note=\"another process listens on this port: the "
+                "kernel splits new connections between both, each deciding "
+                "with its own configuration (and, on a memory store, its own "
+                "counts); expected only while one of them drains\"",
+                addr);
     fg__log("listening",
             "addr=%s workers=%u id=%s limits=%u pid=%ld handover=%s", addr,
             srv.nworkers, fg__log_value(c->id, v, sizeof(v)), c->nlimits,

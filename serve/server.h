@@ -121,6 +121,8 @@ struct fg__server {
      * socket of the port. */
     int handover;
     char handover_off[128];
+    /* Another socket listened on the port at start (fg__workers_bind). */
+    int port_shared;
 };
 
 enum { FG__HANDOVER_OFF, FG__HANDOVER_BPF, FG__HANDOVER_SYSCTL };

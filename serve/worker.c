@@ -71,6 +71,24 @@ static int enable_handover(int fd, char *why, size_t whylen)
     return rc == 0 ? FG__HANDOVER_BPF : FG__HANDOVER_OFF;
 }
 
+/* 1 when a socket listens on the address already, another server's (a
+ * bind without SO_REUSEPORT is then refused): the port's connections
+ * would be split between both. */
+static int port_in_use(const struct sockaddr_storage *ss, socklen_t len)
+{
+    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    if (fd < 0)
+        return 0;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    in_port_t port = ss->ss_family == AF_INET6
+                         ? ((const struct sockaddr_in6 *)ss)->sin6_port
+                         : ((const struct sockaddr_in *)ss)->sin_port;
+    int used = port != 0 && bind(fd, (const struct sockaddr *)ss, len) != 0 &&
+               errno == EADDRINUSE;
+    close(fd);
+    return used;
+}
+
 int fg__workers_bind(fg__server *srv, const char *laddr, char *addr,
                      size_t addrlen, char *err, size_t errlen)
 {
@@ -93,6 +111,7 @@ int fg__workers_bind(fg__server *srv, const char *laddr, char *addr,
     socklen_t sslen = (socklen_t)ai->ai_addrlen;
     memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
     freeaddrinfo(ai);
+    srv->port_shared = port_in_use(&ss, sslen);
     for (unsigned i = 0; i < srv->nworkers; i++) {
         int fd =
             socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

@@ -35,11 +35,15 @@ healthz_of() {
     echo none
 }
 
+check "a: alone on its port, says nothing of sharing it" \
+    test "$(grep -c 'event=port_shared' "$T/a.log")" = 0
 old=a
 for new in b c; do
     conf "$new"
     start_fg "$new" -c "$T/$new.ini" --listen "127.0.0.1:$P" ||
         { bad "server $new starts on the same port"; break; }
+    check "$new: says the port is shared with another process" \
+        grep -q "event=port_shared addr=127.0.0.1:$P" "$T/$new.log"
     "$FGLOAD" -d 2500 -c 8 "$U/v1/check?limit=big&key=k" >"$T/load.$new" 2>"$T/err.$new" &
     LOADPID=$!
     sleep 0.5

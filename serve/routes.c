@@ -136,9 +136,15 @@ static void count_decision(fg__ctx *c, unsigned k)
                         [d->source < FG__SOURCES ? d->source : 0]);
     if (d->shadowed)
         FG_INC(lm->shadow_refusals);
-    /* Decided without asking the store for this request. */
-    if (d->source == FG_SOURCE_CACHE || d->source == FG_SOURCE_SYNC ||
-        d->source == FG_SOURCE_LEASE)
+    /* Decided without asking the store for this request. A sync or lease
+     * limit asks it in the background (syncs, takes): its breaker says
+     * whether those calls get through. */
+    if (d->source == FG_SOURCE_SYNC || d->source == FG_SOURCE_LEASE) {
+        const char *b = fg_limiter_breaker(c->wg->lim[c->idx[k]]);
+        FG_SET(lm->breaker_open, b && !strcmp(b, "open"));
+        return;
+    }
+    if (d->source == FG_SOURCE_CACHE)
         return;
     if (!c->wg->g->is_memory && r->rc[k] != FG_EBREAKER)
         FG_INC(lm->store_calls);

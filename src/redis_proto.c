@@ -93,7 +93,10 @@ int fg__redis_error_code(const char *s, size_t len)
         return FG_EREADONLY;
     if (starts(s, len, "NOAUTH") || starts(s, len, "WRONGPASS") ||
         starts(s, len, "NOPERM") || starts(s, len, "ERR invalid password") ||
-        starts(s, len, "ERR AUTH") || starts(s, len, "ERR Client sent AUTH"))
+        starts(s, len, "ERR AUTH") || starts(s, len, "ERR Client sent AUTH") ||
+        /* A command of more than 10 arguments (a token bucket batch)
+         * before AUTH: Redis says so, and closes the connection. */
+        starts(s, len, "ERR Protocol error: unauthenticated"))
         return FG_EAUTH;
     /* One key's value, not the store: a foreign key of another type under
      * the prefix, or a count Redis cannot add to. That key follows its

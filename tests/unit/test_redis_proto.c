@@ -58,6 +58,7 @@ static void test_errors(void)
         {"OOM command not allowed when used memory > 'maxmemory'.", FG_EOOM},
         {"READONLY You can't write against a read only replica.", FG_EREADONLY},
         {"NOAUTH Authentication required.", FG_EAUTH},
+        {"ERR Protocol error: unauthenticated multibulk length", FG_EAUTH},
         {"WRONGPASS invalid username-password pair", FG_EAUTH},
         {"ERR AUTH <password> called without any password configured",
          FG_EAUTH},

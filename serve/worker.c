@@ -181,7 +181,11 @@ static void free_retired(fg__worker *w)
     int waiting = 0, freed = 0;
     while (*pp) {
         fg__wgen *wg = *pp;
-        if (wg->inflight == 0 && fg__wgen_pending(wg) == 0) {
+        /* Its limiters may hold usage its last requests admitted, or
+         * units taken for them, since it was synced at the reload: sent
+         * too, until nothing is left. */
+        if (wg->inflight == 0 && fg__wgen_pending(wg) == 0 &&
+            fg__wgen_sync(wg) == 0) {
             *pp = wg->next;
             fg__wgen_free(wg);
             freed = 1;
@@ -298,7 +302,10 @@ static void tick(evutil_socket_t fd, short what, void *arg)
             w->synced = 1;
             fg__wgen_sync(w->cur);
         }
-        if (fg__wgen_pending(w->cur) == 0) {
+        /* A key whose tick's sync was in flight at the first flush kept
+         * what was admitted meanwhile: sent once that sync is answered,
+         * until a flush finds nothing left. */
+        if (fg__wgen_pending(w->cur) == 0 && fg__wgen_sync(w->cur) == 0) {
             event_base_loopexit(w->base, NULL);
             return;
         }

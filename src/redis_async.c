@@ -172,6 +172,17 @@ static void timer_arm(redis_store *st, uint64_t at, uint64_t now)
     evtimer_add(st->timer, &tv);
 }
 
+/* The server stopped answering the connection: replace it. Its commands
+ * in flight complete with FG_ETIMEOUT. */
+static void stalled(redis_store *st)
+{
+    fg__raconn *cn = st->node.conn;
+    fg__rnode_set_error(&st->node, "redis %.200s: %.200s",
+                        "no reply for 1 s, reconnecting");
+    fg__raconn_kill(cn, FG_ETIMEOUT);
+    redisAsyncFree(cn->ac);
+}
+
 /* Deadlines: fail every check whose deadline has passed (its late reply
  * will be dropped), and replace a connection that stopped answering. */
 static void on_timer(evutil_socket_t fd, short what, void *arg)
@@ -196,18 +207,20 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     /* The oldest unanswered command tells whether the server stalled
      * (stopped, partitioned): then its connection is replaced. */
     aslot *old = st->head;
-    if (old && old->conn == st->node.conn && !old->conn->dead) {
-        if (old->deadline_us + STALL_US <= now) {
-            fg__raconn *cn = st->node.conn;
-            fg__rnode_set_error(&st->node, "redis %.200s: %.200s",
-                                "no reply for 1 s, reconnecting");
-            fg__raconn_kill(cn, FG_ETIMEOUT);
-            redisAsyncFree(cn->ac);
-            old = st->head;
-        }
-    }
+    if (old && old->conn == st->node.conn && !old->conn->dead &&
+        old->deadline_us + STALL_US <= now)
+        stalled(st);
+    old = st->head;
     if (old && !old->req && (!next || old->deadline_us + STALL_US < next))
         next = old->deadline_us + STALL_US;
+    /* So does a refund, which nobody waits for: with no check after it, a
+     * hung server would hold it (and whoever waits for the store to be
+     * idle, as serve's drain does) for ever. */
+    if (st->rhead && st->node.conn && !st->node.conn->dead &&
+        st->rhead->deadline_us + STALL_US <= now)
+        stalled(st);
+    if (st->rhead && (!next || st->rhead->deadline_us + STALL_US < next))
+        next = st->rhead->deadline_us + STALL_US;
     if (next)
         timer_arm(st, next, fg__mono_precise_us());
 }
@@ -571,6 +584,22 @@ void fg__redis_check_async(fg_store *s, fg__req *req)
  * a connection going away included) just recycles the record. Refunds have
  * no slot: the in-order matching of checks, their deadlines and the stall
  * detection never see them. */
+/* 'rf' is out of flight: back to the free records. */
+static void refund_done(redis_store *st, rfund *rf)
+{
+    st->refunds_out--;
+    if (rf->rprev)
+        rf->rprev->rnext = rf->rnext;
+    else
+        st->rhead = rf->rnext;
+    if (rf->rnext)
+        rf->rnext->rprev = rf->rprev;
+    else
+        st->rtail = rf->rprev;
+    rf->next = st->free_refunds;
+    st->free_refunds = rf;
+}
+
 static void on_refund(redisAsyncContext *ac, void *reply, void *priv)
 {
     rfund *rf = priv;
@@ -583,9 +612,7 @@ static void on_refund(redisAsyncContext *ac, void *reply, void *priv)
         if (fg__rasync_append(ac, on_refund, rf, &rf->r.k) == REDIS_OK)
             return;
     }
-    st->refunds_out--;
-    rf->next = st->free_refunds;
-    st->free_refunds = rf;
+    refund_done(st, rf);
 }
 
 unsigned fg__redis_busy(fg_store *s)
@@ -617,12 +644,25 @@ int fg__redis_refund_async(fg_store *s, fg_limiter *l, const char *key,
                           fg__redis_check_now(st, l), t);
     if (rc == FG_OK) {
         fg__rrefund_cmd(&rf->r, &st->node.shas);
+        /* In flight from here: on_refund takes it out. */
+        uint64_t now = fg__mono_precise_us();
+        rf->deadline_us = now + (uint64_t)l->lim.timeout_ms * 1000u;
+        rf->rnext = NULL;
+        rf->rprev = st->rtail;
+        if (st->rtail)
+            st->rtail->rnext = rf;
+        else
+            st->rhead = rf;
+        st->rtail = rf;
+        st->refunds_out++;
         if (fg__rasync_append(cn->ac, on_refund, rf, &rf->r.k) == REDIS_OK) {
-            st->refunds_out++;
+            timer_arm(st, rf->deadline_us + STALL_US, now);
             return FG_OK;
         }
+        refund_done(st, rf);
         rc = FG_EBACKEND; /* hiredis refused: the context is closing */
         fg__raconn_kill(cn, rc);
+        return rc;
     }
     rf->next = st->free_refunds;
     st->free_refunds = rf;

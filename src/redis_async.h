@@ -25,7 +25,8 @@ typedef struct fg__redis_store {
     struct fg__aslot *free_slots;
     struct fg__rfund *free_refunds; /* records of refunds no longer in flight */
     unsigned refunds_out;           /* refunds queued and not yet answered */
-    char *bbuf;                     /* a batch's command, formatted */
+    struct fg__rfund *rhead, *rtail; /* those, oldest first */
+    char *bbuf;                      /* a batch's command, formatted */
     size_t bcap;
     int closing;
 
@@ -55,7 +56,9 @@ struct fg__aslot {
  * 'free_refunds', so that a refund allocates nothing once the loop is
  * warm. */
 struct fg__rfund {
-    struct fg__rfund *next; /* in 'free_refunds' */
+    struct fg__rfund *next;          /* in 'free_refunds' */
+    struct fg__rfund *rprev, *rnext; /* in flight */
+    uint64_t deadline_us; /* monotonic: the limit's timeout after queuing */
     struct fg__redis_store *st;
     fg__rrefund r;
 };

@@ -129,6 +129,62 @@ check "SIGTERM: never more than it held back ($after <= $((before + 5)))" [ "$af
 late=$(redis-cli -p "$RPORT" --scan --pattern "${P}sy:*late*" | head -1)
 expect_eq "SIGTERM: the usage not yet synced was sent" "$(redis-cli -p "$RPORT" get "$late")" 3
 
+# 4b. A sync in flight when SIGTERM comes: what was admitted meanwhile
+# is sent once it is answered. Sync every 200 ms (timeout 2 s): the key's
+# first check is the store's, its second admitted here; Redis stopped, so
+# the next tick's sync of that unit hangs; three more admitted on the view
+# (fresh while its sync is out); SIGTERM, then Redis back. Should the tick
+# fall between the second check and the stop (the unit synced already,
+# the view then old and asked of the stopped store), the round is run
+# again with a fresh server and key.
+for round in 1 2 3; do
+    {
+        printf '[server]\nworkers = 1\nid = h\ndrain_grace = 0\n[store]\nurl = %s\n' "$RURL"
+        printf '[limit fl]\nkey = query:k\nalgorithm = fixed_window\nrate = 40/min\n'
+        printf 'mode = sync:200ms\non_failure = local\ntimeout = 2s\n'
+    } >"$T/h.ini"
+    start_fg h -c "$T/h.ini" --listen 127.0.0.1:0 || { bad "server h starts"; finish; }
+    H="http://127.0.0.1:$FGPORT_h"
+    n_fl=0 src_fl=""
+    for i in 1 2; do [ "$(http POST "$H/v1/check?limit=fl&key=flight$round")" = 200 ] && n_fl=$((n_fl + 1)); done
+    kill -STOP "$RPID"
+    sleep 0.25
+    for i in 1 2 3; do
+        [ "$(http POST "$H/v1/check?limit=fl&key=flight$round")" = 200 ] && n_fl=$((n_fl + 1))
+        src_fl="$src_fl $(sed -n 's/.*"source":"\([a-z_]*\)".*/\1/p' "$T/b")"
+    done
+    kill -TERM "$FGPID_h"
+    sleep 0.1
+    kill -CONT "$RPID"
+    for _ in $(seq 1 500); do kill -0 "$FGPID_h" 2>/dev/null || break; sleep 0.01; done
+    [ "$src_fl" = " sync sync sync" ] && break
+    echo "sync in flight, round $round: the checks meanwhile were decided by:$src_fl (the tick came first), once more"
+done
+expect_eq "sync in flight: the checks meanwhile were decided on the view" "$src_fl" " sync sync sync"
+fl=$(redis-cli -p "$RPORT" --scan --pattern "${P}fl:*flight$round*" | head -1)
+expect_eq "SIGTERM with a sync in flight: every unit admitted reaches the store" \
+    "$(redis-cli -p "$RPORT" get "$fl")" "$n_fl"
+
+# 4c. SIGTERM with Redis hung and a lease's units to give back: the
+# give-back is not waited for beyond its limit's timeout (500 ms) and the
+# second a silent connection is given, not for drain_timeout (10 s).
+{
+    printf '[server]\nworkers = 1\nid = j\ndrain_grace = 0\ndrain_timeout = 10s\n[store]\nurl = %s\n' "$RURL"
+    limits 10s
+} >"$T/j.ini"
+start_fg j -c "$T/j.ini" --listen 127.0.0.1:0 || { bad "server j starts"; finish; }
+for i in 1 2; do http POST "http://127.0.0.1:$FGPORT_j/v1/check?limit=lt&key=hung" >/dev/null; done
+kill -STOP "$RPID"
+t0=$(date +%s%N)
+kill -TERM "$FGPID_j"
+for _ in $(seq 1 1200); do kill -0 "$FGPID_j" 2>/dev/null || break; sleep 0.01; done
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+kill -CONT "$RPID"
+echo "SIGTERM, Redis hung, a lease held: exit after $ms ms"
+check "SIGTERM, Redis hung: the lease's give-back is given up after its timeout + 1 s ($ms ms < 3000)" \
+    [ "$ms" -lt 3000 ]
+check "SIGTERM, Redis hung: the process exited" sh -c "! kill -0 $FGPID_j 2>/dev/null"
+
 # 5. Redis down: sync decides on its share (40 / 4 servers / 2 workers = 5
 # per worker) with source local; lease spends what it holds, then refuses
 # (on_failure = closed: 503).

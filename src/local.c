@@ -624,12 +624,15 @@ size_t fg_local_due(fg_local *lc, uint64_t now_us, fg_local_ask *asks,
     if (!lc || (!asks && max))
         return 0;
     /* A timer may fire a little early: an eighth of the interval counts
-     * as on time. */
+     * as on time. One that fires late keeps its phase (as a periodic
+     * timer does): the next work is due an interval after this one was,
+     * not after the late call, which would skip the timer's next turn. */
     if (!lc->draining && lc->next_due &&
         now_us + lc->tick_us / 8 >= lc->next_due) {
         lc->draining = lc->due;
         lc->due = NULL;
-        lc->next_due = now_us + lc->tick_us;
+        uint64_t next = lc->next_due + lc->tick_us;
+        lc->next_due = next > now_us ? next : now_us + lc->tick_us;
     }
     return drain(lc, now_us, 0, asks, max);
 }

@@ -1156,6 +1156,35 @@ static void test_old_view_own_usage(void)
     free(s);
 }
 
+/* A tick that comes late keeps the interval's phase: the next one, on
+ * time, still finds the work due (a periodic timer fires on its own
+ * schedule, not an interval after a late turn). */
+static void test_late_tick(void)
+{
+    fg_decision d;
+    fg_local_ask a;
+    uint64_t t = 9900 * SEC;
+    fg_limit lim = lim_of("100/s", FG_FIXED_WINDOW, "sync:100ms");
+    fg_local *lc = fg_local_new(&lim, 0, NULL, 0);
+    first_check(lc, "l", t, 99, SEC);
+    CHECK_EQ(fg_local_due(lc, t, &a, 1), 0); /* the first tick: nothing */
+    CHECK_EQ(fg_local_check(lc, "l", 1, 1, t + 10 * MS, &d, &a, NULL), FG_OK);
+    /* Due at t + 100 ms; the timer fires 32 ms late. */
+    CHECK_EQ(fg_local_due(lc, t + 132 * MS, &a, 1), 1);
+    CHECK_EQ(a.op, FG_LOCAL_ADD);
+    CHECK_EQ(
+        fg_local_answer(
+            lc, &a, t + 133 * MS, FG_OK,
+            &(fg_decision){.allowed = 1, .remaining = 97, .reset_us = 800 * MS},
+            NULL),
+        0);
+    CHECK_EQ(fg_local_check(lc, "l", 1, 1, t + 150 * MS, &d, &a, NULL), FG_OK);
+    /* Its next turn, on time at t + 200 ms, sends that unit. */
+    CHECK_EQ(fg_local_due(lc, t + 200 * MS, &a, 1), 1);
+    fg_local_answer(lc, &a, t + 201 * MS, FG_ENOMEM, NULL, NULL);
+    fg_local_free(lc);
+}
+
 /* Bounded: at most max_keys keys; a key with usage to send is never
  * evicted, and when no key can go a check gets FG_ENOMEM. */
 static void test_bounded(void)
@@ -1311,6 +1340,7 @@ int main(void)
     test_store_refusal();
     test_old_view();
     test_old_view_own_usage();
+    test_late_tick();
     test_bounded();
     test_limiter();
     return TEST_DONE();

@@ -682,9 +682,15 @@ void fg_local_counted(fg_local *lc, const char *key, size_t keylen,
 
 /* Give back 'cost' units an allowed check of 'key' took (fg_refund).
  * Returns the units to give back in the store instead (fg_refund): a sync
- * key's units already sent, or counted there for a check it decided. */
+ * key's units already sent, or counted there for a check it decided.
+ * fg_local_refund_at: for units spent 'age_us' before 'now_us'
+ * (fg_refund_at); those spent before the usage not sent yet are the
+ * store's to give back, and a lease's spent from an earlier lease are not
+ * given back. */
 uint64_t fg_local_refund(fg_local *lc, const char *key, size_t keylen,
                          uint64_t cost, uint64_t now_us);
+uint64_t fg_local_refund_at(fg_local *lc, const char *key, size_t keylen,
+                            uint64_t cost, uint64_t now_us, uint64_t age_us);
 
 /* Forget what 'lc' holds of 'key' after its counts in the store were
  * cleared (fg_reset): a sync's view and usage not sent, a lease's units

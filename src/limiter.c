@@ -497,7 +497,7 @@ int fg_refund_at(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
     int rc = validate(l, key, keylen, cost);
     if (rc != FG_OK)
         return rc;
-    if (l->mode && !(cost = fg__mode_refund(l, key, keylen, cost)))
+    if (l->mode && !(cost = fg__mode_refund(l, key, keylen, cost, age_us)))
         return FG_OK;
     fg__taken t = {age_us, hold_us};
     return store_refund(l, key, keylen, cost, &t);
@@ -518,7 +518,7 @@ int fg__refund_decision(fg_limiter *l, const char *key, size_t keylen,
     uint64_t age_us = now > at ? now - at : 0;
     if (l->mode && d->source != FG_SOURCE_STORE &&
         d->source != FG_SOURCE_LOCAL &&
-        !(cost = fg__mode_refund(l, key, keylen, cost)))
+        !(cost = fg__mode_refund(l, key, keylen, cost, age_us)))
         return FG_OK;
     fg__taken t = fg__taken_of(&l->p, age_us, d->reset_us);
     if (d->source == FG_SOURCE_LOCAL) {

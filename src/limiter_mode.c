@@ -476,11 +476,12 @@ void fg__mode_free(fg_limiter *l)
 }
 
 uint64_t fg__mode_refund(fg_limiter *l, const char *key, size_t keylen,
-                         uint64_t cost)
+                         uint64_t cost, uint64_t age_us)
 {
     struct fg__mode *m = l->mode;
     lock(m);
-    uint64_t rest = fg_local_refund(m->lc, key, keylen, cost, now_us());
+    uint64_t rest =
+        fg_local_refund_at(m->lc, key, keylen, cost, now_us(), age_us);
     unlock(m);
     return rest;
 }

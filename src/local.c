@@ -284,6 +284,7 @@ static void sync_ask(fg_local *lc, entry *e, uint64_t now, fg_local_ask *a)
     uint64_t u = min_u64(e->units, lc->keep * lc->max_cost);
     e->sent = u;
     e->sent_at = now;
+    e->sent_from = e->units_at;
     e->units = 0;
     fg__local_ask_for(a, FG_LOCAL_ADD, e, u);
 }
@@ -364,6 +365,8 @@ static int sync_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
         return FG_LOCAL_ASKED;
     } else if (cost <= avail) {
         fg__local_list_due(lc, e);
+        if (!e->units)
+            e->units_at = now;
         e->units += cost;
         d->allowed = 1;
         d->remaining = avail - cost;
@@ -411,6 +414,8 @@ static void sync_answer(fg_local *lc, entry *e, uint64_t now, int rc,
         view_from(lc, e, e->sent_at, now, d);
     } else {
         /* Sent again at the next tick; meanwhile the policy decides. */
+        if (e->sent && (!e->units || e->sent_from < e->units_at))
+            e->units_at = e->sent_from;
         e->units += e->sent;
         e->failed = 1;
         fg__local_list_due(lc, e);
@@ -509,13 +514,25 @@ void fg_local_counted(fg_local *lc, const char *key, size_t keylen,
 uint64_t fg_local_refund(fg_local *lc, const char *key, size_t keylen,
                          uint64_t cost, uint64_t now_us)
 {
+    return fg_local_refund_at(lc, key, keylen, cost, now_us, 0);
+}
+
+uint64_t fg_local_refund_at(fg_local *lc, const char *key, size_t keylen,
+                            uint64_t cost, uint64_t now_us, uint64_t age_us)
+{
     int rc;
     if (!lc || (!key && keylen) || keylen > FG_MAX_KEY)
         return 0;
+    uint64_t spent = now_us > age_us ? now_us - age_us : 0;
     entry *e = lookup(lc, key, keylen, now_us, &rc);
     if (!e)
         return lc->mode == FG_MODE_SYNC ? cost : 0;
     if (lc->mode == FG_MODE_SYNC) {
+        /* Spent before the usage not sent yet (a fixed window's ended
+         * with its window): all in the store, which gives it back to the
+         * window that took it. */
+        if (!e->units || spent < e->units_at)
+            return cost;
         /* From the usage not sent yet; the rest is in the store (sent, or
          * counted there for a check it decided): the views stop holding
          * what the store gives back. */
@@ -524,7 +541,10 @@ uint64_t fg_local_refund(fg_local *lc, const char *key, size_t keylen,
         e->counted -= min_u64(cost - here, e->counted);
         return cost - here;
     }
-    if (now_us < e->reset_at) {
+    /* Spent from an earlier lease (a fixed window's died with its
+     * window): gone with it, as a lease's unspent units are once given
+     * back. */
+    if (now_us < e->reset_at && spent >= e->lease_at) {
         uint64_t back = min_u64(cost, e->used);
         e->used -= back;
         e->units += back;

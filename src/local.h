@@ -23,6 +23,9 @@ typedef struct fg__local_entry {
      * checks it decided here, and when the last of them was answered;
      * units of a check in the store (FG_LOCAL_CHECK) for it to take. */
     uint64_t view_at, counted, counted_at, granted;
+    /* sync: when the first of 'units' was admitted, and of 'sent' (a
+     * refund spent before it is not among them). */
+    uint64_t units_at, sent_from;
     /* lease: when the last take was answered, the units spent since, the
      * rate they made before it (used over dur), the store's refusal, what
      * the take in flight must give the check that asked for it, units to

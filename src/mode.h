@@ -18,12 +18,13 @@ uint64_t fg__lease_max_chunk(const fg_limit *lim, uint64_t max_cost);
 int fg__mode_init(fg_limiter *l, char *err, size_t errlen);
 /* Free it (nothing when 'l' has none). */
 void fg__mode_free(fg_limiter *l);
-/* fg_check_async and fg_refund for such a limiter, the input validated;
- * the refund returns the units to give back in the store instead. */
+/* fg_check_async and fg_refund_at for such a limiter, the input
+ * validated; the refund returns the units to give back in the store
+ * instead. */
 int fg__mode_check_async(fg_limiter *l, const char *key, size_t keylen,
                          uint64_t cost, fg_check_cb cb, void *data);
 uint64_t fg__mode_refund(fg_limiter *l, const char *key, size_t keylen,
-                         uint64_t cost);
+                         uint64_t cost, uint64_t age_us);
 /* fg_limiter_forget's part in the mode: fg_local_forget under the lock. */
 void fg__mode_forget(fg_limiter *l, const char *key, size_t keylen);
 

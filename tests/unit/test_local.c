@@ -1185,6 +1185,29 @@ static void test_late_tick(void)
     fg_local_free(lc);
 }
 
+/* A late refund (fg_refund_at) of units spent before the usage not sent
+ * yet is the store's to give back: the usage here stays as it is. */
+static void test_refund_age(void)
+{
+    fg_decision d;
+    fg_local_ask a;
+    uint64_t t = 9950 * SEC;
+    fg_limit lim = lim_of("10/s", FG_FIXED_WINDOW, "sync:100ms");
+    fg_local *lc = fg_local_new(&lim, 0, NULL, 0);
+    first_check(lc, "r", t, 9, 900 * MS);
+    CHECK_EQ(fg_local_check(lc, "r", 1, 1, t + 10 * MS, &d, &a, NULL), FG_OK);
+    CHECK_EQ(d.remaining, 8);
+    /* Spent at t + 5 ms: before the unit here (t + 10 ms). */
+    CHECK_EQ(fg_local_refund_at(lc, "r", 1, 1, t + 20 * MS, 15 * MS), 1);
+    CHECK_EQ(fg_local_check(lc, "r", 1, 1, t + 21 * MS, &d, &a, NULL), FG_OK);
+    CHECK_EQ(d.remaining, 7);
+    /* Spent at t + 15 ms: among the units here. */
+    CHECK_EQ(fg_local_refund_at(lc, "r", 1, 1, t + 22 * MS, 7 * MS), 0);
+    CHECK_EQ(fg_local_check(lc, "r", 1, 1, t + 23 * MS, &d, &a, NULL), FG_OK);
+    CHECK_EQ(d.remaining, 7);
+    fg_local_free(lc);
+}
+
 /* Bounded: at most max_keys keys; a key with usage to send is never
  * evicted, and when no key can go a check gets FG_ENOMEM. */
 static void test_bounded(void)
@@ -1341,6 +1364,7 @@ int main(void)
     test_old_view();
     test_old_view_own_usage();
     test_late_tick();
+    test_refund_age();
     test_bounded();
     test_limiter();
     return TEST_DONE();

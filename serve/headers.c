@@ -132,10 +132,17 @@ void fg__fmt_decision_json(fg__sbuf *b, const char *name, const fg_decision *d,
     fg__sbuf_puts(b, d->allowed ? "\"allowed\":true,\"limit\":"
                                 : "\"allowed\":false,\"limit\":");
     fg__sbuf_u64(b, d->limit);
-    fg__sbuf_puts(b, ",\"remaining\":");
-    fg__sbuf_u64(b, d->remaining);
-    fg__sbuf_puts(b, ",\"reset_ms\":");
-    fg__sbuf_u64(b, d->reset_ms);
+    if (d->source == FG_SOURCE_FAIL_OPEN ||
+        d->source == FG_SOURCE_FAIL_CLOSED) {
+        /* The store did not answer: nothing is known of what is left, nor
+         * of when it is whole again (as floodgate check --json says). */
+        fg__sbuf_puts(b, ",\"remaining\":null,\"reset_ms\":null");
+    } else {
+        fg__sbuf_puts(b, ",\"remaining\":");
+        fg__sbuf_u64(b, d->remaining);
+        fg__sbuf_puts(b, ",\"reset_ms\":");
+        fg__sbuf_u64(b, d->reset_ms);
+    }
     fg__sbuf_puts(b, ",\"retry_after_ms\":");
     fg__sbuf_u64(b, d->retry_after_ms);
     fg__sbuf_puts(b, ",\"source\":\"");

@@ -174,6 +174,8 @@ echo "down, open: $out"
 expect_eq "down: open limit allows" "$(field "$out" s200)" 200
 curl -s -X POST "http://127.0.0.1:$FGPORT_s2/v1/check?limit=open_l&key=down" >"$T/b"
 check "down: source fail_open" grep -q '"source":"fail_open"' "$T/b"
+check "down: fail_open's JSON invents no remaining nor reset" \
+    grep -q '"remaining":null,"reset_ms":null,' "$T/b"
 http POST "http://127.0.0.1:$FGPORT_s2/v1/check?limit=open_l&key=down" >"$T/code"
 expect_eq "down: fail_open invents no RateLimit figure" \
     "$(cat "$T/code") $(header RateLimit)" "200 "

@@ -191,8 +191,10 @@ typedef struct fg_decision {
  * much (a clock that steps back is clamped, never rewarded). */
 typedef uint64_t (*fg_clock_fn)(void *ctx);
 
-/* The library's own clock, in microseconds: CLOCK_MONOTONIC, the memory
- * store's default and the clock of every deadline. */
+/* The library's own clock, in microseconds: CLOCK_MONOTONIC, the clock of
+ * every deadline. The memory store's default is this clock plus the wall
+ * clock's lead over it when the store opened, so that its windows fall on
+ * the Unix epoch's as a Redis store's do. */
 uint64_t fg_mono_us(void);
 
 /* Allocation functions used by the whole library (default: libc). Set

@@ -88,6 +88,7 @@ typedef struct mem_store {
     fg_clock_fn clock;
     void *clock_ctx;
     fg__gettime_fn gettime; /* for the default clock */
+    uint64_t wall_offset;   /* the default clock's: wall less monotonic */
     uint64_t seed;
     uint64_t stripe_mask; /* the stripes' count, a power of two, less 1 */
     mem_stripe *stripes;  /* aligned to a cache line within 'stripes_mem' */
@@ -141,7 +142,9 @@ static inline void stripe_unlock(mem_stripe *s)
 /* ---- the clock ---------------------------------------------------------
  * The default is read here rather than through the pointer: the same
  * CLOCK_MONOTONIC as fg__mono_us, straight from the vDSO, without the C
- * library's wrapper. */
+ * library's wrapper, made to read as the wall clock did at open, so that
+ * windows fall on the Unix epoch's seconds, minutes and days as a Redis
+ * store's do (a later step of the wall clock does not move them). */
 
 static inline __attribute__((always_inline)) uint64_t
 store_now_as(int own_clock, const mem_store *m)
@@ -150,8 +153,9 @@ store_now_as(int own_clock, const mem_store *m)
         return m->clock(m->clock_ctx);
     struct timespec ts;
     if (__builtin_expect(m->gettime(CLOCK_MONOTONIC, &ts) != 0, 0))
-        return fg__mono_us(NULL);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+        return fg__mono_us(NULL) + m->wall_offset;
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u +
+           m->wall_offset;
 }
 
 /* 1 when the store reads a caller's clock. */
@@ -698,6 +702,8 @@ fg_store *fg__store_memory_open(const fg_memory_options *opt, char *err,
     m->clock = opt && opt->clock ? opt->clock : fg__mono_us;
     m->clock_ctx = opt ? opt->clock_ctx : NULL;
     m->gettime = fg__clock_gettime_fn();
+    uint64_t wall = fg__wall_us(), mono = fg__mono_us(NULL);
+    m->wall_offset = wall > mono ? wall - mono : 0;
     m->seed = (uint64_t)(uintptr_t)m ^ fg__wall_us() ^ 0x6a09e667f3bcc909ull;
 
     /* Enough stripes that two threads rarely meet, few enough that each

@@ -301,6 +301,13 @@ static int handshake_reply(fg__rnode *st, char kind, const redisReply *r,
                           "redis %s: the server requires a password "
                           "(redis://user:password@host:port)",
                           st->where);
+    /* A server at maxclients answers the first command with its refusal,
+     * and closes: that is no authentication failure, nor a bad database. */
+    if (r->type == REDIS_REPLY_ERROR &&
+        fg__redis_error_code(r->str, r->len) == FG_EBACKEND)
+        return fg__seterr(err, errlen, FG_EBACKEND,
+                          "redis %s: connection refused (%.200s)", st->where,
+                          r->str);
     if (kind >= '0' && kind < '0' + FG__LUA_COUNT) {
         /* Not fatal (BUSY, LOADING ...): checks fall back to EVAL, which
          * meets the same error and reports it as its own. */
@@ -309,12 +316,6 @@ static int handshake_reply(fg__rnode *st, char kind, const redisReply *r,
     }
     if (r->type != REDIS_REPLY_ERROR)
         return FG_OK;
-    /* A server at maxclients answers the first command, AUTH, with its
-     * refusal: that is no authentication failure. */
-    if (kind == 'a' && fg__redis_error_code(r->str, r->len) == FG_EBACKEND)
-        return fg__seterr(err, errlen, FG_EBACKEND,
-                          "redis %s: connection refused (%.200s)", st->where,
-                          r->str);
     if (kind == 'a')
         return fg__seterr(err, errlen, FG_EAUTH,
                           "redis %s: authentication failed (%.200s)", st->where,
@@ -358,9 +359,11 @@ int fg__rsync_connect(fg__rnode *st, uint64_t deadline, fg__rsconn *out,
             redisFree(c);
             return fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
         }
-    if (h.n) {
-        fg__rsconn sc = {c, FG__SC_OK, 0};
-        rc = fg__rsync_exchange(&sc, h.n, r, deadline);
+    /* Each reply judged as it comes: a server that refuses and closes
+     * (maxclients) is reported by its refusal, not by the close. */
+    fg__rsconn sc = {c, FG__SC_OK, 0};
+    for (int i = 0; i < h.n && rc == FG_OK; i++) {
+        rc = fg__rsync_exchange(&sc, 1, &r[i], deadline);
         if (rc == FG_EPROTO)
             fg__seterr(err, errlen, rc,
                        "redis %s: protocol error during handshake (%.200s): "
@@ -370,11 +373,11 @@ int fg__rsync_connect(fg__rnode *st, uint64_t deadline, fg__rsconn *out,
             fg__seterr(err, errlen, rc, "redis %s: %s during handshake",
                        st->where,
                        rc == FG_ETIMEOUT ? "timed out" : "connection lost");
-        for (int i = 0; i < h.n && rc == FG_OK; i++)
+        else
             rc = handshake_reply(st, h.c[i].kind, r[i], err, errlen);
-        for (int i = 0; i < h.n; i++)
-            freeReplyObject(r[i]);
     }
+    for (int i = 0; i < h.n; i++)
+        freeReplyObject(r[i]);
     if (rc != FG_OK) {
         redisFree(c);
         return rc;

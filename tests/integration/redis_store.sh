@@ -147,6 +147,17 @@ expect_open "redis://127.0.0.1:$DEAD" "cannot connect" "refused"
 expect_open "unix://$DIR/none.sock" "cannot connect"
 expect_open "redis://no-such-host.invalid:$DEAD" "cannot resolve"
 expect_open "redis://127.0.0.1:$PORT?prefix=x&color=red" "unknown parameter"
+# A server at maxclients refuses, then closes: its refusal is the reason,
+# with or without a password (AUTH, SELECT or a script's load first).
+exec 3<>"/dev/tcp/127.0.0.1/$APORT"
+printf 'AUTH s3cret-pw\r\nCONFIG SET maxclients 1\r\n' >&3
+read -r -t 5 _ <&3
+read -r -t 5 _ <&3
+expect_open "redis://:s3cret-pw@127.0.0.1:$APORT" "connection refused" "max number of clients"
+expect_open "redis://:s3cret-pw@127.0.0.1:$APORT/3" "connection refused" "max number of clients"
+printf 'CONFIG SET maxclients 10000\r\n' >&3
+read -r -t 5 _ <&3
+exec 3>&-
 # A server on the port that speaks another protocol (HTTP): a protocol
 # error, on the blocking and the async client.
 run foreign

@@ -64,6 +64,9 @@ typedef struct parser {
     int failed;
     char *err;
     size_t errlen;
+    /* The key and value being read, for a refusal to show what it read
+     * (never a url's: it may hold a password). */
+    const char *key, *value;
 } parser;
 
 static int fail(parser *p, int line, const char *fmt, ...)
@@ -81,6 +84,11 @@ static int fail(parser *p, int line, const char *fmt, ...)
             va_start(ap, fmt);
             vsnprintf(p->err + n, p->errlen - (size_t)n, fmt, ap);
             va_end(ap);
+            size_t m = strlen(p->err);
+            if (p->value && line == p->line && strcmp(p->key, "url") &&
+                strstr(p->err, " must be ") && m < p->errlen)
+                snprintf(p->err + m, p->errlen - m, " (read: '%.80s')",
+                         p->value);
         }
     }
     return 0;
@@ -569,17 +577,24 @@ static int on_key(void *user, const char *section, const char *k, const char *v)
         strcpy(sk->key, k);
         sk->line = p->line;
     }
-    if (!strcmp(section, "server"))
-        return server_key(p, k, v);
-    if (!strcmp(section, "store"))
-        return store_key(p, k, v);
-    const char *name = section + 5;
-    while (*name == ' ')
-        name++;
-    int i = fg__config_find(p->c, name, strlen(name));
-    if (i < 0) /* not reached: opened at its header */
-        return fail(p, p->line, "unknown section [%s]", section);
-    return limit_key(p, (unsigned)i, k, v);
+    p->key = k;
+    p->value = v;
+    int rc;
+    if (!strcmp(section, "server")) {
+        rc = server_key(p, k, v);
+    } else if (!strcmp(section, "store")) {
+        rc = store_key(p, k, v);
+    } else {
+        const char *name = section + 5;
+        while (*name == ' ')
+            name++;
+        int i = fg__config_find(p->c, name, strlen(name));
+        /* Not reached: opened at its header. */
+        rc = i < 0 ? fail(p, p->line, "unknown section [%s]", section)
+                   : limit_key(p, (unsigned)i, k, v);
+    }
+    p->key = p->value = NULL;
+    return rc;
 }
 
 /* The end of what inih reads at 's' before any of 'chars', or before an

@@ -256,8 +256,16 @@ fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
     if (c->admin_token_file[0] && read_token(g, cfg_name, err, errlen))
         goto fail;
     g->is_memory = is_memory_url(c->store_url);
-    if (!g->is_memory && store_urls(g, err, errlen))
-        goto fail;
+    if (!g->is_memory) {
+        /* Judged as written, before serve adds its prefix= and lazy=. */
+        char why[200];
+        if (fg_store_url_check(c->store_url, why, sizeof(why)) != FG_OK) {
+            bad_url(srv, c, why, err, errlen);
+            goto fail;
+        }
+        if (store_urls(g, err, errlen))
+            goto fail;
+    }
     for (unsigned i = 0; i < c->nlimits; i++) {
         const char *name = c->limits[i].lim.name;
         g->slot[i] = fg__metric_slot(name);

@@ -241,7 +241,10 @@ static int parse_hostport(fg__redis_url *u, const char *s, size_t n, char *err,
         if (parse_uint(port, (size_t)(s + n - port), 65535, &p) != FG_OK ||
             p == 0)
             return fg__seterr(err, errlen, FG_EINVAL,
-                              "redis url: port must be 1 .. 65535");
+                              "redis url: port must be 1 .. 65535, not "
+                              "'%.*s'",
+                              (int)(s + n - port < 40 ? s + n - port : 40),
+                              port);
         u->port = (int)p;
     }
     u->host = fg__strndup(h, hl);

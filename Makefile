@@ -31,7 +31,7 @@ BENCHES   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 LIB := $(BUILD)/libfloodgate.a
 BIN := $(BUILD)/floodgate
 
-.PHONY: all test unit integration asan bench demo deps clean format
+.PHONY: all test unit asan bench demo deps clean format
 # Keep object files of test and bench programs between runs.
 .SECONDARY:
 .DEFAULT_GOAL := all

@@ -19,7 +19,8 @@ static const char usage[] =
     "  bench     run the benchmark programs built beside this binary\n"
     "  version   print the version and the libraries in use\n"
     "\n"
-    "Run 'floodgate <command> --help' for a command's options.\n";
+    "Run 'floodgate <command> --help' (or 'floodgate help <command>') for a\n"
+    "command's options.\n";
 
 static int cmd_version(int argc, char **argv)
 {
@@ -49,6 +50,13 @@ static const struct {
 
 int main(int argc, char **argv)
 {
+    /* "floodgate help COMMAND" is "floodgate COMMAND --help". */
+    if (argc == 3 && !strcmp(argv[1], "help"))
+        for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+            if (!strcmp(argv[2], commands[i].name)) {
+                char *args[] = {argv[2], "--help", NULL};
+                return commands[i].run(2, args);
+            }
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
         !strcmp(argv[1], "help")) {
         fputs(usage, argc < 2 ? stderr : stdout);

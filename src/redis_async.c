@@ -101,6 +101,7 @@ static void give_back_held(redis_store *st, aslot *s, uint64_t now)
     if (!req || !s->held)
         return;
     s->held = 0;
+    fg__redis_not_replicated(&st->node); /* says why */
     if (req->l->lim.on_failure == FG_FAIL_OPEN)
         return; /* admitted by its policy: its units stay counted */
     fg__taken t = fg__taken_of(

@@ -206,7 +206,11 @@ static int sync_run(fg__rnode *nd, fg__rsconn *c, fg__rcheck *k,
         rc = fg__rcheck_reply(k, r[0], d);
         if ((rc == FG_OK || rc == FG__RSTEP_GIVEBACK) && d->allowed &&
             durable && (wrc != FG_OK || !fg__redis_replicated(w))) {
-            rc = wrc != FG_OK ? wrc : fg__redis_not_replicated(nd);
+            /* WAIT waits as long as the check may: out of time, it is
+             * still the replica that did not confirm. */
+            rc = wrc != FG_OK && wrc != FG_ETIMEOUT
+                     ? wrc
+                     : fg__redis_not_replicated(nd);
             *unconfirmed = 1;
         } else if (wrc != FG_OK && rc == FG__RSTEP_AGAIN) {
             rc = wrc; /* NOSCRIPT, on a connection that owes a reply */

@@ -134,6 +134,11 @@ check "durable, link held: each answer within timeout + $((slack / 1000)) ms ($(
     test "$(field "$out" max_us)" -le $((100000 + slack))
 expect_eq "plain, link held: 10 of 12 (check)" "$(cli "$MPORT" c1 12)" "allowed=10 limited=2"
 expect_eq "durable, link held: 0 of 3 (check)" "$(cli "$MPORT" c2 3 replica)" "allowed=0 limited=3"
+msg=$("$FLOODGATE" check --store "redis://127.0.0.1:$MPORT?prefix=d$$:" --name c3 \
+    --limit 10/h --key c3 --durable replica --timeout 100 --on-failure closed 2>&1)
+echo "durable, link held: $msg"
+check "durable, link held: the reason says no replica confirmed (check)" \
+    grep -q "no replica confirmed the write in time (durable = replica)" <<<"$msg"
 expect_eq "durable, link held: nothing kept on the master (check)" \
     "$(peek "$MPORT" clitb 10/h token_bucket c2)" 10
 # With on_failure = open: a key the master refuses (h2, used up above) is

@@ -65,10 +65,15 @@ void fg__rnode_set_error(fg__rnode *st, const char *fmt, const char *detail)
  * says. The relaxed read costs nothing; a race at worst writes twice. */
 void fg__rnode_check_error(fg__rnode *st, int rc)
 {
+    fg__rnode_op_error(st, "check", rc);
+}
+
+void fg__rnode_op_error(fg__rnode *st, const char *op, int rc)
+{
     if (atomic_load_explicit(&st->err_code, memory_order_relaxed) == rc)
         return;
     char msg[512];
-    snprintf(msg, sizeof msg, "redis %.200s: check failed: %.200s", st->where,
+    snprintf(msg, sizeof msg, "redis %.200s: %s failed: %.200s", st->where, op,
              fg_strerror(rc));
     pthread_mutex_lock(&st->mu);
     memcpy(st->errstr, msg, sizeof msg);

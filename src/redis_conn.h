@@ -110,6 +110,9 @@ void fg__rnode_set_error_as(fg__rnode *st, int code, const char *fmt,
                             const char *detail);
 void fg__rnode_set_error(fg__rnode *st, const char *fmt, const char *detail);
 void fg__rnode_check_error(fg__rnode *st, int rc);
+/* The same for an operator's "peek" or "reset" ('op'): a reason already
+ * written for the same code is kept. */
+void fg__rnode_op_error(fg__rnode *st, const char *op, int rc);
 
 /* A blocking connection for one check, by 'deadline' (monotonic us): an
  * idle one, or a new one unless the backoff says not yet; and its return,

@@ -324,7 +324,7 @@ static int admin_run(redis_store *st, const fg_limiter *l, fg__radmin *a,
     } while (rc == FG__RSTEP_AGAIN);
     fg__rpool_put(&st->node, &c);
     if (rc != FG_OK)
-        fg__rnode_check_error(&st->node, rc);
+        fg__rnode_op_error(&st->node, a->reset ? "reset" : "peek", rc);
     return rc;
 }
 

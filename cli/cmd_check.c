@@ -175,11 +175,13 @@ static int operate(fg_limiter *l, fg_store *st, const char *key, int peek,
 }
 
 /* getopt_long takes any unambiguous prefix ('--re' for --reset, which
- * clears a key in a shared store) and a value from the next argument even
- * when it is another option. Options here are spelled whole, and a value
- * that begins with "--" is given as --NAME=VALUE. */
+ * clears a key in a shared store), a value from the next argument even
+ * when it is another option, and the last of an option given twice.
+ * Options here are spelled whole, once each, and a value that begins with
+ * "--" is given as --NAME=VALUE. */
 static int options_whole(int argc, char **argv, const struct option *opts)
 {
+    unsigned char seen[64] = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--") == 0)
@@ -204,6 +206,12 @@ static int options_whole(int argc, char **argv, const struct option *opts)
                         "whole)",
                         like->name);
             fputs("\n", stderr);
+            return 2;
+        }
+        /* As in serve's config: never the last one silently. */
+        size_t at = (size_t)(o - opts);
+        if (at < sizeof(seen) && seen[at]++) {
+            fprintf(stderr, "floodgate check: --%s given twice\n", o->name);
             return 2;
         }
         if (o->has_arg == required_argument && !a[n + 2]) {

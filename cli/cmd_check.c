@@ -458,7 +458,16 @@ int fg_cmd_check(int argc, char **argv)
     for (uint64_t i = 0; i < count; i++) {
         fg_decision d;
         int rc = fg_check(l, key, strlen(key), cost, &d);
-        if (rc == FG_ECOST || rc == FG_EKEY || rc == FG_EINVAL) {
+        if (rc == FG_ECOST) {
+            fprintf(stderr,
+                    "floodgate check: cost %llu is more than the limit "
+                    "can ever grant: a cost is 1 .. %llu (the limit, or "
+                    "a token bucket's burst)\n",
+                    (unsigned long long)cost, (unsigned long long)d.limit);
+            failed = 1;
+            break;
+        }
+        if (rc == FG_EKEY || rc == FG_EINVAL) {
             fprintf(stderr,
                     "floodgate check: %s (cost %llu, limit %llu, key "
                     "%zu bytes)\n",

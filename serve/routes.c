@@ -298,7 +298,12 @@ static void answer(fg__ctx *c)
         char msg[160];
         const char *name = g->cfg.limits[c->idx[pick]].lim.name;
         int bad = r->error == FG_ECOST || r->error == FG_EKEY;
-        if (bad)
+        if (r->error == FG_ECOST)
+            snprintf(msg, sizeof(msg),
+                     "limit %s: cost out of range: at most %llu (the limit, "
+                     "or a token bucket's burst)",
+                     name, (unsigned long long)r->d[pick].limit);
+        else if (bad)
             snprintf(msg, sizeof(msg), "limit %s: %s", name,
                      fg_strerror(r->error));
         else

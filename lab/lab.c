@@ -147,6 +147,20 @@ fg__lab *fg__lab_new(int need_redis, char *err, size_t errlen)
         need_redis && (!lab->redis_bin[0] || access(lab->redis_bin, X_OK) != 0);
     int no_haproxy =
         !lab->haproxy_bin[0] || access(lab->haproxy_bin, X_OK) != 0;
+    /* A program named by its variable: that name is what is wrong. */
+    if (no_redis && r && *r) {
+        snprintf(err, errlen,
+                 "FLOODGATE_REDIS_SERVER=%.200s is not an executable program",
+                 r);
+        free(lab);
+        return NULL;
+    }
+    if (no_haproxy && h && *h) {
+        snprintf(err, errlen,
+                 "FLOODGATE_HAPROXY=%.200s is not an executable program", h);
+        free(lab);
+        return NULL;
+    }
     if (no_redis || no_haproxy) {
         snprintf(err, errlen,
                  "%s%s%s not installed (the lab runs the real programs); "

@@ -150,6 +150,33 @@ static int parse_sweep(const char *s, opts *o)
 }
 
 /* "atomic,sync,lease" (or one name, or "all") into 'mask'. */
+/* What option 'name' takes, for its error. */
+static const char *expected(const char *name)
+{
+    static const struct {
+        const char *name, *what;
+    } forms[] = {
+        {"--strategy", "all, or a comma list of local, split, naive, atomic, "
+                       "sync and lease"},
+        {"--sync", "the sync interval, whole ms from 10ms to 10s"},
+        {"--chunk", "1 to 1000000"},
+        {"--servers", "1 to " FG__LAB_STR(FG__LAB_MAX_SERVERS)},
+        {"--burst", "1 to " FG__LAB_STR(FG__LAB_MAX_BURST)},
+        {"--spread", "a duration, like 200ms"},
+        {"--rtt", "a duration up to 1s, like 2ms"},
+        {"--shards", "1 to " FG__LAB_STR(FG__LAB_MAX_SHARDS)},
+        {"--limit", "COUNT/PERIOD, a count of at least 1: 10/s, 100/min"},
+        {"--balance", "roundrobin or random"},
+        {"--listen", "HOST:PORT"},
+        {"--sweep", "rtt=, servers= or burst=, then a comma list of values: "
+                    "rtt=0,1,2,5"},
+    };
+    for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++)
+        if (strcmp(name, forms[i].name) == 0)
+            return forms[i].what;
+    return "see floodgate lab --help";
+}
+
 static int parse_strategies(const char *s, unsigned *mask)
 {
     if (strcmp(s, "all") == 0) {
@@ -318,13 +345,8 @@ static int parse_args(int argc, char **argv, opts *o)
             return 2;
         }
         if (bad) {
-            fprintf(stderr, "floodgate lab: bad value for %s: '%s'%s\n", name,
-                    val,
-                    strcmp(name, "--shards") == 0
-                        ? " (1 to " FG__LAB_STR(FG__LAB_MAX_SHARDS) ")"
-                    : strcmp(name, "--servers") == 0
-                        ? " (1 to " FG__LAB_STR(FG__LAB_MAX_SERVERS) ")"
-                        : "");
+            fprintf(stderr, "floodgate lab: bad value for %s: '%s' (%s)\n",
+                    name, val, expected(name));
             return 2;
         }
     }

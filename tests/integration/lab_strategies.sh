@@ -155,12 +155,17 @@ nothing_left "after Ctrl-C"
 # 5. What is missing is named; bad flags are refused.
 FLOODGATE_REDIS_SERVER=/nonexistent/redis-server "$FLOODGATE" lab >"$work/miss.out" 2>&1
 mrc=$?
-check_all "a missing redis-server is named, exit non-zero (exit $mrc)" \
-    '[ "$mrc" -ne 0 ] && grep -q "redis-server.*not installed" "$work/miss.out"'
+check_all "a redis-server named by its variable and missing is said so, exit non-zero (exit $mrc)" \
+    '[ "$mrc" -ne 0 ] && grep -q "FLOODGATE_REDIS_SERVER=/nonexistent/redis-server is not an executable program" "$work/miss.out"'
 FLOODGATE_HAPROXY=/nonexistent/haproxy "$FLOODGATE" lab >"$work/miss.out" 2>&1
 hrc=$?
-check_all "a missing haproxy is named, exit non-zero (exit $hrc)" \
-    '[ "$hrc" -ne 0 ] && grep -q "haproxy.*not installed.*apt-get install haproxy" "$work/miss.out"'
+check_all "a haproxy named by its variable and missing is said so, exit non-zero (exit $hrc)" \
+    '[ "$hrc" -ne 0 ] && grep -q "FLOODGATE_HAPROXY=/nonexistent/haproxy is not an executable program" "$work/miss.out"'
+env -u FLOODGATE_REDIS_SERVER -u FLOODGATE_HAPROXY PATH=/nonexistent "$FLOODGATE" lab >"$work/miss.out" 2>&1
+nrc=$?
+# (haproxy is found in /usr/sbin, which is searched too.)
+check_all "a program not on the PATH is named, with the command that installs it (exit $nrc)" \
+    '[ "$nrc" -ne 0 ] && grep -q "redis-server not installed.*apt-get install redis-server" "$work/miss.out"'
 "$FLOODGATE" lab --strategy bogus >/dev/null 2>"$work/bad.err"
 brc=$?
 check_all "a bad --strategy is refused with exit 2 and named (exit $brc)" \

@@ -6,7 +6,7 @@
 # faultcheck.c decides through the library (blocking and async) and
 # through floodgate serve, for on_failure open, closed and local, and holds
 # latency, policy, recovery, exactness and resources to their bounds (see
-# docs/faults.md). About 20 s.
+# docs/faults.md). About 8 s.
 FG_TEST_BOUND=${FG_TEST_BOUND:-60}
 . "$(dirname "$0")/../serve/lib.sh"
 . "$(dirname "$0")/../fault/lib.sh"

@@ -608,12 +608,44 @@ static void on_handshake(redisAsyncContext *ac, void *reply, void *priv)
         connected(cn->st);
 }
 
+static void on_sha_load(redisAsyncContext *ac, void *reply, void *priv)
+{
+    fg__raconn *cn = ac->data;
+    if (cn && reply)
+        learn_sha(cn->st, (int)(intptr_t)priv, reply);
+}
+
+/* Scripts not known (their load failed at connect): checks send them whole
+ * with EVAL, 2 to 3 KB each, until this loads them on 'cn'. */
+static void load_missing(fg__rnode *st, fg__raconn *cn)
+{
+    uint64_t now = fg__mono_precise_us();
+    if (now < st->sha_retry_at)
+        return;
+    st->sha_retry_at = now + 1000000;
+    for (int i = 0; i < FG__LUA_COUNT; i++) {
+        if (fg__redis_sha(&st->shas, i))
+            continue;
+        const char *argv[3] = {"SCRIPT", "LOAD", fg__redis_lua[i]};
+        size_t len[3] = {6, 4, strlen(fg__redis_lua[i])};
+        redisAsyncCommandArgv(cn->ac, on_sha_load, (void *)(intptr_t)i, 3, argv,
+                              len);
+    }
+}
+
 /* The live connection, or a new one; NULL with '*rc' set while the backoff
  * runs or when a connection cannot even be started. */
 fg__raconn *fg__raconn_get(fg__rnode *st, int *rc)
 {
-    if (st->conn && !st->conn->dead)
+    if (st->conn && !st->conn->dead) {
+        if (__builtin_expect(
+                atomic_load_explicit(&st->shas.known, memory_order_relaxed) !=
+                    (1 << FG__LUA_COUNT) - 1,
+                0) &&
+            st->conn->hs_left == 0)
+            load_missing(st, st->conn);
         return st->conn;
+    }
     pthread_mutex_lock(&st->mu);
     int wait = st->retry_at && fg__mono_precise_us() < st->retry_at;
     pthread_mutex_unlock(&st->mu);

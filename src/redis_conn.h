@@ -66,6 +66,9 @@ typedef struct fg__rnode {
     struct event_base *evb;
     struct fg__raconn *conn;
     struct fg__raconn *flushing; /* in ev_flush: writes left wait on fd */
+    /* A script whose SCRIPT LOAD failed (BUSY, LOADING at connect) is
+     * loaded again on the live connection, at most once a second. */
+    uint64_t sha_retry_at;
     /* The pipeline's hooks: before each write of a connection (to append
      * what waited for it), and when a connection is torn down (to fail
      * what still waited). */

@@ -290,4 +290,40 @@ wait "$FGPID_dt"
 expect_eq "past drain_timeout: exit status 0" "$?" 0
 check "past drain_timeout: logged" grep -q 'event=drain_timeout worker=[0-9] unfinished=[1-9]' "$T/dt.log"
 
+# 8. A worker that connects while Redis is BUSY (a long script) cannot load
+# the scripts; once Redis is free it loads them on that connection, and
+# checks go back to EVALSHA instead of sending each script whole (EVAL).
+calls() { # calls CMD: cmdstat calls of CMD so far
+    redis-cli -p "$RPORT" info commandstats |
+        sed -n "s/^cmdstat_$1:calls=\([0-9]*\),.*/\1/p" | grep . || echo 0
+}
+cat >"$T/bz.ini" <<INI
+[server]
+workers = 1
+[store]
+url = redis://127.0.0.1:$RPORT
+prefix = bz$$:
+timeout = 50ms
+[limit tb]
+key = query:key
+rate = 1000/s
+INI
+start_fg bz -c "$T/bz.ini" --listen 127.0.0.1:0 || bad "server bz starts"
+redis-cli -p "$RPORT" config set busy-reply-threshold 50 >/dev/null
+redis-cli -p "$RPORT" EVAL "while true do end" 0 >/dev/null 2>&1 &
+BUSYPID=$!
+sleep 0.2
+http POST "http://127.0.0.1:$FGPORT_bz/v1/check?limit=tb&key=early" >/dev/null
+redis-cli -p "$RPORT" script kill >/dev/null
+wait "$BUSYPID" 2>/dev/null
+e0=$(calls eval) s0=$(calls evalsha)
+for i in $(seq 1 10); do http POST "http://127.0.0.1:$FGPORT_bz/v1/check?limit=tb&key=b$i" >/dev/null; done
+sleep 1.1
+for i in $(seq 1 10); do http POST "http://127.0.0.1:$FGPORT_bz/v1/check?limit=tb&key=c$i" >/dev/null; done
+e=$(( $(calls eval) - e0 )) s=$(( $(calls evalsha) - s0 ))
+echo "after a BUSY start: $e EVAL, $s EVALSHA for 20 checks"
+check "after a BUSY start: the scripts are loaded again, checks use EVALSHA ($e EVAL, $s EVALSHA)" \
+    [ "$e" -le 2 -a "$s" -ge 18 ]
+redis-cli -p "$RPORT" config set busy-reply-threshold 5000 >/dev/null
+
 finish

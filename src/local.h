@@ -44,6 +44,9 @@ typedef struct fg__local_entry {
      * earliest take's send time), and until when a token bucket's debt
      * holds them (that send time plus the take's reset). */
     uint64_t held_at, held_until, give_at, give_until;
+    /* lease, sliding window: the end of the window the units held were
+     * taken in (their lease may end sooner: its life is 1 s at most). */
+    uint64_t win_end;
     uint32_t asks;   /* asks in flight */
     uint32_t taking; /* takes (lease) or checks (sync) among them */
     uint8_t synced;  /* sync: the view is the store's */

@@ -135,9 +135,11 @@ int fg__lease_answer(fg_local *lc, entry *e, fg_local_ask *ask, uint64_t now,
         /* A sliding window's take the store granted in a later window
          * than the units held (sent before the edge, decided after it):
          * those go back now, spent only in the window that took them. */
-        if (lc->algorithm == FG_SLIDING_WINDOW && e->units &&
-            window_end(lc, e->take_at, d->reset_us) > e->reset_at)
+        uint64_t wend = window_end(lc, e->take_at, d->reset_us);
+        if (lc->algorithm == FG_SLIDING_WINDOW && e->units && wend > e->win_end)
             fg__lease_give(lc, e);
+        if (!e->units || wend < e->win_end)
+            e->win_end = wend;
         /* The units already held were taken before these. */
         uint64_t until = e->take_at + d->reset_us;
         e->store_rem = d->remaining;

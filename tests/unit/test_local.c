@@ -1208,6 +1208,40 @@ static void test_refund_age(void)
     fg_local_free(lc);
 }
 
+/* A sliding window's lease of a period longer than a lease's life (1 s):
+ * a take in the same window keeps the units held (they were given back,
+ * and the check refused, when the lease's end was taken for the window's).
+ * 9/min, three checks of 3 a millisecond apart: all three fit. */
+static void test_lease_long_window(void)
+{
+    fg_limit lim = lim_of("9/min", FG_SLIDING_WINDOW, "lease");
+    fg_limit ex = lim;
+    ex.mode = FG_MODE_EXACT;
+    fg_store *st = mem();
+    fg_limiter *shared = fg_limiter_new(st, &ex, NULL, 0);
+    fg_local *lc = fg_local_new(&lim, 0, NULL, 0);
+    fake_now = 9960 * SEC;
+    uint64_t admitted = 0;
+    for (int i = 0; i < 4; i++) {
+        fg_decision d, sd;
+        fg_local_ask a;
+        int rc;
+        while ((rc = fg_local_check(lc, "w", 1, 3, fake_now, &d, &a, NULL)) ==
+               FG_LOCAL_ASKED) {
+            do
+                rc = fg_check(shared, a.key, a.keylen, a.units, &sd);
+            while (fg_local_answer(lc, &a, fake_now, rc, &sd, NULL));
+        }
+        CHECK_EQ(rc, FG_OK);
+        admitted += d.allowed ? 3 : 0;
+        fake_now += MS;
+    }
+    CHECK_EQ(admitted, 9);
+    fg_local_free(lc);
+    fg_limiter_free(shared);
+    fg_store_close(st);
+}
+
 /* Bounded: at most max_keys keys; a key with usage to send is never
  * evicted, and when no key can go a check gets FG_ENOMEM. */
 static void test_bounded(void)
@@ -1365,6 +1399,7 @@ int main(void)
     test_old_view_own_usage();
     test_late_tick();
     test_refund_age();
+    test_lease_long_window();
     test_bounded();
     test_limiter();
     return TEST_DONE();

@@ -655,15 +655,16 @@ void fg_local_free(fg_local *lc);
 /* Decide 'cost' units of 'key' at 'now_us' (any clock that does not go
  * back; the store's reset times are read on it as durations from the
  * answer). FG_OK: 'out' is the decision. FG_LOCAL_ASKED: the store must
- * be asked first, as 'ask' says: a lease's take, or a sync limit's check
- * in the store of a key whose view is unknown or older than one interval
- * and not refusing (its answer is the new view). FG_LOCAL_WAITED: a lease's
- * take is in flight for the key and 'w' waits for it (with 'w' NULL, a take of
- * its own is asked instead). FG_EBACKEND: the store failed this key's last sync
- * or take: follow the limit's on_failure. FG_ENOMEM: no room for a new key
- * (every key has usage or units to send), or a sync limit's view is too old
- * while its sync is in flight: ask the store exactly. FG_ECOST, FG_EKEY: bad
- * input, as fg_check. */
+ * be asked first, as 'ask' says: a lease's take, or, for a sync limit's
+ * key whose view is unknown or older than one interval and not refusing,
+ * a check in the store (its answer is the new view), or a sync of the
+ * usage not sent yet when there is some (then the new view decides).
+ * FG_LOCAL_WAITED: a lease's take is in flight for the key and 'w' waits for it
+ * (with 'w' NULL, a take of its own is asked instead). FG_EBACKEND: the store
+ * failed this key's last sync or take: follow the limit's on_failure.
+ * FG_ENOMEM: no room for a new key (every key has usage or units to send), or a
+ * sync limit's view is too old while its sync is in flight: ask the store
+ * exactly. FG_ECOST, FG_EKEY: bad input, as fg_check. */
 int fg_local_check(fg_local *lc, const char *key, size_t keylen, uint64_t cost,
                    uint64_t now_us, fg_decision *out, fg_local_ask *ask,
                    fg_local_waiter *w);

@@ -43,6 +43,7 @@ typedef struct fg__wgen {
     fg_limiter *lim[FG_SERVE_MAX_LIMITS];
     int node_slot[FG_NODE_SLOTS]; /* per node of 'store': its metrics */
     unsigned inflight;
+    unsigned resyncs; /* retired: its flushes once idle (see free_retired) */
     struct fg__wgen *next; /* retired list */
 } fg__wgen;
 
@@ -70,7 +71,8 @@ typedef struct fg__worker {
     fg__metrics *m;
     unsigned inflight;
     int draining;
-    int synced; /* draining: the modes' local state sent */
+    int synced;       /* draining: the modes' local state sent */
+    unsigned resyncs; /* draining: flushes since, each once all answered */
     uint64_t drain_deadline_us;
     int drain_late; /* past drain_timeout: waiting for store deadlines */
     uint64_t grace_until_us; /* accepting while draining until then */

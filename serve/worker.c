@@ -165,6 +165,11 @@ static void trim_heap(void)
         malloc_trim(0);
 }
 
+/* The flushes of the approximate modes' local state once the store has
+ * answered the one before: one more than needed for a sync in flight at
+ * the first. */
+#define RESYNCS_MAX 3
+
 /* Free the retired configurations that no request uses any more. Then
  * hand the heap's free pages back to the kernel (malloc_trim): the
  * stores and limiters a reload replaces were allocated while requests
@@ -183,9 +188,17 @@ static void free_retired(fg__worker *w)
         fg__wgen *wg = *pp;
         /* Its limiters may hold usage its last requests admitted, or
          * units taken for them, since it was synced at the reload: sent
-         * too, until nothing is left. */
-        if (wg->inflight == 0 && fg__wgen_pending(wg) == 0 &&
-            fg__wgen_sync(wg) == 0) {
+         * too, until nothing is left, RESYNCS_MAX times at most (a key
+         * whose sync keeps failing is sent again by every flush). */
+        int done = 0;
+        if (wg->inflight == 0 && fg__wgen_pending(wg) == 0) {
+            done = wg->resyncs >= RESYNCS_MAX;
+            if (!done) {
+                wg->resyncs++;
+                done = fg__wgen_sync(wg) == 0;
+            }
+        }
+        if (done) {
             *pp = wg->next;
             fg__wgen_free(wg);
             freed = 1;
@@ -304,10 +317,18 @@ static void tick(evutil_socket_t fd, short what, void *arg)
         }
         /* A key whose tick's sync was in flight at the first flush kept
          * what was admitted meanwhile: sent once that sync is answered,
-         * until a flush finds nothing left. */
-        if (fg__wgen_pending(w->cur) == 0 && fg__wgen_sync(w->cur) == 0) {
-            event_base_loopexit(w->base, NULL);
-            return;
+         * until a flush finds nothing left, RESYNCS_MAX times at most (a
+         * key whose sync keeps failing is sent again by every flush). */
+        if (fg__wgen_pending(w->cur) == 0) {
+            int done = w->resyncs >= RESYNCS_MAX;
+            if (!done) {
+                w->resyncs++;
+                done = fg__wgen_sync(w->cur) == 0;
+            }
+            if (done) {
+                event_base_loopexit(w->base, NULL);
+                return;
+            }
         }
     }
     if (now >= w->drain_deadline_us && !w->drain_late) {

@@ -134,11 +134,14 @@ int fg__lease_answer(fg_local *lc, entry *e, fg_local_ask *ask, uint64_t now,
         e->used = 0;
         /* A sliding window's take the store granted in a later window
          * than the units held (sent before the edge, decided after it):
-         * those go back now, spent only in the window that took them. */
+         * those go back now, spent only in the window that took them.
+         * Two takes' ends in one window differ by their latencies, those
+         * of two windows by a period: half a period tells them apart. */
         uint64_t wend = window_end(lc, e->take_at, d->reset_us);
-        if (lc->algorithm == FG_SLIDING_WINDOW && e->units && wend > e->win_end)
+        if (lc->algorithm == FG_SLIDING_WINDOW && e->units &&
+            wend > e->win_end + lc->period_us / 2)
             fg__lease_give(lc, e);
-        if (!e->units || wend < e->win_end)
+        if (!e->units)
             e->win_end = wend;
         /* The units already held were taken before these. */
         uint64_t until = e->take_at + d->reset_us;

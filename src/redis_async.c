@@ -217,11 +217,14 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     /* So does a refund, which nobody waits for: with no check after it, a
      * hung server would hold it (and whoever waits for the store to be
      * idle, as serve's drain does) for ever. */
-    if (st->rhead && st->node.conn && !st->node.conn->dead &&
-        st->rhead->deadline_us + STALL_US <= now)
+    rfund *rf = st->rhead;
+    if (rf && rf->conn == st->node.conn && !rf->conn->dead &&
+        rf->deadline_us + STALL_US <= now)
         stalled(st);
-    if (st->rhead && (!next || st->rhead->deadline_us + STALL_US < next))
-        next = st->rhead->deadline_us + STALL_US;
+    rf = st->rhead;
+    if (rf && rf->conn == st->node.conn &&
+        (!next || rf->deadline_us + STALL_US < next))
+        next = rf->deadline_us + STALL_US;
     if (next)
         timer_arm(st, next, fg__mono_precise_us());
 }
@@ -648,6 +651,7 @@ int fg__redis_refund_async(fg_store *s, fg_limiter *l, const char *key,
         /* In flight from here: on_refund takes it out. */
         uint64_t now = fg__mono_precise_us();
         rf->deadline_us = now + (uint64_t)l->lim.timeout_ms * 1000u;
+        rf->conn = cn;
         rf->rnext = NULL;
         rf->rprev = st->rtail;
         if (st->rtail)

@@ -59,6 +59,7 @@ struct fg__rfund {
     struct fg__rfund *next;          /* in 'free_refunds' */
     struct fg__rfund *rprev, *rnext; /* in flight */
     uint64_t deadline_us; /* monotonic: the limit's timeout after queuing */
+    fg__raconn *conn;     /* the connection it went out on */
     struct fg__redis_store *st;
     fg__rrefund r;
 };

@@ -185,6 +185,32 @@ check "SIGTERM, Redis hung: the lease's give-back is given up after its timeout 
     [ "$ms" -lt 3000 ]
 check "SIGTERM, Redis hung: the process exited" sh -c "! kill -0 $FGPID_j 2>/dev/null"
 
+# 4d. SIGTERM with a key whose sync keeps failing (a foreign value under
+# the prefix: every flush sends it again): the drain still ends at once,
+# not at drain_timeout (5 s).
+{
+    printf '[server]\nworkers = 1\nid = q\ndrain_grace = 0\ndrain_timeout = 5s\n[store]\nurl = %s\n' "$RURL"
+    printf '[limit fq]\nkey = query:k\nalgorithm = fixed_window\nrate = 40/min\n'
+    printf 'mode = sync:50ms\ntimeout = 100ms\n'
+} >"$T/q.ini"
+start_fg q -c "$T/q.ini" --listen 127.0.0.1:0 || { bad "server q starts"; finish; }
+Q="http://127.0.0.1:$FGPORT_q"
+for i in 1 2; do http POST "$Q/v1/check?limit=fq&key=foreign" >/dev/null; done
+sleep 0.12
+fk=$(redis-cli -p "$RPORT" --scan --pattern "${P}fq:*foreign*" | head -1)
+redis-cli -p "$RPORT" del "$fk" >/dev/null
+redis-cli -p "$RPORT" hset "$fk" a 1 >/dev/null
+http POST "$Q/v1/check?limit=fq&key=foreign" >/dev/null
+sleep 0.15
+t0=$(date +%s%N)
+kill -TERM "$FGPID_q"
+for _ in $(seq 1 800); do kill -0 "$FGPID_q" 2>/dev/null || break; sleep 0.01; done
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+echo "SIGTERM, a key's sync failing: exit after $ms ms"
+check "SIGTERM with a sync that keeps failing: the drain ends at once ($ms ms < 2000)" [ "$ms" -lt 2000 ]
+check "SIGTERM with a sync that keeps failing: no drain_timeout" \
+    test "$(grep -c 'event=drain_timeout' "$T/q.log")" = 0
+
 # 5. Redis down: sync decides on its share (40 / 4 servers / 2 workers = 5
 # per worker) with source local; lease spends what it holds, then refuses
 # (on_failure = closed: 503).

@@ -102,10 +102,10 @@ static int add_param(char *out, size_t outlen, const char *url,
             return 0;
         size_t len =
             strncmp(url, "sentinel://", 11) ? strcspn(p, ",") : strlen(p);
-        const char *sep = memchr(p, '?', len) ? "&" : "?";
+        const char *sep = memchr(p, '?', len) ? "&" : "?", *add = param;
         if (has_param(p, len, name))
-            sep = param = "";
-        n = snprintf(out + o, outlen - o, "%.*s%s%s%s", (int)len, p, sep, param,
+            sep = add = ""; /* this URL's own; the next ones still get it */
+        n = snprintf(out + o, outlen - o, "%.*s%s%s%s", (int)len, p, sep, add,
                      p[len] ? "," : "");
         p += len + (p[len] ? 1 : 0);
     }
@@ -257,14 +257,17 @@ fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
         goto fail;
     g->is_memory = is_memory_url(c->store_url);
     if (!g->is_memory) {
-        /* Judged as written, before serve adds its prefix= and lazy=. */
-        char why[200];
-        if (fg_store_url_check(c->store_url, why, sizeof(why)) != FG_OK) {
-            bad_url(srv, c, why, err, errlen);
-            goto fail;
-        }
         if (store_urls(g, err, errlen))
             goto fail;
+        /* A refusal is told of the URL as written when that is refused
+         * too, without the prefix= and lazy= serve adds. */
+        char why[200], as_written[200];
+        if (fg_store_url_check(g->url, why, sizeof(why)) != FG_OK) {
+            int own = fg_store_url_check(c->store_url, as_written,
+                                         sizeof(as_written)) != FG_OK;
+            bad_url(srv, c, own ? as_written : why, err, errlen);
+            goto fail;
+        }
     }
     for (unsigned i = 0; i < c->nlimits; i++) {
         const char *name = c->limits[i].lim.name;

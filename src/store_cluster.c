@@ -67,6 +67,7 @@ typedef struct cluster_store {
      * them and for reading the map. */
     fg__req *retry_head, *retry_tail;
     struct event *timer;
+    uint64_t timer_at;       /* when it fires (monotonic us); 0: not armed */
     uint64_t err_seen;       /* the nodes' errors at the last reading */
     uint64_t err_changed_us; /* when they last changed */
     int closing;
@@ -347,8 +348,16 @@ static void cluster_check_async(fg_store *s, fg__req *req)
     send_to(st, k, req);
 }
 
+/* Make the timer fire within 'us', unless it fires sooner already: armed
+ * again at every retryable reply, it would otherwise keep moving away
+ * while they come faster than 'us', and the checks it retries (or fails at
+ * their deadlines) would wait as long. */
 static void timer_arm(cluster_store *st, uint64_t us)
 {
+    uint64_t at = fg__mono_us(NULL) + us;
+    if (st->timer_at && st->timer_at <= at)
+        return;
+    st->timer_at = at;
     struct timeval tv = {(time_t)(us / 1000000), (suseconds_t)(us % 1000000)};
     evtimer_add(st->timer, &tv);
 }
@@ -413,6 +422,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     cluster_store *st = arg;
     (void)fd;
     (void)what;
+    st->timer_at = 0;
     uint64_t now = fg__mono_us(NULL), e = errors_now(st);
     if (e != st->err_seen) {
         st->err_seen = e;

@@ -1,4 +1,5 @@
 /* cluster_map.c -- see cluster_map.h. */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,17 +41,36 @@ int fg__cluster_map_find(const fg__cluster_map *m, const char *addr)
     return -1;
 }
 
-/* "host:port" of a node's entry {host, port, id, ...} into 'out'. */
+/* 1 when 'h' can be a host: a name, an IPv4 or an IPv6 address. It goes
+ * into a URL as it is, so nothing else ('?', '@', '/', '%'...) may. */
+static int host_ok(const char *h)
+{
+    for (const char *c = h; *c; c++)
+        if (!isalnum((unsigned char)*c) && !strchr(".-_:", *c))
+            return 0;
+    return *h != '\0';
+}
+
+/* "host:port" of a node's entry {host, port, id, ...} into 'out'. A null
+ * or empty host is the node asked ('self'): Redis's unknown-endpoint. A
+ * host of "?" (a host name the node does not know) cannot be reached:
+ * FG__CLUSTER_NO_ADDR, its slots left to MOVED. */
 static int node_addr(const redisReply *e, const char *self, char *out)
 {
     if (e->type != REDIS_REPLY_ARRAY || e->elements < 2 ||
-        e->element[0]->type != REDIS_REPLY_STRING ||
+        (e->element[0]->type != REDIS_REPLY_STRING &&
+         e->element[0]->type != REDIS_REPLY_NIL) ||
         e->element[1]->type != REDIS_REPLY_INTEGER ||
         e->element[1]->integer <= 0 || e->element[1]->integer > 65535)
         return FG_EPROTO;
-    const char *h = e->element[0]->str;
-    if (!*h || !strcmp(h, "?"))
+    const char *h =
+        e->element[0]->type == REDIS_REPLY_NIL ? "" : e->element[0]->str;
+    if (!strcmp(h, "?"))
+        return FG__CLUSTER_NO_ADDR;
+    if (!*h)
         h = self;
+    if (!host_ok(h))
+        return FG_EPROTO;
     int n = snprintf(out, FG__CLUSTER_ADDR_MAX,
                      strchr(h, ':') ? "[%s]:%lld" : "%s:%lld", h,
                      e->element[1]->integer);
@@ -72,8 +92,12 @@ int fg__cluster_map_parse(fg__cluster_map *m, const redisReply *r,
             e->element[1]->type != REDIS_REPLY_INTEGER)
             return FG_EPROTO;
         long long lo = e->element[0]->integer, hi = e->element[1]->integer;
-        if (lo < 0 || hi < lo || hi >= FG__CLUSTER_SLOTS ||
-            node_addr(e->element[2], host, addr) != FG_OK)
+        if (lo < 0 || hi < lo || hi >= FG__CLUSTER_SLOTS)
+            return FG_EPROTO;
+        int rc = node_addr(e->element[2], host, addr);
+        if (rc == FG__CLUSTER_NO_ADDR)
+            continue;
+        if (rc != FG_OK)
             return FG_EPROTO;
         int k = fg__cluster_map_find(m, addr);
         if (k < 0) {
@@ -90,7 +114,7 @@ int fg__cluster_map_parse(fg__cluster_map *m, const redisReply *r,
 void fg__cluster_redirect_parse(const char *s, size_t len,
                                 fg__cluster_redirect *rd)
 {
-    char buf[128];
+    char buf[FG__CLUSTER_ADDR_MAX + 32];
     unsigned slot;
     memset(rd, 0, sizeof(*rd));
     if (!s || len >= sizeof(buf))
@@ -109,6 +133,9 @@ void fg__cluster_redirect_parse(const char *s, size_t len,
         !strrchr(end + 1, ':'))
         return;
     const char *a = end + 1, *colon = strrchr(a, ':');
+    for (const char *c = a; *c; c++)
+        if (!isalnum((unsigned char)*c) && !strchr(".-_:[]", *c))
+            return; /* it goes into a URL as it is */
     if (a[0] != '[' && strchr(a, ':') != colon) {
         /* An IPv6 address, unbracketed as Redis sends it: bracketed, as
          * the map holds it. */

@@ -11,7 +11,10 @@
 
 #define FG__CLUSTER_SLOTS     16384
 #define FG__CLUSTER_NODES_MAX 64
-#define FG__CLUSTER_ADDR_MAX  64 /* "ip:port", IPv6 in brackets */
+/* "host:port", IPv6 in brackets: a host name of up to 253 bytes. */
+#define FG__CLUSTER_ADDR_MAX 264
+/* node_addr's "no address" (cluster_map.c): not an error code. */
+#define FG__CLUSTER_NO_ADDR 1
 
 /* CRC16-CCITT (XMODEM: polynomial 0x1021, initial value 0), the cluster's
  * key hash. */

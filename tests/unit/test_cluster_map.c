@@ -83,8 +83,30 @@ static void test_slots(void)
     CHECK_EQ(m.slot[201], 255);
     freeReplyObject(r);
 
+    /* A null host (cluster-preferred-endpoint-type unknown-endpoint) is
+     * the node asked; "?" (a host name the node lacks) is no address:
+     * those slots are left to MOVED. An address of 72 bytes. */
+    r = parse_resp(
+        "*3\r\n"
+        "*3\r\n:0\r\n:99\r\n*2\r\n$-1\r\n:7001\r\n"
+        "*3\r\n:100\r\n:199\r\n*2\r\n$1\r\n?\r\n:7002\r\n"
+        "*3\r\n:200\r\n:299\r\n*2\r\n$67\r\n"
+        "redis-cluster-0.redis-cluster-headless.production.svc.cluster.local"
+        "\r\n:6379\r\n");
+    CHECK_EQ(fg__cluster_map_parse(&m, r, "10.0.0.9"), FG_OK);
+    CHECK_EQ(m.nmasters, 2);
+    CHECK_STR(m.master[0], "10.0.0.9:7001");
+    CHECK_EQ(m.slot[150], 255);
+    CHECK_EQ(m.slot[250], 1);
+    CHECK_STR(m.master[1], "redis-cluster-0.redis-cluster-headless.production."
+                           "svc.cluster.local:6379");
+    freeReplyObject(r);
+
     /* Not a slot map. */
     const char *bad[] = {
+        /* A host that is not one: it would go into a URL as it is. */
+        "*1\r\n*3\r\n:0\r\n:1\r\n*2\r\n$8\r\nx?user=a\r\n:1\r\n",
+        "*1\r\n*3\r\n:0\r\n:1\r\n*2\r\n$5\r\na@b/c\r\n:1\r\n",
         "-ERR This instance has cluster support disabled\r\n",
         "*0\r\n",
         "*1\r\n*3\r\n:5\r\n:4\r\n*2\r\n$1\r\nh\r\n:1\r\n",
@@ -132,6 +154,8 @@ static void test_redirect(void)
                          "MOVED 1 ",
                          "MOVED 1 nocolon",
                          "ERR MOVED 1 a:1",
+                         "MOVED 1 x?lazy=0:7000",
+                         "ASK 1 a@b:7000",
                          "TRYAGAIN Multiple keys request during rehashing"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         fg__cluster_redirect_parse(bad[i], strlen(bad[i]), &rd);

@@ -42,12 +42,14 @@ typedef int (*fg__redis_redirect_fn)(void *owner, fg__req *req, const char *s,
 void fg__store_redis_set_cluster(fg_store *st, fg__redis_redirect_fn fn,
                                  void *owner);
 
-/* fg_check's store step on a blocking Redis store, preceded by ASKING when
+/* fg_check's store step on a blocking Redis store by 'deadline_us'
+ * (monotonic; 0: the limit's timeout from now), preceded by ASKING when
  * 'asking', and with the text of a final error reply in 'errbuf' (when not
- * NULL; "" when none). */
+ * NULL; "" when none). A MOVED or ASK is not the node's error. */
 int fg__store_redis_check_ex(fg_store *st, fg_limiter *l, const char *key,
                              size_t keylen, uint64_t cost, int asking,
-                             fg_decision *d, char *errbuf, size_t errlen);
+                             uint64_t deadline_us, fg_decision *d, char *errbuf,
+                             size_t errlen);
 
 /* Run the command 'argv' ('argc' words) on a blocking connection of 'st' by
  * 'deadline_us' (monotonic): its reply (free it with freeReplyObject), or

@@ -60,8 +60,12 @@ typedef struct cluster_store {
 
     atomic_ullong refreshed_us; /* the last reading of the map (asked) */
     atomic_int refreshing;      /* a reading in flight or running */
-    unsigned next_ask;          /* the node to ask next */
-    unsigned asked;             /* the node the last CLUSTER SLOTS went to */
+    /* Blocking: 1 + a node whose check failed too late to read the map
+     * then (a silent death times out at the deadline); the next check
+     * reads it first, asking the other nodes. 0: none. */
+    atomic_int stale;
+    unsigned next_ask; /* the node to ask next */
+    unsigned asked;    /* the node the last CLUSTER SLOTS went to */
 
     /* Async: checks waiting to be sent again, and the loop's timer for
      * them and for reading the map. */
@@ -253,17 +257,26 @@ static int cluster_check(fg_store *s, fg_limiter *l, const char *key,
     cluster_store *st = (cluster_store *)s;
     uint64_t deadline =
         fg__mono_precise_us() + (uint64_t)l->lim.timeout_ms * 1000u;
+    int stale = atomic_exchange(&st->stale, 0);
+    if (stale)
+        refresh_blocking(st, deadline, stale - 1);
     int rc, asking = 0, k = route(st, key, keylen, &rc);
+    /* Every hop within the check's one deadline. */
     for (int hop = 0; k >= 0 && hop < MAX_HOPS; hop++) {
         char err[200] = "";
         fg__cluster_redirect rd;
         rc = fg__store_redis_check_ex(atomic_load(&st->node[k]), l, key, keylen,
-                                      cost, asking, d, err, sizeof err);
+                                      cost, asking, deadline, d, err,
+                                      sizeof err);
         if (rc == FG_OK)
             return rc;
         if (!err[0]) {
-            /* The node failed (down, slow): perhaps a failover. */
-            refresh_blocking(st, deadline, k);
+            /* The node failed (down, slow): perhaps a failover. Too late
+             * to read the map now, the next check does. */
+            if (fg__mono_precise_us() >= deadline)
+                atomic_store(&st->stale, k + 1);
+            else
+                refresh_blocking(st, deadline, k);
             return rc;
         }
         int again = judge(st, err, strlen(err), &rd);

@@ -234,11 +234,15 @@ static int sync_run(fg__rnode *nd, fg__rsconn *c, fg__rcheck *k,
 
 int fg__store_redis_check_ex(fg_store *s, fg_limiter *l, const char *key,
                              size_t keylen, uint64_t cost, int asking,
-                             fg_decision *d, char *errbuf, size_t errlen)
+                             uint64_t deadline_us, fg_decision *d, char *errbuf,
+                             size_t errlen)
 {
     redis_store *st = (redis_store *)s;
     uint64_t start = fg__mono_precise_us();
-    uint64_t deadline = start + (uint64_t)l->lim.timeout_ms * 1000u;
+    uint64_t deadline =
+        deadline_us ? deadline_us : start + (uint64_t)l->lim.timeout_ms * 1000u;
+    if (deadline <= start)
+        return FG_ETIMEOUT;
     fg__rsconn c;
     fg__rcheck k;
     int unconfirmed = 0;
@@ -254,7 +258,10 @@ int fg__store_redis_check_ex(fg_store *s, fg_limiter *l, const char *key,
     if (unconfirmed)
         give_back_unconfirmed(st, &c, l, key, keylen, cost, start, d);
     fg__rpool_put(&st->node, &c);
-    if (rc != FG_OK)
+    /* A redirection the cluster follows: this node answered as it should. */
+    int moved = errbuf &&
+                (!strncmp(errbuf, "MOVED ", 6) || !strncmp(errbuf, "ASK ", 4));
+    if (rc != FG_OK && !moved)
         fg__rnode_check_error(&st->node, rc);
     return rc;
 }
@@ -262,7 +269,7 @@ int fg__store_redis_check_ex(fg_store *s, fg_limiter *l, const char *key,
 static int redis_check(fg_store *s, fg_limiter *l, const char *key,
                        size_t keylen, uint64_t cost, fg_decision *d)
 {
-    return fg__store_redis_check_ex(s, l, key, keylen, cost, 0, d, NULL, 0);
+    return fg__store_redis_check_ex(s, l, key, keylen, cost, 0, 0, d, NULL, 0);
 }
 
 /* Give back 'cost' units of 'key' on a blocking connection, waiting for

@@ -454,12 +454,15 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
         fg__req *next = q->next;
         int rc, k = route(st, q->key, q->keylen, &rc);
         q->next = NULL;
-        if (pnow >= q->deadline_us)
+        if (pnow >= q->deadline_us) {
             fg__req_done(q, FG_ETIMEOUT, NULL);
-        else if (k < 0)
+        } else if (k < 0) {
+            q->node = FG__CLUSTER_NODES_MAX; /* as cluster_node_of says */
             fg__req_done(q, rc, NULL);
-        else
+        } else {
+            q->node = (unsigned)k;
             send_to(st, k, q);
+        }
         q = next;
     }
     timer_arm(st, st->retry_head ? RETRY_US : REFRESH_MIN_US);
@@ -480,6 +483,7 @@ static int on_redirect(void *owner, fg__req *req, const char *s, size_t len)
         req->asking = rd.kind == FG__CLUSTER_ASK;
         if (!req->asking) /* read the whole map soon */
             st->err_changed_us = fg__mono_us(NULL);
+        req->node = (unsigned)k; /* its outcome is that node's breaker's */
         send_to(st, k, req);
         return 1;
     }

@@ -137,11 +137,14 @@ static void count_decision(fg__ctx *c, unsigned k)
     if (d->shadowed)
         FG_INC(lm->shadow_refusals);
     /* Decided without asking the store for this request. A sync or lease
-     * limit asks it in the background (syncs, takes): its breaker says
-     * whether those calls get through. */
+     * limit asks it in the background (syncs, takes): a gauge its failures
+     * set stays until its breaker says those calls get through again (read
+     * only then: nothing is spent on the common path). */
     if (d->source == FG_SOURCE_SYNC || d->source == FG_SOURCE_LEASE) {
-        const char *b = fg_limiter_breaker(c->wg->lim[c->idx[k]]);
-        FG_SET(lm->breaker_open, b && !strcmp(b, "open"));
+        if (FG_GET(lm->breaker_open)) {
+            const char *b = fg_limiter_breaker(c->wg->lim[c->idx[k]]);
+            FG_SET(lm->breaker_open, b && !strcmp(b, "open"));
+        }
         return;
     }
     if (d->source == FG_SOURCE_CACHE)

@@ -170,6 +170,20 @@ static void trim_heap(void)
  * the first. */
 #define RESYNCS_MAX 3
 
+/* 1 when 'wg' has nothing left to send. Its store commands answered, its
+ * limiters may still hold usage admitted (or units taken) while a sync was
+ * in flight: flushed again, RESYNCS_MAX times at most (a key whose sync
+ * keeps failing is sent again by every flush). */
+static int synced_all(fg__wgen *wg, unsigned *resyncs)
+{
+    if (fg__wgen_pending(wg) != 0)
+        return 0;
+    if (*resyncs >= RESYNCS_MAX)
+        return 1;
+    ++*resyncs;
+    return fg__wgen_sync(wg) == 0;
+}
+
 /* Free the retired configurations that no request uses any more. Then
  * hand the heap's free pages back to the kernel (malloc_trim): the
  * stores and limiters a reload replaces were allocated while requests
@@ -186,19 +200,8 @@ static void free_retired(fg__worker *w)
     int waiting = 0, freed = 0;
     while (*pp) {
         fg__wgen *wg = *pp;
-        /* Its limiters may hold usage its last requests admitted, or
-         * units taken for them, since it was synced at the reload: sent
-         * too, until nothing is left, RESYNCS_MAX times at most (a key
-         * whose sync keeps failing is sent again by every flush). */
-        int done = 0;
-        if (wg->inflight == 0 && fg__wgen_pending(wg) == 0) {
-            done = wg->resyncs >= RESYNCS_MAX;
-            if (!done) {
-                wg->resyncs++;
-                done = fg__wgen_sync(wg) == 0;
-            }
-        }
-        if (done) {
+        /* Synced at the reload; its last requests may have admitted more. */
+        if (wg->inflight == 0 && synced_all(wg, &wg->resyncs)) {
             *pp = wg->next;
             fg__wgen_free(wg);
             freed = 1;
@@ -315,20 +318,9 @@ static void tick(evutil_socket_t fd, short what, void *arg)
             w->synced = 1;
             fg__wgen_sync(w->cur);
         }
-        /* A key whose tick's sync was in flight at the first flush kept
-         * what was admitted meanwhile: sent once that sync is answered,
-         * until a flush finds nothing left, RESYNCS_MAX times at most (a
-         * key whose sync keeps failing is sent again by every flush). */
-        if (fg__wgen_pending(w->cur) == 0) {
-            int done = w->resyncs >= RESYNCS_MAX;
-            if (!done) {
-                w->resyncs++;
-                done = fg__wgen_sync(w->cur) == 0;
-            }
-            if (done) {
-                event_base_loopexit(w->base, NULL);
-                return;
-            }
+        if (synced_all(w->cur, &w->resyncs)) {
+            event_base_loopexit(w->base, NULL);
+            return;
         }
     }
     if (now >= w->drain_deadline_us && !w->drain_late) {

@@ -165,6 +165,17 @@ fl=$(redis-cli -p "$RPORT" --scan --pattern "${P}fl:*flight$round*" | head -1)
 expect_eq "SIGTERM with a sync in flight: every unit admitted reaches the store" \
     "$(redis-cli -p "$RPORT" get "$fl")" "$n_fl"
 
+# term_ms NAME: SIGTERM server NAME, wait up to 12 s for it to exit;
+# prints the milliseconds it took.
+term_ms() {
+    local pid t0
+    eval "pid=\$FGPID_$1"
+    t0=$(date +%s%N)
+    kill -TERM "$pid"
+    for _ in $(seq 1 1200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.01; done
+    echo $(( ($(date +%s%N) - t0) / 1000000 ))
+}
+
 # 4c. SIGTERM with Redis hung and a lease's units to give back: the
 # give-back is not waited for beyond its limit's timeout (500 ms) and the
 # second a silent connection is given, not for drain_timeout (10 s).
@@ -175,10 +186,7 @@ expect_eq "SIGTERM with a sync in flight: every unit admitted reaches the store"
 start_fg j -c "$T/j.ini" --listen 127.0.0.1:0 || { bad "server j starts"; finish; }
 for i in 1 2; do http POST "http://127.0.0.1:$FGPORT_j/v1/check?limit=lt&key=hung" >/dev/null; done
 kill -STOP "$RPID"
-t0=$(date +%s%N)
-kill -TERM "$FGPID_j"
-for _ in $(seq 1 1200); do kill -0 "$FGPID_j" 2>/dev/null || break; sleep 0.01; done
-ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+ms=$(term_ms j)
 kill -CONT "$RPID"
 echo "SIGTERM, Redis hung, a lease held: exit after $ms ms"
 check "SIGTERM, Redis hung: the lease's give-back is given up after its timeout + 1 s ($ms ms < 3000)" \
@@ -202,10 +210,7 @@ redis-cli -p "$RPORT" del "$fk" >/dev/null
 redis-cli -p "$RPORT" hset "$fk" a 1 >/dev/null
 http POST "$Q/v1/check?limit=fq&key=foreign" >/dev/null
 sleep 0.15
-t0=$(date +%s%N)
-kill -TERM "$FGPID_q"
-for _ in $(seq 1 800); do kill -0 "$FGPID_q" 2>/dev/null || break; sleep 0.01; done
-ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+ms=$(term_ms q)
 echo "SIGTERM, a key's sync failing: exit after $ms ms"
 check "SIGTERM with a sync that keeps failing: the drain ends at once ($ms ms < 2000)" [ "$ms" -lt 2000 ]
 check "SIGTERM with a sync that keeps failing: no drain_timeout" \

@@ -111,7 +111,7 @@ int fg__cluster_map_parse(fg__cluster_map *m, const redisReply *r,
     return m->nmasters ? FG_OK : FG_EPROTO;
 }
 
-void fg__cluster_redirect_parse(const char *s, size_t len,
+void fg__cluster_redirect_parse(const char *s, size_t len, const char *self,
                                 fg__cluster_redirect *rd)
 {
     char buf[FG__CLUSTER_ADDR_MAX + 32];
@@ -136,16 +136,21 @@ void fg__cluster_redirect_parse(const char *s, size_t len,
     for (const char *c = a; *c; c++)
         if (!isalnum((unsigned char)*c) && !strchr(".-_:[]", *c))
             return; /* it goes into a URL as it is */
-    if (a[0] != '[' && strchr(a, ':') != colon) {
+    int n = 0;
+    if (a == colon && (!self || !*self))
+        return;
+    if (a == colon) /* no host: the node's that sent it */
+        n = snprintf(rd->addr, sizeof(rd->addr),
+                     strchr(self, ':') ? "[%s]%s" : "%s%s", self, colon);
+    else if (a[0] != '[' && strchr(a, ':') != colon)
         /* An IPv6 address, unbracketed as Redis sends it: bracketed, as
          * the map holds it. */
-        int n = snprintf(rd->addr, sizeof(rd->addr), "[%.*s]%s",
-                         (int)(colon - a), a, colon);
-        if (n < 0 || (size_t)n >= sizeof(rd->addr))
-            return;
-    } else {
+        n = snprintf(rd->addr, sizeof(rd->addr), "[%.*s]%s", (int)(colon - a),
+                     a, colon);
+    else
         strcpy(rd->addr, a);
-    }
+    if (n < 0 || (size_t)n >= sizeof(rd->addr) || !colon[1])
+        return;
     rd->kind = kind;
     rd->slot = slot;
 }

@@ -52,8 +52,10 @@ typedef struct fg__cluster_redirect {
 } fg__cluster_redirect;
 
 /* Read an error reply's text ('len' bytes) as a redirection into 'rd';
- * rd->kind is 0 when it is none (or malformed). */
-void fg__cluster_redirect_parse(const char *s, size_t len,
+ * rd->kind is 0 when it is none (or malformed). An empty host (":6381",
+ * Redis's unknown endpoint) is 'self', the host of the node that sent
+ * it. */
+void fg__cluster_redirect_parse(const char *s, size_t len, const char *self,
                                 fg__cluster_redirect *rd);
 
 #endif

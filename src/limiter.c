@@ -367,7 +367,12 @@ static __attribute__((noinline)) int check_settled(fg_limiter *l,
     if (!breaker_allow(l, node))
         return decide_without_store(l, FG_EBREAKER, key, keylen, cost, out);
     int rc = l->st->ops->check(l->st, l, key, keylen, cost, out);
-    return settle(l, node, rc, key, keylen, cost, out);
+    /* Redirected (Redis Cluster): the node that holds the key now settles,
+     * and the first gives back its probe. */
+    unsigned now = fg__store_node_of(l->st, key, keylen);
+    if (now != node)
+        fg__breaker_release(&l->policy->breaker[node]);
+    return settle(l, now, rc, key, keylen, cost, out);
 }
 
 /* Shadow mode: a refusal the limit made (the store's, the cache's, the
@@ -539,6 +544,14 @@ static int store_refund(fg_limiter *l, const char *key, size_t keylen,
     if (atomic_load_explicit(&b->open_until_us, memory_order_relaxed))
         return FG_EBREAKER;
     return l->st->ops->refund(l->st, l, key, keylen, cost, t);
+}
+
+void fg__req_move(fg__req *req, unsigned node)
+{
+    if (req->node == node)
+        return;
+    fg__breaker_release(&req->l->policy->breaker[req->node]);
+    req->node = node;
 }
 
 void fg__req_done(fg__req *req, int rc, fg_decision *d)

@@ -105,4 +105,9 @@ int fg__refund_decision(fg_limiter *l, const char *key, size_t keylen,
  * user's callback once, free 'req'. 'd' is ignored when 'rc' < 0. */
 void fg__req_done(fg__req *req, int rc, fg_decision *d);
 
+/* 'req' goes to the store's node 'node' instead (a redirection): that
+ * node's breaker settles its outcome, and the probe the first node's
+ * breaker may have let through is given back. */
+void fg__req_move(fg__req *req, unsigned node);
+
 #endif

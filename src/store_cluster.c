@@ -228,13 +228,16 @@ static int starts(const char *s, size_t len, const char *p)
     return len >= n && memcmp(s, p, n) == 0;
 }
 
-/* What to do after an error reply 's': follow a redirection (FG__CLUSTER_
- * MOVED or _ASK in 'rd'), try again after a while (1: the map may be
- * wrong), or not at all (0). */
-static int judge(cluster_store *st, const char *s, size_t len,
+/* What to do after node 'from' answered the error reply 's': follow a
+ * redirection (FG__CLUSTER_MOVED or _ASK in 'rd'), try again after a
+ * while (1: the map may be wrong), or not at all (0). */
+static int judge(cluster_store *st, unsigned from, const char *s, size_t len,
                  fg__cluster_redirect *rd)
 {
-    fg__cluster_redirect_parse(s, len, rd);
+    char host[FG__CLUSTER_ADDR_MAX] = "";
+    if (from < atomic_load(&st->nnodes))
+        addr_host(st->addr[from], host, sizeof host);
+    fg__cluster_redirect_parse(s, len, host, rd);
     if (rd->kind == FG__CLUSTER_MOVED) {
         int k = node_for(st, rd->addr);
         if (k >= 0)
@@ -279,7 +282,7 @@ static int cluster_check(fg_store *s, fg_limiter *l, const char *key,
                 refresh_blocking(st, deadline, k);
             return rc;
         }
-        int again = judge(st, err, strlen(err), &rd);
+        int again = judge(st, (unsigned)k, err, strlen(err), &rd);
         asking = rd.kind == FG__CLUSTER_ASK;
         if (rd.kind) {
             if (!asking)
@@ -343,9 +346,11 @@ static int cluster_reset(fg_store *s, fg_limiter *l, const char *key,
 
 /* ---- Asynchronous ------------------------------------------------------- */
 
+/* Send 'req' to node 'k', whose breaker its outcome settles. */
 static void send_to(cluster_store *st, int k, fg__req *req)
 {
     fg_store *nd = atomic_load(&st->node[k]);
+    fg__req_move(req, (unsigned)k);
     nd->ops->check_async(nd, req);
 }
 
@@ -460,7 +465,6 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
             q->node = FG__CLUSTER_NODES_MAX; /* as cluster_node_of says */
             fg__req_done(q, rc, NULL);
         } else {
-            q->node = (unsigned)k;
             send_to(st, k, q);
         }
         q = next;
@@ -475,7 +479,7 @@ static int on_redirect(void *owner, fg__req *req, const char *s, size_t len)
     fg__cluster_redirect rd;
     if (!st->evb || st->closing || ++req->redirects > MAX_HOPS)
         return 0;
-    int again = judge(st, s, len, &rd);
+    int again = judge(st, req->node, s, len, &rd);
     if (rd.kind) {
         int k = node_for(st, rd.addr);
         if (k < 0)
@@ -483,7 +487,6 @@ static int on_redirect(void *owner, fg__req *req, const char *s, size_t len)
         req->asking = rd.kind == FG__CLUSTER_ASK;
         if (!req->asking) /* read the whole map soon */
             st->err_changed_us = fg__mono_us(NULL);
-        req->node = (unsigned)k; /* its outcome is that node's breaker's */
         send_to(st, k, req);
         return 1;
     }

@@ -127,28 +127,40 @@ static void test_redirect(void)
 {
     fg__cluster_redirect rd;
     const char *s = "MOVED 3999 127.0.0.1:6381";
-    fg__cluster_redirect_parse(s, strlen(s), &rd);
+    fg__cluster_redirect_parse(s, strlen(s), "10.0.0.9", &rd);
     CHECK_EQ(rd.kind, FG__CLUSTER_MOVED);
     CHECK_EQ(rd.slot, 3999);
     CHECK_STR(rd.addr, "127.0.0.1:6381");
     s = "ASK 12 10.1.2.3:7000";
-    fg__cluster_redirect_parse(s, strlen(s), &rd);
+    fg__cluster_redirect_parse(s, strlen(s), "10.0.0.9", &rd);
     CHECK_EQ(rd.kind, FG__CLUSTER_ASK);
     CHECK_EQ(rd.slot, 12);
     CHECK_STR(rd.addr, "10.1.2.3:7000");
     /* IPv6, as Redis sends it (unbracketed): bracketed, as in the map. */
     s = "MOVED 7 ::1:6379";
-    fg__cluster_redirect_parse(s, strlen(s), &rd);
+    fg__cluster_redirect_parse(s, strlen(s), "10.0.0.9", &rd);
     CHECK_EQ(rd.kind, FG__CLUSTER_MOVED);
     CHECK_STR(rd.addr, "[::1]:6379");
     s = "ASK 7 2001:db8::1:7001";
-    fg__cluster_redirect_parse(s, strlen(s), &rd);
+    fg__cluster_redirect_parse(s, strlen(s), "10.0.0.9", &rd);
     CHECK_EQ(rd.kind, FG__CLUSTER_ASK);
     CHECK_STR(rd.addr, "[2001:db8::1]:7001");
     s = "MOVED 7 [::1]:6379";
-    fg__cluster_redirect_parse(s, strlen(s), &rd);
+    fg__cluster_redirect_parse(s, strlen(s), "10.0.0.9", &rd);
     CHECK_STR(rd.addr, "[::1]:6379");
+    /* No host (Redis's unknown endpoint): the host of the node that
+     * answered, bracketed when it is IPv6. */
+    s = "MOVED 7 :6381";
+    fg__cluster_redirect_parse(s, strlen(s), "10.0.0.9", &rd);
+    CHECK_EQ(rd.kind, FG__CLUSTER_MOVED);
+    CHECK_STR(rd.addr, "10.0.0.9:6381");
+    fg__cluster_redirect_parse(s, strlen(s), "::1", &rd);
+    CHECK_STR(rd.addr, "[::1]:6381");
+    fg__cluster_redirect_parse(s, strlen(s), "", &rd);
+    CHECK_EQ(rd.kind, 0);
     const char *bad[] = {"MOVED",
+                         "MOVED 1 a:",
+                         "MOVED 1 :",
                          "MOVED x 1.2.3.4:5",
                          "MOVED 16384 a:1",
                          "MOVED 1 ",
@@ -158,7 +170,7 @@ static void test_redirect(void)
                          "ASK 1 a@b:7000",
                          "TRYAGAIN Multiple keys request during rehashing"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        fg__cluster_redirect_parse(bad[i], strlen(bad[i]), &rd);
+        fg__cluster_redirect_parse(bad[i], strlen(bad[i]), "10.0.0.9", &rd);
         CHECK_EQ(rd.kind, 0);
     }
 }

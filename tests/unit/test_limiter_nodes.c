@@ -7,6 +7,8 @@
 
 #include "../harness.h"
 #include "floodgate.h"
+#include "breaker.h"
+#include "limiter.h"
 #include "store.h"
 
 #define NODES 3
@@ -15,12 +17,16 @@ typedef struct fake_store {
     fg_store base;
     int down[NODES];
     unsigned calls[NODES];
+    int moved; /* "r..." keys: on node 1 until a check moves them to 2 */
 } fake_store;
 
-/* The key's first byte names its node: "0...", "1...", "2...". */
+/* The key's first byte names its node: "0...", "1...", "2..."; "r..." is
+ * a key whose slot moves from node 1 to node 2 as it is checked (a
+ * redirection, as Redis Cluster's MOVED). */
 static unsigned fake_node_of(fg_store *s, const char *key, size_t keylen)
 {
-    (void)s;
+    if (keylen && key[0] == 'r')
+        return ((fake_store *)s)->moved ? 2 : 1;
     return keylen && key[0] >= '0' && key[0] < '0' + NODES
                ? (unsigned)(key[0] - '0')
                : 0;
@@ -43,6 +49,8 @@ static int fake_check(fg_store *s, fg_limiter *l, const char *key,
                       size_t keylen, uint64_t cost, fg_decision *d)
 {
     fake_store *st = (fake_store *)s;
+    if (keylen && key[0] == 'r')
+        st->moved = 1; /* node 1 redirects it to node 2, which answers */
     unsigned n = fake_node_of(s, key, keylen);
     (void)l;
     st->calls[n]++;
@@ -60,6 +68,7 @@ static void fake_check_async(fg_store *s, fg__req *req)
     fg_decision d;
     CHECK_EQ(req->node, fake_node_of(s, req->key, req->keylen));
     int rc = fake_check(s, req->l, req->key, req->keylen, req->cost, &d);
+    fg__req_move(req, fake_node_of(s, req->key, req->keylen));
     fg__req_done(req, rc, &d);
 }
 
@@ -146,9 +155,38 @@ static void run(int async)
     fg_limiter_free(l);
 }
 
+/* A check redirected from node 1 to node 2 (down): node 2's breaker
+ * learns the failures, not node 1's, which never answered for the key. */
+static void run_redirected(int async)
+{
+    fake_store st = {.base = {.ops = &fake_ops, .nodes = NODES}};
+    fg_limit lim;
+    CHECK_EQ(fg_limit_parse("100/s", &lim), FG_OK);
+    lim.on_failure = FG_FAIL_CLOSED;
+    fg_limiter *l = fg_limiter_new(&st.base, &lim, NULL, 0);
+    CHECK(l != NULL);
+    if (!l)
+        return;
+    st.down[2] = 1;
+    for (int i = 0; i < FG__BREAKER_THRESHOLD; i++) {
+        fg_decision d;
+        st.moved = 0;
+        if (async)
+            CHECK_EQ(fg_check_async(l, "rk", 2, 1, on_done, NULL), FG_OK);
+        else
+            CHECK_EQ(fg_check(l, "rk", 2, 1, &d), FG_EBACKEND);
+    }
+    CHECK_EQ(st.calls[2], FG__BREAKER_THRESHOLD);
+    CHECK_STR(fg_limiter_node_breaker(l, 2), "open");
+    CHECK_STR(fg_limiter_node_breaker(l, 1), "closed");
+    fg_limiter_free(l);
+}
+
 int main(void)
 {
     run(0);
     run(1);
+    run_redirected(0);
+    run_redirected(1);
     return TEST_DONE();
 }

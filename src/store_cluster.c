@@ -45,6 +45,7 @@
 #define RETRY_US        2000u   /* TRYAGAIN, READONLY, CLUSTERDOWN: again */
 #define REFRESH_MIN_US  100000u /* between two readings of the map */
 #define REFRESH_IDLE_US 1000000u
+#define REFRESH_WAIT_US 1000000u /* for a node's CLUSTER SLOTS answer */
 #define NO_NODE         255
 
 typedef struct cluster_store {
@@ -450,6 +451,15 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
      * a promoted replica is found within REFRESH_MIN_US. */
     uint64_t every =
         now < st->err_changed_us + 3000000u ? REFRESH_MIN_US : REFRESH_IDLE_US;
+    /* A node that does not answer CLUSTER SLOTS (hung, and no check
+     * waits on it to find out) is given up: another is asked. Should its
+     * answer come later, the map it gives is followed as any other: a
+     * slot it gives wrongly is corrected by MOVED. */
+    if (atomic_load(&st->refreshing) &&
+        now >= atomic_load(&st->refreshed_us) + REFRESH_WAIT_US) {
+        st->next_ask = st->asked + 1;
+        atomic_store(&st->refreshing, 0);
+    }
     if (now >= atomic_load(&st->refreshed_us) + every)
         refresh_async(st);
     fg__req *q = st->retry_head;
@@ -462,7 +472,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
         if (pnow >= q->deadline_us) {
             fg__req_done(q, FG_ETIMEOUT, NULL);
         } else if (k < 0) {
-            q->node = FG__CLUSTER_NODES_MAX; /* as cluster_node_of says */
+            fg__req_move(q, FG__CLUSTER_NODES_MAX); /* as cluster_node_of */
             fg__req_done(q, rc, NULL);
         } else {
             send_to(st, k, q);

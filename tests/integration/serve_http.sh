@@ -6,8 +6,8 @@
 # CR), absolute-form targets, HEAD, a request sent byte by byte, a client
 # that half-closes, clients that vanish while Redis is slow, 200 aborted
 # connections, unknown methods, 413 and 431 followed by more data (no
-# reset). Loopback only; about 12 s (30 s at most).
-FG_TEST_BOUND=${FG_TEST_BOUND:-30}
+# reset). Loopback only; about 20 s (60 s at most).
+FG_TEST_BOUND=${FG_TEST_BOUND:-60}
 . "$(dirname "$0")/../serve/lib.sh"
 export LC_ALL=C # byte counts for read -N and the body sizes
 

@@ -393,17 +393,30 @@ int fg__rsync_connect(fg__rnode *st, uint64_t deadline, fg__rsconn *out,
     return FG_OK;
 }
 
-/* A connection for one blocking check: an idle one, or a new one unless the
- * backoff says not yet. */
+/* 1 when the server closed the idle connection 'c' (a restart: FIN or
+ * RST already here). Replies it still owes ('skip') may be readable, so
+ * only the end of the stream counts. */
+static int idle_closed(const fg__rsconn *c)
+{
+    struct pollfd p = {.fd = c->c->fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) > 0 &&
+           (p.revents & (POLLRDHUP | POLLERR | POLLHUP | POLLNVAL));
+}
+
+/* A connection for one blocking check: an idle one the server has not
+ * closed, or a new one unless the backoff says not yet. */
 int fg__rpool_get(fg__rnode *st, uint64_t deadline, fg__rsconn *out)
 {
     char err[256];
     int rc;
     pthread_mutex_lock(&st->mu);
-    if (st->nidle > 0) {
+    while (st->nidle > 0) {
         *out = st->idle[--st->nidle];
-        pthread_mutex_unlock(&st->mu);
-        return FG_OK;
+        if (!idle_closed(out)) {
+            pthread_mutex_unlock(&st->mu);
+            return FG_OK;
+        }
+        redisFree(out->c);
     }
     if (st->retry_at && fg__mono_precise_us() < st->retry_at) {
         pthread_mutex_unlock(&st->mu);

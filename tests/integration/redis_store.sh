@@ -259,6 +259,10 @@ else
     echo "skip: $FLOODGATE not built"
 fi
 
+# 6b. A clean restart (SHUTDOWN) between two checks: the blocking client's
+# pooled connection, closed by the server, is not used for the next.
+run restart "$URL" "redis-cli -p $PORT shutdown nosave >/dev/null 2>&1; redis-server --port $PORT --bind 127.0.0.1 --dir $DIR --daemonize yes --pidfile $DIR/main.pid --save '' --appendonly no --logfile $DIR/main.log; for i in \$(seq 100); do redis-cli -p $PORT ping 2>/dev/null | grep -q PONG && break; sleep 0.01; done"
+
 # 7. Stop, kill and restart the server under checks (last: it kills it).
 RESTART="redis-server --port $PORT --bind 127.0.0.1 --dir $DIR --daemonize yes --pidfile $DIR/main.pid --save '' --appendonly no --logfile $DIR/main.log; for i in \$(seq 100); do redis-cli -p $PORT ping 2>/dev/null | grep -q PONG && break; sleep 0.01; done"
 run outage "$URL" "$(cat "$DIR/main.pid")" "$RESTART"

@@ -13,6 +13,7 @@
  *   redis_check refund URL           fg_refund vs the memory store
  *   redis_check dns URL              a host name is resolved at open only
  *   redis_check outage URL PID CMD   SIGSTOP, SIGKILL, then CMD restarts
+ *   redis_check restart URL CMD       CMD restarts it cleanly between checks
  *   redis_check keys URL             binary keys and the length limit
  *   redis_check poison URL           one key's bad value: its policy only
  *   redis_check open URL             open and report the error
@@ -2008,6 +2009,34 @@ static void poison(const char *url)
     fg__redis_url_free(&u);
 }
 
+/* Redis restarted cleanly (SHUTDOWN, then up again) between two checks of
+ * the blocking client: the connections it pooled were closed by the server,
+ * and the first check after the restart is the store's, not a failure. */
+static void restart(const char *url, const char *cmd)
+{
+    char err[256], name[64];
+    fg_store *st = fg_store_open(url, err, sizeof err);
+    CHECK(st != NULL);
+    if (!st)
+        return;
+    unique(name, sizeof name, "restart");
+    fg_limiter *l =
+        limiter(st, "100/h", FG_FIXED_WINDOW, 0, 0, FG_FAIL_CLOSED, 500, name);
+    CHECK(l != NULL);
+    if (!l)
+        return;
+    fg_decision d;
+    CHECK_EQ(fg_check(l, "k", 1, 1, &d), FG_OK);
+    CHECK(system(cmd) == 0);
+    int rc = fg_check(l, "k", 1, 1, &d);
+    printf("first check after a clean restart: %s, source %d\n",
+           rc == FG_OK ? "ok" : fg_strerror(rc), d.source);
+    CHECK_EQ(rc, FG_OK);
+    CHECK_EQ(d.source, FG_SOURCE_STORE);
+    fg_limiter_free(l);
+    fg_store_close(st);
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -2043,6 +2072,8 @@ int main(int argc, char **argv)
         dns(argv[2]);
     } else if (argc >= 5 && strcmp(argv[1], "outage") == 0) {
         outage(argv[2], (pid_t)atoi(argv[3]), argv[4]);
+    } else if (argc >= 4 && strcmp(argv[1], "restart") == 0) {
+        restart(argv[2], argv[3]);
     } else if (argc >= 4 && strcmp(argv[1], "expect") == 0) {
         int code = 0;
         for (int c = 0; c >= -20; c--)

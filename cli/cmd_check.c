@@ -144,6 +144,15 @@ static void print_decision(const fg_decision *d, const char *why, int json)
     }
 }
 
+/* What the node that holds 'key' said last ("" when nothing): on shards,
+ * not another node's error. */
+static const char *key_error(fg_store *st, const char *key)
+{
+    const char *e =
+        fg_store_node_error(st, fg_store_node_of(st, key, strlen(key)));
+    return e ? e : "";
+}
+
 /* --peek or --reset of 'key': the exit status. */
 static int operate(fg_limiter *l, fg_store *st, const char *key, int peek,
                    int json)
@@ -152,7 +161,7 @@ static int operate(fg_limiter *l, fg_store *st, const char *key, int peek,
     int rc =
         peek ? fg_peek(l, key, strlen(key), &d) : fg_reset(l, key, strlen(key));
     if (rc != FG_OK) {
-        const char *last = fg_store_last_error(st);
+        const char *last = key_error(st, key);
         fprintf(stderr, "floodgate check: %s: %s%s%s\n",
                 peek ? "peek" : "reset", fg_strerror(rc), *last ? ": " : "",
                 last);
@@ -478,7 +487,7 @@ int fg_cmd_check(int argc, char **argv)
         }
         char why[sizeof err + 64];
         if (rc < 0) {
-            const char *last = fg_store_last_error(st);
+            const char *last = key_error(st, key);
             snprintf(why, sizeof why, "%s%s%s", fg_strerror(rc),
                      *last ? ": " : "", last);
             if (!failed)

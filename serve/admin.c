@@ -199,7 +199,11 @@ static void handle(fg__hreq *req, void *arg)
     int rc =
         peek ? fg_peek(l, key, (size_t)kl, &d) : fg_reset(l, key, (size_t)kl);
     if (rc != FG_OK) {
-        const char *last = a->store ? fg_store_last_error(a->store) : "";
+        /* What the key's node said (shards: not another node's error). */
+        const char *last = fg_store_node_error(
+            a->store, fg_store_node_of(a->store, key, (size_t)kl));
+        if (!last)
+            last = "";
         snprintf(why, sizeof(why), "%s%s%.200s", fg_strerror(rc),
                  *last ? ": " : "", last);
         log_call(req, route, lname, key, (size_t)kl, 503, why);

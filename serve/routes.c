@@ -136,18 +136,19 @@ static void count_decision(fg__ctx *c, unsigned k)
                         [d->source < FG__SOURCES ? d->source : 0]);
     if (d->shadowed)
         FG_INC(lm->shadow_refusals);
-    /* Decided without asking the store for this request. A sync or lease
-     * limit asks it in the background (syncs, takes): a gauge its failures
-     * set stays until its breaker says those calls get through again (read
-     * only then: nothing is spent on the common path). */
-    if (d->source == FG_SOURCE_SYNC || d->source == FG_SOURCE_LEASE) {
-        if (FG_GET(lm->breaker_open)) {
-            const char *b = fg_limiter_breaker(c->wg->lim[c->idx[k]]);
-            FG_SET(lm->breaker_open, b && !strcmp(b, "open"));
-        }
-        return;
+    /* The breaker gauge, once set, stays until no node's breaker of the
+     * limit is open: a sync or lease limit asks the store in the
+     * background, and on shards another node's keys may still fail. Read
+     * only while it is set: nothing is spent on the common path. */
+    int learnt = d->source == FG_SOURCE_SYNC || d->source == FG_SOURCE_LEASE ||
+                 (d->source == FG_SOURCE_STORE && r->rc[k] == FG_OK);
+    if (learnt && FG_GET(lm->breaker_open)) {
+        const char *b = fg_limiter_breaker(c->wg->lim[c->idx[k]]);
+        FG_SET(lm->breaker_open, b && !strcmp(b, "open"));
     }
-    if (d->source == FG_SOURCE_CACHE)
+    /* Decided without asking the store for this request. */
+    if (d->source == FG_SOURCE_SYNC || d->source == FG_SOURCE_LEASE ||
+        d->source == FG_SOURCE_CACHE)
         return;
     if (!c->wg->g->is_memory && r->rc[k] != FG_EBREAKER)
         FG_INC(lm->store_calls);
@@ -155,8 +156,6 @@ static void count_decision(fg__ctx *c, unsigned k)
         FG_INC(lm->store_errors);
     if (r->rc[k] == FG_EBREAKER)
         FG_SET(lm->breaker_open, 1);
-    else if (d->source == FG_SOURCE_STORE)
-        FG_SET(lm->breaker_open, 0);
 }
 
 /* The metric slot of the store node that holds 'key' (-1: none), named
@@ -254,20 +253,34 @@ static void account(fg__ctx *c)
                                                         : c->items[k].keylen;
             memcpy(key, c->items[k].key, kl);
             key[kl] = '\0';
-            fg__log(
-                "store_error",
-                "worker=%u limit=%s error=\"%s\" decided=%s errors=%llu%s%s",
-                w->index, g->cfg.limits[c->idx[k]].lim.name, fg_strerror(rc),
-                fg_source_name(r->d[k].source),
-                (unsigned long long)w->errors_unlogged,
-                rc == FG_ERANGE ? " note=\"the value stored for this "
-                                  "key is not floodgate's\" key="
-                                : "",
-                rc == FG_ERANGE ? fg__log_value(key, v, sizeof v) : "");
+            /* The node that failed, named, and what it said (shards: the
+             * other nodes may be fine). */
+            unsigned nd = fg_store_node_of(c->wg->store, key, kl);
+            const char *nname = fg_store_node_name(c->wg->store, nd);
+            const char *nerr = fg_store_node_error(c->wg->store, nd);
+            char ne[320];
+            fg__log("store_error",
+                    "worker=%u limit=%s error=\"%s\" decided=%s errors=%llu "
+                    "node=%s%s%s%s%s",
+                    w->index, g->cfg.limits[c->idx[k]].lim.name,
+                    fg_strerror(rc), fg_source_name(r->d[k].source),
+                    (unsigned long long)w->errors_unlogged,
+                    nname && *nname ? nname : "none",
+                    nerr && *nerr ? " detail=" : "",
+                    nerr && *nerr ? fg__log_value(nerr, ne, sizeof ne) : "",
+                    rc == FG_ERANGE ? " note=\"the value stored for this "
+                                      "key is not floodgate's\" key="
+                                    : "",
+                    rc == FG_ERANGE ? fg__log_value(key, v, sizeof v) : "");
             w->errors_unlogged = 0;
-            w->store_failing |= rc != FG_ERANGE;
+            if (rc != FG_ERANGE)
+                w->store_failing = nd + 1;
         } else if (rc == FG_OK && w->store_failing &&
-                   r->d[k].source == FG_SOURCE_STORE) {
+                   r->d[k].source == FG_SOURCE_STORE &&
+                   fg_store_node_of(c->wg->store, c->items[k].key,
+                                    c->items[k].keylen) +
+                           1 ==
+                       (unsigned)w->store_failing) {
             w->store_failing = 0;
             fg__log("store_recovered", "worker=%u limit=%s", w->index,
                     g->cfg.limits[c->idx[k]].lim.name);

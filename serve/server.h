@@ -83,7 +83,8 @@ typedef struct fg__worker {
     struct event *sweep_ev;
     uint64_t next_err_log_us;
     uint64_t errors_unlogged; /* store errors since the last store_error */
-    int store_failing;        /* a store_error logged, no answer since */
+    int store_failing;        /* a store_error logged, no answer since from its
+                               * node: the node's index + 1 */
     /* Shadow refusals logged this second, and left out since the last
      * line (routes.c). */
     uint64_t shadow_log_reset_us, shadow_unlogged;

@@ -142,6 +142,45 @@ for i in 0 1 2; do
         grep -q "^floodgate_store_node_latency_seconds_count{node=\"127.0.0.1:${RP[$i]}/0\"}" "$T/metrics"
 done
 
+# The log names the failing node and what it said; no store_recovered while
+# only the other nodes answer.
+check "node 1 down: store_error names it" \
+    grep -q "event=store_error .* node=127.0.0.1:${RP[1]}/0 detail=" "$T/s1.log" "$T/s2.log"
+for k in $(seq 0 29); do [ "${VNODE[$k]}" = 1 ] && dk=v$k; [ "${VNODE[$k]}" = 0 ] && lk=v$k; done
+check "node 1 down: no store_recovered while only the other nodes answer" \
+    sh -c "! grep -q 'event=store_recovered' '$T/s1.log' '$T/s2.log'"
+# A server of one worker, with an admin listener. On one connection: a key
+# of node 1 twice (its breaker then open: refused without asking), then a
+# key of node 0, from the store: the breaker gauge stays set.
+printf 'adm-%s-Zq81xWv3' $$ >"$T/token"
+chmod 600 "$T/token"
+printf '[server]\nworkers = 1\nadmin_listen = 127.0.0.1:0\nadmin_token_file = %s\n[store]\nurl = %s\nprefix = t%s:\n[limit tb]\nkey = query:k\nalgorithm = token_bucket\nrate = 10/h\ntimeout = 300ms\n' \
+    "$T/token" "$SHARDS" $$ >"$T/adm.ini"
+start_fg adm -c "$T/adm.ini" --listen 127.0.0.1:0 || bad "admin server starts"
+ADM="http://127.0.0.1:$(grep -o 'event=admin_listening addr=[^ ]*' "$T/adm.log" | sed 's/.*://')"
+P="http://127.0.0.1:$FGPORT_adm/v1/check?limit=tb&key="
+for _ in 1 2 3 4; do curl -s -X POST "$P$dk" >/dev/null; done
+curl -s -X POST "$P$dk" "$P$lk" >/dev/null
+gauge=$(curl -s "http://127.0.0.1:$FGPORT_adm/metrics" |
+    grep '^floodgate_breaker_open{limit="tb"}' | awk '{print $2}')
+check "node 1 down: the breaker gauge stays set after a key of node 0 is decided ($gauge)" \
+    test "${gauge:-0}" = 1
+# An operator's reset names the reason of the key's own node, whatever
+# another node said last: nodes 0 and 2 read-only (replicas).
+for k in $(seq 0 29); do [ "${VNODE[$k]}" = 2 ] && rk=v$k; done
+reset_of() { curl -s -X POST -H "Authorization: Bearer adm-$$-Zq81xWv3" "$ADM/v1/reset?limit=tb&key=$1"; }
+redis-cli -p "${RP[0]}" replicaof 127.0.0.1 1 >/dev/null
+redis-cli -p "${RP[2]}" replicaof 127.0.0.1 1 >/dev/null
+reset_of "$lk" >"$T/r1"
+reset_of "$rk" >"$T/r2"
+reset_of "$lk" >"$T/r3"
+redis-cli -p "${RP[0]}" replicaof no one >/dev/null
+redis-cli -p "${RP[2]}" replicaof no one >/dev/null
+check "reset, node 2 read-only: its reason ($(cat "$T/r2"))" \
+    sh -c "grep -q 'read-only' '$T/r2' && grep -q '127.0.0.1:${RP[2]}' '$T/r2'"
+check "reset, node 0 read-only, after node 2's error: node 0 named ($(cat "$T/r3"))" \
+    grep -q "127.0.0.1:${RP[0]}" "$T/r3"
+
 # Node 1 back, empty, on the same port: within a second its keys are
 # decided by the store again, and exact (fresh counters: 10 of 12).
 RPORT=${RP[1]}

@@ -8,8 +8,9 @@
  * name the old master), opens a Redis store for it and hands every
  * operation over. When the master changes it opens a store for the new
  * one, routes new checks to it and closes the old one once its checks in
- * flight are done (or after RETIRE_MAX_US: its close completes them with
- * an error, which the limiter turns into each limit's failure policy).
+ * flight are done (an async store's, after RETIRE_MAX_US at most: its
+ * close completes them with an error, which the limiter turns into each
+ * limit's failure policy; a blocking check is waited for).
  *
  * What makes it ask again: a "+switch-master" message (an async store
  * subscribes on every sentinel: only the one leading a failover tells of
@@ -272,8 +273,11 @@ int fg__sentinel_same_master(sentinel_store *st, const char *host, int port)
     return same;
 }
 
-/* Close the retired stores whose checks are done, or that waited long
- * enough. Not from inside one of their callbacks. */
+/* Close the retired stores whose checks are done, or, on the loop, that
+ * waited long enough (closing an async store completes its checks). A
+ * blocking check may still be running inside a retired store, for as long
+ * as its limit's timeout: that store waits for it. Not from inside one of
+ * their callbacks. */
 void fg__sentinel_reap(sentinel_store *st, int all)
 {
     inner *done = NULL;
@@ -282,7 +286,7 @@ void fg__sentinel_reap(sentinel_store *st, int all)
     for (inner **p = &st->retired; *p;) {
         inner *in = *p;
         if (all || atomic_load(&in->inflight) == 0 ||
-            now - in->retired_us >= RETIRE_MAX_US) {
+            (st->evb && now - in->retired_us >= RETIRE_MAX_US)) {
             *p = in->next;
             in->next = done;
             done = in;

@@ -9,7 +9,8 @@
 #     limit's policy; counts are exact again within 2 s of the promotion;
 #     the over-admission (allowed minus limit) is measured and compared
 #     with the bound of docs/redis.md;
-#   - SENTINEL FAILOVER (graceful): no error beyond the policy, exact after.
+#   - SENTINEL FAILOVER (graceful): no error beyond the policy, exact after;
+#   - a blocking check waiting in the master's store across a failover.
 FG_TEST_BOUND=${FG_TEST_BOUND:-80}
 . "$(dirname "$0")/../serve/lib.sh"
 
@@ -333,4 +334,14 @@ for f in ovf ovt; do
 done
 echo "over-admission: kill ovf=$OVER_k1_ovf ovt=$OVER_k1_ovt; graceful ovf=$OVER_k2_ovf ovt=$OVER_k2_ovt"
 curl -s "$A/metrics" | grep '^floodgate_store_node' | grep -v bucket
+
+# ---- 3. A long blocking check in the old master's store -------------------
+# The master stopped (SIGSTOP) while a blocking check of a 6 s timeout
+# waits in its store: the store switches to the promoted replica and
+# retires the old master's, which stays open until that check is done.
+"$BUILD/redis/redis_check" retire "$S?prefix=rt$$:" "$(eval echo "\$NODEPID_$MP")" >"$T/retire.out" 2>&1
+rc=$?
+cat "$T/retire.out" | grep -v -E '^[0-9]+ passed'
+check "a long check across a failover: the store switched, the check ended, no use after free (exit $rc)" \
+    sh -c "[ $rc = 0 ] && grep -q '^[1-9][0-9]* passed, 0 failed' '$T/retire.out'"
 finish

@@ -14,6 +14,8 @@
  *   redis_check dns URL              a host name is resolved at open only
  *   redis_check outage URL PID CMD   SIGSTOP, SIGKILL, then CMD restarts
  *   redis_check restart URL CMD       CMD restarts it cleanly between checks
+ *   redis_check retire SENTINEL_URL PID  a long check in the old master's
+ *                                     store across a failover (SIGSTOP)
  *   redis_check keys URL             binary keys and the length limit
  *   redis_check poison URL           one key's bad value: its policy only
  *   redis_check open URL             open and report the error
@@ -39,6 +41,7 @@
 #include "../harness.h"
 #include "algo.h"
 #include "floodgate.h"
+#include "sentinel.h"
 #include "redis_store.h"
 #include "store.h"
 #include "redis_url.h"
@@ -2037,6 +2040,88 @@ static void restart(const char *url, const char *cmd)
     fg_store_close(st);
 }
 
+/* One thread's checks for 'retire' until 'stop'. */
+typedef struct retire_job {
+    fg_limiter *l;
+    atomic_int *stop;
+    unsigned long checks;
+    uint64_t longest_us;
+} retire_job;
+
+static void *retire_checks(void *arg)
+{
+    retire_job *j = arg;
+    while (!atomic_load(j->stop)) {
+        fg_decision d;
+        uint64_t t = fg__mono_precise_us();
+        fg_check(j->l, "retire", 6, 1, &d);
+        t = fg__mono_precise_us() - t;
+        if (t > j->longest_us)
+            j->longest_us = t;
+        j->checks++;
+        usleep(1000);
+    }
+    return NULL;
+}
+
+/* Sentinel, blocking store shared by two threads: the master stopped
+ * (SIGSTOP) while a check of a 6 s timeout waits in its store; the checks
+ * of a 5 ms timeout fail meanwhile and make the store find the promoted
+ * replica. The old master's store retires with the long check inside it,
+ * and must stay open until that check is done (a sanitizer build reports
+ * a use after free otherwise). */
+static void retire(const char *url, pid_t pid)
+{
+    char err[256], was[300] = "", now[300] = "";
+    fg_store *st = fg_store_open(url, err, sizeof err);
+    CHECK(st != NULL);
+    if (!st) {
+        fprintf(stderr, "%s\n", err);
+        return;
+    }
+    fg_limiter *fast = limiter(st, "1000000/s", FG_FIXED_WINDOW, 0, 0,
+                               FG_FAIL_CLOSED, 5, "retire-fast");
+    fg_limiter *slow = limiter(st, "1000000/s", FG_FIXED_WINDOW, 0, 0,
+                               FG_FAIL_CLOSED, 6000, "retire-slow");
+    CHECK(fast && slow);
+    if (!fast || !slow)
+        return;
+    fg__store_sentinel_master(st, was, sizeof was);
+    unsigned long sw0 = fg__store_sentinel_switches(st);
+    atomic_int stop = 0;
+    retire_job jf = {.l = fast, .stop = &stop}, js = {.l = slow, .stop = &stop};
+    pthread_t tf, ts;
+    pthread_create(&tf, NULL, retire_checks, &jf);
+    pthread_create(&ts, NULL, retire_checks, &js);
+    usleep(200000);
+    kill(pid, SIGSTOP);
+    uint64_t t0 = fg__mono_precise_us();
+    while (fg__store_sentinel_switches(st) == sw0 &&
+           fg__mono_precise_us() - t0 < 10000000)
+        usleep(10000);
+    int switched = fg__store_sentinel_switches(st) != sw0;
+    /* Past the 2 s an async store's retired master is kept at most. */
+    usleep(2500000);
+    kill(pid, SIGCONT);
+    atomic_store(&stop, 1);
+    pthread_join(tf, NULL);
+    pthread_join(ts, NULL);
+    fg__store_sentinel_master(st, now, sizeof now);
+    printf("retire: master %s -> %s after %.0f ms; slow thread %lu checks, "
+           "longest %.0f ms; fast thread %lu checks\n",
+           was, now, (double)(fg__mono_precise_us() - t0) / 1000.0, js.checks,
+           (double)js.longest_us / 1000.0, jf.checks);
+    CHECK(switched);
+    CHECK(strcmp(was, now) != 0);
+    /* The slow thread was inside the stopped master's store for seconds. */
+    CHECK(js.longest_us >= 1000000);
+    fg_decision d;
+    CHECK_EQ(fg_check(slow, "retire-after", 12, 1, &d), FG_OK);
+    fg_limiter_free(fast);
+    fg_limiter_free(slow);
+    fg_store_close(st);
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -2072,6 +2157,8 @@ int main(int argc, char **argv)
         dns(argv[2]);
     } else if (argc >= 5 && strcmp(argv[1], "outage") == 0) {
         outage(argv[2], (pid_t)atoi(argv[3]), argv[4]);
+    } else if (argc >= 4 && strcmp(argv[1], "retire") == 0) {
+        retire(argv[2], (pid_t)atoi(argv[3]));
     } else if (argc >= 4 && strcmp(argv[1], "restart") == 0) {
         restart(argv[2], argv[3]);
     } else if (argc >= 4 && strcmp(argv[1], "expect") == 0) {

@@ -95,8 +95,8 @@ static redisContext *sync_connect(const char *host, int port,
 }
 
 /* Send AUTH (when 'password') and then 'argv' on 'c', and return the
- * reply to 'argv' (NULL on an I/O error); the AUTH's reply is dropped: a
- * refused AUTH shows in the next reply (NOAUTH). */
+ * reply to 'argv' (NULL on an I/O error), or AUTH's own when it refused
+ * (WRONGPASS: a wrong password, told apart from a missing one). */
 static redisReply *sync_ask(redisContext *c, const char *user,
                             const char *password, int argc, const char **argv)
 {
@@ -119,6 +119,8 @@ static redisReply *sync_ask(redisContext *c, const char *user,
         r = NULL;
         if (redisGetReply(c, &r) != REDIS_OK)
             return NULL;
+        if (i < n && ((redisReply *)r)->type == REDIS_REPLY_ERROR)
+            return r;
     }
     return r;
 }

@@ -92,6 +92,28 @@ for b in "sentinel://127.0.0.1:${SP[0]}/nosuch|monitors no master named 'nosuch'
     check "floodgate check --store '${b%%|*}': exit 2, '${b#*|}'" \
         test $rc = 2 -a -n "$(grep -F "${b#*|}" "$T/bad.err")"
 done
+# A sentinel with a password (requirepass; another master name, so that it
+# takes no part in the others' failovers): a wrong sentinel_password is
+# told apart from a missing one, with the sentinel's own words.
+PWS=$(free_port)
+mkdir -p "$T/pw"
+printf 'port %s\nbind 127.0.0.1\ndir %s\nlogfile %s/log\nrequirepass S3cretP\nsentinel monitor pw%s 127.0.0.1 %s 2\n' \
+    "$PWS" "$T/pw" "$T/pw" $$ "$MP" >"$T/pw/sentinel.conf"
+redis-server "$T/pw/sentinel.conf" --sentinel &
+PWPID=$!
+PIDS="$PIDS $PWPID"
+pw_up() { redis-cli -p "$PWS" -a S3cretP --no-auth-warning ping 2>/dev/null | grep -q PONG; }
+wait_until 50 pw_up || bad "the sentinel with a password starts"
+for b in "?sentinel_password=wrong|WRONGPASS" "|NOAUTH"; do
+    "$FLOODGATE" check --store "sentinel://127.0.0.1:$PWS/pw$$${b%%|*}" --limit 5/s --key a 2>"$T/pw.err" >/dev/null
+    rc=$?
+    check "sentinel password '${b%%|*}': exit 2, '${b#*|}' ($(cat "$T/pw.err"))" \
+        test $rc = 2 -a -n "$(grep -F "${b#*|}" "$T/pw.err")"
+done
+out=$("$FLOODGATE" check --store "sentinel://127.0.0.1:$PWS/pw$$?sentinel_password=S3cretP" \
+    --limit 5/s --key pw --timeout 2000 2>&1 | tail -1)
+check "sentinel password right: the check is made ($out)" sh -c "echo '$out' | grep -q '^allowed '"
+kill "$PWPID"
 # The approximate modes through the master the sentinels name (floodgate
 # check: one process, so exact; the lease's unspent units go back at exit).
 for m in sync:50ms lease; do

@@ -151,14 +151,18 @@ static int is_config_error(int rc)
 
 /* Ask the sentinels in turn, each within 'timeout_ms', for the master's
  * address, and check it with ROLE. FG_OK with the address ('*role' says
- * what ROLE said, -2 when the master did not answer); a configuration
- * error (is_config_error) when a sentinel that answered refused, and none
- * gave an address; or FG_EBACKEND. The reason is in 'err'. */
+ * what ROLE said, -2 when the master did not answer): the first one that
+ * says it is a master, else the first named that gave no clear answer (a
+ * sentinel may name a master that is down, or one that was, and the next
+ * may know better); a configuration error (is_config_error) when a
+ * sentinel that answered refused, and none gave an address; or
+ * FG_EBACKEND. The reason is in 'err'. */
 static int sync_lookup(sentinel_store *st, uint32_t timeout_ms, char *host,
                        int *port, int *role, char *err, size_t errlen)
 {
-    int cfg = FG_OK;
+    int cfg = FG_OK, fb_port = 0, fb_role = 0;
     char cfg_why[400] = "", why[400] = "no sentinel given";
+    char fb_host[FG__SENTINEL_HOST_MAX] = "";
     for (unsigned i = 0; i < st->u.n; i++) {
         char where[300], e[256];
         fg__sentinel_hostport(st->u.s[i].host, st->u.s[i].port, where,
@@ -194,9 +198,18 @@ static int sync_lookup(sentinel_store *st, uint32_t timeout_ms, char *host,
                      st->u.master);
         if (rc == FG_OK) {
             char m[300];
+            if (fb_port == *port && !strcmp(fb_host, host))
+                continue; /* asked already: no clear answer */
             *role = sync_role(st, host, *port, timeout_ms);
-            if (*role != 0)
+            if (*role == 1)
                 return FG_OK;
+            if (*role < 0 && !fb_port) {
+                snprintf(fb_host, sizeof fb_host, "%s", host);
+                fb_port = *port;
+                fb_role = *role;
+            }
+            if (*role < 0)
+                continue;
             fg__sentinel_hostport(host, *port, m, sizeof m);
             snprintf(why, sizeof why,
                      "sentinel %.100s names %.100s as the master of '%s', "
@@ -208,6 +221,12 @@ static int sync_lookup(sentinel_store *st, uint32_t timeout_ms, char *host,
                  sizeof why, "sentinel %.120s: %.250s", where, e);
         if (is_config_error(rc) && cfg == FG_OK)
             cfg = rc;
+    }
+    if (fb_port) {
+        snprintf(host, FG__SENTINEL_HOST_MAX, "%s", fb_host);
+        *port = fb_port;
+        *role = fb_role;
+        return FG_OK;
     }
     if (cfg != FG_OK)
         return fg__seterr(err, errlen, cfg, "%s", cfg_why);

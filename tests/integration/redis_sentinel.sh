@@ -114,6 +114,23 @@ out=$("$FLOODGATE" check --store "sentinel://127.0.0.1:$PWS/pw$$?sentinel_passwo
     --limit 5/s --key pw --timeout 2000 2>&1 | tail -1)
 check "sentinel password right: the check is made ($out)" sh -c "echo '$out' | grep -q '^allowed '"
 kill "$PWPID"
+# A sentinel listed first that names a master that is down (it monitors
+# the name at a closed port): the next sentinel is asked, and its master
+# used.
+BS=$(free_port)
+mkdir -p "$T/bs"
+printf 'port %s\nbind 127.0.0.1\ndir %s\nlogfile %s/log\nsentinel monitor %s 127.0.0.1 %s 2\n' \
+    "$BS" "$T/bs" "$T/bs" "$MASTER" "$NOPE" >"$T/bs/sentinel.conf"
+redis-server "$T/bs/sentinel.conf" --sentinel &
+BSPID=$!
+PIDS="$PIDS $BSPID"
+bs_up() { redis-cli -p "$BS" ping 2>/dev/null | grep -q PONG; }
+wait_until 50 bs_up || bad "the sentinel naming a dead master starts"
+out=$("$FLOODGATE" check --store "sentinel://127.0.0.1:$BS,127.0.0.1:${SP[0]}/$MASTER" \
+    --limit 5/s --key bs --timeout 2000 2>&1 | tail -1)
+check "a first sentinel names a master that is down: the next one's is used ($out)" \
+    sh -c "echo '$out' | grep -q '^allowed '"
+kill "$BSPID"
 # The approximate modes through the master the sentinels name (floodgate
 # check: one process, so exact; the lease's unspent units go back at exit).
 for m in sync:50ms lease; do

@@ -358,5 +358,6 @@ int fg__blocked_from_decision(const fg_limit *lim, const fg_decision *d,
     out->retry_us = now_us + retry > until ? now_us + retry : until;
     out->reset_us = now_us + d->reset_us;
     out->limit = d->limit;
+    out->remaining = d->allowed ? 0 : d->remaining;
     return 1;
 }

@@ -58,6 +58,7 @@ typedef struct fg__blocked_hit {
     uint64_t retry_us; /* what to tell clients: never earlier than true */
     uint64_t reset_us; /* fully available again then */
     uint64_t limit;
+    uint64_t remaining; /* what the refusal that made the block said */
 } fg__blocked_hit;
 
 /* A request that can wait for a probe: a set's fg__node (floodgate.h);

@@ -260,7 +260,7 @@ static void answer_cached(fg_set_req *req, unsigned k, const fg__blocked_hit *h,
     r->asked = 1u << k;
     d->allowed = 0;
     d->limit = h->limit;
-    d->remaining = 0;
+    d->remaining = h->remaining; /* as the store said when it refused */
     d->retry_after_us = h->retry_us > now ? h->retry_us - now : 1000;
     d->reset_us = h->reset_us > now ? h->reset_us - now : 0;
     if (d->reset_us < d->retry_after_us)

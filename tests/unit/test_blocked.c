@@ -8,7 +8,7 @@
 
 static fg__blocked_hit hit_until(uint64_t until)
 {
-    fg__blocked_hit h = {until, until + 500, until + 900, 10};
+    fg__blocked_hit h = {until, until + 500, until + 900, 10, 0};
     return h;
 }
 

@@ -215,6 +215,19 @@ static void test_async(void)
     CHECK(!dn.r.d[0].allowed);
     CHECK_EQ(dn.r.d[0].source, FG_SOURCE_STORE);
     CHECK_EQ(fg_cache_count(c), 1);
+    /* A refusal with units left (cost 2, 1 left) is answered from the
+     * cache with the same figures as the store's. */
+    fg_set_item y[1] = {{aa, "y", 1}};
+    CHECK_EQ(set_async(&req, &dn, y, 1, 2), FG_OK);
+    CHECK(dn.r.d[0].allowed);
+    CHECK_EQ(set_async(&req, &dn, y, 1, 2), FG_OK);
+    CHECK(!dn.r.d[0].allowed);
+    CHECK_EQ(dn.r.d[0].source, FG_SOURCE_STORE);
+    CHECK_EQ(dn.r.d[0].remaining, 1);
+    CHECK_EQ(set_async(&req, &dn, y, 1, 2), FG_OK);
+    CHECK(!dn.r.d[0].allowed);
+    CHECK_EQ(dn.r.d[0].source, FG_SOURCE_CACHE);
+    CHECK_EQ(dn.r.d[0].remaining, 1);
     fg_limiter_set_cache(aa, NULL);
     fg_cache_free(c);
 

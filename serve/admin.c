@@ -143,12 +143,19 @@ static void handle(fg__hreq *req, void *arg)
         return;
     }
     /* Nothing is said before the token is shown: not even which routes
-     * there are. */
-    if (!fg__bearer_ok(fg__http_find(req, "Authorization"), g->admin_token,
-                       g->admin_token_len)) {
-        fg__log(
-            "admin_denied", "peer=%s reason=%s", req->peer[0] ? req->peer : "-",
-            fg__http_find(req, "Authorization") ? "wrong_token" : "no_token");
+     * there are. Authorization is single-valued: given twice, which one
+     * counts would depend on the reader (a proxy in front may check the
+     * other), so the request is refused. */
+    unsigned auths = 0;
+    for (unsigned i = 0; i < req->nheaders; i++)
+        auths += !strcasecmp(req->name[i], "Authorization");
+    if (auths != 1 || !fg__bearer_ok(fg__http_find(req, "Authorization"),
+                                     g->admin_token, g->admin_token_len)) {
+        fg__log("admin_denied", "peer=%s reason=%s",
+                req->peer[0] ? req->peer : "-",
+                auths > 1 ? "repeated_authorization"
+                : auths   ? "wrong_token"
+                          : "no_token");
         fg__http_add_header(req, "WWW-Authenticate",
                             "Bearer realm=\"floodgate admin\"");
         reply_error(req, 401, "unauthorized");
@@ -307,7 +314,8 @@ fg__admin *fg__admin_start(fg__server *srv, const char *listen, char *addr,
         return NULL;
     }
     fg__admin_apply(a);
-    fg__http_set_cap(a->http, NULL, ADMIN_MAX_CONNECTIONS);
+    fg__http_set_cap(a->http, NULL, ADMIN_MAX_CONNECTIONS,
+                     "admin_listen's cap of 64 connections reached");
     struct timeval tv = {0, 200000};
     event_add(a->sweep, &tv);
     return a;

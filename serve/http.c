@@ -117,6 +117,7 @@ struct fg__http {
      * the cap: accepting pauses there. */
     atomic_uint_fast32_t own_open, *open;
     uint32_t max_open;
+    const char *cap_why; /* for the log, at the cap */
     time_t date_t;
     char date[40];
     uint64_t next_log_us;
@@ -301,7 +302,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
          * cap never pass it together; given back if nothing comes. */
         if (atomic_fetch_add(h->open, 1) >= h->max_open) {
             atomic_fetch_sub(h->open, 1);
-            accept_pause(h, "max_connections reached");
+            accept_pause(h, h->cap_why ? h->cap_why : "connection cap reached");
             return;
         }
         struct sockaddr_storage ss;
@@ -391,10 +392,12 @@ void fg__http_set_limits(fg__http *h, uint32_t max_header_bytes,
     h->timeout_ms = request_timeout_ms;
 }
 
-void fg__http_set_cap(fg__http *h, atomic_uint_fast32_t *open, uint32_t max)
+void fg__http_set_cap(fg__http *h, atomic_uint_fast32_t *open, uint32_t max,
+                      const char *why)
 {
     h->open = open ? open : &h->own_open;
     h->max_open = max;
+    h->cap_why = why;
 }
 
 void fg__http_set_closing(fg__http *h, int closing)
@@ -787,8 +790,10 @@ static int on_headers_complete(http_parser *p)
         for (unsigned i = 0; i < c->nh; i++)
             if (span_is(c, c->hn_off[i], c->hn_len[i], "Expect") &&
                 span_is(c, c->hv_off[i], c->hv_len[i], "100-continue") &&
-                out_reserve(c, 25) == 0)
+                out_reserve(c, 25) == 0) {
                 out_put(c, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+                break; /* once, however often it is asked */
+            }
     return 0;
 }
 

@@ -91,8 +91,10 @@ void fg__http_set_limits(fg__http *h, uint32_t max_header_bytes,
 /* At most 'max' sockets open at once, counted in '*open', which the
  * servers that share the cap share (NULL: this server's own count); at
  * the cap, accepting pauses and new connections wait in the kernel's
- * backlog. Set before the first connection. */
-void fg__http_set_cap(fg__http *h, atomic_uint_fast32_t *open, uint32_t max);
+ * backlog, and the accept_paused log line gives 'why' as its reason. Set
+ * before the first connection. */
+void fg__http_set_cap(fg__http *h, atomic_uint_fast32_t *open, uint32_t max,
+                      const char *why);
 /* Every answer from now on says "Connection: close" (draining). */
 void fg__http_set_closing(fg__http *h, int closing);
 

@@ -573,7 +573,8 @@ int fg__workers_start(fg__server *srv, char *err, size_t errlen)
             break;
         }
         w->fd = -1; /* the server's now */
-        fg__http_set_cap(w->http, &w->srv->open_conns, w->srv->max_conns);
+        fg__http_set_cap(w->http, &w->srv->open_conns, w->srv->max_conns,
+                         "max_connections reached");
         apply_http(w, c);
         pthread_mutex_init(&w->mu, NULL);
         if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {

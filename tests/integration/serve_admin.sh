@@ -44,6 +44,14 @@ expect_eq "wrong token" "$(http GET "$A/v1/peek?limit=fw&key=ann" -H "Authorizat
 expect_eq "token cut short" "$(http GET "$A/v1/peek?limit=fw&key=ann" -H "Authorization: Bearer ${TOKEN%?}")" 401
 expect_eq "token and a byte" "$(http GET "$A/v1/peek?limit=fw&key=ann" -H "Authorization: Bearer ${TOKEN}x")" 401
 expect_eq "basic scheme" "$(http GET "$A/v1/peek?limit=fw&key=ann" -H "Authorization: Basic $TOKEN")" 401
+# Authorization twice (the right token first): refused, as a proxy in
+# front may have checked the other one.
+exec 5<>"/dev/tcp/127.0.0.1/$(admin_of m)"
+printf 'GET /v1/peek?limit=fw&key=ann HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nAuthorization: Bearer nope\r\nConnection: close\r\n\r\n' "$TOKEN" >"$T/dup.req"
+cat "$T/dup.req" >&5
+IFS= read -r -t 2 dupst <&5
+exec 5<&- 5>&-
+expect_eq "Authorization given twice: 401" "${dupst%$'\r'}" "HTTP/1.1 401 Unauthorized"
 expect_eq "reset without a token" "$(http POST "$A/v1/reset?limit=fw&key=ann")" 401
 expect_eq "an unknown route without a token: 401 too" "$(http GET "$A/nothing")" 401
 expect_eq "the token after an empty header" \
@@ -92,6 +100,7 @@ check "metrics without the token" sh -c "! grep -q -e '$TOKEN' -e '$NEW' '$T/met
 check "log without the token" sh -c "! grep -q -e '$TOKEN' -e '$NEW' -e 'wrong-' '$T/m.log'"
 check "admin calls logged" grep -q 'event=admin route=reset limit=fw key=ann status=200' "$T/m.log"
 check "denials logged" grep -q 'event=admin_denied peer=127.0.0.1 reason=wrong_token' "$T/m.log"
+check "a repeated Authorization logged" grep -q 'event=admin_denied peer=127.0.0.1 reason=repeated_authorization' "$T/m.log"
 
 # ---- two servers on one Redis ------------------------------------------
 start_redis || { bad "redis starts"; finish; }
@@ -214,5 +223,14 @@ case "$out" in *"notoken.ini:2: admin_listen needs admin_token_file"*) ok "admin
 printf '[limit a]\nkey = query:u\nrate = 1/s\n' >"$T/plain.ini"
 start_fg plain -c "$T/plain.ini" --listen 127.0.0.1:0 || bad "plain server starts"
 check "admin off by default" sh -c "! grep -q admin_listening '$T/plain.log'"
+
+# The admin listener's own cap (64 connections) says so when it is reached,
+# not max_connections (the public port's).
+afds=""
+for _ in $(seq 1 66); do exec {fd}<>"/dev/tcp/127.0.0.1/$(admin_of m)" && afds="$afds $fd"; done
+for _ in $(seq 1 100); do grep -q 'event=accept_paused' "$T/m.log" && break; sleep 0.01; done
+check "admin cap reached: the log names it" \
+    grep -q "event=accept_paused reason=\"admin_listen's cap of 64 connections reached\"" "$T/m.log"
+for fd in $afds; do exec {fd}>&-; done
 
 finish

@@ -261,6 +261,15 @@ expect_eq "curl POST chunked with Expect: 100-continue: 200" "${out% *}" 200
 check "curl POST chunked saw HTTP/1.1 100 Continue" grep -q '^< HTTP/1.1 100 Continue' "$T/curl.err"
 check "curl POST chunked with Expect: done in ${out#* } s" \
     awk -v t="${out#* }" 'BEGIN { exit !(t < 0.5) }'
+# Expect given twice: one 100 Continue, then the answer.
+conn "$M"
+send 'POST /v1/check?limit=l&key=expect2 HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nExpect: 100-continue\r\nExpect: 100-continue\r\n\r\n'
+resp
+s1=$(st)
+send 'x'
+resp
+expect_eq "Expect twice: one 100 Continue, then the answer" "$s1 $(st)" "100 200"
+conn_close
 conn "$RP"
 send 'POST /v1/check?limit=l&key=expect HTTP/1.1\r\nHost: x\r\nContent-Length: 2048\r\nExpect: 100-continue\r\n\r\n'
 resp

@@ -72,6 +72,13 @@ uint64_t fg__store_memory_slow_paths(fg_store *st);
 /* 'base' NULL for a blocking Redis store. */
 fg_store *fg__store_redis_open(const char *url, struct event_base *base,
                                char *err, size_t errlen);
+/* The same; with 'keep_unreachable', a server that cannot be reached at
+ * open (refused, timed out) is not an error: the store opens, its error
+ * says why (also in 'err', and '*unreachable' is set), and checks connect
+ * as they come. */
+fg_store *fg__store_redis_open_ex(const char *url, struct event_base *base,
+                                  int keep_unreachable, int *unreachable,
+                                  char *err, size_t errlen);
 /* "shards=URL,URL,...": Redis stores, a key on one by consistent hashing. */
 fg_store *fg__store_shards_open(const char *url, struct event_base *base,
                                 char *err, size_t errlen);

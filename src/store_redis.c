@@ -396,6 +396,15 @@ static void redis_close(fg_store *s)
 fg_store *fg__store_redis_open(const char *url, struct event_base *base,
                                char *err, size_t errlen)
 {
+    return fg__store_redis_open_ex(url, base, 0, NULL, err, errlen);
+}
+
+fg_store *fg__store_redis_open_ex(const char *url, struct event_base *base,
+                                  int keep_unreachable, int *unreachable,
+                                  char *err, size_t errlen)
+{
+    if (unreachable)
+        *unreachable = 0;
     redis_store *st = fg__calloc(1, sizeof *st);
     if (!st) {
         fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
@@ -423,7 +432,15 @@ fg_store *fg__store_redis_open(const char *url, struct event_base *base,
         fg__rsconn c;
         uint64_t deadline = fg__mono_precise_us() +
                             (uint64_t)st->node.url.connect_timeout_ms * 1000u;
-        if (fg__rsync_connect(&st->node, deadline, &c, err, errlen) != FG_OK) {
+        int rc = fg__rsync_connect(&st->node, deadline, &c, err, errlen);
+        if (rc != FG_OK && keep_unreachable &&
+            (rc == FG_EBACKEND || rc == FG_ETIMEOUT)) {
+            fg__rnode_set_error_as(&st->node, rc, "%.0s%s", err);
+            if (unreachable)
+                *unreachable = 1;
+            return &st->base;
+        }
+        if (rc != FG_OK) {
             redis_close(&st->base);
             return NULL;
         }

@@ -249,15 +249,29 @@ fg_store *fg__store_shards_open(const char *url, struct event_base *base,
         fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
         goto fail;
     }
+    /* A node that cannot be reached at open sends its own keys to their
+     * failure policy until it is back; the store is unreachable only when
+     * no node is. A node that answers and refuses (a password, a database)
+     * is a configuration error. */
+    unsigned down = 0;
+    char first_why[400] = "";
     for (; st->n < p->n; st->n++) {
         char why[400];
-        st->node[st->n] =
-            fg__store_redis_open(p->urls[st->n], base, why, sizeof why);
+        int unreachable;
+        st->node[st->n] = fg__store_redis_open_ex(
+            p->urls[st->n], base, 1, &unreachable, why, sizeof why);
         if (!st->node[st->n]) {
             fg__seterr(err, errlen, FG_EBACKEND, "shards: node %u: %s",
                        st->n + 1, why);
             goto fail;
         }
+        if (unreachable && !down++)
+            snprintf(first_why, sizeof first_why, "%s", why);
+    }
+    if (down == p->n) {
+        fg__seterr(err, errlen, FG_EBACKEND,
+                   "shards: no node can be reached (node 1: %s)", first_why);
+        goto fail;
     }
     fg__free(p);
     return &st->base;

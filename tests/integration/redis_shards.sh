@@ -127,6 +127,23 @@ check "node 1 down: its keys follow their policy (open allowed, closed 503)" tes
 check "node 1 down: keys of nodes 0 and 2 exact, from the store" test $live_ok = 1
 check "node 1 down: live nodes' keys answered within their 300 ms timeout (max ${live_max} us)" \
     test "$live_max" -lt 300000
+# floodgate check (the blocking client, which tries every node at open):
+# with node 1 down it still opens; keys of the other nodes are the store's,
+# node 1's follow on_failure with node 1's reason.
+cli_store=0 cli_n1=0 cli_other=0
+for k in $(seq 1 12); do
+    out=$("$FLOODGATE" check --store "$SHARDS" --limit 5/min --key "c$k" --timeout 300 2>"$T/c.err")
+    rc=$?
+    if [ $rc = 0 ] && echo "$out" | grep -q '^allowed remaining=4'; then
+        cli_store=$((cli_store + 1))
+    elif [ $rc = 2 ] && grep -q "127.0.0.1:${RP[1]} .*on_failure=open" "$T/c.err"; then
+        cli_n1=$((cli_n1 + 1))
+    else
+        cli_other=$((cli_other + 1)); echo "c$k: rc $rc: $out $(cat "$T/c.err")"
+    fi
+done
+check "node 1 down: floodgate check opens; $cli_store keys from the store, $cli_n1 of node 1 on its policy" \
+    test $cli_store -ge 1 -a $cli_n1 -ge 1 -a $cli_other = 0
 curl -s "$A/metrics" >"$T/metrics"
 grep '^floodgate_store_node' "$T/metrics" | grep -v bucket
 for i in 0 1 2; do

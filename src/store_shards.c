@@ -11,6 +11,7 @@
  * named alike on every node and a limiter needs the data of one node
  * only. */
 #include <stdio.h>
+#include <ctype.h>
 #include <string.h>
 
 #include "redis_store.h"
@@ -58,8 +59,13 @@ static int split(const char *url, char *buf, size_t buflen, char **urls,
         if (strncmp(p, "redis://", 8) && strncmp(p, "unix://", 7))
             return fg__seterr(err, errlen, FG_EINVAL,
                               "shards: node %u is not a redis:// or "
-                              "unix:// URL",
-                              *n + 1);
+                              "unix:// URL (%s)",
+                              *n + 1,
+                              isspace((unsigned char)*p)
+                                  ? "it begins with a blank: the list takes "
+                                    "none around its commas"
+                                  : "a ',' inside a node's URL, as in a "
+                                    "prefix, is written %2C");
         fg__redis_url u;
         char why[256];
         if (fg__redis_url_parse(p, &u, why, sizeof why) != FG_OK)
@@ -73,7 +79,8 @@ static int split(const char *url, char *buf, size_t buflen, char **urls,
         if (!same)
             return fg__seterr(err, errlen, FG_EINVAL,
                               "shards: node %u has another prefix than node "
-                              "1 (every node must have the same)",
+                              "1 (every node must have the same; a ',' in "
+                              "a prefix is written %%2C)",
                               *n + 1);
         for (unsigned i = 0; i < *n; i++)
             if (strcmp(names[i], names[*n]) == 0)

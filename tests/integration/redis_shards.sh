@@ -96,7 +96,9 @@ expect_eq "floodgate check on shards: 5 of 7" "$out" "allowed=5 limited=2"
 for bad in "shards=redis://127.0.0.1:${RP[0]}|at least 2 node URLs" \
     "shards=redis://127.0.0.1:${RP[0]},redis://127.0.0.1:${RP[0]}|listed twice" \
     "shards=redis://127.0.0.1:${RP[0]},redis://127.0.0.1:${RP[1]}?prefix=x:|another prefix" \
-    "shards=redis://127.0.0.1:${RP[0]},,redis://127.0.0.1:${RP[1]}|node 2: empty URL"; do
+    "shards=redis://127.0.0.1:${RP[0]},,redis://127.0.0.1:${RP[1]}|node 2: empty URL" \
+    "shards=redis://127.0.0.1:${RP[0]}, redis://127.0.0.1:${RP[1]}|node 2 is not a redis:// or unix:// URL (it begins with a blank" \
+    "shards=redis://127.0.0.1:${RP[0]}?prefix=a,b,redis://127.0.0.1:${RP[1]}?prefix=a,b|is written %2C"; do
     "$FLOODGATE" check --store "${bad%%|*}" --limit 5/s --key a 2>"$T/bad.err" >/dev/null
     rc=$?
     check "floodgate check --store '${bad%%|*}': exit 2, '${bad#*|}'" \

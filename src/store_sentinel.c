@@ -615,13 +615,21 @@ static const char *sentinel_node_name(fg_store *s, unsigned node)
     return ((sentinel_store *)s)->name;
 }
 
+/* The sentinels' error, else the master's: copied under the lock (the
+ * monitor thread writes it, and retires the master), into the caller's
+ * thread's own buffer. */
 static const char *sentinel_node_error(fg_store *s, unsigned node)
 {
+    static _Thread_local char copy[512];
     sentinel_store *st = (sentinel_store *)s;
     (void)node;
-    if (st->errstr[0] || !st->cur)
-        return st->errstr;
-    return fg__store_redis_last_error(st->cur->st);
+    pthread_mutex_lock(&st->mu);
+    snprintf(copy, sizeof copy, "%s",
+             st->errstr[0] || !st->cur
+                 ? st->errstr
+                 : fg__store_redis_last_error(st->cur->st));
+    pthread_mutex_unlock(&st->mu);
+    return copy;
 }
 
 const char *fg__store_sentinel_last_error(fg_store *s)

@@ -291,13 +291,28 @@ static void account(fg__ctx *c)
         for (int i = 0; i < nnodes; i++)
             fg__metrics_node_latency(c->w->m, nodes[i], now - c->sent_us);
     }
-    for (unsigned k = 0; r->unrefunded && k < r->n; k++)
-        if ((r->unrefunded & (1u << k)) &&
-            !__atomic_exchange_n(&unsupported_logged, 1, __ATOMIC_ACQ_REL))
-            fg__log("refund_unsupported",
-                    "limit=%s reason=\"%s\" effect=\"a limit before a "
-                    "refusing one keeps the request counted\"",
-                    g->cfg.limits[c->idx[k]].lim.name, fg_strerror(FG_ENOTSUP));
+    /* A refund that did not land: naive_get_set cannot take one (said once
+     * per process); any other failed with the store (said as its errors
+     * are, at most once a second per worker). */
+    for (unsigned k = 0; r->unrefunded && k < r->n; k++) {
+        if (!(r->unrefunded & (1u << k)))
+            continue;
+        const fg_limit *lim = &g->cfg.limits[c->idx[k]].lim;
+        if (lim->algorithm == FG_NAIVE_GET_SET) {
+            if (!__atomic_exchange_n(&unsupported_logged, 1, __ATOMIC_ACQ_REL))
+                fg__log("refund_unsupported",
+                        "limit=%s reason=\"%s\" effect=\"a limit before a "
+                        "refusing one keeps the request counted\"",
+                        lim->name, fg_strerror(FG_ENOTSUP));
+        } else if (now >= c->w->next_err_log_us) {
+            c->w->next_err_log_us = now + 1000000;
+            fg__log("refund_failed",
+                    "worker=%u limit=%s effect=\"the store could not take "
+                    "the give-back: a limit before a refusing one keeps the "
+                    "request counted\"",
+                    c->w->index, lim->name);
+        }
+    }
 }
 
 /* Answer the request from its set's result: the deciding limit's decision,

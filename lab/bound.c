@@ -9,12 +9,15 @@
  * sends 'burst' requests evenly within 'spread' and nothing after, so the
  * arrival rate averaged over any stretch of W is at most
  * A = burst / max(spread, W), and the balancer sends (servers - 1) /
- * servers of it to the others: over <= min(A * (servers - 1) / servers * W,
- * over_cap), rounded down (an overshoot is a whole number of requests).
+ * servers of it to the others: over <= min(floor(A * (servers - 1) /
+ * servers * W) + servers - 1, over_cap) (an overshoot is a whole number of
+ * requests, and a count of requests in a span is its rate times the span
+ * plus at most one a server).
  *
- * lease: never over the limit; under it at most under_cap, the units the
- * other servers may hold: (servers - 1) * largest chunk, at most the
- * limit. */
+ * lease: never over the limit; under it at most under_cap, as the library
+ * states it: the units the other servers may hold, (servers - 1) *
+ * largest chunk, plus the chunk less one that a server waits to take from
+ * its token bucket, at most the limit. */
 #include <string.h>
 
 #include "lab.h"

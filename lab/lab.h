@@ -18,6 +18,10 @@
 #define FG__LAB_MAX_SERVERS 64
 #define FG__LAB_MAX_BURST   10000
 #define FG__LAB_MAX_SWEEP   32
+/* The largest burst the web page's API fires (web.c). */
+#define FG__LAB_WEB_MAX_BURST 500
+/* HAProxy connections beyond the burst's (a late answer, a retry). */
+#define FG__LAB_HAPROXY_SPARE 64
 /* redis-servers the lab starts for --shards, each behind its own proxy. */
 #define FG__LAB_MAX_SHARDS 8
 /* floodgate serve reads lines of its config of at most 198 characters
@@ -123,7 +127,8 @@ typedef struct fg__lab_result {
 
 /* ---- processes (proc.c) ------------------------------------------------ */
 
-/* Set by SIGINT/SIGTERM: every wait loop checks it and gives up. */
+/* Set by SIGINT/SIGTERM/SIGHUP to the signal's number: every wait loop
+ * checks it and gives up. */
 extern volatile sig_atomic_t fg__lab_stop;
 void fg__lab_install_signals(void);
 
@@ -145,8 +150,20 @@ void fg__lab_stop_procs(pid_t *pids, int n, int grace_ms);
 /* A free loopback TCP port, or -1. */
 int fg__lab_free_port(void);
 /* Wait until 127.0.0.1:'port' accepts connections, 'pid' is alive and
- * 'timeout_ms' is not over. 0 when ready, -1 otherwise. */
-int fg__lab_wait_port(int port, pid_t pid, int timeout_ms);
+ * 'timeout_ms' is not over. 0 when ready, -1 otherwise; then 'status'
+ * (if given) is the wait status of 'pid' when it exited, or -1. */
+int fg__lab_wait_port(int port, pid_t pid, int timeout_ms, int *status);
+/* Why a process that logged nothing did not start, from the 'status'
+ * fg__lab_wait_port gave ("it exited with status 1 before listening, ..."),
+ * or -1 for one still running after 'timeout_ms'. */
+void fg__lab_exit_text(int status, int timeout_ms, char *buf, size_t len);
+/* HAProxy's maxconn for bursts of at most 'burst' requests, each its own
+ * connection at once: the burst and FG__LAB_HAPROXY_SPARE more. */
+int fg__lab_maxconn(int burst);
+/* Open files HAProxy needs for that maxconn (two a connection, and its
+ * own): the descriptor limit a lab firing 'burst' needs. The lab itself
+ * needs fewer (one a connection). */
+long long fg__lab_fds_needed(int burst);
 /* The path of a program: 'name' found in PATH, /usr/sbin or /sbin, or
  * NULL. */
 const char *fg__lab_find_program(const char *name, char *buf, size_t len);
@@ -215,9 +232,10 @@ int fg__lab_post(int port, const char *path, char *body, size_t len);
 typedef struct fg__lab fg__lab;
 
 /* Create the temporary folder and find the programs (redis-server only when
- * 'need_redis'). NULL with the reason in 'err' (e.g. "redis-server is not
- * installed ..."). */
-fg__lab *fg__lab_new(int need_redis, char *err, size_t errlen);
+ * 'need_redis'). HAProxy is given room for bursts of up to 'max_burst'
+ * (fg__lab_maxconn). NULL with the reason in 'err' (e.g. "redis-server is
+ * not installed ..."). */
+fg__lab *fg__lab_new(int need_redis, int max_burst, char *err, size_t errlen);
 /* Start 'shards' redis-servers (1 .. FG__LAB_MAX_SHARDS), each behind a
  * delay proxy of its own; more than one make a shards= store. */
 int fg__lab_start_redis(fg__lab *lab, int shards, char *err, size_t errlen);
@@ -269,6 +287,10 @@ int fg__lab_write_svg(const char *path, const char *param, const int *values,
 
 /* Serve the page and its JSON API on 'listen' until interrupted. */
 int fg__lab_web(fg__lab *lab, const char *listen, const fg__lab_params *p);
+/* 1 when 'host' (an address without brackets, or a name) is loopback:
+ * 127.0.0.0/8, ::1 or localhost. The page listens on nothing else and
+ * answers no Host header naming anything else. */
+int fg__lab_loopback_host(const char *host);
 
 /* The page's files, generated from lab/web/ by mk/lab.mk. */
 typedef struct fg__lab_asset {

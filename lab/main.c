@@ -4,6 +4,8 @@
  * starts every strategy's cluster at once (start-up in parallel), fires the
  * burst through each strategy in turn, then stops Redis and fires again
  * through each (not a store of the user's), and stops it all. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -60,7 +62,8 @@ static int parse_duration_us(const char *s, int64_t *out)
 }
 
 /* "10/s", "100/min", "5/15min", "250/500ms". */
-static int parse_rate(const char *s, uint64_t *limit, uint64_t *period_ms)
+static int parse_rate(const char *s, uint64_t *limit, uint64_t *period_ms,
+                      char *why, size_t whylen)
 {
     char *end;
     unsigned long long n = strtoull(s, &end, 10);
@@ -84,6 +87,17 @@ static int parse_rate(const char *s, uint64_t *limit, uint64_t *period_ms)
         if (strcmp(s, units[i].unit) == 0) {
             *limit = n;
             *period_ms = k * units[i].ms;
+            /* The servers are given the rate in this form: what the
+             * library refuses (a period beyond a year) is refused here,
+             * not by every server once started. */
+            char rate[64], err[160];
+            fg_limit lim;
+            snprintf(rate, sizeof rate, "%llu/%llums", n, k * units[i].ms);
+            if (fg_limit_parse_err(rate, &lim, err, sizeof err) != FG_OK) {
+                const char *r = strstr(err, "': ");
+                snprintf(why, whylen, "%s", r ? r + 3 : err);
+                return -1;
+            }
             return 0;
         }
     }
@@ -319,7 +333,16 @@ static int parse_args(int argc, char **argv, opts *o)
                 return 2;
             o->store = val;
         } else if (strcmp(name, "--limit") == 0) {
-            bad = parse_rate(val, &o->p.limit, &o->p.period_ms);
+            char why[160] = "";
+            bad =
+                parse_rate(val, &o->p.limit, &o->p.period_ms, why, sizeof why);
+            if (bad && why[0] && !missing) {
+                fprintf(stderr,
+                        "floodgate lab: bad value for --limit: '%s' "
+                        "(%s)\n",
+                        val, why);
+                return 2;
+            }
         } else if (strcmp(name, "--balance") == 0) {
             if (strcmp(val, "roundrobin") == 0)
                 o->p.balance_random = 0;
@@ -332,6 +355,15 @@ static int parse_args(int argc, char **argv, opts *o)
             o->listen = val;
             o->listen_given = 1;
             bad = fg__listen_split(val, host, sizeof host, port, sizeof port);
+            /* The page starts processes for whoever reaches it. */
+            if (!bad && !fg__lab_loopback_host(host)) {
+                fprintf(stderr,
+                        "floodgate lab: bad value for --listen: '%s' (the "
+                        "page listens on loopback only: 127.0.0.1, [::1] "
+                        "or localhost, as everything the lab runs)\n",
+                        val);
+                return 2;
+            }
         } else if (strcmp(name, "--sweep") == 0) {
             bad = parse_sweep(val, o);
         } else if (strcmp(name, "--svg") == 0) {
@@ -352,6 +384,18 @@ static int parse_args(int argc, char **argv, opts *o)
     }
     if (o->listen_given && !o->web) {
         fprintf(stderr, "floodgate lab: --listen applies to --web only\n");
+        return 2;
+    }
+    if (o->web && (o->nsweep > 0 || o->svg)) {
+        fprintf(stderr,
+                "floodgate lab: %s does not apply with --web (the "
+                "page measures its own curve)\n",
+                o->nsweep > 0 ? "--sweep" : "--svg");
+        return 2;
+    }
+    if (o->svg && o->nsweep == 0) {
+        fprintf(stderr, "floodgate lab: --svg applies to --sweep only (it is "
+                        "where the sweep's chart goes)\n");
         return 2;
     }
     if (o->json && o->web) {
@@ -422,6 +466,16 @@ static int run_once(fg__lab *lab, const opts *o, char *err, size_t errlen)
     return 0;
 }
 
+/* Where the sweep's chart goes: --svg as given, or lab-sweep-P.svg made
+ * in 'buf'. */
+static const char *svg_path(const opts *o, char *buf, size_t len)
+{
+    if (o->svg)
+        return o->svg;
+    snprintf(buf, len, "lab-sweep-%s.svg", o->sweep_param);
+    return buf;
+}
+
 static int run_sweep(fg__lab *lab, const opts *o, char *err, size_t errlen)
 {
     size_t n = (size_t)o->nsweep * FG__LAB_NSTRATEGIES;
@@ -449,11 +503,8 @@ static int run_sweep(fg__lab *lab, const opts *o, char *err, size_t errlen)
             fprintf(stderr, "  %s=%d done\n", o->sweep_param, o->sweep[v]);
     }
     if (rc == 0) {
-        char path[256];
-        if (o->svg)
-            snprintf(path, sizeof path, "%s", o->svg);
-        else
-            snprintf(path, sizeof path, "lab-sweep-%s.svg", o->sweep_param);
+        char fallback[64];
+        const char *path = svg_path(o, fallback, sizeof fallback);
         if (o->json) {
             for (size_t i = 0; i < n; i++)
                 if (o->mask & (1u << (i % FG__LAB_NSTRATEGIES)))
@@ -472,6 +523,70 @@ static int run_sweep(fg__lab *lab, const opts *o, char *err, size_t errlen)
     return rc;
 }
 
+/* Whether the sweep's chart can be written at 'path', found before the
+ * sweep rather than after it: 0, or -1 after printing why. A file made
+ * for the test is removed; one already there is left as it is. */
+static int svg_writable(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        close(fd);
+        unlink(path);
+        return 0;
+    }
+    if (errno == EEXIST)
+        fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        close(fd);
+        return 0;
+    }
+    fprintf(stderr, "floodgate lab: cannot write the chart to %s: %s\n", path,
+            strerror(errno));
+    return -1;
+}
+
+/* The largest burst the lab will fire: the sweep's largest, or the page's
+ * API's. */
+static int max_burst(const opts *o)
+{
+    int b = o->p.burst;
+    if (o->web && b < FG__LAB_WEB_MAX_BURST)
+        b = FG__LAB_WEB_MAX_BURST;
+    if (strcmp(o->sweep_param, "burst") == 0)
+        for (int v = 0; v < o->nsweep; v++)
+            b = o->sweep[v] > b ? o->sweep[v] : b;
+    return b;
+}
+
+/* Each request of a burst has its own connection, at once, and HAProxy
+ * holds two descriptors for each: raise the soft limit to the hard one,
+ * and refuse a burst that cannot fit it, before anything starts. 0, or -1
+ * after printing why. */
+static int fds_enough(const opts *o)
+{
+    struct rlimit nofile;
+    if (getrlimit(RLIMIT_NOFILE, &nofile) != 0)
+        return 0;
+    if (nofile.rlim_cur < nofile.rlim_max) {
+        nofile.rlim_cur = nofile.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &nofile) != 0)
+            getrlimit(RLIMIT_NOFILE, &nofile);
+    }
+    int burst = max_burst(o);
+    long long need = fg__lab_fds_needed(burst);
+    if (nofile.rlim_cur == RLIM_INFINITY ||
+        (unsigned long long)nofile.rlim_cur >= (unsigned long long)need)
+        return 0;
+    fprintf(stderr,
+            "floodgate lab: a burst of %d%s needs %lld open files (HAProxy "
+            "holds two per request), and the limit is %llu: raise it with "
+            "`ulimit -n %lld` (the hard limit: as root or in "
+            "/etc/security/limits.conf), or fire a smaller burst\n",
+            burst, o->web ? " (the page's largest)" : "", need,
+            (unsigned long long)nofile.rlim_cur, need);
+    return -1;
+}
+
 int fg_cmd_lab(int argc, char **argv)
 {
     /* The simulator has options of its own: it parses them all. */
@@ -483,16 +598,13 @@ int fg_cmd_lab(int argc, char **argv)
     if (rc != 0)
         return rc == 1 ? 0 : rc;
     char err[512] = "";
+    if (fds_enough(&o) < 0)
+        return 2;
+    char svg[64];
+    if (o.nsweep > 0 && svg_writable(svg_path(&o, svg, sizeof svg)) < 0)
+        return 2;
     fg__lab_install_signals();
-    /* Each request of the burst has its own connection, at once: a burst of
-     * thousands needs more descriptors than the usual soft limit of 1024. */
-    struct rlimit nofile;
-    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 &&
-        nofile.rlim_cur < nofile.rlim_max) {
-        nofile.rlim_cur = nofile.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &nofile);
-    }
-    fg__lab *lab = fg__lab_new(o.store == NULL, err, sizeof err);
+    fg__lab *lab = fg__lab_new(o.store == NULL, max_burst(&o), err, sizeof err);
     if (!lab) {
         fprintf(stderr, "floodgate lab: %s\n", err);
         return 1;
@@ -510,5 +622,6 @@ int fg_cmd_lab(int argc, char **argv)
         fprintf(stderr, "floodgate lab: %s\n",
                 fg__lab_stop ? "interrupted, cleaning up" : err);
     fg__lab_free(lab);
-    return fg__lab_stop ? 130 : rc;
+    /* The shell's convention: 128 + the signal (130 Ctrl-C, 143 SIGTERM). */
+    return fg__lab_stop ? 128 + fg__lab_stop : rc;
 }

@@ -24,10 +24,10 @@
 
 volatile sig_atomic_t fg__lab_stop;
 
+/* The signal's number: the lab exits with 128 + it, as a shell would. */
 static void on_signal(int sig)
 {
-    (void)sig;
-    fg__lab_stop = 1;
+    fg__lab_stop = sig;
 }
 
 /* No SA_RESTART: a blocking wait returns EINTR and the loop sees the flag. */
@@ -190,18 +190,52 @@ static int try_connect(int port)
     return rc;
 }
 
-int fg__lab_wait_port(int port, pid_t pid, int timeout_ms)
+int fg__lab_wait_port(int port, pid_t pid, int timeout_ms, int *status)
 {
     int64_t deadline = fg__lab_now_us() + (int64_t)timeout_ms * 1000;
+    if (status)
+        *status = -1;
     for (;;) {
         if (try_connect(port) == 0)
             return 0;
-        if (pid > 0 && waitpid(pid, NULL, WNOHANG) == pid)
+        if (pid > 0 && waitpid(pid, status, WNOHANG) == pid)
             return -1;
         if (fg__lab_stop || fg__lab_now_us() >= deadline)
             return -1;
         sleep_us(500);
     }
+}
+
+void fg__lab_exit_text(int status, int timeout_ms, char *buf, size_t len)
+{
+    if (status < 0)
+        snprintf(buf, len, "it did not listen within %d ms, and logged nothing",
+                 timeout_ms);
+    else if (WIFEXITED(status))
+        snprintf(buf, len,
+                 "it exited with status %d before listening, and logged "
+                 "nothing",
+                 WEXITSTATUS(status));
+    else if (WIFSIGNALED(status))
+        snprintf(buf, len,
+                 "it was killed by signal %d before listening, and logged "
+                 "nothing",
+                 WTERMSIG(status));
+    else
+        snprintf(buf, len, "it stopped before listening, and logged nothing");
+}
+
+int fg__lab_maxconn(int burst)
+{
+    return burst + FG__LAB_HAPROXY_SPARE;
+}
+
+long long fg__lab_fds_needed(int burst)
+{
+    /* HAProxy 2.6 asks for 2 x maxconn + 14: its side of a connection and
+     * the one to the server, and its own few. 32 leaves room for the rest
+     * of its own. */
+    return 2LL * fg__lab_maxconn(burst) + 32;
 }
 
 const char *fg__lab_find_program(const char *name, char *buf, size_t len)

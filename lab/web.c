@@ -10,10 +10,17 @@
  * A run happens inside the request's callback: the server answers one run
  * at a time, which is what the page wants (it debounces and waits). The
  * processes stay up between runs and are replaced only when the server count
- * or the balance changes. */
+ * or the balance changes.
+ *
+ * The page starts processes for whoever reaches it: it listens on loopback
+ * only, and answers only requests whose Host names loopback on its port
+ * (another site's page, its name turned to 127.0.0.1 by DNS rebinding,
+ * names its own). */
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
 
@@ -25,12 +32,77 @@
 #include "../serve/config.h"
 #include "lab.h"
 
+/* The page's sliders (lab/web/index.html): the defaults it is given are
+ * kept within them and on their steps, so that the page shows what runs. */
+#define PAGE_SERVERS_MAX 16
+#define PAGE_BURST_MIN   10
+#define PAGE_BURST_MAX   200
+#define PAGE_RTT_MAX_MS  20
+#define PAGE_SYNC_MIN_MS 10
+#define PAGE_SYNC_MAX_MS 1000
+#define PAGE_SYNC_STEP   10
+
+/* A request's body and headers: the API takes none of the first, and a
+ * browser sends a few kB of the second. */
+#define MAX_BODY    4096
+#define MAX_HEADERS 32768
+
 typedef struct web {
     fg__lab *lab;
     fg__lab_params defaults;
     struct event_base *base;
     unsigned runs;
+    int port; /* the port bound, which a Host header must name */
 } web;
+
+int fg__lab_loopback_host(const char *host)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (strcasecmp(host, "localhost") == 0)
+        return 1;
+    if (inet_pton(AF_INET, host, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, host, &a6) == 1)
+        return IN6_IS_ADDR_LOOPBACK(&a6);
+    return 0;
+}
+
+/* 1 when the request's Host header is a loopback host ("127.0.0.1",
+ * "[::1]", "localhost") on the port the page listens on (or none, on port
+ * 80). */
+static int host_ok(const web *w, struct evhttp_request *req)
+{
+    const char *h =
+        evhttp_find_header(evhttp_request_get_input_headers(req), "Host");
+    char host[128];
+    const char *rest;
+    size_t n;
+    if (!h)
+        return 0;
+    if (h[0] == '[') {
+        const char *end = strchr(h, ']');
+        if (!end)
+            return 0;
+        h++;
+        n = (size_t)(end - h);
+        rest = end + 1;
+    } else {
+        n = strcspn(h, ":");
+        rest = h + n;
+    }
+    if (n >= sizeof host)
+        return 0;
+    memcpy(host, h, n);
+    host[n] = '\0';
+    if (*rest == '\0')
+        return w->port == 80 && fg__lab_loopback_host(host);
+    if (*rest != ':' || rest[1] == '\0' ||
+        strspn(rest + 1, "0123456789") != strlen(rest + 1) ||
+        strlen(rest + 1) > 5 || atoi(rest + 1) != w->port)
+        return 0;
+    return fg__lab_loopback_host(host);
+}
 
 static void reply_json(struct evhttp_request *req, int code, const char *body,
                        size_t len)
@@ -65,16 +137,21 @@ static void reply_error(struct evhttp_request *req, int code, const char *msg)
     reply_json(req, code, body, (size_t)n);
 }
 
+/* The whole decimal number 'name' of the query, lo..hi, into 'out' (left
+ * alone when absent). Digits only: no sign, point, exponent, "nan" or
+ * "inf", which a range check would let through or mistake. */
 static int qint(struct evkeyvalq *q, const char *name, int lo, int hi, int *out)
 {
     const char *v = evhttp_find_header(q, name);
     if (!v)
         return 0;
-    char *end;
-    double d = strtod(v, &end);
-    if (end == v || *end != '\0' || d < lo || d > hi)
+    size_t n = strlen(v);
+    if (n == 0 || n > 9 || strspn(v, "0123456789") != n)
         return -1;
-    *out = (int)(d + 0.5);
+    long d = strtol(v, NULL, 10);
+    if (d < lo || d > hi)
+        return -1;
+    *out = (int)d;
     return 0;
 }
 
@@ -87,23 +164,24 @@ static int read_params(web *w, struct evkeyvalq *q, fg__lab_params *p,
     int rtt_ms = (int)(p->rtt_us / 1000),
         spread_ms = (int)(p->spread_us / 1000);
     if (qint(q, "servers", 1, 16, &servers) < 0) {
-        snprintf(err, errlen, "servers must be 1..16");
+        snprintf(err, errlen, "servers must be a whole number, 1..16");
         return -1;
     }
-    if (qint(q, "burst", 1, 500, &burst) < 0) {
-        snprintf(err, errlen, "burst must be 1..500");
+    if (qint(q, "burst", 1, FG__LAB_WEB_MAX_BURST, &burst) < 0) {
+        snprintf(err, errlen, "burst must be a whole number, 1..%d",
+                 FG__LAB_WEB_MAX_BURST);
         return -1;
     }
     if (qint(q, "rtt", 0, 50, &rtt_ms) < 0) {
-        snprintf(err, errlen, "rtt must be 0..50 (ms)");
+        snprintf(err, errlen, "rtt must be a whole number of ms, 0..50");
         return -1;
     }
     if (qint(q, "spread", 0, 1000, &spread_ms) < 0) {
-        snprintf(err, errlen, "spread must be 0..1000 (ms)");
+        snprintf(err, errlen, "spread must be a whole number of ms, 0..1000");
         return -1;
     }
     if (qint(q, "sync", 10, 10000, &p->sync_ms) < 0) {
-        snprintf(err, errlen, "sync must be 10..10000 (ms)");
+        snprintf(err, errlen, "sync must be a whole number of ms, 10..10000");
         return -1;
     }
     const char *bal = evhttp_find_header(q, "balance");
@@ -259,17 +337,18 @@ static void api_defaults(web *w, struct evhttp_request *req)
         "{\"servers\":%d,\"burst\":%d,\"rtt_ms\":%.3g,\"spread_ms\":%.3g,"
         "\"limit\":%llu,\"period_ms\":%llu,\"balance\":\"%s\","
         "\"sync_ms\":%d,\"chunk\":%llu,"
-        "\"ranges\":{\"servers\":[1,16],\"burst\":[10,200],\"rtt\":[0,20],"
-        "\"sync\":[10,1000]},"
+        "\"ranges\":{\"servers\":[1,%d],\"burst\":[%d,%d],\"rtt\":[0,%d],"
+        "\"sync\":[%d,%d]},"
         "\"policies\":{\"local\":\"%s\",\"split\":\"%s\",\"naive\":\"%s\","
         "\"atomic\":\"%s\",\"sync\":\"%s\",\"lease\":\"%s\"}}",
         p->servers, p->burst, p->rtt_us / 1000.0, p->spread_us / 1000.0,
         (unsigned long long)p->limit, (unsigned long long)p->period_ms,
         p->balance_random ? "random" : "roundrobin", p->sync_ms,
-        (unsigned long long)p->chunk, fg__lab_policy_text(FG__LAB_LOCAL),
-        fg__lab_policy_text(FG__LAB_SPLIT), fg__lab_policy_text(FG__LAB_NAIVE),
-        fg__lab_policy_text(FG__LAB_ATOMIC), fg__lab_policy_text(FG__LAB_SYNC),
-        fg__lab_policy_text(FG__LAB_LEASE));
+        (unsigned long long)p->chunk, PAGE_SERVERS_MAX, PAGE_BURST_MIN,
+        PAGE_BURST_MAX, PAGE_RTT_MAX_MS, PAGE_SYNC_MIN_MS, PAGE_SYNC_MAX_MS,
+        fg__lab_policy_text(FG__LAB_LOCAL), fg__lab_policy_text(FG__LAB_SPLIT),
+        fg__lab_policy_text(FG__LAB_NAIVE), fg__lab_policy_text(FG__LAB_ATOMIC),
+        fg__lab_policy_text(FG__LAB_SYNC), fg__lab_policy_text(FG__LAB_LEASE));
     reply_json(req, 200, body, (size_t)n);
 }
 
@@ -282,12 +361,24 @@ static void on_request(struct evhttp_request *req, void *arg)
         evhttp_send_error(req, 400, "bad request");
         return;
     }
-    if (evhttp_request_get_command(req) != EVHTTP_REQ_GET &&
-        evhttp_request_get_command(req) != EVHTTP_REQ_POST) {
+    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD &&
+        cmd != EVHTTP_REQ_POST) {
         evhttp_send_error(req, 405, "method not allowed");
         return;
     }
+    if (!host_ok(w, req)) {
+        reply_error(req, 403,
+                    "the Host header must name this page on loopback "
+                    "(127.0.0.1, [::1] or localhost, with its port)");
+        return;
+    }
     if (strncmp(path, "/api/", 5) == 0) {
+        /* A run is not a thing to HEAD: only the page's files are. */
+        if (cmd == EVHTTP_REQ_HEAD) {
+            evhttp_send_error(req, 405, "method not allowed");
+            return;
+        }
         struct evkeyvalq q;
         TAILQ_INIT(&q);
         const char *qs = evhttp_uri_get_query(uri);
@@ -329,6 +420,23 @@ static void on_request(struct evhttp_request *req, void *arg)
     evhttp_send_error(req, 404, "not found");
 }
 
+/* 'given' (in 'unit') on the page's slider of 'name': within lo..hi, on
+ * its steps. Says so when it moves. */
+static int page_value(const char *name, double given, int lo, int hi, int step,
+                      const char *unit)
+{
+    double c = given < lo ? lo : given > hi ? hi : given;
+    int v = lo + (int)((c - lo) / step + 0.5) * step;
+    if (v > hi)
+        v -= step;
+    if (v != given)
+        fprintf(stderr,
+                "floodgate lab: the page's %s slider takes %d%s to %d%s in "
+                "steps of %d: it starts at %d%s, not %g%s\n",
+                name, lo, unit, hi, unit, step, v, unit, given, unit);
+    return v;
+}
+
 static void on_check(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -351,8 +459,15 @@ int fg__lab_web(fg__lab *lab, const char *listen, const fg__lab_params *p)
     memset(&w, 0, sizeof w);
     w.lab = lab;
     w.defaults = *p;
-    if (w.defaults.servers > 16)
-        w.defaults.servers = 16;
+    fg__lab_params *d = &w.defaults;
+    d->servers = page_value("servers", d->servers, 1, PAGE_SERVERS_MAX, 1, "");
+    d->burst =
+        page_value("burst", d->burst, PAGE_BURST_MIN, PAGE_BURST_MAX, 1, "");
+    d->rtt_us = (int64_t)page_value("rtt", (double)d->rtt_us / 1000, 0,
+                                    PAGE_RTT_MAX_MS, 1, " ms") *
+                1000;
+    d->sync_ms = page_value("sync", d->sync_ms, PAGE_SYNC_MIN_MS,
+                            PAGE_SYNC_MAX_MS, PAGE_SYNC_STEP, " ms");
     int rc = -1;
     struct evhttp *http = NULL;
     struct event *check = NULL;
@@ -370,7 +485,10 @@ int fg__lab_web(fg__lab *lab, const char *listen, const fg__lab_params *p)
         goto done;
     }
     evhttp_set_gencb(http, on_request, &w);
-    evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_POST);
+    evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD |
+                                         EVHTTP_REQ_POST);
+    evhttp_set_max_body_size(http, MAX_BODY);
+    evhttp_set_max_headers_size(http, MAX_HEADERS);
     check = event_new(w.base, -1, EV_PERSIST, on_check, &w);
     struct timeval every = {0, 100000};
     if (!check || event_add(check, &every) < 0) {
@@ -381,12 +499,18 @@ int fg__lab_web(fg__lab *lab, const char *listen, const fg__lab_params *p)
     struct sockaddr_storage ss;
     socklen_t sslen = sizeof ss;
     if (getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&ss,
-                    &sslen) == 0 &&
-        ss.ss_family == AF_INET)
-        port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-    printf("floodgate lab: open http://%s:%d/  (Ctrl-C stops it and "
+                    &sslen) == 0) {
+        if (ss.ss_family == AF_INET)
+            port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+        else if (ss.ss_family == AF_INET6)
+            port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    }
+    w.port = port;
+    /* An IPv6 address goes in brackets in a URL. */
+    int v6 = strchr(host, ':') != NULL;
+    printf("floodgate lab: open http://%s%s%s:%d/  (Ctrl-C stops it and "
            "everything it started)\n",
-           host, port);
+           v6 ? "[" : "", host, v6 ? "]" : "", port);
     fflush(stdout);
     event_base_dispatch(w.base);
     rc = 0;

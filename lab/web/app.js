@@ -297,11 +297,14 @@ function bindSlider(id, unit) {
 async function init() {
   try {
     const d = await (await fetch('/api/defaults')).json();
-    state.servers = d.servers; state.burst = d.burst;
-    state.rtt = Math.round(d.rtt_ms); state.limit = d.limit; state.periodMs = d.period_ms;
-    state.sync = d.sync_ms;
-    $('servers').value = d.servers; $('burst').value = d.burst; $('rtt').value = state.rtt;
-    $('sync').value = d.sync_ms;
+    state.limit = d.limit; state.periodMs = d.period_ms;
+    // A slider keeps a value within its range and on its steps: the state
+    // (what is sent) is what the slider took, so the page shows what runs.
+    const given = {servers: d.servers, burst: d.burst, rtt: d.rtt_ms, sync: d.sync_ms};
+    Object.keys(given).forEach((id) => {
+      $(id).value = given[id];
+      state[id] = Number($(id).value);
+    });
     $('spread').textContent = d.spread_ms;
     const per = d.period_ms === 1000 ? 'second' : `${d.period_ms} ms`;
     $('limit-text').textContent = `${d.limit} requests per ${per} per user`;

@@ -78,6 +78,11 @@ async function slide(page, id, value) {
     const page = browser.pages()[0] || await browser.newPage();
     const errors = [];
     page.on('pageerror', (e) => errors.push(String(e)));
+    // Console errors include a resource the page asked for and did not get
+    // (a /favicon.ico answered 404).
+    const consoleErrors = [];
+    page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
+    page.on('response', (r) => { if (r.status() >= 400) consoleErrors.push(`${r.status()} ${r.url()}`); });
     await page.goto(url);
     check(await page.title() === 'floodgate lab — where should the counter live?', 'page loads');
 
@@ -182,6 +187,31 @@ async function slide(page, id, value) {
     check(pts >= 36, 'RTT chart has a point per strategy (six) and round trip', pts);
     await page.screenshot({ path: path.join(shots, 'lab-web.png'), fullPage: true });
     check(errors.length === 0, 'no script errors', errors.join('; '));
+    check(consoleErrors.length === 0, 'no console errors, no request refused (favicon included)',
+          consoleErrors.join('; '));
+
+    // Starting values off the sliders' ranges and steps (as a lab started
+    // with --burst 5 or --sync 205ms would give, were they not moved): the
+    // first run asks for what the sliders show. The run itself is not
+    // needed, and not made.
+    const odd = await browser.newPage();
+    await odd.route('**/api/defaults', async (route) => {
+      const d = await (await route.fetch()).json();
+      Object.assign(d, { servers: 40, burst: 5, rtt_ms: 2.4, sync_ms: 205 });
+      await route.fulfill({ json: d });
+    });
+    await odd.route('**/api/run*', (route) => route.abort());
+    const asked = odd.waitForRequest((r) => r.url().includes('/api/run'), { timeout: 10000 });
+    await odd.goto(url);
+    const q = new URL((await asked).url()).searchParams;
+    const shown = await odd.evaluate(() => ['servers', 'burst', 'rtt', 'sync'].map((id) =>
+      `${document.getElementById(id).value}|${document.getElementById(id + '-out').textContent}`));
+    const sent = ['servers', 'burst', 'rtt', 'sync'].map((id, i) =>
+      `${q.get(id)}|${q.get(id)}${i >= 2 ? ' ms' : ''}`);
+    check(JSON.stringify(sent) === JSON.stringify(shown),
+          'off-range starting values: the run asks for what the sliders show',
+          `sent ${sent.join(', ')}; shown ${shown.join(', ')}`);
+    await odd.close();
   } catch (e) {
     check(false, 'browser session', e.message.split('\n')[0]);
   } finally {

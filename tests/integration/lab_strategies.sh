@@ -51,6 +51,42 @@ usage_error "bad value for --strategy: 'sync,,lease'" --strategy sync,,lease
 usage_error "unknown option '--bogus'" --bogus
 usage_error "--burst needs a value" --burst
 usage_error "bad value for --burst: '0'" --burst 0
+usage_error "bad value for --limit: '10/366day' (period is longer than a year)" --limit 10/366day
+usage_error "bad value for --listen: '0.0.0.0:0' (the page listens on loopback only" --web --listen 0.0.0.0:0
+usage_error "bad value for --listen: '[::]:0' (the page listens on loopback only" --web --listen '[::]:0'
+usage_error "--sweep does not apply with --web" --web --sweep rtt=1
+usage_error "--svg does not apply with --web" --web --svg "$work/x.svg"
+usage_error "--svg applies to --sweep only" --svg "$work/x.svg"
+usage_error "cannot write the chart to $work/none/x.svg: No such file or directory" \
+    --strategy local --servers 1 --burst 5 --sweep burst=5 --svg "$work/none/x.svg"
+check "a refused --svg: nothing started, folder removed" [ -z "$(ls -A "$work/tmp")" ]
+
+# HAProxy holds two descriptors a request of the burst: a burst that the
+# open-file limit cannot hold is refused with the ulimit it needs; a small
+# one runs under a limit of 4096 (the lab once asked HAProxy for 8206).
+if [ "$(ulimit -Hn)" = unlimited ] || [ "$(ulimit -Hn)" -ge 4096 ]; then
+    bash -c 'ulimit -n 4096 && exec "$@"' _ timeout 10 "$FLOODGATE" lab \
+        --strategy local --servers 1 --burst 5000 >/dev/null 2>"$work/usage.err"
+    rc=$?
+    check_all "under ulimit -n 4096, --burst 5000 exits 2 saying 'ulimit -n 10160' ($rc)" \
+        '[ "$rc" -eq 2 ] && grep -q "ulimit -n 10160" "$work/usage.err"'
+    bash -c 'ulimit -n 4096 && exec "$@"' _ timeout 30 "$FLOODGATE" lab \
+        --strategy local --servers 1 --burst 5 >/dev/null 2>"$work/usage.err"
+    rc=$?
+    check "under ulimit -n 4096, --burst 5 runs ($rc: $(tail -n 1 "$work/usage.err"))" [ "$rc" -eq 0 ]
+else
+    ok "(skipped: the hard open-file limit is below 4096)"
+fi
+if [ "$(ulimit -Hn)" = unlimited ] || [ "$(ulimit -Hn)" -ge 10160 ]; then
+    timeout 60 "$FLOODGATE" lab --strategy local --servers 1 --burst 5000 --json \
+        >"$work/big.json" 2>"$work/big.err"
+    rc=$?
+    failed=$(grep -o '"failed":[0-9]*' "$work/big.json" | head -n 1)
+    check_all "--burst 5000 gets every answer through HAProxy (exit $rc, $failed)" \
+        '[ "$rc" -eq 0 ] && [ "$failed" = "\"failed\":0" ]'
+else
+    ok "(skipped: the hard open-file limit is below 10160)"
+fi
 
 fail0=$fail
 start=$(date +%s%N)
@@ -138,6 +174,14 @@ check "sweep prints one row per value" [ "$(grep -cE '^  (0|5) +[0-9]+$' "$work/
 check "sweep writes an SVG chart" grep -q '<polyline' "$work/sweep.svg"
 check "sweep says where the chart is" grep -q "chart: $work/sweep.svg" "$work/sweep.txt"
 rm -f "$work/sweep.svg" "$work/sweep.txt"
+# A long --svg path is used as given (it was cut at 255 characters).
+long=$work/$(printf 'd%.0s' $(seq 1 120))/$(printf 'e%.0s' $(seq 1 120))
+mkdir -p "$long"
+timeout 30 "$FLOODGATE" lab --strategy local --servers 1 --burst 5 --sweep burst=5 \
+    --svg "$long/chart.svg" >"$work/sweep.txt" 2>&1
+check "a --svg path of ${#long}+ characters is written where it says" \
+    grep -q '<polyline' "$long/chart.svg"
+rm -rf "$work/$(printf 'd%.0s' $(seq 1 120))" "$work/sweep.txt"
 nothing_left "after sweep"
 
 # 4. Ctrl-C in the middle of a run.
@@ -152,7 +196,19 @@ check_all "Ctrl-C stops the lab within 5 s, exit non-zero (exit $irc)" \
     '[ "$stopped" = yes ] && [ "$irc" -ne 0 ]'
 nothing_left "after Ctrl-C"
 
-# 5. What is missing is named; bad flags are refused.
+# 5. What is missing is named; bad flags are refused. A program that
+# exits without a word is named with its exit status.
+FLOODGATE_HAPROXY=/bin/false timeout 20 "$FLOODGATE" lab --strategy local --servers 1 \
+    --burst 5 >/dev/null 2>"$work/false.err"
+frc=$?
+check_all "haproxy exiting silently: its exit status is the reason (exit $frc: $(tail -n 1 "$work/false.err"))" \
+    '[ "$frc" -eq 1 ] && grep -q "haproxy did not start: it exited with status 1" "$work/false.err"'
+FLOODGATE_REDIS_SERVER=/bin/false timeout 20 "$FLOODGATE" lab --strategy local --servers 1 \
+    --burst 5 >/dev/null 2>"$work/false.err"
+frc=$?
+check_all "redis-server exiting silently: its exit status is the reason (exit $frc: $(tail -n 1 "$work/false.err"))" \
+    '[ "$frc" -eq 1 ] && grep -q "redis-server did not start: it exited with status 1" "$work/false.err"'
+
 FLOODGATE_REDIS_SERVER=/nonexistent/redis-server "$FLOODGATE" lab >"$work/miss.out" 2>&1
 mrc=$?
 check_all "a redis-server named by its variable and missing is said so, exit non-zero (exit $mrc)" \

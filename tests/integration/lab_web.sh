@@ -81,4 +81,69 @@ lab_pid=""
 check "lab stops on Ctrl-C within 5 s" [ "$stopped" = yes ]
 sanitizer_check
 nothing_left "after Ctrl-C"
+
+# A second lab, on IPv6 loopback, started with values off the page's
+# sliders: its API without a browser. curl -g: brackets in the URL are
+# the host's, not a glob.
+TMPDIR="$work/tmp" "$FLOODGATE" lab --web --listen '[::1]:0' --servers 1 \
+    --burst 5 --rtt 40ms --sync 3s >"$work/lab.out" 2>"$work/lab.err" &
+lab_pid=$!
+url=""
+for _ in $(seq 1 100); do
+    url=$(grep -o 'http://[^ ]*/' "$work/lab.out" 2>/dev/null | head -n 1)
+    [ -n "$url" ] && break
+    kill -0 "$lab_pid" 2>/dev/null || break
+    sleep 0.1
+done
+check "--listen [::1]:0 prints a bracketed URL with the port bound ($url)" \
+    grep -qE '^http://\[::1\]:[1-9][0-9]*/$' <<<"$url"
+port=${url##*:}; port=${port%/}
+lab_add_port "$port"
+api() { # api PATH [CURL ARGS...]: prints the body on one line, then the status
+    local p=$1; shift
+    curl -sg -m 30 "$@" -w ' %{http_code}' "${url}${p#/}" | tr -d '\n'
+}
+defaults=$(api /api/defaults)
+check_all "off-slider values are moved onto the sliders (burst 10, rtt 20, sync 1000)" \
+    'grep -q "\"burst\":10,\"rtt_ms\":20," <<<"$defaults" && grep -q "\"sync_ms\":1000," <<<"$defaults"'
+check "the lab says which values it moved" grep -q "burst slider .* starts at 10, not 5" "$work/lab.err"
+run=/api/run?strategy=local\&servers=1\&burst=10\&rtt=0
+first=$(api "$run")
+check "a run answers 200 ($first)" grep -q ' 200$' <<<"$first"
+for q in servers=nan burst=1e1 burst=2.5 rtt=-0 sync=inf servers= 'burst=%2010'; do
+    got=$(api "/api/run?strategy=local&$q")
+    check "run?$q: 400 with the reason ($got)" \
+        grep -qE '^\{"error":"[a-z]+ must be a whole number.*"\} 400$' <<<"$got"
+    # servers=nan once stopped the running servers before failing.
+    if [ "$q" = servers=nan ]; then
+        again=$(api "$run")
+        check "a refused run stopped nothing: the next run is warm" \
+            grep -q '"warm":true.* 200$' <<<"$again"
+    fi
+done
+got=$(api /api/defaults -H "Host: attacker.example:$port")
+check "a foreign Host header is refused 403 (DNS rebinding): $got" grep -q ' 403$' <<<"$got"
+got=$(api /api/defaults -H "Host: 127.0.0.1:$((port == 65535 ? 1 : port + 1))")
+check "a Host header naming another port is refused 403" grep -q ' 403$' <<<"$got"
+got=$(api /api/defaults -H "Host: localhost:$port")
+check "Host localhost:PORT is served" grep -q ' 200$' <<<"$got"
+got=$(head -c 2000000 /dev/zero | api /api/defaults --data-binary @- -o /dev/null)
+check "a 2 MB body is refused 413, not read ($got)" [ "$got" = " 413" ]
+got=$(api / -I -o /dev/null)
+check "HEAD / is answered 200 ($got)" [ "$got" = " 200" ]
+
+# SIGTERM: the same clean-up, and 128 + 15.
+kill -TERM "$lab_pid"
+stopped=no
+for _ in $(seq 1 50); do
+    kill -0 "$lab_pid" 2>/dev/null || { stopped=yes; break; }
+    sleep 0.1
+done
+wait "$lab_pid" 2>/dev/null
+trc=$?
+lab_pid=""
+check_all "lab stops on SIGTERM within 5 s, exit 143 ($trc)" \
+    '[ "$stopped" = yes ] && [ "$trc" -eq 143 ]'
+sanitizer_check
+nothing_left "after SIGTERM"
 summary

@@ -86,9 +86,24 @@ static int fail(parser *p, int line, const char *fmt, ...)
             va_end(ap);
             size_t m = strlen(p->err);
             if (p->value && line == p->line && strcmp(p->key, "url") &&
-                strstr(p->err, " must be ") && m < p->errlen)
-                snprintf(p->err + m, p->errlen - m, " (read: '%.80s')",
-                         p->value);
+                strstr(p->err, " must be ") && m < p->errlen) {
+                /* Control bytes shown as \r, \xNN: a terminal would act
+                 * on them. */
+                char v[4 * 80 + 1];
+                size_t o = 0;
+                for (const char *s = p->value; *s && s < p->value + 80; s++) {
+                    unsigned char ch = (unsigned char)*s;
+                    if (ch == '\r')
+                        o += (size_t)snprintf(v + o, sizeof v - o, "\\r");
+                    else if (ch < 0x20 || ch == 0x7f)
+                        o += (size_t)snprintf(v + o, sizeof v - o, "\\x%02x",
+                                              ch);
+                    else
+                        v[o++] = (char)ch;
+                }
+                v[o] = '\0';
+                snprintf(p->err + m, p->errlen - m, " (read: '%s')", v);
+            }
         }
     }
     return 0;
@@ -375,9 +390,10 @@ static int server_key(parser *p, const char *k, const char *v)
             return fail(p, p->line, "drain_timeout must be a duration");
         c->drain_timeout_ms = ms;
     } else if (!strcmp(k, "drain_grace")) {
-        /* 0 (0s, 0ms): no grace, the listener closes at once. */
+        /* 0 (0s, 0ms, 0min, 0h): no grace, the listener closes at once. */
         size_t z = strspn(v, "0");
-        if (z && (!v[z] || !strcmp(v + z, "ms") || !strcmp(v + z, "s")))
+        if (z && (!v[z] || !strcmp(v + z, "ms") || !strcmp(v + z, "s") ||
+                  !strcmp(v + z, "min") || !strcmp(v + z, "h")))
             ms = 0;
         else if (fg__parse_duration_ms(v, &ms) || ms > 60000)
             return fail(p, p->line,
@@ -518,9 +534,13 @@ static int open_section(parser *p, const char *sec, int line)
     size_t n = strlen(name);
     if (n == 0)
         return fail(p, line, "[limit] without a name (expected [limit NAME])");
+    if (name[n - 1] == ' ' || name[n - 1] == '\t')
+        return fail(p, line,
+                    "a blank after the limit name (write [limit %.*s])",
+                    (int)strcspn(name, " \t"), name);
     if (!fg_limit_name_valid(name, n))
         return fail(p, line, "limit name must be 1..%d of A-Z a-z 0-9 _ - .",
-                    FG_NAME_MAX - 1);
+                    INI_SECTION_MAX - 6);
     if (fg__config_find(p->c, name, n) >= 0)
         return fail(p, line, "[limit %s] defined twice", name);
     if (p->c->nlimits == FG_SERVE_MAX_LIMITS)
@@ -624,6 +644,15 @@ static void classify(parser *p, const char *t, size_t lead, int line)
         const char *end = ini_scan(t + 1, "]");
         if (*end != ']') {
             fail(p, line, "section header without ']'");
+            return;
+        }
+        /* inih drops what follows ']': a setting there would be lost. */
+        const char *after = end + 1 + strspn(end + 1, " \t");
+        if (*after && *after != '\r' && *after != '\n' && *after != ';' &&
+            *after != '#') {
+            fail(p, line,
+                 "text after ']' in a section header (a setting goes on a "
+                 "line of its own)");
             return;
         }
         char sec[128];
@@ -761,13 +790,18 @@ static int finish(parser *p)
         return fail(p, c->admin_line,
                     "admin_listen must differ from listen (the admin routes "
                     "are served only there)");
-    if (c->demo_api) {
+    /* demo_limits is checked when given, demo_api on or not: a typo would
+     * otherwise wait for the reload that turns demo_api on. */
+    if (c->demo_api || c->demo_limits[0]) {
         const char *list = c->demo_limits[0] ? c->demo_limits : "bookings";
         if (fg__config_chain(c, list, c->demo_chain, &c->demo_nchain, why,
                              sizeof(why))) {
             if (strncmp(why, "unknown", 7))
-                return fail(p, c->demo_line, "demo_api: %s", why);
-            return fail(p, c->demo_line, "demo_api: %s (add [limit %s])", why,
+                return fail(p, c->demo_line, "%s: %s",
+                            c->demo_limits[0] ? "demo_limits" : "demo_api",
+                            why);
+            return fail(p, c->demo_line, "%s: %s (add [limit %s])",
+                        c->demo_limits[0] ? "demo_limits" : "demo_api", why,
                         c->demo_limits[0] ? "..." : "bookings");
         }
     }

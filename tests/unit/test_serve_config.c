@@ -170,6 +170,10 @@ static void test_errors(void)
     CHECK_EQ(cfg.drain_grace_ms, 0);
     CHECK_EQ(parse("[server]\ndrain_grace = 0s\n"), 0);
     CHECK_EQ(cfg.drain_grace_ms, 0);
+    CHECK_EQ(parse("[server]\ndrain_grace = 0min\n"), 0);
+    CHECK_EQ(cfg.drain_grace_ms, 0);
+    CHECK_EQ(parse("[server]\ndrain_grace = 0h\n"), 0);
+    CHECK_EQ(cfg.drain_grace_ms, 0);
     refused("[server]\ndrain_grace =\n", 2, "drain_grace must be");
     /* A NUL byte is said as such, with its line. */
     static const char nul[] = "[server]\nid = a\0b\n";
@@ -340,6 +344,15 @@ static void test_headers(void)
             "section header without ']'");
     refused("[limits a]\nrate = 1/s\nkey = ip\n", 1,
             "unknown section [limits a]");
+    /* inih drops what follows ']': a setting there is refused, not lost. */
+    refused("[server] workers = 4\n[limit a]\nrate = 1/s\nkey = ip\n", 1,
+            "text after ']' in a section header");
+    refused("[server]]\n", 1, "text after ']' in a section header");
+    CHECK_EQ(parse("[server]  ; the server\nid = x\n"), 0);
+    refused("[limit a ]\nrate = 1/s\nkey = ip\n", 1,
+            "a blank after the limit name (write [limit a])");
+    /* A control byte in a value is shown escaped. */
+    refused("[server]\nid = a\rb\n", 2, "(read: 'a\\rb')");
     refused("[limits a]\n", 1, "unknown section [limits a]");
     refused("[server]\nid = x\n\n[limit a:b]\nrate = 1/s\nkey = ip\n", 4,
             "limit name must be");
@@ -473,6 +486,9 @@ static void test_chain_and_durations(void)
     refused("[limit a]\nrate = 1/s\nkey = ip\n[server]\ndemo_api = on\n"
             "demo_limits = a,,a\n",
             6, "empty name in 'a,,a'");
+    /* Checked when given, demo_api off too. */
+    refused("[limit a]\nrate = 1/s\nkey = ip\n[server]\ndemo_limits = b\n", 5,
+            "demo_limits: unknown limit 'b'");
     uint32_t ms = 0;
     CHECK_EQ(fg__parse_duration_ms("5ms", &ms), 0);
     CHECK_EQ(ms, 5);

@@ -276,7 +276,10 @@ int fg_check(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
  * window or bucket that took them still holds them; a refund never gives
  * more than was taken. On a store opened with fg_store_open_async the
  * refund is queued and sent with the next batch, and its outcome is not
- * reported. FG_OK, or a negative code (FG_ENOTSUP for naive_get_set). */
+ * reported. With a blocked-key cache (fg_limiter_set_cache), a refund
+ * makes it forget the key: call it from that cache's thread. FG_OK, or a
+ * negative code (FG_ENOTSUP for naive_get_set on Redis; the memory store
+ * takes it). */
 int fg_refund(fg_limiter *l, const char *key, size_t keylen, uint64_t cost);
 
 /* fg_refund of units taken 'age_us' ago (on any clock: a duration), so
@@ -688,8 +691,8 @@ void fg_local_counted(fg_local *lc, const char *key, size_t keylen,
  * key's units already sent, or counted there for a check it decided.
  * fg_local_refund_at: for units spent 'age_us' before 'now_us'
  * (fg_refund_at); those spent before the usage not sent yet are the
- * store's to give back, and a lease's spent from an earlier lease are not
- * given back. */
+ * store's to give back, and so are a lease's spent from an earlier lease
+ * (the store counted it when it was taken). */
 uint64_t fg_local_refund(fg_local *lc, const char *key, size_t keylen,
                          uint64_t cost, uint64_t now_us);
 uint64_t fg_local_refund_at(fg_local *lc, const char *key, size_t keylen,

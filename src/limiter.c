@@ -505,7 +505,11 @@ int fg_refund_at(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
     if (l->mode && !(cost = fg__mode_refund(l, key, keylen, cost, age_us)))
         return FG_OK;
     fg__taken t = {age_us, hold_us};
-    return store_refund(l, key, keylen, cost, &t);
+    rc = store_refund(l, key, keylen, cost, &t);
+    /* A block the cache holds for the key may no longer be the store's. */
+    if (rc == FG_OK && l->policy->cache)
+        fg_cache_forget(l->policy->cache, l, key, keylen);
+    return rc;
 }
 
 uint64_t fg__limiter_now(const fg_limiter *l)

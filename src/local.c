@@ -526,7 +526,7 @@ uint64_t fg_local_refund_at(fg_local *lc, const char *key, size_t keylen,
     uint64_t spent = now_us > age_us ? now_us - age_us : 0;
     entry *e = lookup(lc, key, keylen, now_us, &rc);
     if (!e)
-        return lc->mode == FG_MODE_SYNC ? cost : 0;
+        return cost; /* nothing here to hold it: the store's to give */
     if (lc->mode == FG_MODE_SYNC) {
         /* Spent before the usage not sent yet (a fixed window's ended
          * with its window): all in the store, which gives it back to the
@@ -541,11 +541,13 @@ uint64_t fg_local_refund_at(fg_local *lc, const char *key, size_t keylen,
         e->counted -= min_u64(cost - here, e->counted);
         return cost - here;
     }
-    /* Spent from an earlier lease (a fixed window's died with its
-     * window): gone with it, as a lease's unspent units are once given
-     * back. */
+    /* Spent from this lease: held again. The rest was spent from an
+     * earlier lease, which the store counted when it was taken: the store
+     * gives it back, to the window that took it (a fixed window's that has
+     * ended keeps it). */
+    uint64_t back = 0;
     if (now_us < e->reset_at && spent >= e->lease_at) {
-        uint64_t back = min_u64(cost, e->used);
+        back = min_u64(cost, e->used);
         e->used -= back;
         e->units += back;
         lc->held += back;
@@ -554,7 +556,7 @@ uint64_t fg_local_refund_at(fg_local *lc, const char *key, size_t keylen,
         if (back && lc->algorithm != FG_FIXED_WINDOW)
             fg__local_list_due(lc, e);
     }
-    return 0;
+    return cost - back;
 }
 
 void fg_local_forget(fg_local *lc, const char *key, size_t keylen)

@@ -228,6 +228,17 @@ static void test_async(void)
     CHECK(!dn.r.d[0].allowed);
     CHECK_EQ(dn.r.d[0].source, FG_SOURCE_CACHE);
     CHECK_EQ(dn.r.d[0].remaining, 1);
+    /* A refund makes the cache forget the key: the store, which has the
+     * unit back, decides the next set. */
+    fg_set_item w[1] = {{aa, "w", 1}};
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(set_async(&req, &dn, w, 1, 1), FG_OK);
+    CHECK_EQ(set_async(&req, &dn, w, 1, 1), FG_OK);
+    CHECK_EQ(dn.r.d[0].source, FG_SOURCE_CACHE);
+    CHECK_EQ(fg_refund(aa, "w", 1, 1), FG_OK);
+    CHECK_EQ(set_async(&req, &dn, w, 1, 1), FG_OK);
+    CHECK(dn.r.d[0].allowed);
+    CHECK_EQ(dn.r.d[0].source, FG_SOURCE_STORE);
     fg_limiter_set_cache(aa, NULL);
     fg_cache_free(c);
 

@@ -1242,6 +1242,49 @@ static void test_lease_long_window(void)
     fg_store_close(st);
 }
 
+/* Refunds of units spent from an earlier lease go to the store, which
+ * counted them when that lease was taken; those of the current lease are
+ * held again. lease:2 on 100/h, three checks (two takes), three refunds:
+ * the store and the lease together hold the whole 100 again. */
+static void test_lease_refund_earlier(void)
+{
+    fg_limit lim = lim_of("100/h", FG_FIXED_WINDOW, "lease:2");
+    fg_limit ex = lim;
+    ex.mode = FG_MODE_EXACT;
+    fg_store *st = mem();
+    fg_limiter *shared = fg_limiter_new(st, &ex, NULL, 0);
+    fg_local *lc = fg_local_new(&lim, 0, NULL, 0);
+    fake_now = 9970 * SEC;
+    for (int i = 0; i < 3; i++) {
+        fg_decision d, sd;
+        fg_local_ask a;
+        int rc;
+        while ((rc = fg_local_check(lc, "e", 1, 1, fake_now, &d, &a, NULL)) ==
+               FG_LOCAL_ASKED) {
+            do
+                rc = fg_check(shared, a.key, a.keylen, a.units, &sd);
+            while (fg_local_answer(lc, &a, fake_now, rc, &sd, NULL));
+        }
+        CHECK_EQ(rc, FG_OK);
+        CHECK(d.allowed);
+        fake_now += MS;
+    }
+    uint64_t to_store = 0;
+    for (int i = 0; i < 3; i++) {
+        uint64_t rest = fg_local_refund_at(lc, "e", 1, 1, fake_now, 0);
+        to_store += rest;
+        if (rest)
+            CHECK_EQ(fg_refund(shared, "e", 1, rest), FG_OK);
+    }
+    fg_decision p;
+    CHECK_EQ(fg_peek(shared, "e", 1, &p), FG_OK);
+    CHECK(to_store > 0);
+    CHECK_EQ(p.remaining + fg_local_held(lc), 100);
+    fg_local_free(lc);
+    fg_limiter_free(shared);
+    fg_store_close(st);
+}
+
 /* Bounded: at most max_keys keys; a key with usage to send is never
  * evicted, and when no key can go a check gets FG_ENOMEM. */
 static void test_bounded(void)
@@ -1400,6 +1443,7 @@ int main(void)
     test_late_tick();
     test_refund_age();
     test_lease_long_window();
+    test_lease_refund_earlier();
     test_bounded();
     test_limiter();
     return TEST_DONE();

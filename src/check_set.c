@@ -127,7 +127,8 @@ int fg_check_set(const fg_set_item *items, unsigned n, uint64_t cost,
         out->rc[k] = fg_check(items[k].l, items[k].key, items[k].keylen, cost,
                               &out->d[k]);
         out->asked |= 1u << k;
-        if (out->rc[k] == FG_ECOST || out->rc[k] == FG_EKEY)
+        if (out->rc[k] == FG_ECOST || out->rc[k] == FG_EKEY ||
+            out->rc[k] == FG_EINVAL)
             out->error = out->rc[k];
         if (stops(out, k))
             break;

@@ -71,6 +71,10 @@ int fg_limit_check(const fg_limit *lim, char *err, size_t errlen)
     if ((unsigned)lim->on_failure > FG_FAIL_LOCAL)
         return fg__seterr(err, errlen, FG_EINVAL, "unknown on_failure %d",
                           (int)lim->on_failure);
+    if (lim->timeout_ms == 0)
+        return fg__seterr(err, errlen, FG_EINVAL,
+                          "timeout must be at least 1 ms (0 would fail every "
+                          "check of a remote store)");
     if (fg__algo_params_init(lim, &p, err, errlen) != FG_OK)
         return FG_EINVAL;
     return fg__mode_valid(lim, p.max_cost, err, errlen);

@@ -12,24 +12,32 @@
 #define SYNC_MIN_MS 10
 #define SYNC_MAX_MS 10000
 
-/* "200ms", "1s", "1.5s" into whole milliseconds; -1 when not a duration. */
+/* "200ms", "1s", "1.5s" into whole milliseconds; -1 when not a duration.
+ * Decimal digits with at most one point, read here: no sign, exponent or
+ * hex (which strtod would take), and no locale's decimal comma. */
 static long long duration_ms(const char *s)
 {
-    char *end;
-    if (!isdigit((unsigned char)*s))
+    size_t d = strspn(s, "0123456789"), f = 0;
+    if (d == 0 || d > 12)
         return -1;
-    double v = strtod(s, &end);
-    double mult;
-    if (!strcmp(end, "ms"))
-        mult = 1;
-    else if (!strcmp(end, "s"))
-        mult = 1000;
-    else
-        return -1;
-    double ms = v * mult;
-    if (ms != ms || ms > 1e12 || ms != (double)(long long)ms)
-        return -1;
-    return (long long)ms;
+    long long v = 0, scale = 1;
+    for (size_t i = 0; i < d; i++)
+        v = v * 10 + (s[i] - '0');
+    const char *u = s + d;
+    if (*u == '.') {
+        f = strspn(u + 1, "0123456789");
+        if (f == 0 || f > 6)
+            return -1;
+        for (size_t i = 1; i <= f; i++) {
+            v = v * 10 + (u[i] - '0');
+            scale *= 10;
+        }
+        u += 1 + f;
+    }
+    long long mult = !strcmp(u, "ms") ? 1 : !strcmp(u, "s") ? 1000 : 0;
+    if (!mult || (v * mult) % scale)
+        return -1; /* not a whole number of milliseconds */
+    return v * mult / scale;
 }
 
 int fg_mode_parse(const char *s, fg_limit *lim, char *err, size_t errlen)

@@ -29,7 +29,7 @@ const char *fg_algorithm_name(fg_algorithm a)
 int fg_algorithm_parse(const char *s, fg_algorithm *out)
 {
     int i = name_index(algorithm_names, NAMES_LEN(algorithm_names), s);
-    if (i < 0)
+    if (i < 0 || !out)
         return FG_EINVAL;
     *out = (fg_algorithm)i;
     return FG_OK;
@@ -44,7 +44,7 @@ const char *fg_on_failure_name(fg_on_failure f)
 int fg_on_failure_parse(const char *s, fg_on_failure *out)
 {
     int i = name_index(on_failure_names, NAMES_LEN(on_failure_names), s);
-    if (i < 0)
+    if (i < 0 || !out)
         return FG_EINVAL;
     *out = (fg_on_failure)i;
     return FG_OK;

@@ -64,7 +64,8 @@ size_t fg__redis_key(char *buf, const char *kp, size_t kplen, const char *key,
     if (keylen > FG_MAX_KEY || kplen > FG__REDIS_PREFIX_MAX + FG_NAME_MAX + 2)
         return 0;
     memcpy(buf, kp, kplen);
-    memcpy(buf + n, key, keylen);
+    if (keylen) /* an empty key may come as NULL */
+        memcpy(buf + n, key, keylen);
     n += keylen;
     buf[n++] = '}';
     buf[n++] = ':';

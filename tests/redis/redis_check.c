@@ -1673,9 +1673,12 @@ static void keys(const char *url)
         CHECK_EQ(check_async(base, la, ks[i].k, ks[i].n, 1, &d2), FG_OK);
         CHECK_EQ(d2.allowed, 0); /* the same counter on both paths */
     }
+    fg_decision d;
+    /* The empty key given as NULL: the same counter as "". */
+    CHECK_EQ(fg_check(l, NULL, 0, 1, &d), FG_OK);
+    CHECK_EQ(d.allowed, 0);
     char *big = malloc(FG_MAX_KEY + 1);
     memset(big, 'k', FG_MAX_KEY + 1);
-    fg_decision d;
     CHECK_EQ(fg_check(l, big, FG_MAX_KEY, 1, &d), FG_OK);
     CHECK_EQ(d.allowed, 1);
     CHECK_EQ(fg_check(l, big, FG_MAX_KEY + 1, 1, &d), FG_EKEY);

@@ -183,6 +183,12 @@ static void test_async(void)
     CHECK_EQ(dn.r.decided, 0);
     CHECK_EQ(set_async(&req, &dn, ai, 0, 1), FG_EINVAL);
     CHECK_EQ(dn.calls, 0);
+    /* A NULL key of a length: bad input, said in 'error' on both forms. */
+    fg_set_item nk[2] = {{bb, "k", 1}, {ba, NULL, 1}};
+    fg_set_result nr;
+    CHECK_EQ(fg_check_set(nk, 2, 1, &nr), FG_OK);
+    CHECK_EQ(nr.error, FG_EINVAL);
+    CHECK_EQ(nr.decided, 1);
 
     /* The blocked-key cache: once the store leaves a key nothing (the
      * third unit of 3/h) or refuses it, the key is refused from the cache

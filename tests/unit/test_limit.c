@@ -118,6 +118,7 @@ static void test_names(void)
     CHECK_EQ(fg_algorithm_parse("", &a), FG_EINVAL);
     CHECK_EQ(fg_algorithm_parse("Token_Bucket", &a), FG_EINVAL);
     CHECK_EQ(fg_algorithm_parse(NULL, &a), FG_EINVAL);
+    CHECK_EQ(fg_algorithm_parse("token_bucket", NULL), FG_EINVAL);
     CHECK_EQ(a, FG_FIXED_WINDOW); /* untouched on failure */
     CHECK(fg_algorithm_name((fg_algorithm)4) == NULL);
     CHECK(fg_algorithm_name((fg_algorithm)-1) == NULL);
@@ -137,6 +138,7 @@ static void test_names(void)
     fg_on_failure f = FG_FAIL_CLOSED;
     CHECK_EQ(fg_on_failure_parse("fail_open", &f), FG_EINVAL);
     CHECK_EQ(fg_on_failure_parse(NULL, &f), FG_EINVAL);
+    CHECK_EQ(fg_on_failure_parse("open", NULL), FG_EINVAL);
     CHECK_EQ(f, FG_FAIL_CLOSED);
     CHECK(fg_on_failure_name((fg_on_failure)3) == NULL);
 
@@ -149,6 +151,22 @@ static void test_names(void)
     CHECK_STR(fg_source_name(FG_SOURCE_FAIL_CLOSED), "fail_closed");
     CHECK(fg_source_name((fg_source)7) == NULL);
     CHECK(fg_source_name((fg_source)-1) == NULL);
+
+    /* A mode's interval: decimal, at most one point, whole milliseconds. */
+    fg_limit ml;
+    CHECK_EQ(fg_limit_parse("100/s", &ml), FG_OK);
+    CHECK_EQ(fg_mode_parse("sync:1.5s", &ml, NULL, 0), FG_OK);
+    CHECK_EQ(ml.sync_ms, 1500);
+    const char *badm[] = {"sync:0x10ms", "sync:1e1s", "sync:+5s",
+                          "sync:.5s",    "sync:5.s",  "sync:1.0005s",
+                          "sync:10001ms"};
+    for (size_t i = 0; i < sizeof badm / sizeof badm[0]; i++)
+        CHECK_EQ(fg_mode_parse(badm[i], &ml, NULL, 0), FG_EINVAL);
+    /* A timeout of 0 would fail every check of a remote store. */
+    ml.mode = FG_MODE_EXACT;
+    CHECK_EQ(fg_limit_check(&ml, NULL, 0), FG_OK);
+    ml.timeout_ms = 0;
+    CHECK_EQ(fg_limit_check(&ml, NULL, 0), FG_EINVAL);
 }
 
 static void test_strerror(void)

@@ -350,6 +350,8 @@ int fg_limiter_local_share(const fg_limiter *l, uint64_t *limit,
 const char *fg_limiter_breaker(fg_limiter *l);
 const char *fg_limiter_node_breaker(fg_limiter *l, unsigned node);
 
+/* Free 'l' once fg_limiter_pending says nothing of it is in flight (a
+ * callback may free it: by then its own check is no longer counted). */
 void fg_limiter_free(fg_limiter *l);
 
 /* ---- Asynchronous checks, for libevent loops ------------------------- */
@@ -564,9 +566,11 @@ int fg_add(fg_limiter *l, const char *key, size_t keylen, uint64_t units,
  * FG_OK, or the first store failure met. FG_OK at once for an exact
  * limit. */
 int fg_limiter_sync(fg_limiter *l);
-/* The store commands this limiter's mode has in flight, with the refunds
- * queued on its store and not yet answered (a lease's give-backs; any
- * other refund of that store too). 0 for an exact limit. */
+/* What of this limiter is in flight: its fg_check_async calls not yet
+ * called back (a limiter must not be freed before they are: each refers to
+ * it until its callback), and in a mode the store commands it has out,
+ * with the refunds queued on its store and not yet answered (a lease's
+ * give-backs; any other refund of that store too). */
 unsigned fg_limiter_pending(const fg_limiter *l);
 
 /* The stated bound of an approximate mode, for 'servers' processes (serve

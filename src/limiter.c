@@ -449,6 +449,8 @@ static int submit(fg_limiter *l, unsigned node, int raw, uint32_t timeout_ms,
     if (keylen)
         memcpy(req->key, key, keylen);
     req->key[keylen] = '\0';
+    if (!raw)
+        atomic_fetch_add(&l->inflight, 1);
     l->st->ops->check_async(l->st, req);
     return FG_OK;
 }
@@ -577,6 +579,9 @@ void fg__req_done(fg__req *req, int rc, fg_decision *d)
     }
     rc = settle(req->l, req->node, rc, req->key, req->keylen, req->cost, d);
     shadow_apply(req->l, rc, d);
+    /* Before the callback, which may free the limiter: 'req' alone is
+     * used after it. */
+    atomic_fetch_sub(&req->l->inflight, 1);
     req->cb(rc, d, req->data);
     fg__free(req);
 }

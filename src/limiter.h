@@ -3,6 +3,8 @@
 #ifndef FG_LIMITER_H
 #define FG_LIMITER_H
 
+#include <stdatomic.h>
+
 #include "algo.h"
 #include "floodgate.h"
 
@@ -56,6 +58,7 @@ struct fg_limiter {
      * range), for which the breaker never opens. */
     fg__check_fn check;
     struct fg__mode *mode; /* FG_MODE_SYNC, FG_MODE_LEASE (limiter_mode.c) */
+    atomic_uint inflight;  /* fg_check_async calls not yet called back */
 };
 
 /* The store's answer for 'cost' of 'key', past the node's breaker (which

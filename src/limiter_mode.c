@@ -512,5 +512,8 @@ unsigned fg_limiter_pending(const fg_limiter *l)
 {
     /* A lease's give-backs are refunds queued on the store: counted there,
      * with any other refund of that store. */
-    return l && l->mode ? l->mode->pending + fg__store_busy(l->st) : 0;
+    if (!l)
+        return 0;
+    unsigned n = atomic_load(&((fg_limiter *)l)->inflight);
+    return l->mode ? n + l->mode->pending + fg__store_busy(l->st) : n;
 }

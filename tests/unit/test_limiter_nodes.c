@@ -17,7 +17,9 @@ typedef struct fake_store {
     fg_store base;
     int down[NODES];
     unsigned calls[NODES];
-    int moved; /* "r..." keys: on node 1 until a check moves them to 2 */
+    int moved;     /* "r..." keys: on node 1 until a check moves them to 2 */
+    fg__req *held; /* 'hold': an async check kept unanswered */
+    int hold;
 } fake_store;
 
 /* The key's first byte names its node: "0...", "1...", "2..."; "r..." is
@@ -66,6 +68,10 @@ static int fake_check(fg_store *s, fg_limiter *l, const char *key,
 static void fake_check_async(fg_store *s, fg__req *req)
 {
     fg_decision d;
+    if (((fake_store *)s)->hold) {
+        ((fake_store *)s)->held = req;
+        return;
+    }
     CHECK_EQ(req->node, fake_node_of(s, req->key, req->keylen));
     int rc = fake_check(s, req->l, req->key, req->keylen, req->cost, &d);
     fg__req_move(req, fake_node_of(s, req->key, req->keylen));
@@ -182,11 +188,42 @@ static void run_redirected(int async)
     fg_limiter_free(l);
 }
 
+/* An async check in flight counts in fg_limiter_pending until its
+ * callback, and a callback may free the limiter (run under ASan). */
+static fg_limiter *to_free;
+static void free_in_callback(int rc, const fg_decision *d, void *data)
+{
+    (void)rc, (void)d, (void)data;
+    CHECK_EQ(fg_limiter_pending(to_free), 0);
+    fg_limiter_free(to_free);
+}
+
+static void run_pending(void)
+{
+    fake_store st = {.base = {.ops = &fake_ops, .nodes = NODES}, .hold = 1};
+    fg_limit lim;
+    CHECK_EQ(fg_limit_parse("100/s", &lim), FG_OK);
+    fg_limiter *l = fg_limiter_new(&st.base, &lim, NULL, 0);
+    CHECK(l != NULL);
+    if (!l)
+        return;
+    CHECK_EQ(fg_limiter_pending(l), 0);
+    CHECK_EQ(fg_check_async(l, "0a", 2, 1, on_done, NULL), FG_OK);
+    CHECK_EQ(fg_limiter_pending(l), 1);
+    fg_decision d = {.allowed = 1, .limit = 100, .remaining = 99};
+    fg__req_done(st.held, FG_OK, &d);
+    CHECK_EQ(fg_limiter_pending(l), 0);
+    to_free = l;
+    CHECK_EQ(fg_check_async(l, "0a", 2, 1, free_in_callback, NULL), FG_OK);
+    fg__req_done(st.held, FG_OK, &d);
+}
+
 int main(void)
 {
     run(0);
     run(1);
     run_redirected(0);
     run_redirected(1);
+    run_pending();
     return TEST_DONE();
 }

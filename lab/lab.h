@@ -19,7 +19,7 @@
 #define FG__LAB_MAX_BURST   10000
 #define FG__LAB_MAX_SWEEP   32
 /* The largest burst the web page's API fires (web.c). */
-#define FG__LAB_WEB_MAX_BURST 500
+#define FG__LAB_WEB_MAX_BURST 200
 /* HAProxy connections beyond the burst's (a late answer, a retry). */
 #define FG__LAB_HAPROXY_SPARE 64
 /* redis-servers the lab starts for --shards, each behind its own proxy. */

@@ -371,12 +371,16 @@ static __attribute__((noinline)) int check_settled(fg_limiter *l,
     if (!breaker_allow(l, node))
         return decide_without_store(l, FG_EBREAKER, key, keylen, cost, out);
     int rc = l->st->ops->check(l->st, l, key, keylen, cost, out);
-    /* Redirected (Redis Cluster): the node that holds the key now settles,
-     * and the first gives back its probe. */
-    unsigned now = fg__store_node_of(l->st, key, keylen);
-    if (now != node)
-        fg__breaker_release(&l->policy->breaker[node]);
-    return settle(l, now, rc, key, keylen, cost, out);
+    /* Answered after a redirection (Redis Cluster): the node that holds the
+     * key now settles, and the first gives back its probe. A failure stays
+     * the first node's: the map read after it may already name another. */
+    if (rc == FG_OK) {
+        unsigned now = fg__store_node_of(l->st, key, keylen);
+        if (now != node)
+            fg__breaker_release(&l->policy->breaker[node]);
+        node = now;
+    }
+    return settle(l, node, rc, key, keylen, cost, out);
 }
 
 /* Shadow mode: a refusal the limit made (the store's, the cache's, the

@@ -18,7 +18,7 @@
 static long long duration_ms(const char *s)
 {
     size_t d = strspn(s, "0123456789"), f = 0;
-    if (d == 0 || d > 12)
+    if (d == 0 || d > 6) /* the longest interval is 10000ms */
         return -1;
     long long v = 0, scale = 1;
     for (size_t i = 0; i < d; i++)

@@ -119,7 +119,11 @@ static redisReply *sync_ask(redisContext *c, const char *user,
         r = NULL;
         if (redisGetReply(c, &r) != REDIS_OK)
             return NULL;
-        if (i < n && ((redisReply *)r)->type == REDIS_REPLY_ERROR)
+        /* A wrong password or user is the answer; another AUTH error (a
+         * sentinel without a password) lets the command speak. */
+        if (i < n && ((redisReply *)r)->type == REDIS_REPLY_ERROR &&
+            (!strncmp(((redisReply *)r)->str, "WRONGPASS", 9) ||
+             strstr(((redisReply *)r)->str, "invalid password")))
             return r;
     }
     return r;

@@ -11,7 +11,7 @@
 #     with the bound of docs/redis.md;
 #   - SENTINEL FAILOVER (graceful): no error beyond the policy, exact after;
 #   - a blocking check waiting in the master's store across a failover.
-FG_TEST_BOUND=${FG_TEST_BOUND:-80}
+FG_TEST_BOUND=${FG_TEST_BOUND:-120}
 . "$(dirname "$0")/../serve/lib.sh"
 
 MASTER=fgm$$

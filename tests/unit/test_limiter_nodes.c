@@ -111,14 +111,21 @@ static void on_done(int rc, const fg_decision *d, void *data)
     last_d = *d;
 }
 
-static void run(int async)
+/* A limiter of 100/s on 'st' that fails closed. */
+static fg_limiter *closed_limiter(fake_store *st)
 {
-    fake_store st = {.base = {.ops = &fake_ops, .nodes = NODES}};
     fg_limit lim;
     CHECK_EQ(fg_limit_parse("100/s", &lim), FG_OK);
     lim.on_failure = FG_FAIL_CLOSED;
-    fg_limiter *l = fg_limiter_new(&st.base, &lim, NULL, 0);
+    fg_limiter *l = fg_limiter_new(&st->base, &lim, NULL, 0);
     CHECK(l != NULL);
+    return l;
+}
+
+static void run(int async)
+{
+    fake_store st = {.base = {.ops = &fake_ops, .nodes = NODES}};
+    fg_limiter *l = closed_limiter(&st);
     if (!l)
         return;
     CHECK_STR(fg_limiter_node_breaker(l, 2), "closed");
@@ -168,11 +175,7 @@ static void run(int async)
 static void run_redirected(int async)
 {
     fake_store st = {.base = {.ops = &fake_ops, .nodes = NODES}};
-    fg_limit lim;
-    CHECK_EQ(fg_limit_parse("100/s", &lim), FG_OK);
-    lim.on_failure = FG_FAIL_CLOSED;
-    fg_limiter *l = fg_limiter_new(&st.base, &lim, NULL, 0);
-    CHECK(l != NULL);
+    fg_limiter *l = closed_limiter(&st);
     if (!l)
         return;
     st.down[2] = 1;

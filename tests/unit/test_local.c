@@ -1208,6 +1208,23 @@ static void test_refund_age(void)
     fg_local_free(lc);
 }
 
+/* A lease check of 'cost' units of 'key' at fake_now, its takes answered by
+ * 'shared' (the store's exact limiter) until it decides. */
+static int lease_check(fg_local *lc, fg_limiter *shared, const char *key,
+                       uint64_t cost, fg_decision *d)
+{
+    fg_decision sd;
+    fg_local_ask a;
+    int rc;
+    while ((rc = fg_local_check(lc, key, strlen(key), cost, fake_now, d, &a,
+                                NULL)) == FG_LOCAL_ASKED) {
+        do
+            rc = fg_check(shared, a.key, a.keylen, a.units, &sd);
+        while (fg_local_answer(lc, &a, fake_now, rc, &sd, NULL));
+    }
+    return rc;
+}
+
 /* A sliding window's lease of a period longer than a lease's life (1 s):
  * a take in the same window keeps the units held (they were given back,
  * and the check refused, when the lease's end was taken for the window's).
@@ -1223,16 +1240,8 @@ static void test_lease_long_window(void)
     fake_now = 9960 * SEC;
     uint64_t admitted = 0;
     for (int i = 0; i < 4; i++) {
-        fg_decision d, sd;
-        fg_local_ask a;
-        int rc;
-        while ((rc = fg_local_check(lc, "w", 1, 3, fake_now, &d, &a, NULL)) ==
-               FG_LOCAL_ASKED) {
-            do
-                rc = fg_check(shared, a.key, a.keylen, a.units, &sd);
-            while (fg_local_answer(lc, &a, fake_now, rc, &sd, NULL));
-        }
-        CHECK_EQ(rc, FG_OK);
+        fg_decision d;
+        CHECK_EQ(lease_check(lc, shared, "w", 3, &d), FG_OK);
         admitted += d.allowed ? 3 : 0;
         fake_now += MS;
     }
@@ -1256,16 +1265,8 @@ static void test_lease_refund_earlier(void)
     fg_local *lc = fg_local_new(&lim, 0, NULL, 0);
     fake_now = 9970 * SEC;
     for (int i = 0; i < 3; i++) {
-        fg_decision d, sd;
-        fg_local_ask a;
-        int rc;
-        while ((rc = fg_local_check(lc, "e", 1, 1, fake_now, &d, &a, NULL)) ==
-               FG_LOCAL_ASKED) {
-            do
-                rc = fg_check(shared, a.key, a.keylen, a.units, &sd);
-            while (fg_local_answer(lc, &a, fake_now, rc, &sd, NULL));
-        }
-        CHECK_EQ(rc, FG_OK);
+        fg_decision d;
+        CHECK_EQ(lease_check(lc, shared, "e", 1, &d), FG_OK);
         CHECK(d.allowed);
         fake_now += MS;
     }

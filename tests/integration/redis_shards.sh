@@ -71,7 +71,7 @@ expect_eq "30 keys, each exactly 10 of 12 allowed across two servers" "$exact" 3
 for i in 0 1 2; do
     c=0
     for k in $(seq 0 29); do [ "${NODE[$k]}" = "$i" ] && c=$((c + 1)); done
-    check "node $i holds some of the 30 keys ($c)" test "$c" -ge 3
+    check "node $i holds some of the 30 keys ($c)" test "$c" -ge 2
 done
 # No key lives on two nodes: its node was found by a scan of all three.
 none=0
@@ -124,16 +124,17 @@ for k in $(seq 0 29); do
         [ "$m" -gt "$live_max" ] && live_max=$m
     fi
 done
-check "node 1 holds some of the outage's keys ($dead)" test $dead -ge 3
+check "node 1 holds some of the outage's keys ($dead)" test $dead -ge 2
 check "node 1 down: its keys follow their policy (open allowed, closed 503)" test $dead_ok = 1
 check "node 1 down: keys of nodes 0 and 2 exact, from the store" test $live_ok = 1
 check "node 1 down: live nodes' keys answered within their 300 ms timeout (max ${live_max} us)" \
     test "$live_max" -lt 300000
 # floodgate check (the blocking client, which tries every node at open):
 # with node 1 down it still opens; keys of the other nodes are the store's,
-# node 1's follow on_failure with node 1's reason.
+# node 1's follow on_failure with node 1's reason. 30 keys: a node's share
+# depends on the ports, so 12 missed node 1 now and then ((2/3)^12 = 0.8%).
 cli_store=0 cli_n1=0 cli_other=0
-for k in $(seq 1 12); do
+for k in $(seq 1 30); do
     out=$("$FLOODGATE" check --store "$SHARDS" --limit 5/min --key "c$k" --timeout 300 2>"$T/c.err")
     rc=$?
     if [ $rc = 0 ] && echo "$out" | grep -q '^allowed remaining=4'; then

@@ -114,7 +114,7 @@ typedef struct fg_limit {
     uint64_t burst;            /* token_bucket capacity; 0 means 'limit' */
     fg_algorithm algorithm;    /* default FG_TOKEN_BUCKET */
     fg_on_failure on_failure;  /* default FG_FAIL_OPEN */
-    uint32_t timeout_ms;       /* store deadline, default 5; 0 refused */
+    uint32_t timeout_ms;       /* store deadline, default 5; 1 to 60000 */
     uint32_t fallback_servers; /* divisor for FG_FAIL_LOCAL, default 1 */
     int clock_client;          /* Redis: 1 = caller's clock, 0 = Redis TIME */
     /* Redis: 1 = an allowed check counts only once a replica holds its

@@ -424,8 +424,10 @@ static int store_key(parser *p, const char *k, const char *v)
             return fail(p, p->line, "prefix too long");
         strcpy(c->prefix, v);
     } else if (!strcmp(k, "timeout")) {
-        if (fg__parse_duration_ms(v, &c->store_timeout_ms))
-            return fail(p, p->line, "timeout must be a duration like 5ms");
+        if (fg__parse_duration_ms(v, &c->store_timeout_ms) ||
+            c->store_timeout_ms > 60000)
+            return fail(p, p->line,
+                        "timeout must be a duration from 1ms to 60s, like 5ms");
     } else {
         return fail(p, p->line, "unknown key '%s' in [store]", k);
     }
@@ -474,8 +476,9 @@ static int limit_key(parser *p, unsigned i, const char *k, const char *v)
             return fail(p, p->line, "on_failure must be open, closed or local");
         r->has_onf = 1;
     } else if (!strcmp(k, "timeout")) {
-        if (fg__parse_duration_ms(v, &r->timeout_ms))
-            return fail(p, p->line, "timeout must be a duration like 5ms");
+        if (fg__parse_duration_ms(v, &r->timeout_ms) || r->timeout_ms > 60000)
+            return fail(p, p->line,
+                        "timeout must be a duration from 1ms to 60s, like 5ms");
         sl->has_timeout = 1;
     } else if (!strcmp(k, "fallback_servers")) {
         if (parse_u64(v, 1, 100000, &u))

@@ -1,6 +1,7 @@
 /* limiter.c -- a named limit applied through a store, with its policy:
  * input validation, the circuit breaker, and what to decide when the store
  * fails (allow, refuse, or fall back to a local in-memory limit). */
+#include <inttypes.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -71,10 +72,11 @@ int fg_limit_check(const fg_limit *lim, char *err, size_t errlen)
     if ((unsigned)lim->on_failure > FG_FAIL_LOCAL)
         return fg__seterr(err, errlen, FG_EINVAL, "unknown on_failure %d",
                           (int)lim->on_failure);
-    if (lim->timeout_ms == 0)
+    if (lim->timeout_ms == 0 || lim->timeout_ms > 60000)
         return fg__seterr(err, errlen, FG_EINVAL,
-                          "timeout must be at least 1 ms (0 would fail every "
-                          "check of a remote store)");
+                          "timeout must be 1 to 60000 ms, not %" PRIu32
+                          " (0 would fail every check of a remote store)",
+                          lim->timeout_ms);
     if (fg__algo_params_init(lim, &p, err, errlen) != FG_OK)
         return FG_EINVAL;
     return fg__mode_valid(lim, p.max_cost, err, errlen);

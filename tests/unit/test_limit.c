@@ -167,6 +167,11 @@ static void test_names(void)
     CHECK_EQ(fg_limit_check(&ml, NULL, 0), FG_OK);
     ml.timeout_ms = 0;
     CHECK_EQ(fg_limit_check(&ml, NULL, 0), FG_EINVAL);
+    /* At most a minute, as floodgate check's --timeout and serve's. */
+    ml.timeout_ms = 60000;
+    CHECK_EQ(fg_limit_check(&ml, NULL, 0), FG_OK);
+    ml.timeout_ms = 60001;
+    CHECK_EQ(fg_limit_check(&ml, NULL, 0), FG_EINVAL);
 }
 
 static void test_strerror(void)

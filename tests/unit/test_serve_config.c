@@ -175,6 +175,9 @@ static void test_errors(void)
     CHECK_EQ(parse("[server]\ndrain_grace = 0h\n"), 0);
     CHECK_EQ(cfg.drain_grace_ms, 0);
     refused("[server]\ndrain_grace =\n", 2, "drain_grace must be");
+    refused("[store]\ntimeout = 61s\n", 2, "from 1ms to 60s");
+    refused("[limit a]\nkey = ip\nrate = 1/s\ntimeout = 2h\n", 4,
+            "from 1ms to 60s");
     /* A NUL byte is said as such, with its line. */
     static const char nul[] = "[server]\nid = a\0b\n";
     fg__config_defaults(&cfg);

@@ -67,6 +67,11 @@ typedef struct cluster_store {
     atomic_int stale;
     unsigned next_ask; /* the node to ask next */
     unsigned asked;    /* the node the last CLUSTER SLOTS went to */
+    /* The 'priv' of a CLUSTER SLOTS sent to node i: its answer names it. */
+    struct slots_ask {
+        struct cluster_store *st;
+        unsigned i;
+    } ask[FG__CLUSTER_NODES_MAX];
 
     /* Async: checks waiting to be sent again, and the loop's timer for
      * them and for reading the map. */
@@ -381,25 +386,30 @@ static void timer_arm(cluster_store *st, uint64_t us)
     evtimer_add(st->timer, &tv);
 }
 
-/* The reply to CLUSTER SLOTS, asked on node 'priv - st->node'. */
+/* The reply to CLUSTER SLOTS, asked on node 'priv->i'. The answer of a
+ * node given up on (on_timer) leaves the reading now in flight alone. */
 static void on_slots(redisAsyncContext *ac, void *reply, void *priv)
 {
-    cluster_store *st = priv;
+    struct slots_ask *a = priv;
+    cluster_store *st = a->st;
     redisReply *r = reply;
     (void)ac;
-    atomic_store(&st->refreshing, 0);
+    int current = a->i == st->asked && atomic_load(&st->refreshing);
+    if (current)
+        atomic_store(&st->refreshing, 0);
     if (st->closing || !r || r->type != REDIS_REPLY_ARRAY) {
-        st->next_ask++; /* ask another node next time */
+        if (current)
+            st->next_ask++; /* ask another node next time */
         return;
     }
     fg__cluster_map *m = fg__malloc(sizeof *m);
     if (!m)
         return;
     char host[FG__CLUSTER_ADDR_MAX];
-    addr_host(st->addr[st->asked], host, sizeof host);
+    addr_host(st->addr[a->i], host, sizeof host);
     if (fg__cluster_map_parse(m, r, host) == FG_OK)
         map_apply(st, m);
-    else
+    else if (current)
         st->next_ask++; /* a map it cannot give (a node just reset) */
     fg__free(m);
 }
@@ -413,8 +423,10 @@ static void refresh_async(cluster_store *st)
     atomic_store(&st->refreshed_us, fg__mono_us(NULL));
     for (unsigned t = 0; t < n; t++) {
         unsigned i = st->next_ask % n;
+        st->ask[i] = (struct slots_ask){st, i};
         if (fg__store_redis_command_async(atomic_load(&st->node[i]), on_slots,
-                                          st, "CLUSTER SLOTS") == FG_OK) {
+                                          &st->ask[i],
+                                          "CLUSTER SLOTS") == FG_OK) {
             st->asked = i;
             return;
         }

@@ -234,8 +234,8 @@ fg_store *fg_store_open_memory(const fg_memory_options *opt, char *err,
                                size_t errlen);
 
 /* The last connection or protocol error the store met, for logs ("" when
- * none; never a password). Not synchronized: read it from the thread that
- * saw a check fail, or when no check runs. */
+ * none; never a password). Any thread may call it: the text is a copy in
+ * the calling thread's own buffer, good until its next call. */
 const char *fg_store_last_error(fg_store *st);
 
 /* The number of keys a memory store holds now; 0 for other stores. */

@@ -474,11 +474,18 @@ unsigned long fg__store_redis_error_writes(fg_store *s)
     return atomic_load(&((redis_store *)s)->node.err_writes);
 }
 
+/* Copied under the node's lock (a check on another thread may write it)
+ * into the caller's thread's own buffer. */
 const char *fg__store_redis_last_error(fg_store *s)
 {
+    static _Thread_local char copy[sizeof((fg__rnode *)0)->errstr];
     if (!is_redis(s))
         return "";
-    return ((redis_store *)s)->node.errstr;
+    fg__rnode *n = &((redis_store *)s)->node;
+    pthread_mutex_lock(&n->mu);
+    memcpy(copy, n->errstr, sizeof copy);
+    pthread_mutex_unlock(&n->mu);
+    return copy;
 }
 
 uint64_t fg__store_redis_error_seq(fg_store *s)
@@ -544,7 +551,7 @@ static const char *redis_node_name(fg_store *s, unsigned node)
 static const char *redis_node_error(fg_store *s, unsigned node)
 {
     (void)node;
-    return ((redis_store *)s)->node.errstr;
+    return fg__store_redis_last_error(s);
 }
 
 static const fg__store_ops redis_ops = {

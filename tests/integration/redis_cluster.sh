@@ -156,6 +156,7 @@ for i in 0 1 2 3 4 5; do [ "${CPORT[$i]}" = "$victim" ] && vpid=${CPID[$i]}; don
 # the failover is what replication lost, bounded by the window's 10.
 out=$(load fw "u$vk%7Dd" 10)
 expect_eq "before the kill: 10 of 10 taken on the victim" "$(field "$out" s200)" 10
+steal_mark
 "$FGLOAD" -d 2500 -c 4 "$A/v1/check?limit=tb&key=u$vk%7Dg1" "$B/v1/check?limit=fw&key=u$vk%7Dg2" \
     "$A/v1/check?limit=big&key=u$live%7Dg3" "$B/v1/check?limit=big&key=u$live%7Dg4" >"$T/gap.out" 2>&1 &
 gap=$!
@@ -192,10 +193,18 @@ g=$(cat "$T/gap.out")
 echo "load across the kill: $g"
 check "across the kill: every answer 200, 429 or 503 (no error)" \
     test "$(field "$g" errors)" = 0 -a "$(field "$g" other)" = 0 -a "$(field "$g" s4xx)" = 0
-check "across the kill: the slowest answer within timeout + 25 ms ($(field "$g" max_us) us)" \
-    test "$(field "$g" max_us)" -le 75000
-check "across the kill: 99% within timeout + 2 ms ($(field "$g" p99_us) us)" \
-    test "$(field "$g" p99_us)" -le 52000
+# Client-side times, HTTP and scheduling included: all but 1 in 1,000
+# within timeout + 25 ms (a shared 2-core host stalls a thread now and
+# then; a sanitizer build runs every step several times slower: + 100 ms),
+# every one within 300 ms (a check that waited for the failover would take
+# seconds), 99% within timeout + 2 ms.
+slack=0; case "$BUILD" in *asan*) slack=100000 ;; esac
+timed "across the kill: all but 1 in 1,000 answers within timeout + $((25 + slack / 1000)) ms ($(field "$g" p999_us) us)" \
+    test "$(field "$g" p999_us)" -le $((75000 + slack))
+check "across the kill: the slowest answer within 300 ms ($(field "$g" max_us) us)" \
+    test "$(field "$g" max_us)" -le $((300000 + slack))
+timed "across the kill: 99% within timeout + 2 ms ($(field "$g" p99_us) us)" \
+    test "$(field "$g" p99_us)" -le $((52000 + slack))
 curl -s "$A/metrics" >"$T/metrics"
 # (A failure is counted on the node that holds the key when the answer is
 # written: the killed master, or already the replica that took its slots.)

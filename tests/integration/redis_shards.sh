@@ -71,7 +71,7 @@ expect_eq "30 keys, each exactly 10 of 12 allowed across two servers" "$exact" 3
 for i in 0 1 2; do
     c=0
     for k in $(seq 0 29); do [ "${NODE[$k]}" = "$i" ] && c=$((c + 1)); done
-    check "node $i holds some of the 30 keys ($c)" test "$c" -ge 2
+    check "node $i holds some of the 30 keys ($c)" test "$c" -ge 1
 done
 # No key lives on two nodes: its node was found by a scan of all three.
 none=0
@@ -83,10 +83,14 @@ modes_check shards "shards=redis://127.0.0.1:${RP[0]}?prefix=t$$:,redis://127.0.
 
 # Keys for the outage, each checked once, so that none is refused yet (a
 # refused key would be answered by the blocked-key cache, not the store).
-VNODE=()
-for k in $(seq 0 29); do
-    load tb "v$k" 1 >/dev/null
-    VNODE[$k]=$(node_of "v$k")
+# At least 30, and more until every node holds 3 (a node's share of the
+# ring depends on the ports): v0 .. v$((NV - 1)).
+VNODE=() NV=0 held=(0 0 0)
+while [ $NV -lt 30 ] || [ ${held[0]} -lt 3 -o ${held[1]} -lt 3 -o ${held[2]} -lt 3 ] && [ $NV -lt 200 ]; do
+    load tb "v$NV" 1 >/dev/null
+    VNODE[$NV]=$(node_of "v$NV")
+    case "${VNODE[$NV]}" in [012]) held[${VNODE[$NV]}]=$((held[${VNODE[$NV]}] + 1)) ;; esac
+    NV=$((NV + 1))
 done
 
 # floodgate check speaks the same URL (blocking client), and refuses a bad
@@ -109,7 +113,7 @@ done
 # 503); the keys of nodes 0 and 2 are still decided by the store, exactly.
 { kill -KILL "${RPIDS[1]}"; wait "${RPIDS[1]}"; } 2>/dev/null
 dead=0 dead_ok=1 live_ok=1 live_max=0
-for k in $(seq 0 29); do
+for k in $(seq 0 $((NV - 1))); do
     if [ "${VNODE[$k]}" = 1 ]; then
         dead=$((dead + 1))
         out=$(load day2 "v$k" 4)
@@ -124,7 +128,7 @@ for k in $(seq 0 29); do
         [ "$m" -gt "$live_max" ] && live_max=$m
     fi
 done
-check "node 1 holds some of the outage's keys ($dead)" test $dead -ge 2
+check "node 1 holds some of the outage's keys ($dead)" test $dead -ge 3
 check "node 1 down: its keys follow their policy (open allowed, closed 503)" test $dead_ok = 1
 check "node 1 down: keys of nodes 0 and 2 exact, from the store" test $live_ok = 1
 check "node 1 down: live nodes' keys answered within their 300 ms timeout (max ${live_max} us)" \
@@ -166,7 +170,7 @@ done
 # only the other nodes answer.
 check "node 1 down: store_error names it" \
     grep -q "event=store_error .* node=127.0.0.1:${RP[1]}/0 detail=" "$T/s1.log" "$T/s2.log"
-for k in $(seq 0 29); do [ "${VNODE[$k]}" = 1 ] && dk=v$k; [ "${VNODE[$k]}" = 0 ] && lk=v$k; done
+for k in $(seq 0 $((NV - 1))); do [ "${VNODE[$k]}" = 1 ] && dk=v$k; [ "${VNODE[$k]}" = 0 ] && lk=v$k; done
 check "node 1 down: no store_recovered while only the other nodes answer" \
     sh -c "! grep -q 'event=store_recovered' '$T/s1.log' '$T/s2.log'"
 # A server of one worker, with an admin listener. On one connection: a key
@@ -187,7 +191,7 @@ check "node 1 down: the breaker gauge stays set after a key of node 0 is decided
     test "${gauge:-0}" = 1
 # An operator's reset names the reason of the key's own node, whatever
 # another node said last: nodes 0 and 2 read-only (replicas).
-for k in $(seq 0 29); do [ "${VNODE[$k]}" = 2 ] && rk=v$k; done
+for k in $(seq 0 $((NV - 1))); do [ "${VNODE[$k]}" = 2 ] && rk=v$k; done
 reset_of() { curl -s -X POST -H "Authorization: Bearer adm-$$-Zq81xWv3" "$ADM/v1/reset?limit=tb&key=$1"; }
 redis-cli -p "${RP[0]}" replicaof 127.0.0.1 1 >/dev/null
 redis-cli -p "${RP[2]}" replicaof 127.0.0.1 1 >/dev/null
@@ -207,7 +211,7 @@ RPORT=${RP[1]}
 restart_redis || bad "redis 1 restarts"
 t0=$(date +%s%N)
 back=0
-for k in $(seq 0 29); do [ "${VNODE[$k]}" = 1 ] && { probe=v$k; break; }; done
+for k in $(seq 0 $((NV - 1))); do [ "${VNODE[$k]}" = 1 ] && { probe=v$k; break; }; done
 for _ in $(seq 1 100); do
     out=$("$FGLOAD" -n 1 -c 1 "$A/v1/check?limit=tb&key=$probe")
     [ "$(field "$out" s200)" = 1 ] && { back=1; break; }
@@ -217,7 +221,7 @@ ms=$((($(date +%s%N) - t0) / 1000000))
 check "node 1 back: answering from the store within 1 s ($ms ms)" test $back = 1 -a $ms -lt 1000
 sleep 0.3 # each worker's breaker probes again after its 250 ms cool-down
 again=1
-for k in $(seq 0 29); do
+for k in $(seq 0 $((NV - 1))); do
     [ "${VNODE[$k]}" = 1 ] || continue
     out=$(load day2 "v$k" 12)
     [ "$(field "$out" s200)" = 10 ] && [ "$(field "$out" s429)" = 2 ] || { again=0; echo "v$k: $out"; }

@@ -65,10 +65,19 @@ peek() { # peek NAME RATE ALGO KEY: remaining in the store
 check "sync's bound logged" grep -q 'event=mode limit=sy mode=sync:100ms servers=8 over_window_ms=1200 over_cap=280' "$T/s1.log"
 check "lease's bound logged" grep -q 'event=mode limit=le mode=lease servers=8 over_cap=0 under_cap=40' "$T/s1.log"
 
-# A burst well inside one minute's window (the windows are the clock's).
-s=$(date +%S)
-s=${s#0}
-[ "$s" -gt 50 ] && sleep $((61 - s))
+# minute_room S: wait for the next minute unless S seconds are left in
+# this one, so that what follows falls in one fixed window of a minute
+# (the windows are the clock's).
+minute_room() {
+    local s
+    s=$(date +%S)
+    s=${s#0}
+    [ "$s" -gt $((60 - $1)) ] && sleep $((61 - s))
+    return 0
+}
+
+# A burst well inside one minute's window.
+minute_room 10
 
 # 2. 400 requests for one key, 40 at a time, over the four servers.
 for lim in ex sy le; do
@@ -114,6 +123,7 @@ check "metrics: lease decisions" grep -q -E 'floodgate_requests_total\{limit="le
 } >"$T/g.ini"
 start_fg g -c "$T/g.ini" --listen 127.0.0.1:0 || { bad "server g starts"; finish; }
 G="http://127.0.0.1:$FGPORT_g"
+minute_room 5
 for i in 1 2 3; do
     http POST "$G/v1/check?limit=lt&key=give" >/dev/null
     http POST "$G/v1/check?limit=sy&key=late" >/dev/null
@@ -145,6 +155,7 @@ for round in 1 2 3; do
     } >"$T/h.ini"
     start_fg h -c "$T/h.ini" --listen 127.0.0.1:0 || { bad "server h starts"; finish; }
     H="http://127.0.0.1:$FGPORT_h"
+    minute_room 5
     n_fl=0 src_fl=""
     for i in 1 2; do [ "$(http POST "$H/v1/check?limit=fl&key=flight$round")" = 200 ] && n_fl=$((n_fl + 1)); done
     kill -STOP "$RPID"
@@ -220,6 +231,9 @@ check "SIGTERM with a sync that keeps failing: no drain_timeout" \
 # per worker) with source local; lease spends what it holds, then refuses
 # (on_failure = closed: 503).
 U1="http://127.0.0.1:$FGPORT_s1"
+# All of it inside one minute's window: the share is per window, and a
+# new window would give each worker 5 more.
+minute_room 15
 http POST "$U1/v1/check?limit=le&key=down" >/dev/null
 http POST "$U1/v1/check?limit=le&key=down" >/dev/null
 kill -STOP "$RPID"

@@ -90,14 +90,19 @@ check "metrics: store calls counted" grep -q '^floodgate_store_calls_total{limit
 # as the same flood through a server without the cache.
 sed 's/^id = api-1$/id = nocache\nblocked_cache = 0/' "$T/s1.ini" >"$T/nc.ini"
 start_fg nc -c "$T/nc.ini" --listen 127.0.0.1:0 || bad "cache-less server starts"
-"$FGLOAD" -r 500 -c 16 -d 1000 $(urls "/v1/check?limit=tb20&key=paceA") >"$T/pa" &
-PA=$!
-"$FGLOAD" -r 500 -c 16 -d 1000 "http://127.0.0.1:$FGPORT_nc/v1/check?limit=tb20&key=paceB" >"$T/pb"
-wait "$PA"
-a=$(field "$(cat "$T/pa")" s200)
-b=$(field "$(cat "$T/pb")" s200)
-echo "paced: with cache $(cat "$T/pa")"
-echo "paced: without cache $(cat "$T/pb")"
+# A loader stalled near its end (a loaded host) admits a request or two
+# less: a round that differs by more than 2 runs once more, fresh keys.
+for round in 1 2; do
+    "$FGLOAD" -r 500 -c 16 -d 1000 $(urls "/v1/check?limit=tb20&key=paceA$round") >"$T/pa" &
+    PA=$!
+    "$FGLOAD" -r 500 -c 16 -d 1000 "http://127.0.0.1:$FGPORT_nc/v1/check?limit=tb20&key=paceB$round" >"$T/pb"
+    wait "$PA"
+    a=$(field "$(cat "$T/pa")" s200)
+    b=$(field "$(cat "$T/pb")" s200)
+    echo "paced, round $round: with cache $(cat "$T/pa")"
+    echo "paced, round $round: without cache $(cat "$T/pb")"
+    [ $((a - b)) -le 2 ] && [ $((b - a)) -le 2 ] && break
+done
 check "cache: allowed with ($a) and without ($b) the cache agree within 2" \
     bash -c "[ \$(( $a - $b )) -le 2 ] && [ \$(( $b - $a )) -le 2 ] && [ $a -ge 36 ]"
 kill -TERM "$FGPID_nc"
@@ -124,8 +129,9 @@ hist() { # sum over servers of: count, within 7 ms, within 25 ms
 # scheduling are in both, and the hang may add at most the 5 ms timeout
 # and 5 ms of slack. On this 2-core host about one round in ten has one
 # wait whose thread got a core 10 to 30 ms late, so a round that misses
-# is run once more and the second is judged (both are printed); a check
-# that does not give up at its timeout misses in every round.
+# is run again, up to three rounds, and the last is judged (all are
+# printed); a check that does not give up at its timeout misses in every
+# round.
 out=$("$FGLOAD" -n 200 -c 4 $(urls "/v1/check?limit=open_l&key=ref"))
 echo "answering, open: $out"
 ref=$(field "$out" p99_us)
@@ -147,7 +153,11 @@ hung_in_time() {
         [ $((H_W * 10)) -ge $((H_N * 9)) ] && [ "$H_X" = "$H_N" ]
 }
 hung_round
-hung_in_time || { echo "hung: a round missed its times; once more"; hung_round; }
+for again in 2 3; do
+    hung_in_time && break
+    echo "hung: a round missed its times; round $again"
+    hung_round
+done
 expect_eq "hung: open limit allows" "$(field "$H_OPEN" s200)" 200
 timed "hung: client-side p99 $(field "$H_OPEN" p99_us) us within $ref us (Redis answering) + 10 ms" [ "$(field "$H_OPEN" p99_us)" -le $((ref + 10000)) ]
 expect_eq "hung: closed limit answers 503" "$(field "$H_CLOSED" s503)" 100
@@ -237,10 +247,23 @@ check "a foreign value's key is logged" \
 # 6. SIGTERM with requests in flight (Redis hung, 400 ms timeout): every
 # request is answered, /healthz says 503 during the drain grace (500 ms by
 # default), then the server exits 0.
+# conns_at_least PORT N: wait (2 s at most) until N client connections to
+# PORT are established, and 50 ms more for the server to take them: the
+# load's requests are in, not still connecting, when SIGTERM comes.
+conns_at_least() {
+    local i c=0
+    for i in $(seq 1 200); do
+        c=$(ss -Htn state established "( sport = :$1 )" | wc -l)
+        [ "$c" -ge "$2" ] && break
+        sleep 0.01
+    done
+    sleep 0.05
+    [ "$c" -ge "$2" ] || echo "conns_at_least $1 $2: $c connections"
+}
 kill -STOP "$RPID"
 "$FGLOAD" -n 20 -c 20 "http://127.0.0.1:$FGPORT_s1/v1/check?limit=slow_l&key=drain" >"$T/drain" &
 LOADPID=$!
-sleep 0.15
+conns_at_least "$FGPORT_s1" 20
 hz=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$FGPORT_s1/healthz")
 kill -TERM "$FGPID_s1"
 sleep 0.05
@@ -277,7 +300,7 @@ start_fg dt -c "$T/dt.ini" --listen 127.0.0.1:0 || bad "drain_timeout server sta
 kill -STOP "$RPID"
 "$FGLOAD" -n 10 -c 10 "http://127.0.0.1:$FGPORT_dt/v1/check?limit=slow_c&key=late" >"$T/late" &
 LOADPID=$!
-sleep 0.15
+conns_at_least "$FGPORT_dt" 10
 kill -TERM "$FGPID_dt"
 wait "$LOADPID"
 kill -CONT "$RPID"

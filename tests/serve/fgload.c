@@ -6,9 +6,10 @@
  * Keeps CONC requests in flight (at most PER_SECOND a second when given), each
  * on its own connection, the URLs taken in turn (to spread a burst over several
  * servers). Prints one line: sent=N s200=A s429=B s503=C s4xx=D other=E
- * errors=F bad_headers=G max_us=M p99_us=P served_by=id:n,... bad_headers
- * counts answers to a decision (200/403/429) missing the RateLimit headers or
- * X-Served-By, and 429s without a whole-second Retry-After of at least 1.
+ * errors=F bad_headers=G max_us=M p99_us=P p999_us=Q served_by=id:n,...
+ * bad_headers counts answers to a decision (200/403/429) missing the
+ * RateLimit headers or X-Served-By, and 429s without a whole-second
+ * Retry-After of at least 1.
  * Each error (no answer) is also told on stderr: what libevent saw, errno,
  * when (ms since the start), the request's age and its local port, to be
  * matched with the servers' logs. */
@@ -267,12 +268,14 @@ int main(int argc, char **argv)
     event_base_dispatch(base);
     qsort(lat, nlat, sizeof(*lat), cmp);
     uint64_t max = nlat ? lat[nlat - 1] : 0;
-    uint64_t p99 =
-        nlat ? lat[(nlat * 99) / 100 < nlat ? (nlat * 99) / 100 : nlat - 1] : 0;
+    uint64_t p99 = nlat ? lat[nlat * 99 / 100] : 0;
+    uint64_t p999 = nlat ? lat[nlat * 999 / 1000] : 0;
     printf("sent=%ld s200=%ld s429=%ld s503=%ld s4xx=%ld other=%ld "
-           "errors=%ld bad_headers=%ld max_us=%llu p99_us=%llu served_by=",
+           "errors=%ld bad_headers=%ld max_us=%llu p99_us=%llu p999_us=%llu "
+           "served_by=",
            sent, s200, s429, s503, s4xx, other, errors, bad_headers,
-           (unsigned long long)max, (unsigned long long)p99);
+           (unsigned long long)max, (unsigned long long)p99,
+           (unsigned long long)p999);
     for (int i = 0; i < MAX_IDS && ids[i][0]; i++)
         printf("%s%s:%ld", i ? "," : "", ids[i], idn[i]);
     printf("\n");

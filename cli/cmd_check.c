@@ -2,6 +2,7 @@
  * shell, once or as a burst, and print each decision. */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,9 +63,38 @@ static const char usage[] =
     "servers=N over_window_ms=W over_cap=C under_cap=U' (beyond the limit\n"
     "at most what the other servers admit in W ms, never more than C; below\n"
     "it at most U); what this process holds is sent to the store before it\n"
-    "exits.\n";
+    "exits, also when SIGINT or SIGTERM stops it or its output is closed.\n";
 
-/* A positive decimal integer below 2^53, with nothing around it. */
+/* The signal that asked a burst to stop (SIGINT, SIGTERM), else 0. */
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop(int sig)
+{
+    stop_signal = sig;
+}
+
+/* A burst stops at SIGINT or SIGTERM, or when stdout is gone (SIGPIPE
+ * ignored: the write fails instead), so that what this process admitted
+ * and holds still goes back to the store (fg_limiter_sync). */
+static void catch_stops(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+/* End as the signal that stopped the burst would have: its default
+ * action, so that the shell sees it (SIGPIPE for a closed stdout). */
+static void die_of(int sig)
+{
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
 /* A whole number from 0 to 'max'. */
 static int parse_upto(const char *s, uint64_t max, uint64_t *out)
 {
@@ -463,8 +493,9 @@ int fg_cmd_check(int argc, char **argv)
     }
 
     uint64_t allowed = 0, limited = 0;
-    int status = 0, failed = 0;
-    for (uint64_t i = 0; i < count; i++) {
+    int status = 0, failed = 0, stdout_gone = 0;
+    catch_stops();
+    for (uint64_t i = 0; i < count && !stop_signal && !stdout_gone; i++) {
         fg_decision d;
         int rc = fg_check(l, key, strlen(key), cost, &d);
         if (rc == FG_ECOST) {
@@ -503,8 +534,9 @@ int fg_cmd_check(int argc, char **argv)
         else
             limited++;
         status = d.allowed ? 0 : 1;
+        stdout_gone = ferror(stdout);
     }
-    if (many && !json)
+    if (many && !json && !stop_signal && !stdout_gone)
         printf("allowed=%llu limited=%llu\n", (unsigned long long)allowed,
                (unsigned long long)limited);
     /* Usage not yet synced, leased units: back to the store. */
@@ -516,6 +548,12 @@ int fg_cmd_check(int argc, char **argv)
     }
     fg_limiter_free(l);
     fg_store_close(st);
+    if (fflush(stdout) != 0)
+        stdout_gone = 1;
+    if (stop_signal)
+        die_of(stop_signal);
+    if (stdout_gone)
+        die_of(SIGPIPE);
     return failed ? 2 : status;
 
 bad_number:

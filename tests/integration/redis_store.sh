@@ -255,6 +255,32 @@ if [ -x "$FLOODGATE" ]; then
     [ -z "$got" ] && [ "$rc" -eq 2 ] &&
         grep -q "cannot connect: Connection refused" "$DIR/check.err" && ok ||
         bad "floodgate check, nothing listening: '$got' exit $rc"
+    # A sync burst stopped by SIGTERM, or by its reader going away, sends
+    # what it admitted before it ends (sync:10s: no tick meanwhile), and
+    # ends of that signal. A fixed window: nothing refills.
+    used() { # used KEY: units the store counts for KEY of 1000000/h
+        local left
+        left=$("$FLOODGATE" check --store "$URL" --limit 1000000/h --algorithm fixed_window \
+            --name sig --key "$1" --peek | sed -n 's/^remaining=\([0-9]*\).*/\1/p')
+        echo $((1000000 - ${left:-1000000}))
+    }
+    "$FLOODGATE" check --store "$URL" --limit 1000000/h --algorithm fixed_window --name sig \
+        --key "t$$" --mode sync:10s --count 100000000 >"$DIR/sig.out" 2>&1 &
+    cpid=$!
+    sleep 0.5
+    kill -TERM $cpid
+    wait $cpid
+    rc=$?
+    n=$(grep -c '^allowed' "$DIR/sig.out")
+    u=$(used "t$$")
+    [ "$rc" = 143 ] && [ "$n" -gt 1 ] && [ "$u" = "$n" ] && ok ||
+        bad "floodgate check --mode sync, SIGTERM: exit $rc, $n admitted, the store counts $u"
+    "$FLOODGATE" check --store "$URL" --limit 1000000/h --algorithm fixed_window --name sig \
+        --key "p$$" --mode sync:10s --count 100000000 2>/dev/null | head -200 >"$DIR/pipe.out"
+    rc=${PIPESTATUS[0]}
+    u=$(used "p$$")
+    [ "$rc" = 141 ] && [ "$(wc -l <"$DIR/pipe.out")" = 200 ] && [ "$u" -ge 200 ] && ok ||
+        bad "floodgate check --mode sync | head -200: exit $rc, the store counts $u"
 else
     echo "skip: $FLOODGATE not built"
 fi

@@ -58,7 +58,8 @@ static const char usage[] =
     "--peek prints 'remaining=N reset_ms=N' (and 'retry_after_ms=N' when\n"
     "no unit fits now), or with --json the decision a check of one unit\n"
     "would get; exit 0 when a unit fits, 1 when none does. --reset prints\n"
-    "'reset' and exits 0. Either exits 2 when the store fails.\n"
+    "'reset' ({\"reset\":true} with --json) and exits 0. Either exits 2\n"
+    "when the store fails.\n"
     "With --mode sync or lease the first line is the bound: 'mode=M\n"
     "servers=N over_window_ms=W over_cap=C under_cap=U' (beyond the limit\n"
     "at most what the other servers admit in W ms, never more than C; below\n"
@@ -198,7 +199,7 @@ static int operate(fg_limiter *l, fg_store *st, const char *key, int peek,
         return 2;
     }
     if (!peek) {
-        printf("reset\n");
+        puts(json ? "{\"reset\":true}" : "reset");
         return 0;
     }
     if (json)
@@ -386,10 +387,18 @@ int fg_cmd_check(int argc, char **argv)
             fputs(usage, stdout);
             return 0;
         default:
-            fprintf(stderr,
-                    "floodgate check: unknown or incomplete option "
-                    "'%s'\n\n%s",
-                    argv[optind - 1], usage);
+            /* A short option is named by its letter: '-key' stops at
+             * 'k', and argv[optind - 1] may be the argument after it. */
+            if (optopt && optopt < 128)
+                fprintf(stderr,
+                        "floodgate check: unknown option '-%c' (options "
+                        "are --NAME)\n\n%s",
+                        optopt, usage);
+            else
+                fprintf(stderr,
+                        "floodgate check: unknown or incomplete option "
+                        "'%s'\n\n%s",
+                        argv[optind - 1], usage);
             return 2;
         }
     }
@@ -450,6 +459,11 @@ int fg_cmd_check(int argc, char **argv)
         return 2;
     }
     lim.durable = durable && !strcmp(durable, "replica");
+    if (lim.durable && strncmp(url, "memory", 6) == 0) {
+        fprintf(stderr, "floodgate check: --durable replica needs a Redis "
+                        "store (the memory store has no replica)\n");
+        return 2;
+    }
     if (mode && fg_mode_parse(mode, &lim, err, sizeof(err)) != FG_OK) {
         fprintf(stderr, "floodgate check: --mode: %s\n", err);
         return 2;

@@ -51,19 +51,25 @@ static const struct {
 int main(int argc, char **argv)
 {
     /* "floodgate help COMMAND" is "floodgate COMMAND --help". */
-    if (argc == 3 && !strcmp(argv[1], "help"))
-        for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+    if (argc >= 3 && !strcmp(argv[1], "help")) {
+        for (size_t i = 0;
+             argc == 3 && i < sizeof(commands) / sizeof(commands[0]); i++)
             if (!strcmp(argv[2], commands[i].name)) {
                 char *args[] = {argv[2], "--help", NULL};
                 return commands[i].run(2, args);
             }
+        fprintf(stderr, "floodgate help: %s '%s'\n\n%s",
+                argc == 3 ? "unknown command" : "unexpected argument",
+                argv[argc == 3 ? 2 : 3], usage);
+        return 2;
+    }
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
         !strcmp(argv[1], "help")) {
         fputs(usage, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "--version"))
-        return cmd_version(1, argv + 1);
+        return cmd_version(argc - 1, argv + 1);
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         if (!strcmp(argv[1], commands[i].name))
             return commands[i].run(argc - 1, argv + 1);

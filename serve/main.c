@@ -36,8 +36,8 @@ static const char usage[] =
     "\n"
     "  -c, --config FILE   INI configuration ([server], [store], [limit "
     "NAME])\n"
-    "  --listen ADDR       HOST:PORT to listen on (overrides [server] "
-    "listen)\n"
+    "  --listen ADDR       IP:PORT to listen on, [IPv6]:PORT for IPv6\n"
+    "                      (overrides [server] listen)\n"
     "  --store URL         memory | redis://HOST:PORT[/DB] | unix:///PATH |\n"
     "                      shards=URL,URL,... |\n"
     "                      cluster=redis://HOST:PORT,... |\n"
@@ -288,32 +288,32 @@ int fg_cmd_serve(int argc, char **argv)
             fputs(usage, stdout);
             return 0;
         }
-        const char **dst = NULL;
+        const char **dst = NULL, *val = NULL, *opt = NULL;
         if (!strcmp(a, "-c") || !strcmp(a, "--config"))
-            dst = &srv.config_path;
+            dst = &srv.config_path, opt = "--config";
         else if (!strcmp(a, "--listen"))
-            dst = &srv.cli_listen;
+            dst = &srv.cli_listen, opt = "--listen";
         else if (!strcmp(a, "--store"))
-            dst = &srv.cli_store;
-        if (dst && i + 1 < argc) {
-            *dst = argv[++i];
-            continue;
+            dst = &srv.cli_store, opt = "--store";
+        if (dst && i + 1 < argc)
+            val = argv[++i];
+        else if (!strncmp(a, "--listen=", 9))
+            dst = &srv.cli_listen, opt = "--listen", val = a + 9;
+        else if (!strncmp(a, "--store=", 8))
+            dst = &srv.cli_store, opt = "--store", val = a + 8;
+        else if (!strncmp(a, "--config=", 9))
+            dst = &srv.config_path, opt = "--config", val = a + 9;
+        if (!val) {
+            fprintf(stderr, "floodgate serve: %s '%s'\n%s",
+                    dst ? "missing value after" : "unknown option", a, usage);
+            return 2;
         }
-        if (!strncmp(a, "--listen=", 9)) {
-            srv.cli_listen = a + 9;
-            continue;
+        /* As in the configuration file: never the last one silently. */
+        if (*dst) {
+            fprintf(stderr, "floodgate serve: %s given twice\n", opt);
+            return 2;
         }
-        if (!strncmp(a, "--store=", 8)) {
-            srv.cli_store = a + 8;
-            continue;
-        }
-        if (!strncmp(a, "--config=", 9)) {
-            srv.config_path = a + 9;
-            continue;
-        }
-        fprintf(stderr, "floodgate serve: %s '%s'\n%s",
-                dst ? "missing value after" : "unknown option", a, usage);
-        return 2;
+        *dst = val;
     }
     signal(SIGPIPE, SIG_IGN);
     srv.main_base = event_base_new();

@@ -300,7 +300,8 @@ void fg__metrics_render(FILE *out, fg__metrics *const *w, unsigned n,
         conns += FG_GET(w[i]->connections);
     }
     fprintf(out,
-            "# HELP floodgate_connections Open client connections.\n"
+            "# HELP floodgate_connections Open client connections (each "
+            "worker's as of its last sweep, at most a second old).\n"
             "# TYPE floodgate_connections gauge\n"
             "floodgate_connections %" PRIu64 "\n"
             "# HELP floodgate_slow_requests_closed_total Connections closed "

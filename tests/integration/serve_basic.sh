@@ -9,6 +9,28 @@ expect_eq "--help exits 0" "$?" 0
 check "--help shows the synopsis" grep -q 'floodgate serve \[-c FILE\]' "$T/help"
 "$FLOODGATE" serve --bogus >/dev/null 2>&1
 expect_eq "unknown option exits 2" "$?" 2
+# An option given twice is refused, not the last one taken silently.
+"$FLOODGATE" serve -c "$T/none.ini" --config="$T/none2.ini" 2>"$T/twice.err"
+expect_eq "--config twice exits 2" "$?" 2
+check "--config twice: the reason" grep -q "\-\-config given twice" "$T/twice.err"
+"$FLOODGATE" serve --listen 127.0.0.1:0 --listen 127.0.0.1:1 2>"$T/twice.err"
+check "--listen twice: exit 2, the reason" test $? = 2 -a -n "$(grep "\-\-listen given twice" "$T/twice.err")"
+# The floodgate command itself: help of an unknown command and an
+# argument after --version are usage errors.
+"$FLOODGATE" help nope >/dev/null 2>"$T/help.err"
+check "floodgate help nope: exit 2, the reason" test $? = 2 -a -n "$(grep "unknown command 'nope'" "$T/help.err")"
+"$FLOODGATE" --version x >/dev/null 2>&1
+expect_eq "floodgate --version x exits 2" "$?" 2
+"$FLOODGATE" help serve | grep -q '^usage: floodgate serve'
+expect_eq "floodgate help serve is serve's help" "$?" 0
+# floodgate check: --reset --json is JSON; --durable replica needs Redis;
+# a mistyped single-dash option is named as typed.
+expect_eq "check --reset --json" "$("$FLOODGATE" check --limit 1/s --key a --reset --json)" '{"reset":true}'
+"$FLOODGATE" check --limit 1/s --key a --durable replica 2>"$T/dur.err"
+check "check --durable replica on memory: exit 2, the reason" \
+    test $? = 2 -a -n "$(grep 'needs a Redis store' "$T/dur.err")"
+"$FLOODGATE" check --limit 1/s --key a -key 2>"$T/dash.err"
+check "check -key: exit 2, names -k" test $? = 2 -a -n "$(grep "unknown option '-k'" "$T/dash.err")"
 
 # --- a bad file is refused at start with file:line: reason -------------
 printf '[server]\nid = a\nworkers = lots\n' >"$T/bad.ini"

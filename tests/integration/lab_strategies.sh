@@ -101,7 +101,8 @@ check "one JSON object per strategy" [ "$(grep -c '^{' "$work/all.json")" -eq 6 
 echo "     eight-server run of all six strategies, start-up included: ${ms} ms"
 # sync and lease send commands after the burst (syncs, give-backs), which
 # the lab waits for: two intervals (0.5 s) and a lease's life (1.2 s).
-budget=5000; case "$BUILD" in *asan*) budget=25000;; esac
+# 6.6 s was seen with other work on both cores (load average 4).
+budget=10000; case "$BUILD" in *asan*) budget=25000;; esac
 check "whole run within ${budget} ms (${ms} ms)" [ "$ms" -le "$budget" ]
 
 if [ "$rc" -eq 0 ]; then

@@ -252,27 +252,42 @@ static uint32_t cap_connections(uint32_t max_conn, unsigned workers)
     return max_conn;
 }
 
-/* 'url' without its password, for logs: the user info, and the value of
- * any parameter whose name ends in "password" (password=,
- * sentinel_password=). */
+/* 'url' without its passwords, for logs: the user info of every URL in
+ * it (a list of shards names several), up to its last '@' as the URL
+ * parser reads it, and the value of any parameter whose name ends in
+ * "password" (password=, sentinel_password=). */
 static const char *redact(const char *url, char *out, size_t outlen)
 {
     char tmp[512];
-    const char *at = strchr(url, '@');
-    const char *scheme = strstr(url, "://");
-    if (!at || !scheme || at < scheme)
-        snprintf(tmp, sizeof tmp, "%.200s", url);
-    else
-        snprintf(tmp, sizeof tmp, "%.*s://***%.200s", (int)(scheme - url), url,
-                 at);
+    size_t t = 0;
+    const char *p = url;
+    while (*p && t + 4 < sizeof tmp) {
+        const char *s = strstr(p, "://");
+        const char *upto = s ? s + 3 : p + strlen(p);
+        while (p < upto && t + 4 < sizeof tmp)
+            tmp[t++] = *p++;
+        if (!s)
+            break;
+        /* The user info ends at the last '@' before the next URL. */
+        const char *next = strstr(p, "://"), *at = NULL;
+        for (const char *q = p; *q && (!next || q < next); q++)
+            if (*q == '@')
+                at = q;
+        if (at) {
+            memcpy(tmp + t, "***", 3);
+            t += 3;
+            p = at;
+        }
+    }
+    tmp[t] = '\0';
     size_t o = 0;
-    for (const char *p = tmp; *p && o + 4 < outlen;) {
-        out[o++] = *p;
-        if (*p++ != '=' || p - tmp < 9 || strncmp(p - 9, "password=", 9))
+    for (const char *q = tmp; *q && o + 4 < outlen;) {
+        out[o++] = *q;
+        if (*q++ != '=' || q - tmp < 9 || strncmp(q - 9, "password=", 9))
             continue;
         memcpy(out + o, "***", 3);
         o += 3;
-        p += strcspn(p, "&,");
+        q += strcspn(q, "&,");
     }
     out[o] = '\0';
     return out;

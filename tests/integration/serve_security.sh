@@ -131,6 +131,17 @@ case "$out" in *"cannot connect"*) ok "floodgate check says why" ;; *) bad "floo
 out=$("$FLOODGATE" check --store "redis://:$PW@127.0.0.1:$RP?lazy=1" --limit 1/s --key k --peek 2>&1)
 printf '%s\n' "$out" >>"$ANS"
 case "$out" in *"peek: backend unavailable"*) ok "floodgate check --peek says why" ;; *) bad "check --peek: $out" ;; esac
+# Every node's password of a shards URL, and a password that holds '@'
+# (the last '@' ends it), are kept out of the log too.
+DEAD=$(free_port)
+timeout 5 "$FLOODGATE" serve --store "shards=redis://:$PW@127.0.0.1:$RP,redis://u:a@$PW@127.0.0.1:$DEAD" \
+    --listen 127.0.0.1:0 >"$T/shards.log" 2>&1 </dev/null &
+spid=$!
+for _ in $(seq 1 100); do grep -q 'event=listening' "$T/shards.log" && break; sleep 0.02; done
+kill "$spid" 2>/dev/null
+wait "$spid" 2>/dev/null
+check "shards: every node's URL logged without its password" grep -q \
+    "event=store url=\"shards=redis://\*\*\*@127.0.0.1:$RP,redis://\*\*\*@127.0.0.1:$DEAD\"" "$T/shards.log"
 # Nowhere: not in a log, a metric, an answer or an error.
 for f in "$T"/*.log "$ANS"; do
     name=$(basename "$f")

@@ -320,6 +320,8 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
     } else if (rc == FG__RSTEP_AGAIN && cn->dead) {
         rc = fg__rcheck_unsent(&s->k, &d);
     } else if (rc == FG__RSTEP_AGAIN) {
+        if (s->k.stage == FG__RS_EVAL)
+            fg__rnode_scripts_lost(&st->node);
         if (async_send(st, s) == FG_OK)
             return;
         rc = FG_EBACKEND;
@@ -478,6 +480,8 @@ static void on_batch(redisAsyncContext *ac, void *reply, void *priv)
         rc = cn->fail_rc;
     } else {
         rc = fg__rbatch_reply(r, s->bcount, s->eval);
+        if (rc == FG__RSTEP_AGAIN)
+            fg__rnode_scripts_lost(&st->node);
     }
     if (rc == FG__RSTEP_AGAIN && !cn->dead) {
         batch_emit(st, cn, s, 1); /* first: the checks stay in order */
@@ -612,6 +616,7 @@ static void on_refund(redisAsyncContext *ac, void *reply, void *priv)
     fg__raconn *cn = ac->data;
     if (r && cn && !cn->dead &&
         fg__rrefund_reply(&rf->r, r) == FG__RSTEP_AGAIN) {
+        fg__rnode_scripts_lost(&st->node);
         fg__rrefund_cmd(&rf->r, &st->node.shas);
         if (fg__rasync_append(ac, on_refund, rf, &rf->r.k) == REDIS_OK)
             return;

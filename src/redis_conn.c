@@ -405,6 +405,37 @@ static int idle_closed(const fg__rsconn *c)
 
 /* A connection for one blocking check: an idle one the server has not
  * closed, or a new one unless the backoff says not yet. */
+void fg__rnode_scripts_lost(fg__rnode *st)
+{
+    atomic_store_explicit(&st->scripts_lost, 1, memory_order_relaxed);
+}
+
+/* SCRIPT LOAD of every script on 'c', when a NOSCRIPT asked for it. On a
+ * failure the connection is freed and the next check tries again. */
+static int reload_scripts(fg__rnode *st, fg__rsconn *c, uint64_t deadline)
+{
+    if (!atomic_load_explicit(&st->scripts_lost, memory_order_relaxed) ||
+        !atomic_exchange(&st->scripts_lost, 0))
+        return FG_OK;
+    int rc = FG_OK;
+    for (int i = 0; i < FG__LUA_COUNT && rc == FG_OK; i++) {
+        fg__rcmd k = {.argc = 3,
+                      .argv = {"SCRIPT", "LOAD", fg__redis_lua[i]},
+                      .len = {6, 4, strlen(fg__redis_lua[i])}};
+        rc = fg__rsync_append(c, &k);
+    }
+    redisReply *r[FG__LUA_COUNT] = {0};
+    if (rc == FG_OK)
+        rc = fg__rsync_exchange(c, FG__LUA_COUNT, r, deadline);
+    for (int i = 0; i < FG__LUA_COUNT; i++)
+        freeReplyObject(r[i]);
+    if (rc != FG_OK) {
+        fg__rnode_scripts_lost(st);
+        redisFree(c->c);
+    }
+    return rc;
+}
+
 int fg__rpool_get(fg__rnode *st, uint64_t deadline, fg__rsconn *out)
 {
     char err[256];
@@ -414,7 +445,7 @@ int fg__rpool_get(fg__rnode *st, uint64_t deadline, fg__rsconn *out)
         *out = st->idle[--st->nidle];
         if (!idle_closed(out)) {
             pthread_mutex_unlock(&st->mu);
-            return FG_OK;
+            return reload_scripts(st, out, deadline);
         }
         redisFree(out->c);
     }
@@ -434,7 +465,7 @@ int fg__rpool_get(fg__rnode *st, uint64_t deadline, fg__rsconn *out)
         backoff_locked(st);
     }
     pthread_mutex_unlock(&st->mu);
-    return rc;
+    return rc == FG_OK ? reload_scripts(st, out, deadline) : rc;
 }
 
 /* Return a connection after a check: kept when every exchange completed
@@ -629,15 +660,17 @@ static void on_sha_load(redisAsyncContext *ac, void *reply, void *priv)
 }
 
 /* Scripts not known (their load failed at connect): checks send them whole
- * with EVAL, 2 to 3 KB each, until this loads them on 'cn'. */
+ * with EVAL, 2 to 3 KB each, until this loads them on 'cn'. After a
+ * NOSCRIPT (scripts_lost), every script is loaded again. */
 static void load_missing(fg__rnode *st, fg__raconn *cn)
 {
     uint64_t now = fg__mono_precise_us();
     if (now < st->sha_retry_at)
         return;
     st->sha_retry_at = now + 1000000;
+    int all = atomic_exchange(&st->scripts_lost, 0);
     for (int i = 0; i < FG__LUA_COUNT; i++) {
-        if (fg__redis_sha(&st->shas, i))
+        if (!all && fg__redis_sha(&st->shas, i))
             continue;
         const char *argv[3] = {"SCRIPT", "LOAD", fg__redis_lua[i]};
         size_t len[3] = {6, 4, strlen(fg__redis_lua[i])};
@@ -652,8 +685,9 @@ fg__raconn *fg__raconn_get(fg__rnode *st, int *rc)
 {
     if (st->conn && !st->conn->dead) {
         if (__builtin_expect(
-                atomic_load_explicit(&st->shas.known, memory_order_relaxed) !=
-                    (1 << FG__LUA_COUNT) - 1,
+                (atomic_load_explicit(&st->shas.known, memory_order_relaxed) !=
+                     (1 << FG__LUA_COUNT) - 1 ||
+                 atomic_load_explicit(&st->scripts_lost, memory_order_relaxed)),
                 0) &&
             st->conn->hs_left == 0)
             load_missing(st, st->conn);

@@ -47,6 +47,11 @@ typedef struct fg__rnode {
      * blocking getaddrinfo in every connect). */
     char addr[INET6_ADDRSTRLEN];
     fg__redis_shas shas;
+    /* A NOSCRIPT was seen (the server's script cache flushed, or a
+     * restart): SCRIPT LOAD every script again, once, on the connection
+     * used next. The EVAL that answers a NOSCRIPT caches the script too,
+     * but a user allowed EVALSHA and not EVAL would fail for good. */
+    atomic_int scripts_lost;
 
     pthread_mutex_t mu; /* guards what follows, up to the async part */
     fg__rsconn idle[FG__RPOOL_MAX];
@@ -116,6 +121,9 @@ void fg__rnode_check_error(fg__rnode *st, int rc);
 /* The same for an operator's "peek" or "reset" ('op'): a reason already
  * written for the same code is kept. */
 void fg__rnode_op_error(fg__rnode *st, const char *op, int rc);
+
+/* A reply said NOSCRIPT: the scripts are loaded again (scripts_lost). */
+void fg__rnode_scripts_lost(fg__rnode *st);
 
 /* A blocking connection for one check, by 'deadline' (monotonic us): an
  * idle one, or a new one unless the backoff says not yet; and its return,

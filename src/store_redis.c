@@ -204,6 +204,8 @@ static int sync_run(fg__rnode *nd, fg__rsconn *c, fg__rcheck *k,
             return rc;
         }
         rc = fg__rcheck_reply(k, r[0], d);
+        if (rc == FG__RSTEP_AGAIN && k->stage == FG__RS_EVAL)
+            fg__rnode_scripts_lost(nd);
         if ((rc == FG_OK || rc == FG__RSTEP_GIVEBACK) && d->allowed &&
             durable && (wrc != FG_OK || !fg__redis_replicated(w))) {
             /* WAIT waits as long as the check may: out of time, it is
@@ -300,6 +302,8 @@ static int redis_refund(fg_store *s, fg_limiter *l, const char *key,
             break;
         rc = fg__rrefund_reply(&rf, r);
         freeReplyObject(r);
+        if (rc == FG__RSTEP_AGAIN)
+            fg__rnode_scripts_lost(&st->node);
     } while (rc == FG__RSTEP_AGAIN);
     fg__rpool_put(&st->node, &c);
     return rc;

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Redis ACL users: one with only the commands docs/redis.md lists runs
+# every algorithm, mode and operator call; one allowed EVALSHA but not
+# EVAL recovers from an emptied script cache (SCRIPT FLUSH, as a restart
+# leaves it): floodgate loads the scripts again on the NOSCRIPT, where
+# answering it with EVAL alone would fail every check from then on.
+. "$(dirname "$0")/../serve/lib.sh"
+
+start_redis || { bad "redis starts"; finish; }
+LIST=(+evalsha +eval '+script|load' +get +set +mget +del +decrby +time
+    +incr +incrby +pexpire +wait)
+redis-cli -p "$RPORT" ACL SETUSER lim on '>pw' '~fg:*' "${LIST[@]}" >/dev/null
+redis-cli -p "$RPORT" ACL SETUSER noeval on '>pw' '~fg:*' "${LIST[@]}" -eval >/dev/null
+LIM="redis://lim:pw@127.0.0.1:$RPORT"
+NOEVAL="redis://noeval:pw@127.0.0.1:$RPORT"
+
+# The documented commands are enough.
+for a in token_bucket fixed_window sliding_window naive_get_set; do
+    expect_eq "ACL user with the listed commands: $a, 5 of 7" \
+        "$("$FLOODGATE" check --store "$LIM" --limit 5/min --algorithm $a --key "k$a" \
+            --count 7 --timeout 500 2>&1 | tail -1)" "allowed=5 limited=2"
+    expect_eq "ACL user with the listed commands: $a, peek" \
+        "$("$FLOODGATE" check --store "$LIM" --limit 5/min --algorithm $a --key "k$a" \
+            --peek --timeout 500 2>&1 | cut -d' ' -f1)" "remaining=0"
+    expect_eq "ACL user with the listed commands: $a, reset" \
+        "$("$FLOODGATE" check --store "$LIM" --limit 5/min --algorithm $a --key "k$a" \
+            --reset --timeout 500 2>&1)" "reset"
+done
+for m in lease sync:100ms; do
+    expect_eq "ACL user with the listed commands: mode $m, 5 of 7" \
+        "$("$FLOODGATE" check --store "$LIM" --limit 5/min --mode $m --key "m$m" \
+            --count 7 --timeout 500 2>&1 | tail -1)" "allowed=5 limited=2"
+done
+
+# The blocking client, SCRIPT FLUSH during a burst: the check that meets
+# NOSCRIPT answers it with EVAL, which this user may not run (its policy
+# decides it, closed here); the scripts are loaded again and every later
+# check is the store's.
+"$FLOODGATE" check --store "$NOEVAL" --limit 100000/h --key b --count 3000 \
+    --on-failure closed --timeout 500 >"$T/b.out" 2>/dev/null &
+cpid=$!
+for _ in $(seq 1 200); do [ -s "$T/b.out" ] && break; sleep 0.01; done
+redis-cli -p "$RPORT" script flush >/dev/null
+wait $cpid
+failed=$(grep -c 'source=fail_closed' "$T/b.out")
+check "blocking, no EVAL, SCRIPT FLUSH: at most one check failed ($failed)" test "$failed" -le 1
+check "blocking, no EVAL, SCRIPT FLUSH: the last 100 checks from the store" \
+    test "$(tail -101 "$T/b.out" | head -100 | grep -c '^allowed remaining=')" = 100
+
+# serve (the async client, two workers): after the flush, each worker's
+# next check of each script fails at most once; then the store decides.
+cat >"$T/s.ini" <<INI
+[server]
+workers = 2
+[store]
+url = $NOEVAL
+timeout = 500ms
+[limit tb]
+key = query:k
+rate = 100000/h
+[limit sw]
+key = query:k
+algorithm = sliding_window
+rate = 100000/h
+[limit fw]
+key = query:k
+algorithm = fixed_window
+rate = 100000/h
+INI
+start_fg s -c "$T/s.ini" --listen 127.0.0.1:0 || { bad "serve starts"; finish; }
+U="http://127.0.0.1:$FGPORT_s"
+load() { "$FGLOAD" -n 300 -c 4 "$U/v1/check?limit=tb&key=$1" "$U/v1/check?limit=sw&key=$1" \
+    "$U/v1/check?limit=fw&key=$1"; }
+fails() { curl -s "$U/metrics" | awk '/^floodgate_requests_total.*source="fail_open"/ { s += $2 } END { print s + 0 }'; }
+load warm >/dev/null
+redis-cli -p "$RPORT" script flush >/dev/null
+load after1 >/dev/null
+f1=$(fails)
+out=$(load after2)
+f2=$(fails)
+echo "serve, no EVAL, after SCRIPT FLUSH: $out"
+check "serve, no EVAL, SCRIPT FLUSH: then every check from the store ($f1 -> $f2 failed)" test "$f2" = "$f1"
+expect_eq "serve, no EVAL, SCRIPT FLUSH: 300 of 300 allowed" "$(field "$out" s200)" 300
+finish

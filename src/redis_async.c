@@ -39,7 +39,7 @@ static redis_store *store_of(const fg__raconn *cn)
     return cn->st->owner;
 }
 
-static void chain_fail(redis_store *st, aslot *s, int rc);
+static void chain_fail(redis_store *st, aslot *s, int rc, const redisReply *r);
 static void on_wait(redisAsyncContext *ac, void *reply, void *priv);
 
 /* The node tears 'cn' down: checks still waiting for the batch's write
@@ -50,7 +50,7 @@ static void on_teardown(fg__raconn *cn)
     cn->bhead = cn->btail = NULL;
     cn->whead = cn->wtail = NULL;
     cn->bn = 0;
-    chain_fail(store_of(cn), batch, cn->fail_rc);
+    chain_fail(store_of(cn), batch, cn->fail_rc, NULL);
     if (held)
         on_wait(cn->ac, NULL, held);
 }
@@ -193,6 +193,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     st->timer_at = 0;
+    int late = 0;
     for (aslot *s = st->head; s; s = s->next) {
         if (!s->req)
             continue;
@@ -201,10 +202,13 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
             fg__req *req = s->req;
             s->req = NULL;
             fg__req_done(req, FG_ETIMEOUT, NULL);
+            late = 1;
         } else if (!next || s->req->deadline_us < next) {
             next = s->req->deadline_us;
         }
     }
+    if (late)
+        fg__rnode_check_error(&st->node, FG_ETIMEOUT);
     /* The oldest unanswered command tells whether the server stalled
      * (stopped, partitioned): then its connection is replaced. */
     aslot *old = st->head;
@@ -305,7 +309,7 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
         s->req = NULL;
         slot_unlink(st, s);
         if (!st->redirect(st->redirect_owner, req, r->str, r->len)) {
-            fg__rnode_check_error(&st->node, rc);
+            fg__rnode_reply_error(&st->node, rc, r);
             fg__req_done(req, rc, NULL);
         }
         return;
@@ -327,7 +331,7 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
         rc = FG_EBACKEND;
     }
     if (rc != FG_OK)
-        fg__rnode_check_error(&st->node, rc);
+        fg__rnode_reply_error(&st->node, rc, r);
     if (!hold_for_wait(s, rc, &d))
         slot_finish(st, s, rc, rc == FG_OK ? &d : NULL);
 }
@@ -337,10 +341,10 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
 static void on_batch(redisAsyncContext *ac, void *reply, void *priv);
 
 /* Complete every check of the batch chain at 's' with the error 'rc'. */
-static void chain_fail(redis_store *st, aslot *s, int rc)
+static void chain_fail(redis_store *st, aslot *s, int rc, const redisReply *r)
 {
     if (s)
-        fg__rnode_check_error(&st->node, rc);
+        fg__rnode_reply_error(&st->node, rc, r);
     while (s) {
         aslot *next = s->bnext; /* 's' is recycled by slot_finish */
         slot_finish(st, s, rc, NULL);
@@ -395,12 +399,12 @@ static void batch_emit(redis_store *st, fg__raconn *cn, aslot *first, int eval)
     if (!live)
         return;
     if (cn->dead) {
-        chain_fail(st, live, cn->fail_rc);
+        chain_fail(st, live, cn->fail_rc, NULL);
         return;
     }
     size_t len = batch_format(st, live, n, eval);
     if (!len) {
-        chain_fail(st, live, FG_ENOMEM);
+        chain_fail(st, live, FG_ENOMEM, NULL);
         return;
     }
     live->bcount = n;
@@ -408,7 +412,7 @@ static void batch_emit(redis_store *st, fg__raconn *cn, aslot *first, int eval)
     if (redisAsyncFormattedCommand(cn->ac, on_batch, live, st->bbuf, len) !=
         REDIS_OK) {
         fg__raconn_kill(cn, FG_EBACKEND); /* hiredis refused: it is closing */
-        chain_fail(st, live, FG_EBACKEND);
+        chain_fail(st, live, FG_EBACKEND, NULL);
         return;
     }
     cn->bflight++;
@@ -517,7 +521,7 @@ static void on_batch(redisAsyncContext *ac, void *reply, void *priv)
         return;
     }
     if (rc != FG_OK) {
-        chain_fail(st, s, rc);
+        chain_fail(st, s, rc, r);
         return;
     }
     for (size_t i = 0; s; i++) {

@@ -38,6 +38,7 @@ static atomic_ullong err_seq_next;
 static void error_written_locked(fg__rnode *st, int code)
 {
     atomic_store_explicit(&st->err_code, code, memory_order_relaxed);
+    atomic_store_explicit(&st->err_text, 0, memory_order_relaxed);
     atomic_fetch_add_explicit(&st->err_writes, 1, memory_order_relaxed);
     atomic_store_explicit(&st->err_seq, atomic_fetch_add(&err_seq_next, 1) + 1,
                           memory_order_relaxed);
@@ -70,7 +71,8 @@ void fg__rnode_check_error(fg__rnode *st, int rc)
 
 void fg__rnode_op_error(fg__rnode *st, const char *op, int rc)
 {
-    if (atomic_load_explicit(&st->err_code, memory_order_relaxed) == rc)
+    if (atomic_load_explicit(&st->err_code, memory_order_relaxed) == rc &&
+        !atomic_load_explicit(&st->err_text, memory_order_relaxed))
         return;
     char msg[512];
     snprintf(msg, sizeof msg, "redis %.200s: %s failed: %.200s", st->where, op,
@@ -78,6 +80,38 @@ void fg__rnode_op_error(fg__rnode *st, const char *op, int rc)
     pthread_mutex_lock(&st->mu);
     memcpy(st->errstr, msg, sizeof msg);
     error_written_locked(st, rc);
+    pthread_mutex_unlock(&st->mu);
+}
+
+void fg__rnode_reply_error(fg__rnode *st, int rc, const redisReply *r)
+{
+    if (!r || r->type != REDIS_REPLY_ERROR)
+        fg__rnode_check_error(st, rc);
+    else
+        fg__rnode_said_error(st, rc, r->str, r->len);
+}
+
+void fg__rnode_said_error(fg__rnode *st, int rc, const char *said, size_t len)
+{
+    if (!len) {
+        fg__rnode_check_error(st, rc);
+        return;
+    }
+    size_t n = len < 200 ? len : 200;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)said[i]) * 0x100000001b3ull;
+    h |= 1; /* never 0, which says no words */
+    if (atomic_load_explicit(&st->err_code, memory_order_relaxed) == rc &&
+        atomic_load_explicit(&st->err_text, memory_order_relaxed) == h)
+        return;
+    char msg[512];
+    snprintf(msg, sizeof msg, "redis %.200s: check failed: %.*s", st->where,
+             (int)n, said);
+    pthread_mutex_lock(&st->mu);
+    memcpy(st->errstr, msg, sizeof msg);
+    error_written_locked(st, rc);
+    atomic_store_explicit(&st->err_text, h, memory_order_relaxed);
     pthread_mutex_unlock(&st->mu);
 }
 

@@ -64,6 +64,9 @@ typedef struct fg__rnode {
      * something else: repeated failures (an outage) write it once instead
      * of taking 'mu' and formatting on every check. */
     atomic_int err_code;
+    /* With 'err_code': a hash of Redis's own words 'errstr' gives, 0 when
+     * it gives none (fg__rnode_reply_error). */
+    atomic_ullong err_text;
     atomic_ulong err_writes; /* times 'errstr' was written, for tests */
     atomic_ullong err_seq;   /* when, among all nodes' writes (a count) */
 
@@ -118,6 +121,11 @@ void fg__rnode_set_error_as(fg__rnode *st, int code, const char *fmt,
                             const char *detail);
 void fg__rnode_set_error(fg__rnode *st, const char *fmt, const char *detail);
 void fg__rnode_check_error(fg__rnode *st, int rc);
+/* A check that failed with 'rc' on the reply 'r' (NULL: none): when it is
+ * an error, what Redis said ('said', 'len' bytes), written once for a run
+ * of the same words. */
+void fg__rnode_reply_error(fg__rnode *st, int rc, const redisReply *r);
+void fg__rnode_said_error(fg__rnode *st, int rc, const char *said, size_t len);
 /* The same for an operator's "peek" or "reset" ('op'): a reason already
  * written for the same code is kept. */
 void fg__rnode_op_error(fg__rnode *st, const char *op, int rc);

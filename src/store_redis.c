@@ -255,16 +255,21 @@ int fg__store_redis_check_ex(fg_store *s, fg_limiter *l, const char *key,
     rc = fg__rpool_get(&st->node, deadline, &c);
     if (rc != FG_OK)
         return rc;
+    char said[256] = ""; /* Redis's error reply, when it gave one */
+    if (!errbuf || errlen == 0) {
+        errbuf = said;
+        errlen = sizeof said;
+    }
+    errbuf[0] = '\0';
     rc = sync_run(&st->node, &c, &k, deadline, deadline - start, asking,
                   l->lim.durable, d, &unconfirmed, errbuf, errlen);
     if (unconfirmed)
         give_back_unconfirmed(st, &c, l, key, keylen, cost, start, d);
     fg__rpool_put(&st->node, &c);
     /* A redirection the cluster follows: this node answered as it should. */
-    int moved = errbuf &&
-                (!strncmp(errbuf, "MOVED ", 6) || !strncmp(errbuf, "ASK ", 4));
+    int moved = !strncmp(errbuf, "MOVED ", 6) || !strncmp(errbuf, "ASK ", 4);
     if (rc != FG_OK && !moved)
-        fg__rnode_check_error(&st->node, rc);
+        fg__rnode_said_error(&st->node, rc, errbuf, strlen(errbuf));
     return rc;
 }
 

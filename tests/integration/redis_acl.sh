@@ -11,6 +11,7 @@ LIST=(+evalsha +eval '+script|load' +get +set +mget +del +decrby +time
     +incr +incrby +pexpire +wait)
 redis-cli -p "$RPORT" ACL SETUSER lim on '>pw' '~fg:*' "${LIST[@]}" >/dev/null
 redis-cli -p "$RPORT" ACL SETUSER noeval on '>pw' '~fg:*' "${LIST[@]}" -eval >/dev/null
+redis-cli -p "$RPORT" ACL SETUSER nosha on '>pw' '~fg:*' "${LIST[@]}" -evalsha >/dev/null
 LIM="redis://lim:pw@127.0.0.1:$RPORT"
 NOEVAL="redis://noeval:pw@127.0.0.1:$RPORT"
 
@@ -31,6 +32,12 @@ for m in lease sync:100ms; do
         "$("$FLOODGATE" check --store "$LIM" --limit 5/min --mode $m --key "m$m" \
             --count 7 --timeout 500 2>&1 | tail -1)" "allowed=5 limited=2"
 done
+
+# A user without a command it needs: the error says what Redis said.
+out=$("$FLOODGATE" check --store "redis://nosha:pw@127.0.0.1:$RPORT" --limit 5/s --key a \
+    --timeout 500 2>&1)
+check "no EVALSHA: floodgate check gives Redis's NOPERM ($out)" \
+    grep -q "check failed: NOPERM .*'evalsha'" <<<"$out"
 
 # The blocking client, SCRIPT FLUSH during a burst: the check that meets
 # NOSCRIPT answers it with EVAL, which this user may not run (its policy
@@ -81,4 +88,6 @@ f2=$(fails)
 echo "serve, no EVAL, after SCRIPT FLUSH: $out"
 check "serve, no EVAL, SCRIPT FLUSH: then every check from the store ($f1 -> $f2 failed)" test "$f2" = "$f1"
 expect_eq "serve, no EVAL, SCRIPT FLUSH: 300 of 300 allowed" "$(field "$out" s200)" 300
+check "serve: the failures logged with Redis's NOPERM" \
+    grep -q "event=store_error .*detail=\"redis .*check failed: NOPERM .*'eval'" "$T/s.log"
 finish

@@ -30,91 +30,6 @@
 #define BACKOFF_MIN_US 5000u
 #define BACKOFF_MAX_US 200000u
 
-/* Orders the errors of all nodes, so that a store of several can tell
- * which was written last. */
-static atomic_ullong err_seq_next;
-
-/* Call with 'mu' held, after writing 'errstr'. */
-static void error_written_locked(fg__rnode *st, int code)
-{
-    atomic_store_explicit(&st->err_code, code, memory_order_relaxed);
-    atomic_store_explicit(&st->err_text, 0, memory_order_relaxed);
-    atomic_fetch_add_explicit(&st->err_writes, 1, memory_order_relaxed);
-    atomic_store_explicit(&st->err_seq, atomic_fetch_add(&err_seq_next, 1) + 1,
-                          memory_order_relaxed);
-}
-
-/* Write 'fmt' (with the store's address and 'detail') as the store's error,
- * the reason of checks that fail with 'code' (0: of none in particular). */
-void fg__rnode_set_error_as(fg__rnode *st, int code, const char *fmt,
-                            const char *detail)
-{
-    char msg[512];
-    snprintf(msg, sizeof msg, fmt, st->where, detail);
-    pthread_mutex_lock(&st->mu);
-    memcpy(st->errstr, msg, sizeof msg);
-    error_written_locked(st, code);
-    pthread_mutex_unlock(&st->mu);
-}
-
-void fg__rnode_set_error(fg__rnode *st, const char *fmt, const char *detail)
-{
-    fg__rnode_set_error_as(st, 0, fmt, detail);
-}
-
-/* A check failed with 'rc': say so, unless that is what 'errstr' already
- * says. The relaxed read costs nothing; a race at worst writes twice. */
-void fg__rnode_check_error(fg__rnode *st, int rc)
-{
-    fg__rnode_op_error(st, "check", rc);
-}
-
-void fg__rnode_op_error(fg__rnode *st, const char *op, int rc)
-{
-    if (atomic_load_explicit(&st->err_code, memory_order_relaxed) == rc &&
-        !atomic_load_explicit(&st->err_text, memory_order_relaxed))
-        return;
-    char msg[512];
-    snprintf(msg, sizeof msg, "redis %.200s: %s failed: %.200s", st->where, op,
-             fg_strerror(rc));
-    pthread_mutex_lock(&st->mu);
-    memcpy(st->errstr, msg, sizeof msg);
-    error_written_locked(st, rc);
-    pthread_mutex_unlock(&st->mu);
-}
-
-void fg__rnode_reply_error(fg__rnode *st, int rc, const redisReply *r)
-{
-    if (!r || r->type != REDIS_REPLY_ERROR)
-        fg__rnode_check_error(st, rc);
-    else
-        fg__rnode_said_error(st, rc, r->str, r->len);
-}
-
-void fg__rnode_said_error(fg__rnode *st, int rc, const char *said, size_t len)
-{
-    if (!len) {
-        fg__rnode_check_error(st, rc);
-        return;
-    }
-    size_t n = len < 200 ? len : 200;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)said[i]) * 0x100000001b3ull;
-    h |= 1; /* never 0, which says no words */
-    if (atomic_load_explicit(&st->err_code, memory_order_relaxed) == rc &&
-        atomic_load_explicit(&st->err_text, memory_order_relaxed) == h)
-        return;
-    char msg[512];
-    snprintf(msg, sizeof msg, "redis %.200s: check failed: %.*s", st->where,
-             (int)n, said);
-    pthread_mutex_lock(&st->mu);
-    memcpy(st->errstr, msg, sizeof msg);
-    error_written_locked(st, rc);
-    atomic_store_explicit(&st->err_text, h, memory_order_relaxed);
-    pthread_mutex_unlock(&st->mu);
-}
-
 /* Note a failed connection: the next attempt waits a random time in
  * [d/2, d], d doubling from BACKOFF_MIN_US to BACKOFF_MAX_US, so that many
  * servers do not reconnect in step. Call with 'mu' held. */
@@ -494,8 +409,7 @@ int fg__rpool_get(fg__rnode *st, uint64_t deadline, fg__rsconn *out)
         st->fails = 0;
         st->retry_at = 0;
     } else {
-        snprintf(st->errstr, sizeof st->errstr, "%s", err);
-        error_written_locked(st, 0);
+        fg__rnode_error_locked(st, 0, err);
         backoff_locked(st);
     }
     pthread_mutex_unlock(&st->mu);
@@ -673,8 +587,7 @@ static void on_handshake(redisAsyncContext *ac, void *reply, void *priv)
     rc = handshake_reply(cn->st, (char)(intptr_t)priv, reply, err, sizeof err);
     if (rc != FG_OK) {
         pthread_mutex_lock(&cn->st->mu);
-        snprintf(cn->st->errstr, sizeof cn->st->errstr, "%s", err);
-        error_written_locked(cn->st, 0);
+        fg__rnode_error_locked(cn->st, 0, err);
         pthread_mutex_unlock(&cn->st->mu);
         fg__raconn_kill(cn, rc);
         /* In a callback hiredis defers this until the callback returns;

@@ -120,6 +120,8 @@ void fg__rnode_close(fg__rnode *st);
 void fg__rnode_set_error_as(fg__rnode *st, int code, const char *fmt,
                             const char *detail);
 void fg__rnode_set_error(fg__rnode *st, const char *fmt, const char *detail);
+/* 'text' as the node's error, with 'mu' held (redis_node_error.c). */
+void fg__rnode_error_locked(fg__rnode *st, int code, const char *text);
 void fg__rnode_check_error(fg__rnode *st, int rc);
 /* A check that failed with 'rc' on the reply 'r' (NULL: none): when it is
  * an error, what Redis said ('said', 'len' bytes), written once for a run

@@ -152,8 +152,10 @@ static void test_growth(void)
  * (into a crowded table, so most sit away from their home slot), then
  * inserts new keys, every one of which evicts; each removal shifts back
  * the keys after it in its probe run, hot keys among them, while the other
- * threads check the hot keys all along. LRU never picks a hot key, so
- * their counts must be exact. */
+ * threads check the hot keys all along. Each new key waits until every hot
+ * key was checked since the one before it (a thread the host did not run
+ * for a while would otherwise leave its hot keys the least recently used):
+ * LRU never picks a hot key, so their counts must be exact. */
 
 #define CHURN_STORES   (200 / SCALE)
 #define CHURN_MAX_KEYS 100
@@ -174,6 +176,9 @@ struct churner {
     fg_limiter *l;
     int id;
     atomic_int *phase; /* 1: hot keys in, 2: done */
+    /* The new keys inserted so far, and for each hot key the most of them
+     * inserted before a check of it began (shared by the threads). */
+    atomic_ullong *inserted, *seen;
     uint64_t hot[HOT], errors;
 };
 
@@ -183,7 +188,21 @@ static int check_hot(struct churner *c, int h)
     int len = snprintf(key, sizeof(key), "hot:%d", h);
     fg_decision d;
     c->hot[h]++;
-    return fg_check(c->l, key, (size_t)len, 1, &d) != FG_OK || !d.allowed;
+    uint64_t before = atomic_load(c->inserted);
+    int bad = fg_check(c->l, key, (size_t)len, 1, &d) != FG_OK || !d.allowed;
+    uint64_t was = atomic_load(&c->seen[h]);
+    while (was < before &&
+           !atomic_compare_exchange_weak(&c->seen[h], &was, before))
+        ;
+    return bad;
+}
+
+/* Wait until every hot key was checked after new key 'n' went in. */
+static void wait_hot(struct churner *c, uint64_t n)
+{
+    for (int h = 0; h < HOT; h++)
+        while (atomic_load(&c->seen[h]) < n)
+            sched_yield();
 }
 
 static void *churn_thread(void *arg)
@@ -194,8 +213,17 @@ static void *churn_thread(void *arg)
     if (c->id != 0) {
         while (atomic_load(c->phase) == 0)
             ;
-        for (unsigned n = 0; atomic_load(c->phase) == 1; n++)
-            c->errors += (uint64_t)check_hot(c, (int)(n % HOT));
+        /* A round of the hot keys for each new key. */
+        for (uint64_t done = 0; atomic_load(c->phase) == 1;) {
+            uint64_t n = atomic_load(c->inserted);
+            if (n == done) {
+                sched_yield();
+                continue;
+            }
+            for (int h = 0; h < HOT; h++)
+                c->errors += (uint64_t)check_hot(c, h);
+            done = n;
+        }
         return NULL;
     }
     for (uint64_t i = 0; i < CHURN_KEYS; i++) {
@@ -207,8 +235,11 @@ static void *churn_thread(void *arg)
         size_t len = key_of("c", i, key, sizeof(key));
         if (fg_check(c->l, key, len, 1, &d) != FG_OK || !d.allowed)
             c->errors++;
-        if (i >= CHURN_MAX_KEYS)
+        if (i >= CHURN_MAX_KEYS) {
+            uint64_t n = atomic_fetch_add(c->inserted, 1) + 1;
             c->errors += (uint64_t)check_hot(c, (int)(i % HOT));
+            wait_hot(c, n);
+        }
     }
     atomic_store(c->phase, 2);
     return NULL;
@@ -234,8 +265,13 @@ static void test_churn_hot(void)
         struct churner c[THREADS];
         pthread_t t[THREADS];
         atomic_int phase = 0;
+        atomic_ullong inserted = 0, seen[HOT] = {0};
         for (int j = 0; j < THREADS; j++) {
-            c[j] = (struct churner){.l = l, .id = j, .phase = &phase};
+            c[j] = (struct churner){.l = l,
+                                    .id = j,
+                                    .phase = &phase,
+                                    .inserted = &inserted,
+                                    .seen = seen};
             CHECK_EQ(pthread_create(&t[j], NULL, churn_thread, &c[j]), 0);
         }
         for (int j = 0; j < THREADS; j++)

@@ -120,7 +120,8 @@ static void log_fallback(const fg__gen *g)
 /* Say, for each limit in an approximate mode, the bound it runs under:
  * the servers sharing it are fallback_servers processes of this many
  * workers each (every worker decides on its own), the round trip that of
- * the store's timeout at worst. */
+ * the store's timeout at worst. On the memory store the workers share one
+ * limiter, and no other process sees its counts: one server. */
 static void log_modes(const fg__gen *g)
 {
     const fg__serve_config *c = &g->cfg;
@@ -130,9 +131,11 @@ static void log_modes(const fg__gen *g)
             continue;
         char mode[32];
         fg_mode_bound b;
-        uint64_t servers =
-            (uint64_t)(lim->fallback_servers ? lim->fallback_servers : 1) *
-            (c->workers ? c->workers : 1);
+        uint64_t servers = g->is_memory ? 1
+                                        : (uint64_t)(lim->fallback_servers
+                                                         ? lim->fallback_servers
+                                                         : 1) *
+                                              (c->workers ? c->workers : 1);
         if (servers > 100000)
             servers = 100000;
         fg_mode_format(lim, mode, sizeof(mode));

@@ -84,8 +84,9 @@ static int has_param(const char *u, size_t len, const char *name)
 
 /* Copy 'url' to 'out' with 'param' (NAME=VALUE) added to it, or to each
  * node URL of a "shards=" or "cluster=" list (separated by ','), unless
- * that URL sets 'name' itself. A "sentinel://" URL is one URL, ',' between
- * its sentinels. 0, or -1 when 'out' is too small. */
+ * that URL sets 'name' itself. Any other URL is one URL (a "sentinel://"
+ * one has ',' between its sentinels, a password may hold one). 0, or -1
+ * when 'out' is too small. */
 static int add_param(char *out, size_t outlen, const char *url,
                      const char *name, const char *param)
 {
@@ -95,13 +96,13 @@ static int add_param(char *out, size_t outlen, const char *url,
         p += 7;
     else if (!strncmp(url, "cluster=", 8))
         p += 8;
+    int list = p != url; /* else one URL: a ',' may be in its password */
     int n = snprintf(out, outlen, "%.*s", (int)(p - url), url);
     while (n >= 0 && (size_t)n < outlen - o) {
         o += (size_t)n;
         if (!*p)
             return 0;
-        size_t len =
-            strncmp(url, "sentinel://", 11) ? strcspn(p, ",") : strlen(p);
+        size_t len = list ? strcspn(p, ",") : strlen(p);
         const char *sep = memchr(p, '?', len) ? "&" : "?", *add = param;
         if (has_param(p, len, name))
             sep = add = ""; /* this URL's own; the next ones still get it */

@@ -255,44 +255,73 @@ static uint32_t cap_connections(uint32_t max_conn, unsigned workers)
     return max_conn;
 }
 
-/* 'url' without its passwords, for logs: the user info of every URL in
- * it (a list of shards names several), up to its last '@' as the URL
- * parser reads it, and the value of any parameter whose name ends in
- * "password" (password=, sentinel_password=). */
-static const char *redact(const char *url, char *out, size_t outlen)
+/* Append 'n' bytes of 's' to 'out' (room 'cap', NUL kept) at '*o'. */
+static void put(char *out, size_t cap, size_t *o, const char *s, size_t n)
 {
-    char tmp[512];
-    size_t t = 0;
-    const char *p = url;
-    while (*p && t + 4 < sizeof tmp) {
-        const char *s = strstr(p, "://");
-        const char *upto = s ? s + 3 : p + strlen(p);
-        while (p < upto && t + 4 < sizeof tmp)
-            tmp[t++] = *p++;
-        if (!s)
+    if (*o + n >= cap)
+        n = cap - 1 - *o;
+    memcpy(out + *o, s, n);
+    *o += n;
+    out[*o] = '\0';
+}
+
+/* One URL of 'n' bytes at 'u', as the URL parsers read it, without its
+ * passwords: the user info up to its last '@', and the value of any
+ * parameter whose name ends in "password" up to the next '&'. */
+static void redact_one(const char *u, size_t n, char *out, size_t cap,
+                       size_t *o)
+{
+    const char *end = u + n, *p = u, *at = NULL;
+    const char *s = NULL;
+    for (const char *q = u; q + 3 <= end && !s; q++)
+        if (!memcmp(q, "://", 3))
+            s = q + 3;
+    for (const char *q = s ? s : end; q < end; q++)
+        if (*q == '@')
+            at = q;
+    if (at) {
+        put(out, cap, o, u, (size_t)(s - u));
+        put(out, cap, o, "***", 3);
+        p = at;
+    }
+    while (p < end) {
+        const char *eq = memchr(p, '=', (size_t)(end - p));
+        if (!eq) {
+            put(out, cap, o, p, (size_t)(end - p));
             break;
-        /* The user info ends at the last '@' before the next URL. */
-        const char *next = strstr(p, "://"), *at = NULL;
-        for (const char *q = p; *q && (!next || q < next); q++)
-            if (*q == '@')
-                at = q;
-        if (at) {
-            memcpy(tmp + t, "***", 3);
-            t += 3;
-            p = at;
+        }
+        put(out, cap, o, p, (size_t)(eq + 1 - p));
+        int secret = eq - p >= 8 && !memcmp(eq - 8, "password", 8);
+        p = eq + 1;
+        if (secret) {
+            put(out, cap, o, "***", 3);
+            const char *amp = memchr(p, '&', (size_t)(end - p));
+            p = amp ? amp : end;
         }
     }
-    tmp[t] = '\0';
+}
+
+/* 'url' without its passwords, for logs: each node URL of a "shards=" or
+ * "cluster=" list (split at ',', as their parsers do), else the one URL. */
+static const char *redact(const char *url, char *out, size_t outlen)
+{
     size_t o = 0;
-    for (const char *q = tmp; *q && o + 4 < outlen;) {
-        out[o++] = *q;
-        if (*q++ != '=' || q - tmp < 9 || strncmp(q - 9, "password=", 9))
-            continue;
-        memcpy(out + o, "***", 3);
-        o += 3;
-        q += strcspn(q, "&,");
+    out[0] = '\0';
+    const char *p = url;
+    if (!strncmp(url, "shards=", 7) || !strncmp(url, "cluster=", 8)) {
+        p = strchr(url, '=') + 1;
+        put(out, outlen, &o, url, (size_t)(p - url));
+        for (;;) {
+            size_t n = strcspn(p, ",");
+            redact_one(p, n, out, outlen, &o);
+            if (!p[n])
+                break;
+            put(out, outlen, &o, ",", 1);
+            p += n + 1;
+        }
+    } else {
+        redact_one(url, strlen(url), out, outlen, &o);
     }
-    out[o] = '\0';
     return out;
 }
 

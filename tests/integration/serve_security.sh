@@ -142,6 +142,19 @@ kill "$spid" 2>/dev/null
 wait "$spid" 2>/dev/null
 check "shards: every node's URL logged without its password" grep -q \
     "event=store url=\"shards=redis://\*\*\*@127.0.0.1:$RP,redis://\*\*\*@127.0.0.1:$DEAD\"" "$T/shards.log"
+# A password holding "://", and a password parameter holding ',' (the URL
+# is one URL: the ',' is the password's).
+i=0
+for u in "redis://u:$PW://x@127.0.0.1:$DEAD" "redis://127.0.0.1:$DEAD?password=x,$PW&prefix=p" \
+    "sentinel://127.0.0.1:$DEAD/m?sentinel_password=x,$PW"; do
+    i=$((i + 1))
+    timeout 5 "$FLOODGATE" serve --store "$u" --listen 127.0.0.1:0 >"$T/url$i.log" 2>&1 </dev/null &
+    spid=$!
+    for _ in $(seq 1 100); do grep -q 'event=listening' "$T/url$i.log" && break; sleep 0.02; done
+    kill "$spid" 2>/dev/null
+    wait "$spid" 2>/dev/null
+    check "store URL $i logged, without its password" grep -q 'event=store url=.*\*\*\*' "$T/url$i.log"
+done
 # Nowhere: not in a log, a metric, an answer or an error.
 for f in "$T"/*.log "$ANS"; do
     name=$(basename "$f")

@@ -376,8 +376,11 @@ static int reload_scripts(fg__rnode *st, fg__rsconn *c, uint64_t deadline)
     redisReply *r[FG__LUA_COUNT] = {0};
     if (rc == FG_OK)
         rc = fg__rsync_exchange(c, FG__LUA_COUNT, r, deadline);
-    for (int i = 0; i < FG__LUA_COUNT; i++)
+    for (int i = 0; i < FG__LUA_COUNT; i++) {
+        if (r[i] && r[i]->type == REDIS_REPLY_ERROR)
+            fg__rnode_scripts_lost(st); /* BUSY, LOADING: the next check */
         freeReplyObject(r[i]);
+    }
     if (rc != FG_OK) {
         fg__rnode_scripts_lost(st);
         redisFree(c->c);
@@ -611,11 +614,13 @@ static void on_sha_load(redisAsyncContext *ac, void *reply, void *priv)
  * NOSCRIPT (scripts_lost), every script is loaded again. */
 static void load_missing(fg__rnode *st, fg__raconn *cn)
 {
+    /* A load that failed (BUSY, LOADING) is tried again a second later; a
+     * NOSCRIPT's at once. */
+    int all = atomic_exchange(&st->scripts_lost, 0);
     uint64_t now = fg__mono_precise_us();
-    if (now < st->sha_retry_at)
+    if (!all && now < st->sha_retry_at)
         return;
     st->sha_retry_at = now + 1000000;
-    int all = atomic_exchange(&st->scripts_lost, 0);
     for (int i = 0; i < FG__LUA_COUNT; i++) {
         if (!all && fg__redis_sha(&st->shas, i))
             continue;

@@ -48,17 +48,27 @@ void fg__rnode_check_error(fg__rnode *st, int rc)
     fg__rnode_op_error(st, "check", rc);
 }
 
+/* 1 when the node's error says code 'rc' with Redis's words 'text' (0:
+ * none); read without the lock first (it costs nothing), then under it,
+ * where a write's two atomics are seen together. */
+static int says(fg__rnode *st, int rc, uint64_t text)
+{
+    return atomic_load_explicit(&st->err_code, memory_order_relaxed) == rc &&
+           atomic_load_explicit(&st->err_text, memory_order_relaxed) == text;
+}
+
 void fg__rnode_op_error(fg__rnode *st, const char *op, int rc)
 {
-    if (atomic_load_explicit(&st->err_code, memory_order_relaxed) == rc &&
-        !atomic_load_explicit(&st->err_text, memory_order_relaxed))
+    if (says(st, rc, 0))
         return;
     char msg[512];
     snprintf(msg, sizeof msg, "redis %.200s: %s failed: %.200s", st->where, op,
              fg_strerror(rc));
     pthread_mutex_lock(&st->mu);
-    memcpy(st->errstr, msg, sizeof msg);
-    error_written_locked(st, rc);
+    if (!says(st, rc, 0)) {
+        memcpy(st->errstr, msg, sizeof msg);
+        error_written_locked(st, rc);
+    }
     pthread_mutex_unlock(&st->mu);
 }
 
@@ -81,16 +91,17 @@ void fg__rnode_said_error(fg__rnode *st, int rc, const char *said, size_t len)
     for (size_t i = 0; i < n; i++)
         h = (h ^ (unsigned char)said[i]) * 0x100000001b3ull;
     h |= 1; /* never 0, which says no words */
-    if (atomic_load_explicit(&st->err_code, memory_order_relaxed) == rc &&
-        atomic_load_explicit(&st->err_text, memory_order_relaxed) == h)
+    if (says(st, rc, h))
         return;
     char msg[512];
     snprintf(msg, sizeof msg, "redis %.200s: check failed: %.*s", st->where,
              (int)n, said);
     pthread_mutex_lock(&st->mu);
-    memcpy(st->errstr, msg, sizeof msg);
-    error_written_locked(st, rc);
-    atomic_store_explicit(&st->err_text, h, memory_order_relaxed);
+    if (!says(st, rc, h)) {
+        memcpy(st->errstr, msg, sizeof msg);
+        error_written_locked(st, rc);
+        atomic_store_explicit(&st->err_text, h, memory_order_relaxed);
+    }
     pthread_mutex_unlock(&st->mu);
 }
 

@@ -266,8 +266,10 @@ int fg__store_redis_check_ex(fg_store *s, fg_limiter *l, const char *key,
     if (unconfirmed)
         give_back_unconfirmed(st, &c, l, key, keylen, cost, start, d);
     fg__rpool_put(&st->node, &c);
-    /* A redirection the cluster follows: this node answered as it should. */
-    int moved = !strncmp(errbuf, "MOVED ", 6) || !strncmp(errbuf, "ASK ", 4);
+    /* A redirection the cluster follows (its own 'errbuf'): this node
+     * answered as it should. */
+    int moved = errbuf != said &&
+                (!strncmp(errbuf, "MOVED ", 6) || !strncmp(errbuf, "ASK ", 4));
     if (rc != FG_OK && !moved)
         fg__rnode_said_error(&st->node, rc, errbuf, strlen(errbuf));
     return rc;

@@ -66,34 +66,55 @@ static const char usage[] =
     "it at most U); what this process holds is sent to the store before it\n"
     "exits, also when SIGINT or SIGTERM stops it or its output is closed.\n";
 
-/* The signal that asked a burst to stop (SIGINT, SIGTERM), else 0. */
-static volatile sig_atomic_t stop_signal;
+/* SIGINT and SIGTERM (those the caller does not ignore) are blocked from
+ * the store's open on, in every thread the store starts too: a check's
+ * Redis I/O is never cut short, and a burst looks for them between checks.
+ * It stops, what this process admitted and holds goes back to the store
+ * (fg_limiter_sync), and the signal is let in: the process ends of it, as
+ * the shell expects. SIGPIPE is ignored meanwhile, so that a closed stdout
+ * is a failed write, which stops the burst the same way. */
+static sigset_t stops;
+static int pipe_default; /* SIGPIPE was not ignored by the caller */
 
-static void on_stop(int sig)
+static void hold_stops(void)
 {
-    stop_signal = sig;
-}
-
-/* A burst stops at SIGINT or SIGTERM, or when stdout is gone (SIGPIPE
- * ignored: the write fails instead), so that what this process admitted
- * and holds still goes back to the store (fg_limiter_sync). */
-static void catch_stops(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    static const int sig[2] = {SIGINT, SIGTERM};
+    struct sigaction old;
+    sigemptyset(&stops);
+    for (int i = 0; i < 2; i++)
+        if (sigaction(sig[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+            sigaddset(&stops, sig[i]);
+    sigprocmask(SIG_BLOCK, &stops, NULL);
+    pipe_default =
+        sigaction(SIGPIPE, NULL, &old) == 0 && old.sa_handler != SIG_IGN;
     signal(SIGPIPE, SIG_IGN);
 }
 
-/* End as the signal that stopped the burst would have: its default
- * action, so that the shell sees it (SIGPIPE for a closed stdout). */
-static void die_of(int sig)
+static int stop_pending(void)
 {
-    signal(sig, SIG_DFL);
-    raise(sig);
+    sigset_t p;
+    return sigpending(&p) == 0 &&
+           ((sigismember(&stops, SIGINT) && sigismember(&p, SIGINT)) ||
+            (sigismember(&stops, SIGTERM) && sigismember(&p, SIGTERM)));
+}
+
+/* Let the signals in (a pending one ends the process here) and return
+ * 'status'. A write to stdout that failed ends it of SIGPIPE when that was
+ * EPIPE and SIGPIPE is not ignored; another failure is said, status 2. */
+static int let_stops_in(int status, int out_errno)
+{
+    if (out_errno == EPIPE && pipe_default) {
+        signal(SIGPIPE, SIG_DFL);
+        raise(SIGPIPE);
+    } else if (out_errno && out_errno != EPIPE) {
+        fprintf(stderr, "floodgate check: writing the output: %s\n",
+                strerror(out_errno));
+        status = 2;
+    } else if (out_errno) {
+        status = 2;
+    }
+    sigprocmask(SIG_UNBLOCK, &stops, NULL);
+    return status;
 }
 
 /* A whole number from 0 to 'max'. */
@@ -254,6 +275,10 @@ static int options_whole(int argc, char **argv, const struct option *opts)
             fprintf(stderr, "floodgate check: --%s given twice\n", o->name);
             return 2;
         }
+        if (o->has_arg == no_argument && a[n + 2] == '=') {
+            fprintf(stderr, "floodgate check: --%s takes no value\n", o->name);
+            return 2;
+        }
         if (o->has_arg == required_argument && !a[n + 2]) {
             if (i + 1 >= argc || strncmp(argv[i + 1], "--", 2) == 0) {
                 fprintf(stderr,
@@ -389,7 +414,7 @@ int fg_cmd_check(int argc, char **argv)
         default:
             /* A short option is named by its letter: '-key' stops at
              * 'k', and argv[optind - 1] may be the argument after it. */
-            if (optopt && optopt < 128)
+            if (optopt && optopt < 128 && strncmp(argv[optind - 1], "--", 2))
                 fprintf(stderr,
                         "floodgate check: unknown option '-%c' (options "
                         "are --NAME)\n\n%s",
@@ -473,23 +498,24 @@ int fg_cmd_check(int argc, char **argv)
     if (lim.mode == FG_MODE_SYNC && !on_failure)
         lim.on_failure = FG_FAIL_LOCAL;
 
+    hold_stops();
     fg_store *st = fg_store_open(url, err, sizeof(err));
     if (!st) {
         fprintf(stderr, "floodgate check: %s\n", err);
-        return 2;
+        return let_stops_in(2, 0);
     }
     fg_limiter *l = fg_limiter_new(st, &lim, err, sizeof(err));
     if (!l) {
         fprintf(stderr, "floodgate check: %s\n", err);
         fg_store_close(st);
-        return 2;
+        return let_stops_in(2, 0);
     }
 
     if (peek || reset) {
         int status = operate(l, st, key, peek, json);
         fg_limiter_free(l);
         fg_store_close(st);
-        return status;
+        return let_stops_in(status, fflush(stdout) ? errno : 0);
     }
 
     if (lim.mode != FG_MODE_EXACT) {
@@ -507,9 +533,12 @@ int fg_cmd_check(int argc, char **argv)
     }
 
     uint64_t allowed = 0, limited = 0;
-    int status = 0, failed = 0, stdout_gone = 0;
-    catch_stops();
-    for (uint64_t i = 0; i < count && !stop_signal && !stdout_gone; i++) {
+    int status = 0, failed = 0, out_errno = 0, stopped = 0;
+    for (uint64_t i = 0; i < count && !out_errno; i++) {
+        if (stop_pending()) {
+            stopped = 1;
+            break;
+        }
         fg_decision d;
         int rc = fg_check(l, key, strlen(key), cost, &d);
         if (rc == FG_ECOST) {
@@ -548,9 +577,10 @@ int fg_cmd_check(int argc, char **argv)
         else
             limited++;
         status = d.allowed ? 0 : 1;
-        stdout_gone = ferror(stdout);
+        if (ferror(stdout))
+            out_errno = errno ? errno : EIO;
     }
-    if (many && !json && !stop_signal && !stdout_gone)
+    if (many && !json && !stopped && !out_errno)
         printf("allowed=%llu limited=%llu\n", (unsigned long long)allowed,
                (unsigned long long)limited);
     /* Usage not yet synced, leased units: back to the store. */
@@ -562,13 +592,9 @@ int fg_cmd_check(int argc, char **argv)
     }
     fg_limiter_free(l);
     fg_store_close(st);
-    if (fflush(stdout) != 0)
-        stdout_gone = 1;
-    if (stop_signal)
-        die_of(stop_signal);
-    if (stdout_gone)
-        die_of(SIGPIPE);
-    return failed ? 2 : status;
+    if (fflush(stdout) != 0 && !out_errno)
+        out_errno = errno ? errno : EIO;
+    return let_stops_in(failed ? 2 : status, out_errno);
 
 bad_number:
     fprintf(stderr,

@@ -29,6 +29,23 @@ expect_eq "check --reset --json" "$("$FLOODGATE" check --limit 1/s --key a --res
 "$FLOODGATE" check --limit 1/s --key a --durable replica 2>"$T/dur.err"
 check "check --durable replica on memory: exit 2, the reason" \
     test $? = 2 -a -n "$(grep 'needs a Redis store' "$T/dur.err")"
+"$FLOODGATE" check --limit 1/s --key a --json=1 2>"$T/eq.err"
+check "check --json=1: exit 2, takes no value" test $? = 2 -a -n "$(grep -- '--json takes no value' "$T/eq.err")"
+# Output that cannot be written: said, exit 2 (not a signal).
+"$FLOODGATE" check --limit 1/s --key a >/dev/full 2>"$T/full.err"
+check "check >/dev/full: exit 2, the reason" test $? = 2 -a -n "$(grep 'writing the output: No space left' "$T/full.err")"
+# A SIGINT the caller ignores (a background job's) stays ignored; SIGTERM
+# still stops the burst, which ends of it.
+(trap '' INT; exec "$FLOODGATE" check --limit 1000000000/s --key ig --count 100000000 >/dev/null) &
+cpid=$!
+sleep 0.2
+kill -INT $cpid
+sleep 0.3
+kill -0 $cpid 2>/dev/null
+alive=$?
+kill -TERM $cpid
+wait $cpid
+check "check: an ignored SIGINT stays ignored, SIGTERM stops it (alive $alive, exit $?)" test $alive = 0 -a $? = 143
 "$FLOODGATE" check --limit 1/s --key a -key 2>"$T/dash.err"
 check "check -key: exit 2, names -k" test $? = 2 -a -n "$(grep "unknown option '-k'" "$T/dash.err")"
 

@@ -235,7 +235,8 @@ fg_store *fg_store_open_memory(const fg_memory_options *opt, char *err,
 
 /* The last connection or protocol error the store met, for logs ("" when
  * none; never a password). Any thread may call it: the text is a copy in
- * the calling thread's own buffer, good until its next call. */
+ * the calling thread's own buffer, which this and fg_store_node_error
+ * share for every store: good until the thread's next call of either. */
 const char *fg_store_last_error(fg_store *st);
 
 /* The number of keys a memory store holds now; 0 for other stores. */

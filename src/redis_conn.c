@@ -352,8 +352,6 @@ static int idle_closed(const fg__rsconn *c)
            (p.revents & (POLLRDHUP | POLLERR | POLLHUP | POLLNVAL));
 }
 
-/* A connection for one blocking check: an idle one the server has not
- * closed, or a new one unless the backoff says not yet. */
 void fg__rnode_scripts_lost(fg__rnode *st)
 {
     atomic_store_explicit(&st->scripts_lost, 1, memory_order_relaxed);
@@ -388,6 +386,9 @@ static int reload_scripts(fg__rnode *st, fg__rsconn *c, uint64_t deadline)
     return rc;
 }
 
+/* A connection for one blocking check: an idle one the server has not
+ * closed, or a new one unless the backoff says not yet; the scripts loaded
+ * on it first after a NOSCRIPT. */
 int fg__rpool_get(fg__rnode *st, uint64_t deadline, fg__rsconn *out)
 {
     char err[256];

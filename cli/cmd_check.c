@@ -66,9 +66,9 @@ static const char usage[] =
     "it at most U); what this process holds is sent to the store before it\n"
     "exits, also when SIGINT or SIGTERM stops it or its output is closed.\n";
 
-/* SIGINT and SIGTERM (those the caller does not ignore) are blocked from
- * the store's open on, in every thread the store starts too: a check's
- * Redis I/O is never cut short, and a burst looks for them between checks.
+/* SIGINT and SIGTERM (those the caller does not ignore) are blocked once
+ * the store is open (its own threads take no signal): a check's Redis I/O
+ * is never cut short, and a burst looks for them between checks.
  * It stops, what this process admitted and holds goes back to the store
  * (fg_limiter_sync), and the signal is let in: the process ends of it, as
  * the shell expects. SIGPIPE is ignored meanwhile, so that a closed stdout
@@ -105,7 +105,8 @@ static int let_stops_in(int status, int out_errno)
 {
     if (out_errno == EPIPE && pipe_default) {
         signal(SIGPIPE, SIG_DFL);
-        raise(SIGPIPE);
+        raise(SIGPIPE); /* returns when the caller blocked it */
+        status = 2;
     } else if (out_errno && out_errno != EPIPE) {
         fprintf(stderr, "floodgate check: writing the output: %s\n",
                 strerror(out_errno));
@@ -498,12 +499,12 @@ int fg_cmd_check(int argc, char **argv)
     if (lim.mode == FG_MODE_SYNC && !on_failure)
         lim.on_failure = FG_FAIL_LOCAL;
 
-    hold_stops();
     fg_store *st = fg_store_open(url, err, sizeof(err));
     if (!st) {
         fprintf(stderr, "floodgate check: %s\n", err);
-        return let_stops_in(2, 0);
+        return 2;
     }
+    hold_stops();
     fg_limiter *l = fg_limiter_new(st, &lim, err, sizeof(err));
     if (!l) {
         fprintf(stderr, "floodgate check: %s\n", err);

@@ -69,12 +69,25 @@ void fg__gen_unref(fg__gen *g)
     free(g);
 }
 
+/* The '?' that begins the query of the URL 'u' ('len' bytes), or NULL:
+ * the first after the user info, which ends at the last '@' and may hold
+ * a '?' (a unix:// URL has none). */
+static const char *query_of(const char *u, size_t len)
+{
+    const char *from = u, *end = u + len;
+    if (len < 7 || memcmp(u, "unix://", 7) != 0)
+        for (const char *q = u; q < end; q++)
+            if (*q == '@')
+                from = q + 1;
+    return memchr(from, '?', (size_t)(end - from));
+}
+
 /* 1 when the URL 'u' ('len' bytes) sets the query parameter 'name'. */
 static int has_param(const char *u, size_t len, const char *name)
 {
     size_t nl = strlen(name);
     const char *end = u + len;
-    for (const char *v = memchr(u, '?', len); v;
+    for (const char *v = query_of(u, len); v;
          v = memchr(v + 1, '&', (size_t)(end - v - 1)))
         if ((size_t)(end - v - 1) > nl && !strncmp(v + 1, name, nl) &&
             v[1 + nl] == '=')
@@ -103,7 +116,7 @@ static int add_param(char *out, size_t outlen, const char *url,
         if (!*p)
             return 0;
         size_t len = list ? strcspn(p, ",") : strlen(p);
-        const char *sep = memchr(p, '?', len) ? "&" : "?", *add = param;
+        const char *sep = query_of(p, len) ? "&" : "?", *add = param;
         if (has_param(p, len, name))
             sep = add = ""; /* this URL's own; the next ones still get it */
         n = snprintf(out + o, outlen - o, "%.*s%s%s%s", (int)len, p, sep, add,

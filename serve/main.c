@@ -276,7 +276,9 @@ static void redact_one(const char *u, size_t n, char *out, size_t cap,
     for (const char *q = u; q + 3 <= end && !s; q++)
         if (!memcmp(q, "://", 3))
             s = q + 3;
-    for (const char *q = s ? s : end; q < end; q++)
+    /* A unix:// URL has no user info: its password is a parameter. */
+    int unix_url = n >= 7 && !memcmp(u, "unix://", 7);
+    for (const char *q = s && !unix_url ? s : end; q < end; q++)
         if (*q == '@')
             at = q;
     if (at) {

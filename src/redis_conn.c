@@ -380,7 +380,11 @@ static int reload_scripts(fg__rnode *st, fg__rsconn *c, uint64_t deadline)
         freeReplyObject(r[i]);
     }
     if (rc != FG_OK) {
+        /* As a check's failure on this connection would have been. */
         fg__rnode_scripts_lost(st);
+        fg__rnode_check_error(st, rc);
+        if (c->broken == FG__SC_FAILED)
+            backoff(st);
         redisFree(c->c);
     }
     return rc;

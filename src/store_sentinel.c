@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -742,7 +743,13 @@ fg_store *fg__store_sentinel_open(const char *url, struct event_base *base,
     if (base) {
         fg__sentinel_watch_start(st);
     } else {
-        if (pthread_create(&st->thr, NULL, monitor, st) != 0) {
+        /* The monitor takes no signal: the process's own threads do. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        int trc = pthread_create(&st->thr, NULL, monitor, st);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (trc != 0) {
             fg__seterr(err, errlen, FG_ENOMEM,
                        "sentinel: cannot start its "
                        "thread");

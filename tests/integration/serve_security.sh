@@ -143,10 +143,13 @@ wait "$spid" 2>/dev/null
 check "shards: every node's URL logged without its password" grep -q \
     "event=store url=\"shards=redis://\*\*\*@127.0.0.1:$RP,redis://\*\*\*@127.0.0.1:$DEAD\"" "$T/shards.log"
 # A password holding "://", and a password parameter holding ',' (the URL
-# is one URL: the ',' is the password's).
+# is one URL: the ',' is the password's); each server starts.
 i=0
+# A unix:// URL has no user info: an '@' in its password parameter ends
+# nothing. A '?' in a password does not begin the query.
 for u in "redis://u:$PW://x@127.0.0.1:$DEAD" "redis://127.0.0.1:$DEAD?password=x,$PW&prefix=p" \
-    "sentinel://127.0.0.1:$DEAD/m?sentinel_password=x,$PW"; do
+    "sentinel://127.0.0.1:$DEAD/m?sentinel_password=x,$PW" \
+    "unix://$T/none.sock?password=a@$PW&db=0" "redis://u:$PW?prefix=x@127.0.0.1:$DEAD"; do
     i=$((i + 1))
     timeout 5 "$FLOODGATE" serve --store "$u" --listen 127.0.0.1:0 >"$T/url$i.log" 2>&1 </dev/null &
     spid=$!

@@ -302,7 +302,10 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
         slot_finish(st, s, FG_OK, NULL); /* answered after its deadline */
         return;
     }
+    int was_eval = s->k.stage == FG__RS_EVAL;
     rc = fg__rcheck_reply(&s->k, r, &d);
+    if (was_eval && rc == FG_EAUTH)
+        fg__rnode_scripts_lost(&st->node); /* NOPERM: a user without EVAL */
     if (rc < 0 && st->redirect && r->type == REDIS_REPLY_ERROR) {
         /* The cluster store may send the check on to another node. */
         fg__req *req = s->req;
@@ -324,8 +327,6 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
     } else if (rc == FG__RSTEP_AGAIN && cn->dead) {
         rc = fg__rcheck_unsent(&s->k, &d);
     } else if (rc == FG__RSTEP_AGAIN) {
-        if (s->k.stage == FG__RS_EVAL)
-            fg__rnode_scripts_lost(&st->node);
         if (async_send(st, s) == FG_OK)
             return;
         rc = FG_EBACKEND;
@@ -484,7 +485,7 @@ static void on_batch(redisAsyncContext *ac, void *reply, void *priv)
         rc = cn->fail_rc;
     } else {
         rc = fg__rbatch_reply(r, s->bcount, s->eval);
-        if (rc == FG__RSTEP_AGAIN)
+        if (s->eval && rc == FG_EAUTH)
             fg__rnode_scripts_lost(&st->node);
     }
     if (rc == FG__RSTEP_AGAIN && !cn->dead) {
@@ -618,12 +619,14 @@ static void on_refund(redisAsyncContext *ac, void *reply, void *priv)
     redis_store *st = rf->st;
     redisReply *r = reply;
     fg__raconn *cn = ac->data;
-    if (r && cn && !cn->dead &&
-        fg__rrefund_reply(&rf->r, r) == FG__RSTEP_AGAIN) {
-        fg__rnode_scripts_lost(&st->node);
+    int was_eval = rf->r.eval;
+    int rrc = r && cn && !cn->dead ? fg__rrefund_reply(&rf->r, r) : FG_OK;
+    if (rrc == FG__RSTEP_AGAIN) {
         fg__rrefund_cmd(&rf->r, &st->node.shas);
         if (fg__rasync_append(ac, on_refund, rf, &rf->r.k) == REDIS_OK)
             return;
+    } else if (was_eval && rrc == FG_EAUTH) {
+        fg__rnode_scripts_lost(&st->node);
     }
     refund_done(st, rf);
 }

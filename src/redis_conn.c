@@ -357,8 +357,8 @@ void fg__rnode_scripts_lost(fg__rnode *st)
     atomic_store_explicit(&st->scripts_lost, 1, memory_order_relaxed);
 }
 
-/* SCRIPT LOAD of every script on 'c', when a NOSCRIPT asked for it. On a
- * failure the connection is freed and the next check tries again. */
+/* SCRIPT LOAD of every script on 'c', when an EVAL that answered a
+ * NOSCRIPT was refused (NOPERM). On a failure the connection is freed. */
 static int reload_scripts(fg__rnode *st, fg__rsconn *c, uint64_t deadline)
 {
     if (!atomic_load_explicit(&st->scripts_lost, memory_order_relaxed) ||
@@ -374,14 +374,11 @@ static int reload_scripts(fg__rnode *st, fg__rsconn *c, uint64_t deadline)
     redisReply *r[FG__LUA_COUNT] = {0};
     if (rc == FG_OK)
         rc = fg__rsync_exchange(c, FG__LUA_COUNT, r, deadline);
-    for (int i = 0; i < FG__LUA_COUNT; i++) {
-        if (r[i] && r[i]->type == REDIS_REPLY_ERROR)
-            fg__rnode_scripts_lost(st); /* BUSY, LOADING: the next check */
+    for (int i = 0; i < FG__LUA_COUNT; i++)
         freeReplyObject(r[i]);
-    }
     if (rc != FG_OK) {
-        /* As a check's failure on this connection would have been. */
-        fg__rnode_scripts_lost(st);
+        /* As a check's failure on this connection would have been. (Not
+         * tried again: the next EVAL refused asks for it.) */
         fg__rnode_check_error(st, rc);
         if (c->broken == FG__SC_FAILED)
             backoff(st);
@@ -619,8 +616,8 @@ static void on_sha_load(redisAsyncContext *ac, void *reply, void *priv)
  * NOSCRIPT (scripts_lost), every script is loaded again. */
 static void load_missing(fg__rnode *st, fg__raconn *cn)
 {
-    /* A load that failed (BUSY, LOADING) is tried again a second later; a
-     * NOSCRIPT's at once. */
+    /* A load that failed (BUSY, LOADING) is tried again a second later;
+     * one asked for by a refused EVAL at once. */
     int all = atomic_exchange(&st->scripts_lost, 0);
     uint64_t now = fg__mono_precise_us();
     if (!all && now < st->sha_retry_at)

@@ -47,10 +47,11 @@ typedef struct fg__rnode {
      * blocking getaddrinfo in every connect). */
     char addr[INET6_ADDRSTRLEN];
     fg__redis_shas shas;
-    /* A NOSCRIPT was seen (the server's script cache flushed, or a
-     * restart): SCRIPT LOAD every script again, once, on the connection
-     * used next. The EVAL that answers a NOSCRIPT caches the script too,
-     * but a user allowed EVALSHA and not EVAL would fail for good. */
+    /* The EVAL that answers a NOSCRIPT (the server's script cache
+     * flushed, or a restart) was refused: NOPERM, a user allowed EVALSHA
+     * and not EVAL. SCRIPT LOAD every script again, once, on the
+     * connection used next (an EVAL that runs caches its script itself;
+     * otherwise such a user would fail for good). */
     atomic_int scripts_lost;
 
     pthread_mutex_t mu; /* guards what follows, up to the async part */
@@ -132,7 +133,8 @@ void fg__rnode_said_error(fg__rnode *st, int rc, const char *said, size_t len);
  * written for the same code is kept. */
 void fg__rnode_op_error(fg__rnode *st, const char *op, int rc);
 
-/* A reply said NOSCRIPT: the scripts are loaded again (scripts_lost). */
+/* An EVAL answering a NOSCRIPT was refused: the scripts are loaded
+ * again (scripts_lost). */
 void fg__rnode_scripts_lost(fg__rnode *st);
 
 /* A blocking connection for one check, by 'deadline' (monotonic us): an

@@ -203,9 +203,10 @@ static int sync_run(fg__rnode *nd, fg__rsconn *c, fg__rcheck *k,
                 freeReplyObject(r[i]);
             return rc;
         }
+        int was_eval = k->stage == FG__RS_EVAL;
         rc = fg__rcheck_reply(k, r[0], d);
-        if (rc == FG__RSTEP_AGAIN && k->stage == FG__RS_EVAL)
-            fg__rnode_scripts_lost(nd);
+        if (was_eval && rc == FG_EAUTH)
+            fg__rnode_scripts_lost(nd); /* NOPERM: a user without EVAL */
         if ((rc == FG_OK || rc == FG__RSTEP_GIVEBACK) && d->allowed &&
             durable && (wrc != FG_OK || !fg__redis_replicated(w))) {
             /* WAIT waits as long as the check may: out of time, it is
@@ -307,9 +308,10 @@ static int redis_refund(fg_store *s, fg_limiter *l, const char *key,
             rc = fg__rsync_exchange(&c, 1, &r, deadline);
         if (rc != FG_OK)
             break;
+        int was_eval = rf.eval;
         rc = fg__rrefund_reply(&rf, r);
         freeReplyObject(r);
-        if (rc == FG__RSTEP_AGAIN)
+        if (was_eval && rc == FG_EAUTH)
             fg__rnode_scripts_lost(&st->node);
     } while (rc == FG__RSTEP_AGAIN);
     fg__rpool_put(&st->node, &c);

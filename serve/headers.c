@@ -14,7 +14,7 @@ void fg__sbuf_init(fg__sbuf *b, char *mem, size_t cap)
         mem[0] = '\0';
 }
 
-static void put(fg__sbuf *b, const char *s, size_t n)
+void fg__sbuf_put(fg__sbuf *b, const char *s, size_t n)
 {
     if (b->overflow || b->len + n + 1 > b->cap) {
         b->overflow = 1;
@@ -27,7 +27,7 @@ static void put(fg__sbuf *b, const char *s, size_t n)
 
 void fg__sbuf_puts(fg__sbuf *b, const char *s)
 {
-    put(b, s, strlen(s));
+    fg__sbuf_put(b, s, strlen(s));
 }
 
 size_t fg__u64_digits(char *p, uint64_t v)
@@ -45,7 +45,7 @@ size_t fg__u64_digits(char *p, uint64_t v)
 void fg__sbuf_u64(fg__sbuf *b, uint64_t v)
 {
     char tmp[20];
-    put(b, tmp, fg__u64_digits(tmp, v));
+    fg__sbuf_put(b, tmp, fg__u64_digits(tmp, v));
 }
 
 uint64_t fg__ms_to_s_up(uint64_t ms)
@@ -96,14 +96,14 @@ void fg__fmt_ratelimit_item(fg__sbuf *b, const char *name, const fg_decision *d)
 void fg__json_str(fg__sbuf *b, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
-    put(b, "\"", 1);
+    fg__sbuf_put(b, "\"", 1);
     for (size_t i = 0; i < n; i++) {
         size_t run = i;
         while (run < n && s[run] != '"' && s[run] != '\\' &&
                (unsigned char)s[run] >= 0x20 && s[run] != 0x7f)
             run++;
         if (run > i) { /* plain bytes go in one copy */
-            put(b, s + i, run - i);
+            fg__sbuf_put(b, s + i, run - i);
             i = run;
             if (i == n)
                 break;
@@ -111,15 +111,15 @@ void fg__json_str(fg__sbuf *b, const char *s, size_t n)
         unsigned char ch = (unsigned char)s[i];
         if (ch == '"' || ch == '\\') {
             char e[2] = {'\\', (char)ch};
-            put(b, e, 2);
+            fg__sbuf_put(b, e, 2);
         } else if (ch < 0x20 || ch == 0x7f) {
             char e[6] = {'\\', 'u', '0', '0', hex[ch >> 4], hex[ch & 15]};
-            put(b, e, 6);
+            fg__sbuf_put(b, e, 6);
         } else {
-            put(b, (const char *)&s[i], 1);
+            fg__sbuf_put(b, (const char *)&s[i], 1);
         }
     }
-    put(b, "\"", 1);
+    fg__sbuf_put(b, "\"", 1);
 }
 
 void fg__fmt_decision_json(fg__sbuf *b, const char *name, const fg_decision *d,

@@ -22,6 +22,7 @@ typedef struct fg__sbuf {
 
 void fg__sbuf_init(fg__sbuf *b, char *mem, size_t cap);
 void fg__sbuf_puts(fg__sbuf *b, const char *s);
+void fg__sbuf_put(fg__sbuf *b, const char *s, size_t n);
 /* The decimal digits of 'v' at 'p' (at most 20); returns their count. */
 size_t fg__u64_digits(char *p, uint64_t v);
 /* The decimal digits of 'v'. */

@@ -16,6 +16,7 @@
 
 #include "../cli/commands.h"
 #include "fallback.h"
+#include "headers.h"
 #include "log.h"
 #include "server.h"
 
@@ -255,21 +256,10 @@ static uint32_t cap_connections(uint32_t max_conn, unsigned workers)
     return max_conn;
 }
 
-/* Append 'n' bytes of 's' to 'out' (room 'cap', NUL kept) at '*o'. */
-static void put(char *out, size_t cap, size_t *o, const char *s, size_t n)
-{
-    if (*o + n >= cap)
-        n = cap - 1 - *o;
-    memcpy(out + *o, s, n);
-    *o += n;
-    out[*o] = '\0';
-}
-
 /* One URL of 'n' bytes at 'u', as the URL parsers read it, without its
  * passwords: the user info up to its last '@', and the value of any
  * parameter whose name ends in "password" up to the next '&'. */
-static void redact_one(const char *u, size_t n, char *out, size_t cap,
-                       size_t *o)
+static void redact_one(fg__sbuf *b, const char *u, size_t n)
 {
     const char *end = u + n, *p = u, *at = NULL;
     const char *s = NULL;
@@ -282,21 +272,21 @@ static void redact_one(const char *u, size_t n, char *out, size_t cap,
         if (*q == '@')
             at = q;
     if (at) {
-        put(out, cap, o, u, (size_t)(s - u));
-        put(out, cap, o, "***", 3);
+        fg__sbuf_put(b, u, (size_t)(s - u));
+        fg__sbuf_puts(b, "***");
         p = at;
     }
     while (p < end) {
         const char *eq = memchr(p, '=', (size_t)(end - p));
         if (!eq) {
-            put(out, cap, o, p, (size_t)(end - p));
+            fg__sbuf_put(b, p, (size_t)(end - p));
             break;
         }
-        put(out, cap, o, p, (size_t)(eq + 1 - p));
+        fg__sbuf_put(b, p, (size_t)(eq + 1 - p));
         int secret = eq - p >= 8 && !memcmp(eq - 8, "password", 8);
         p = eq + 1;
         if (secret) {
-            put(out, cap, o, "***", 3);
+            fg__sbuf_puts(b, "***");
             const char *amp = memchr(p, '&', (size_t)(end - p));
             p = amp ? amp : end;
         }
@@ -304,25 +294,26 @@ static void redact_one(const char *u, size_t n, char *out, size_t cap,
 }
 
 /* 'url' without its passwords, for logs: each node URL of a "shards=" or
- * "cluster=" list (split at ',', as their parsers do), else the one URL. */
+ * "cluster=" list (split at ',', as their parsers do), else the one URL.
+ * What does not fit in 'out' is left out. */
 static const char *redact(const char *url, char *out, size_t outlen)
 {
-    size_t o = 0;
-    out[0] = '\0';
+    fg__sbuf b;
+    fg__sbuf_init(&b, out, outlen);
     const char *p = url;
     if (!strncmp(url, "shards=", 7) || !strncmp(url, "cluster=", 8)) {
         p = strchr(url, '=') + 1;
-        put(out, outlen, &o, url, (size_t)(p - url));
+        fg__sbuf_put(&b, url, (size_t)(p - url));
         for (;;) {
             size_t n = strcspn(p, ",");
-            redact_one(p, n, out, outlen, &o);
+            redact_one(&b, p, n);
             if (!p[n])
                 break;
-            put(out, outlen, &o, ",", 1);
+            fg__sbuf_puts(&b, ",");
             p += n + 1;
         }
     } else {
-        redact_one(url, strlen(url), out, outlen, &o);
+        redact_one(&b, url, strlen(url));
     }
     return out;
 }

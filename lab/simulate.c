@@ -87,9 +87,9 @@ typedef struct sim {
     /* atomic, sync, lease: the shared store's exact limit; local and
      * split: every server's own, each on a key of its own. */
     fg_limiter *lim;
-    /* token bucket: the limit decided exactly at each arrival, with no
-     * round trip, on a key of its own: what the under figure counts
-     * from. */
+    /* The limit decided exactly at each arrival, with no round trip, on a
+     * key of its own: what the under figure counts from (a window's is
+     * not always the limit: a sliding window's previous one weighs). */
     fg_limiter *ref;
     uint64_t ref_allowed;
     server *srv;
@@ -103,7 +103,7 @@ typedef struct sim {
     int gives_back;    /* leased units end in a give-back (not fixed window) */
     uint64_t nwin;     /* the counters' size */
     uint64_t used_win; /* windows with an arrival or an admission */
-    uint64_t *arrived_w, *allowed_w;
+    uint64_t *arrived_w, *allowed_w, *ref_w;
     uint64_t first_at, last_at; /* the first and last admission */
     uint64_t rr, rng;
     int oom;
@@ -206,13 +206,17 @@ static uint64_t window_of(sim *s, uint64_t at)
         if (a)
             s->arrived_w = a;
         uint64_t *b = a ? realloc(s->allowed_w, n * sizeof *b) : NULL;
-        if (!b) {
+        if (b)
+            s->allowed_w = b;
+        uint64_t *c = b ? realloc(s->ref_w, n * sizeof *c) : NULL;
+        if (!c) {
             s->oom = 1;
             return NONE;
         }
-        s->allowed_w = b;
+        s->ref_w = c;
         memset(a + s->nwin, 0, (n - s->nwin) * sizeof *a);
         memset(b + s->nwin, 0, (n - s->nwin) * sizeof *b);
+        memset(c + s->nwin, 0, (n - s->nwin) * sizeof *c);
         s->nwin = n;
     }
     if (w + 1 > s->used_win)
@@ -437,8 +441,10 @@ static void arrive(sim *s, uint64_t now)
         uint64_t saved = s->store_now;
         fg_decision d;
         s->store_now = now;
-        if (fg_check(s->ref, "ref", 3, 1, &d) == FG_OK && d.allowed)
+        if (fg_check(s->ref, "ref", 3, 1, &d) == FG_OK && d.allowed) {
             s->ref_allowed++;
+            s->ref_w[w]++;
+        }
         s->store_now = saved;
     }
     if (s->strategy == FG__SIM_ATOMIC) {
@@ -494,9 +500,7 @@ static void judge(sim *s, fg_limit *lim)
         r->windows = s->used_win;
         r->limit_allows = lim->limit * s->used_win;
         for (uint64_t w = 0; w < s->used_win; w++) {
-            uint64_t got = s->allowed_w[w], ideal = s->arrived_w[w];
-            if (ideal > lim->limit)
-                ideal = lim->limit;
+            uint64_t got = s->allowed_w[w], ideal = s->ref_w[w];
             uint64_t over = got > lim->limit ? got - lim->limit : 0;
             uint64_t under = ideal > got ? ideal - got : 0;
             r->over_total += over;
@@ -559,6 +563,7 @@ static void sim_free(sim *s)
     free(s->pends);
     free(s->arrived_w);
     free(s->allowed_w);
+    free(s->ref_w);
     fg__sim_heap_free(&s->heap);
     fg_limiter_free(s->lim);
     fg_limiter_free(s->ref);
@@ -600,8 +605,9 @@ int fg__sim_run(const fg__sim_params *p, int strategy, unsigned servers,
     s.nwin = s.windowed ? span / lim.period_us + 2 : 1;
     s.arrived_w = calloc(s.nwin, sizeof *s.arrived_w);
     s.allowed_w = calloc(s.nwin, sizeof *s.allowed_w);
+    s.ref_w = calloc(s.nwin, sizeof *s.ref_w);
     s.srv = calloc(servers, sizeof *s.srv);
-    if (!s.arrived_w || !s.allowed_w || !s.srv)
+    if (!s.arrived_w || !s.allowed_w || !s.ref_w || !s.srv)
         goto oom;
 
     fg_memory_options mo = {0, sim_clock, &s.store_now};
@@ -619,14 +625,12 @@ int fg__sim_run(const fg__sim_params *p, int strategy, unsigned servers,
     s.lim = fg_limiter_new(s.st, &shared, err, errlen);
     if (!s.lim)
         goto fail;
-    if (lim.algorithm == FG_TOKEN_BUCKET) {
-        fg_limit ref = lim;
-        ref.mode = FG_MODE_EXACT;
-        snprintf(ref.name, sizeof ref.name, "%s", "reference");
-        s.ref = fg_limiter_new(s.st, &ref, err, errlen);
-        if (!s.ref)
-            goto fail;
-    }
+    fg_limit ref = lim;
+    ref.mode = FG_MODE_EXACT;
+    snprintf(ref.name, sizeof ref.name, "%s", "reference");
+    s.ref = fg_limiter_new(s.st, &ref, err, errlen);
+    if (!s.ref)
+        goto fail;
     if (lim.mode != FG_MODE_EXACT) {
         s.tick_us = lim.mode == FG_MODE_SYNC     ? (uint64_t)lim.sync_ms * 1000
                     : lim.period_us < LEASE_TICK ? lim.period_us

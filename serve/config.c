@@ -102,7 +102,11 @@ static int fail(parser *p, int line, const char *fmt, ...)
                         v[o++] = (char)ch;
                 }
                 v[o] = '\0';
-                snprintf(p->err + m, p->errlen - m, " (read: '%s')", v);
+                /* (Not when the reason quotes it already.) */
+                char q[sizeof v + 2];
+                snprintf(q, sizeof q, "'%s'", v);
+                if (!strstr(p->err, q))
+                    snprintf(p->err + m, p->errlen - m, " (read: %s)", q);
             }
         }
     }

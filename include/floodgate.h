@@ -406,7 +406,8 @@ typedef struct fg_set_result {
                        * (a refunded limit's 'remaining' counts the refund
                        * back; its 'reset' is as decided, an upper bound) */
     /* FG_OK, or why limit 'decided' could not be asked at all: bad input
-     * (FG_ECOST, FG_EKEY) or a check that could not be submitted
+     * (FG_ECOST, FG_EKEY; FG_EINVAL for a NULL key of a length) or a
+     * check that could not be submitted
      * (FG_ENOMEM). d[decided] is then a refusal no store made. */
     int error;
     uint32_t unrefunded; /* bit k: limit k's refund failed (FG_ENOTSUP for
@@ -569,9 +570,10 @@ int fg_add(fg_limiter *l, const char *key, size_t keylen, uint64_t units,
 int fg_limiter_sync(fg_limiter *l);
 /* What of this limiter is in flight: its fg_check_async calls not yet
  * called back (a limiter must not be freed before they are: each refers to
- * it until its callback), and in a mode the store commands it has out,
- * with the refunds queued on its store and not yet answered (a lease's
- * give-backs; any other refund of that store too). */
+ * it until its callback), in a mode the store commands it has out, and the
+ * refunds queued on its store and not yet answered (its own, a set's, a
+ * lease's give-backs; any other refund of that store too: a store closed
+ * before they are answered drops them). */
 unsigned fg_limiter_pending(const fg_limiter *l);
 
 /* The stated bound of an approximate mode, for 'servers' processes (serve
@@ -583,7 +585,8 @@ unsigned fg_limiter_pending(const fg_limiter *l);
  * left the store half a round trip before, and while the next sync is in
  * flight, a round trip; the others' usage reaches the store within an
  * interval and half a round trip), and never more than 'over_cap' = (servers -
- * 1) * limit (each server stops at the limit as it sees it). With A requests a
+ * 1) * limit, a token bucket's burst (each server stops at the limit as it
+ * sees it). With A requests a
  * second for the key, spread evenly: over <= min(A * (servers - 1) / servers *
  * over_window + servers - 1, over_cap). A fixed or sliding window's overshoot
  * is per window; a token bucket's is a debt the store keeps, and is paid back

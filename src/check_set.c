@@ -279,9 +279,15 @@ static void answer_cached(fg_set_req *req, unsigned k, const fg__blocked_hit *h,
 static int ask_caches(fg_set_req *req)
 {
     const fg_set_item *items = req->fg__items;
-    unsigned n = req->result.n;
+    unsigned n = 0;
     uint64_t now = fg__mono_precise_us();
     fg__blocked_hit h;
+    /* The limits up to the first with bad input: its check, in its turn,
+     * refuses the set with the reason (a block is no answer to it). */
+    while (n < req->result.n &&
+           fg__check_valid(items[n].l, items[n].key, items[n].keylen,
+                           req->fg__cost) == FG_OK)
+        n++;
     /* A known refusal of any limit answers at once, consuming nothing. */
     for (unsigned k = 0; k < n; k++) {
         fg__blocked *c = fg__limiter_cache(items[k].l);

@@ -130,7 +130,10 @@ fg_limiter *fg_limiter_new(fg_store *st, const fg_limit *lim, char *err,
          * unreachable (fg_limiter_local_share reports it). */
         fg_limit local = l->lim;
         local.on_failure = FG_FAIL_OPEN;
-        local.durable = 0; /* in memory: no replica to wait for */
+        local.durable = 0;          /* in memory: no replica to wait for */
+        local.mode = FG_MODE_EXACT; /* decided in memory, at once */
+        local.sync_ms = 0;
+        local.lease_chunk = 0;
         local.limit = l->lim.limit / l->lim.fallback_servers;
         local.burst = l->lim.burst / l->lim.fallback_servers;
         if (local.algorithm == FG_NAIVE_GET_SET)
@@ -251,6 +254,12 @@ static inline int validate(fg_limiter *l, const char *key, size_t keylen,
     if (keylen > FG_MAX_KEY)
         return FG_EKEY;
     return fg__algo_check_cost(&l->p, cost);
+}
+
+int fg__check_valid(const fg_limiter *l, const char *key, size_t keylen,
+                    uint64_t cost)
+{
+    return validate((fg_limiter *)l, key, keylen, cost);
 }
 
 /* The decision for a check refused before any store saw it: nothing
@@ -503,6 +512,15 @@ int fg__check_async_exact(fg_limiter *l, const char *key, size_t keylen,
 static int store_refund(fg_limiter *l, const char *key, size_t keylen,
                         uint64_t cost, const fg__taken *t);
 
+/* A refund of 'key' gave units back ('rc' FG_OK): a block the cache holds
+ * for it may no longer be the store's. */
+static int refunded(fg_limiter *l, const char *key, size_t keylen, int rc)
+{
+    if (rc == FG_OK && l->policy->cache)
+        fg_cache_forget(l->policy->cache, l, key, keylen);
+    return rc;
+}
+
 int fg_refund(fg_limiter *l, const char *key, size_t keylen, uint64_t cost)
 {
     return fg_refund_at(l, key, keylen, cost, 0, UINT64_MAX);
@@ -514,14 +532,10 @@ int fg_refund_at(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
     int rc = validate(l, key, keylen, cost);
     if (rc != FG_OK)
         return rc;
-    if (l->mode && !(cost = fg__mode_refund(l, key, keylen, cost, age_us)))
-        return FG_OK;
     fg__taken t = {age_us, hold_us};
-    rc = store_refund(l, key, keylen, cost, &t);
-    /* A block the cache holds for the key may no longer be the store's. */
-    if (rc == FG_OK && l->policy->cache)
-        fg_cache_forget(l->policy->cache, l, key, keylen);
-    return rc;
+    if (!l->mode || (cost = fg__mode_refund(l, key, keylen, cost, age_us)))
+        rc = store_refund(l, key, keylen, cost, &t);
+    return refunded(l, key, keylen, rc);
 }
 
 uint64_t fg__limiter_now(const fg_limiter *l)
@@ -540,13 +554,14 @@ int fg__refund_decision(fg_limiter *l, const char *key, size_t keylen,
     if (l->mode && d->source != FG_SOURCE_STORE &&
         d->source != FG_SOURCE_LOCAL &&
         !(cost = fg__mode_refund(l, key, keylen, cost, age_us)))
-        return FG_OK;
+        return refunded(l, key, keylen, FG_OK);
     fg__taken t = fg__taken_of(&l->p, age_us, d->reset_us);
     if (d->source == FG_SOURCE_LOCAL) {
+        /* The fallback's share: no block of the cache came from it. */
         fg_limiter *loc = l->policy->local;
         return loc ? store_refund(loc, key, keylen, cost, &t) : FG_EINVAL;
     }
-    return store_refund(l, key, keylen, cost, &t);
+    return refunded(l, key, keylen, store_refund(l, key, keylen, cost, &t));
 }
 
 static int store_refund(fg_limiter *l, const char *key, size_t keylen,

@@ -95,6 +95,11 @@ int fg__settle_failure(fg_limiter *l, int rc, const char *key, size_t keylen,
 /* The time on the clock 'l''s store decides on (fg__store_now). */
 uint64_t fg__limiter_now(const fg_limiter *l);
 
+/* What fg_check returns for these arguments before any store sees them:
+ * FG_OK, or FG_EINVAL, FG_EKEY or FG_ECOST. */
+int fg__check_valid(const fg_limiter *l, const char *key, size_t keylen,
+                    uint64_t cost);
+
 /* fg_refund of a check that 'd' decided at 'at' (fg__limiter_now, read
  * before the check) or later, where it was counted: to the window or
  * bucket's debt that took it (fg_refund_at). A sync or lease limit's check

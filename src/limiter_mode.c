@@ -27,7 +27,7 @@ struct fg__mode {
     pthread_mutex_t mu;    /* blocking stores only */
     pthread_cond_t synced; /* signalled when 'syncing' ends */
     int syncing;           /* a thread is sending the work due */
-    unsigned pending;      /* asks in flight */
+    unsigned pending;      /* asks in flight, checks not called back */
     struct mode_req *spare;
 };
 
@@ -233,14 +233,19 @@ static uint64_t ask_cost(const fg_local_ask *a)
 }
 static void run_req(mode_req *r, uint64_t now);
 
+/* Answer 'r': it is done with first, since the callback may free the
+ * limiter (fg_limiter_pending no longer counts the check). */
 static void finish(mode_req *r, int rc, fg_decision *d)
 {
-    fg_limiter *l = r->l;
-    r->cb(rc, d, r->data);
-    if (!l->mode->spare)
-        l->mode->spare = r;
+    struct fg__mode *m = r->l->mode;
+    fg_check_cb cb = r->cb;
+    void *data = r->data;
+    if (!m->spare)
+        m->spare = r;
     else
         fg__free(r);
+    m->pending--;
+    cb(rc, d, data);
 }
 
 static void on_take(int rc, const fg_decision *d, void *data)
@@ -352,6 +357,7 @@ int fg__mode_check_async(fg_limiter *l, const char *key, size_t keylen,
     if (keylen)
         memcpy(r->key, key, keylen);
     r->key[keylen] = '\0';
+    m->pending++;
     run_req(r, now_us());
     return FG_OK;
 }
@@ -510,10 +516,10 @@ int fg_limiter_sync(fg_limiter *l)
 
 unsigned fg_limiter_pending(const fg_limiter *l)
 {
-    /* A lease's give-backs are refunds queued on the store: counted there,
-     * with any other refund of that store. */
+    /* Refunds (a set's, a lease's give-backs) are queued on the store:
+     * counted there, with any other refund of that store. */
     if (!l)
         return 0;
     unsigned n = atomic_load(&((fg_limiter *)l)->inflight);
-    return l->mode ? n + l->mode->pending + fg__store_busy(l->st) : n;
+    return n + (l->mode ? l->mode->pending : 0) + fg__store_busy(l->st);
 }

@@ -25,10 +25,11 @@ static int parse_memory(const char *url, fg_memory_options *opt, char *err,
         char *end;
         errno = 0;
         unsigned long long n = strtoull(v, &end, 10);
-        if (*v < '0' || *v > '9' || *end || errno || n == 0)
-            return fg__seterr(
-                err, errlen, FG_EINVAL,
-                "memory store: max_keys must be a positive integer");
+        if (*v < '0' || *v > '9' || *end || errno || n == 0 ||
+            n > FG__MEMORY_MAX_KEYS)
+            return fg__seterr(err, errlen, FG_EINVAL,
+                              "memory store: max_keys must be 1..%llu",
+                              (unsigned long long)FG__MEMORY_MAX_KEYS);
         opt->max_keys = n;
     } else if (*q) {
         return fg__seterr(err, errlen, FG_EINVAL, "unknown store '%.40s'", url);

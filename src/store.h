@@ -64,6 +64,8 @@ struct fg_store {
 };
 
 /* Store constructors, by scheme. */
+/* The most keys a memory store may be given (about 10^12). */
+#define FG__MEMORY_MAX_KEYS ((uint64_t)1 << 40)
 fg_store *fg__store_memory_open(const fg_memory_options *opt, char *err,
                                 size_t errlen);
 /* How many lookups of a memory store did not find their key (a new key, or

@@ -690,8 +690,10 @@ fg_store *fg__store_memory_open(const fg_memory_options *opt, char *err,
                                 size_t errlen)
 {
     uint64_t max_keys = opt && opt->max_keys ? opt->max_keys : DEFAULT_MAX_KEYS;
-    if (max_keys > ((uint64_t)1 << 40)) {
-        fg__seterr(err, errlen, FG_ERANGE, "memory store: max_keys too large");
+    if (max_keys > FG__MEMORY_MAX_KEYS) {
+        fg__seterr(err, errlen, FG_ERANGE,
+                   "memory store: max_keys must be at most %llu",
+                   (unsigned long long)FG__MEMORY_MAX_KEYS);
         return NULL;
     }
     mem_store *m = fg__calloc(1, sizeof(*m));

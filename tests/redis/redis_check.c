@@ -1055,6 +1055,116 @@ static void lease_pending(const char *url)
     event_base_free(base);
 }
 
+/* Async checks of a mode limiter that wait for another's take still
+ * count in fg_limiter_pending until their callbacks; the callback that
+ * finds nothing pending may free the limiter, as floodgate.h allows. */
+static fg_limiter *freeable;
+static int mode_calls, mode_freed;
+static unsigned mode_seen[3];
+
+static void on_mode_check(int rc, const fg_decision *d, void *data)
+{
+    (void)rc;
+    (void)d;
+    (void)data;
+    unsigned n = fg_limiter_pending(freeable);
+    if (mode_calls < 3)
+        mode_seen[mode_calls] = n;
+    mode_calls++;
+    pending--;
+    if (n == 0 && !mode_freed) {
+        fg_limiter_free(freeable);
+        mode_freed = 1;
+    }
+}
+
+static void mode_pending(const char *url)
+{
+    static const char *modes[] = {"lease", "sync:50ms"};
+    char err[256], name[64];
+    for (int m = 0; m < 2; m++) {
+        struct event_base *base = new_base();
+        fg_store *st = fg_store_open_async(url, base, err, sizeof err);
+        CHECK(st != NULL);
+        if (!st)
+            return;
+        unique(name, sizeof name, "mp");
+        fg_limit lim;
+        fg_limit_parse("100/min", &lim);
+        lim.algorithm = FG_FIXED_WINDOW;
+        lim.timeout_ms = 1000;
+        snprintf(lim.name, sizeof lim.name, "%s", name);
+        CHECK_EQ(fg_mode_parse(modes[m], &lim, err, sizeof err), FG_OK);
+        freeable = fg_limiter_new(st, &lim, err, sizeof err);
+        CHECK(freeable != NULL);
+        if (!freeable)
+            return;
+        mode_calls = mode_freed = 0;
+        for (int i = 0; i < 3; i++) {
+            pending++;
+            CHECK_EQ(fg_check_async(freeable, "k", 1, 1, on_mode_check, NULL),
+                     FG_OK);
+        }
+        unsigned submitted = fg_limiter_pending(freeable);
+        drain(base);
+        printf("%s: 3 async checks on a new key: pending %u after submitting, "
+               "%u, %u, %u in their callbacks; freed in the last: %d\n",
+               modes[m], submitted, mode_seen[0], mode_seen[1], mode_seen[2],
+               mode_freed);
+        CHECK(submitted >= 3);
+        CHECK_EQ(mode_calls, 3);
+        CHECK(mode_seen[0] >= 2 && mode_seen[1] >= 1);
+        CHECK_EQ(mode_freed, 1);
+        if (!mode_freed)
+            fg_limiter_free(freeable);
+        fg_store_close(st);
+        event_base_free(base);
+    }
+}
+
+/* A refund of an exact limiter on the async client is queued with the
+ * next batch: fg_limiter_pending counts it until Redis answers, so a
+ * caller that frees and closes once nothing is pending loses none. */
+static void refund_pending(const char *url)
+{
+    char err[256], name[64];
+    struct event_base *base = new_base();
+    fg_store *st = fg_store_open_async(url, base, err, sizeof err);
+    CHECK(st != NULL);
+    if (!st)
+        return;
+    unique(name, sizeof name, "rp");
+    fg_limiter *l =
+        limiter(st, "10/h", FG_FIXED_WINDOW, 0, 0, FG_FAIL_OPEN, 1000, name);
+    CHECK(l != NULL);
+    if (!l)
+        return;
+    fg_decision d;
+    CHECK_EQ(check_async(base, l, "k", 1, 4, &d), FG_OK);
+    CHECK_EQ(fg_refund(l, "k", 1, 4), FG_OK);
+    unsigned queued = fg_limiter_pending(l);
+    uint64_t give_up = fg__mono_precise_us() + 5000000;
+    while (fg_limiter_pending(l) && fg__mono_precise_us() < give_up)
+        event_base_loop(base, EVLOOP_ONCE);
+    CHECK_EQ(fg_limiter_pending(l), 0);
+    fg_limiter_free(l);
+    fg_store_close(st);
+    event_base_free(base);
+    st = fg_store_open(url, err, sizeof err);
+    CHECK(st != NULL);
+    if (!st)
+        return;
+    l = limiter(st, "10/h", FG_FIXED_WINDOW, 0, 0, FG_FAIL_OPEN, 1000, name);
+    CHECK(l && fg_peek(l, "k", 1, &d) == FG_OK);
+    printf("exact refund: pending %u once queued; after close the store "
+           "has %llu of 10 left\n",
+           queued, (unsigned long long)d.remaining);
+    CHECK(queued > 0);
+    CHECK_EQ(d.remaining, 10);
+    fg_limiter_free(l);
+    fg_store_close(st);
+}
+
 /* A sync limiter on the blocking client: the check that finds 3,000 keys'
  * usage due sends it (3,000 round trips), and another thread's check is
  * not held for them meanwhile. Nothing is lost: each key's two checks are
@@ -2171,6 +2281,8 @@ int main(int argc, char **argv)
         refunds(argv[2], 1);
         refund_race(argv[2]);
         lease_pending(argv[2]);
+        mode_pending(argv[2]);
+        refund_pending(argv[2]);
     } else if (argc >= 3 && strcmp(argv[1], "sync_threads") == 0) {
         sync_threads(argv[2]);
     } else if (argc >= 3 && strcmp(argv[1], "expiry") == 0) {

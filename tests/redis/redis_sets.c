@@ -207,6 +207,86 @@ static void async(const char *url)
     event_base_free(base);
 }
 
+static void submit_set(struct event_base *base, fg_set_req *req,
+                       struct done *dn, const fg_set_item *it, unsigned n,
+                       uint64_t cost, int wait)
+{
+    memset(dn, 0, sizeof *dn);
+    req->data = dn;
+    pending++;
+    CHECK_EQ(fg_check_set_async(req, it, n, cost, on_set), FG_OK);
+    if (wait)
+        drain(base);
+}
+
+/* The cache with sets in flight at once and with bad input. A set's own
+ * refund of a limit ends the block another set's answer put on its key
+ * (the units are back in the store); bad input is answered with its
+ * reason, as without a cache, not from a block. */
+static void cache_edges(const char *url)
+{
+    char err[256];
+    struct event_base *base = new_base();
+    fg_store *st = fg_store_open_async(url, base, err, sizeof err);
+    CHECK(st != NULL);
+    if (!st)
+        return;
+    fg_cache *cache = fg_cache_new(64);
+    fg_limiter *a = limiter(st, "ea", "2/h", FG_FIXED_WINDOW);
+    fg_limiter *b = limiter(st, "eb", "1/h", FG_FIXED_WINDOW);
+    fg_limiter_set_cache(a, cache);
+    fg_set_req req[3];
+    struct done dn[3];
+    fg_set_item bv[1] = {{b, "v", 1}};
+    submit_set(base, &req[0], &dn[0], bv, 1, 1, 1); /* b:v has no room left */
+    /* y counts a:u, then b refuses it; meanwhile x takes a:u's last unit,
+     * which blocks a:u in the cache; y's refund gives one back. */
+    fg_set_item y[2] = {{a, "u", 1}, {b, "v", 1}}, x[1] = {{a, "u", 1}};
+    submit_set(base, &req[0], &dn[0], y, 2, 1, 0);
+    submit_set(base, &req[1], &dn[1], x, 1, 1, 0);
+    drain(base);
+    uint64_t give_up = fg__mono_precise_us() + 5000000;
+    while (fg_limiter_pending(a) && fg__mono_precise_us() < give_up)
+        event_base_loop(base, EVLOOP_ONCE);
+    CHECK(!dn[0].r.d[dn[0].r.decided].allowed);
+    CHECK(dn[1].r.d[0].allowed);
+    submit_set(base, &req[2], &dn[2], x, 1, 1, 1);
+    printf("cache: a set's refund of a:u, after another set's answer "
+           "blocked it: the next set %s (source %s)\n",
+           dn[2].r.d[0].allowed ? "allowed" : "refused",
+           fg_source_name(dn[2].r.d[0].source));
+    CHECK(dn[2].r.d[0].allowed);
+    CHECK_EQ(dn[2].r.d[0].source, FG_SOURCE_STORE);
+
+    /* a:u is blocked now (2 of 2). A cost above the limit is FG_ECOST,
+     * a key of a length with no bytes FG_EINVAL: not the cache's block. */
+    CHECK_EQ(fg_cache_count(cache), 1);
+    submit_set(base, &req[0], &dn[0], x, 1, 3, 1);
+    CHECK_EQ(dn[0].r.error, FG_ECOST);
+    CHECK_EQ(dn[0].r.rc[0], FG_ECOST);
+    CHECK(dn[0].r.d[0].source != FG_SOURCE_CACHE);
+    submit_set(base, &req[0], &dn[0], x, 1, (uint64_t)1 << 60, 1);
+    CHECK_EQ(dn[0].r.error, FG_ECOST);
+    fg_set_item nokey[1] = {{a, NULL, 5}};
+    submit_set(base, &req[0], &dn[0], nokey, 1, 1, 1);
+    CHECK_EQ(dn[0].r.error, FG_EINVAL);
+    fg_set_item huge[2] = {{a, "u", 1}, {a, "w", (size_t)1 << 40}};
+    submit_set(base, &req[0], &dn[0], huge, 2, 1, 1);
+    CHECK_EQ(dn[0].calls, 1);
+    CHECK(!dn[0].r.d[dn[0].r.decided].allowed); /* a:u's block, or EKEY */
+    submit_set(base, &req[0], &dn[0], x, 1, 1, 1);
+    CHECK_EQ(dn[0].r.d[0].source, FG_SOURCE_CACHE); /* still blocked */
+    printf("cache: bad input on a blocked key gives its reason (cost 3: "
+           "ECOST; NULL key: EINVAL)\n");
+
+    fg_limiter_set_cache(a, NULL);
+    fg_limiter_free(a);
+    fg_limiter_free(b);
+    fg_store_close(st);
+    fg_cache_free(cache);
+    event_base_free(base);
+}
+
 /* Redis shut down (last: nothing runs on it after): a limit decided by
  * its local share (on_failure = local) before a refusing one is refunded
  * in that share, so refused sets leave it whole. */
@@ -270,6 +350,7 @@ int main(int argc, char **argv)
         return TEST_DONE();
     blocking(argv[1]);
     async(argv[1]);
+    cache_edges(argv[1]);
     fallback(argv[1]);
     redisFree(rc);
     return TEST_DONE();

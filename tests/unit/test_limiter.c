@@ -308,6 +308,21 @@ static void test_failure_policy(void)
     lim = fg_limiter_new(st, &l, NULL, 0);
     CHECK_EQ(fg_limiter_local_share(lim, &share, NULL), FG_EINVAL);
     fg_limiter_free(lim);
+
+    /* A lease's chunk above the share: the share is exact, in memory (it
+     * was made a lease too, which refused the chunk). */
+    char err[128] = "";
+    l = limit_of("10/s", FG_FIXED_WINDOW, FG_FAIL_LOCAL);
+    l.fallback_servers = 4;
+    CHECK_EQ(fg_mode_parse("lease:8", &l, err, sizeof err), FG_OK);
+    CHECK_EQ(fg_limit_check(&l, err, sizeof err), FG_OK);
+    lim = fg_limiter_new(st, &l, err, sizeof err);
+    if (!lim)
+        fprintf(stderr, "lease:8 with a local share of 2: %s\n", err);
+    CHECK(lim != NULL);
+    CHECK_EQ(fg_limiter_local_share(lim, &share, NULL), FG_OK);
+    CHECK_EQ(share, 2);
+    fg_limiter_free(lim);
     fg_store_close(st);
     fail_next = 0;
     fg_set_allocator(NULL, NULL);

@@ -83,7 +83,9 @@ asan:
 bench: deps all
 	@BUILD=$(BUILD) scripts/run-bench
 
-demo: deps all
+demo:
+	@scripts/bootstrap demo
+	@$(MAKE) --no-print-directory all
 	@scripts/demo
 
 format:

@@ -551,6 +551,14 @@ int fg_cmd_check(int argc, char **argv)
             failed = 1;
             break;
         }
+        if (rc == FG_EKEY && strlen(key) > FG_MAX_KEY) {
+            fprintf(stderr,
+                    "floodgate check: key too long: %zu bytes, at most "
+                    "%d\n",
+                    strlen(key), FG_MAX_KEY);
+            failed = 1;
+            break;
+        }
         if (rc == FG_EKEY || rc == FG_EINVAL) {
             fprintf(stderr,
                     "floodgate check: %s (cost %llu, limit %llu, key "

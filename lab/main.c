@@ -268,6 +268,8 @@ static int parse_args(int argc, char **argv, opts *o)
     o->p.sync_ms = 200;
     o->shards = 1;
     o->listen = "127.0.0.1:8090";
+    char seen[24][32]; /* the options given so far */
+    unsigned nseen = 0;
     for (int i = 1; i < argc; i++) {
         char name[32];
         const char *a = argv[i], *val = NULL;
@@ -284,6 +286,14 @@ static int parse_args(int argc, char **argv, opts *o)
         size_t nlen = eq ? (size_t)(eq - a) : strlen(a);
         memcpy(name, a, nlen);
         name[nlen] = '\0';
+        for (unsigned k = 0; k < nseen; k++) {
+            if (strcmp(seen[k], name) == 0) {
+                fprintf(stderr, "floodgate lab: %s given twice\n", name);
+                return 2;
+            }
+        }
+        if (nseen < sizeof seen / sizeof seen[0])
+            memcpy(seen[nseen++], name, nlen + 1);
         if (strcmp(name, "--json") == 0 || strcmp(name, "--web") == 0) {
             if (eq) {
                 fprintf(stderr, "floodgate lab: %s takes no value\n", name);

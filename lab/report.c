@@ -138,14 +138,21 @@ enum { PLAIN, RED, GREEN, YELLOW, DIM, BOLD };
 static const char *const ansi[] = {"",         "\033[31m", "\033[32m",
                                    "\033[33m", "\033[2m",  "\033[1m"};
 
-/* One cell: 'text' padded to COL visible columns (cut to COL - 1 so that
- * columns never run into each other), coloured. */
+/* One cell: 'text' padded to COL visible columns, coloured. A longer
+ * text (a list "A 1, B 2, ...") is cut after its last whole item that
+ * fits, with "...", to COL - 1 so that columns never run into each
+ * other (--json has it whole). */
 static void cell(FILE *f, int color, int tint, const char *text)
 {
     char cut[COL];
     if (strlen(text) > COL - 1) {
-        memcpy(cut, text, COL - 1);
-        cut[COL - 1] = '\0';
+        size_t n = COL - 6; /* room for ", ..." */
+        while (n > 0 && text[n] != ',')
+            n--;
+        if (n == 0)
+            n = COL - 4;
+        snprintf(cut, sizeof cut, "%.*s%s...", (int)n, text,
+                 text[n] == ',' ? ", " : "");
         text = cut;
     }
     if (color && tint != PLAIN)

@@ -257,7 +257,8 @@ static int parse_one(opts *o, const char *name, const char *val)
     return 2;
 }
 
-/* 1 when 'name' is an option that takes a value. */
+/* 'name''s number from 1 when it is an option that takes a value
+ * (--json is 16), else 0. */
 static int known(const char *name)
 {
     static const char *const names[] = {
@@ -266,8 +267,30 @@ static int known(const char *name)
         "--sync",     "--chunk",    "--seed",  "--balance",   "--svg"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(name, names[i]) == 0)
-            return 1;
-    return 0;
+            return (int)i + 1;
+    return strcmp(name, "--json") == 0 ? 16 : 0;
+}
+
+/* What option 'name' takes, as --help says. */
+static const char *expected(const char *name)
+{
+    static const char *const what[][2] = {
+        {"--strategy", "atomic, sync, lease, local, split or all, or a list"},
+        {"--servers", "1 to 100000, or a list of up to 32 counts"},
+        {"--algorithm", "token_bucket, fixed_window or sliding_window"},
+        {"--arrival", "steady, burst or poisson"},
+        {"--load", "a number above 0, at most 10000"},
+        {"--duration", "a duration above 0, at most 3600s"},
+        {"--burst", "1 to 10000000"},
+        {"--spread", "a duration, at most 60s"},
+        {"--rtt", "a duration, at most 1s"},
+        {"--seed", "a whole number"},
+        {"--balance", "roundrobin or random"},
+        {"--svg", "a file name"}};
+    for (size_t i = 0; i < sizeof what / sizeof what[0]; i++)
+        if (strcmp(name, what[i][0]) == 0)
+            return what[i][1];
+    return "see --help";
 }
 
 /* Returns 0, 1 after --help, or 2 after printing why. */
@@ -289,6 +312,7 @@ static int parse_args(int argc, char **argv, opts *o)
     o->mask = (1u << FG__SIM_NSTRATEGIES) - 1;
     o->servers[0] = 8;
     o->nservers = 1;
+    unsigned seen = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--simulate") == 0)
@@ -306,6 +330,12 @@ static int parse_args(int argc, char **argv, opts *o)
         }
         memcpy(name, a, nlen);
         name[nlen] = '\0';
+        int num = known(name);
+        if (num && (seen & (1u << num))) {
+            fprintf(stderr, ME ": %s given twice\n", name);
+            return 2;
+        }
+        seen |= num ? 1u << num : 0;
         if (strcmp(name, "--json") == 0) {
             if (eq) {
                 fprintf(stderr, ME ": --json takes no value\n");
@@ -322,7 +352,7 @@ static int parse_args(int argc, char **argv, opts *o)
                     name);
             return 2;
         }
-        if (!known(name)) {
+        if (!num) {
             fprintf(stderr, ME ": unknown option '%s'\n", name);
             return 2;
         }
@@ -339,7 +369,8 @@ static int parse_args(int argc, char **argv, opts *o)
         if (rc == 2)
             return 2;
         if (rc != 0) {
-            fprintf(stderr, ME ": bad value for %s: '%s'\n", name, val);
+            fprintf(stderr, ME ": bad value for %s: '%s' (%s)\n", name, val,
+                    expected(name));
             return 2;
         }
     }
@@ -359,6 +390,14 @@ static int parse_args(int argc, char **argv, opts *o)
     char err[256];
     if (fg_limit_check(&o->p.lim, err, sizeof err) != FG_OK) {
         fprintf(stderr, ME ": %s\n", err);
+        return 2;
+    }
+    fg_limit lease = o->p.lim;
+    lease.mode = FG_MODE_LEASE;
+    if ((o->mask & (1u << FG__SIM_LEASE)) &&
+        fg_limit_check(&lease, err, sizeof err) != FG_OK) {
+        fprintf(stderr, ME ": --chunk %llu: %s\n",
+                (unsigned long long)lease.lease_chunk, err);
         return 2;
     }
     /* The windows counted per run, and the arrivals, stay bounded. */

@@ -17,6 +17,7 @@
  * (another site's page, its name turned to 127.0.0.1 by DNS rebinding,
  * names its own). */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -478,10 +479,12 @@ int fg__lab_web(fg__lab *lab, const char *listen, const fg__lab_params *p)
         fprintf(stderr, "floodgate lab: out of memory\n");
         goto done;
     }
+    errno = 0;
     struct evhttp_bound_socket *bs =
         evhttp_bind_socket_with_handle(http, host, (unsigned short)port);
     if (!bs) {
-        fprintf(stderr, "floodgate lab: cannot listen on %s\n", listen);
+        fprintf(stderr, "floodgate lab: cannot listen on %s: %s\n", listen,
+                errno ? strerror(errno) : "refused");
         goto done;
     }
     evhttp_set_gencb(http, on_request, &w);

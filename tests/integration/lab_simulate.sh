@@ -63,6 +63,10 @@ usage_error "--burst applies to --arrival burst only" --burst 80
 usage_error "--json takes no value" --json=1
 usage_error "--servers needs a value" --servers
 usage_error "--web is the real lab's" --web
+usage_error "bad value for --servers: '0' (1 to 100000" --servers 0
+usage_error "--servers given twice" --servers 4 --servers 2
+usage_error "--json given twice" --json --json
+usage_error "--chunk 11: lease chunk 11 is above the limit (10)" --limit 10/s --chunk 11
 # --simulate anywhere in the arguments is the simulator's.
 usage_error "bad value for --servers: '0'" --servers 0 --simulate
 

@@ -49,6 +49,7 @@ usage_error "--json and --web exclude each other" --json --web
 usage_error "bad value for --servers: '65' (1 to 64)" --servers 65
 usage_error "bad value for --strategy: 'sync,,lease'" --strategy sync,,lease
 usage_error "unknown option '--bogus'" --bogus
+usage_error "--servers given twice" --servers 4 --servers 2
 usage_error "--burst needs a value" --burst
 usage_error "bad value for --burst: '0'" --burst 0
 usage_error "bad value for --limit: '10/366day' (period is longer than a year)" --limit 10/366day

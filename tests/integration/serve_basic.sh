@@ -31,6 +31,9 @@ check "check --durable replica on memory: exit 2, the reason" \
     test $? = 2 -a -n "$(grep 'needs a Redis store' "$T/dur.err")"
 "$FLOODGATE" check --limit 1/s --key a --json=1 2>"$T/eq.err"
 check "check --json=1: exit 2, takes no value" test $? = 2 -a -n "$(grep -- '--json takes no value' "$T/eq.err")"
+"$FLOODGATE" check --limit 1/s --key "$(head -c 1025 /dev/zero | tr '\0' k)" 2>"$T/klong.err"
+check "check with a 1025-byte key: exit 2, its length and the most" \
+    test $? = 2 -a -n "$(grep 'key too long: 1025 bytes, at most 1024' "$T/klong.err")"
 # Output that cannot be written: said, exit 2 (not a signal).
 "$FLOODGATE" check --limit 1/s --key a >/dev/full 2>"$T/full.err"
 check "check >/dev/full: exit 2, the reason" test $? = 2 -a -n "$(grep 'writing the output: No space left' "$T/full.err")"

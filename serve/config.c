@@ -15,7 +15,9 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "config.h"
 
@@ -843,18 +845,31 @@ int fg__config_parse(FILE *f, const char *name, fg__serve_config *c, char *err,
     return failed ? FG_EINVAL : 0;
 }
 
-int fg__config_load(const char *path, fg__serve_config *c, char *err,
-                    size_t errlen)
+int fg__config_load(const char *path, int regular_only, fg__serve_config *c,
+                    char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) {
+    /* Opened without blocking: a FIFO with no writer would hold the
+     * caller (a reload, on serve's main thread) until one came. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
         return FG_EINVAL;
     }
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || S_ISDIR(st.st_mode)) {
-        snprintf(err, errlen, "%s: a folder, not a file", path);
-        fclose(f);
+    const char *why = NULL;
+    if (S_ISDIR(st.st_mode))
+        why = "a folder, not a file";
+    else if (!S_ISREG(st.st_mode) && regular_only)
+        why = "not a regular file (a pipe or a device is read at start only)";
+    else if (!S_ISREG(st.st_mode) &&
+             fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0)
+        why = strerror(errno);
+    FILE *f = why ? NULL : fdopen(fd, "r");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, why ? why : strerror(errno));
+        close(fd);
         return FG_EINVAL;
     }
     int rc = fg__config_parse(f, path, c, err, errlen);

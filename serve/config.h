@@ -77,9 +77,10 @@ void fg__config_defaults(fg__serve_config *c);
 int fg__config_parse(FILE *f, const char *name, fg__serve_config *c, char *err,
                      size_t errlen);
 
-/* fopen + fg__config_parse. */
-int fg__config_load(const char *path, fg__serve_config *c, char *err,
-                    size_t errlen);
+/* Open 'path' and fg__config_parse it. A folder is refused, and with
+ * 'regular_only' (a reload) anything but a regular file. */
+int fg__config_load(const char *path, int regular_only, fg__serve_config *c,
+                    char *err, size_t errlen);
 
 /* Index of the limit named 'name' ('len' bytes) or -1. */
 int fg__config_find(const fg__serve_config *c, const char *name, size_t len);

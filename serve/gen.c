@@ -160,7 +160,8 @@ static int read_token(fg__gen *g, const char *where, char *err, size_t errlen)
     const fg__serve_config *c = &g->cfg;
     const char *path = c->admin_token_file;
     int line = c->admin_token_line;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    /* Not blocking: a FIFO with no writer would hold a reload. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
         snprintf(err, errlen, "%s:%d: admin_token_file %s: %s", where, line,
@@ -176,6 +177,8 @@ static int read_token(fg__gen *g, const char *where, char *err, size_t errlen)
         why = "not a regular file";
     else if (st.st_mode & (S_IROTH | S_IWOTH))
         why = "readable or writable by others (chmod 600 or 640 it)";
+    else if (st.st_mode & S_IWGRP)
+        why = "writable by its group (chmod 600 or 640 it)";
     else if ((n = read(fd, buf, sizeof(buf) - 1)) < 0)
         why = strerror(errno);
     close(fd);
@@ -229,8 +232,8 @@ fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
     g->refs = 1;
     fg__serve_config *c = &g->cfg;
     fg__config_defaults(c);
-    if (srv->config_path &&
-        fg__config_load(srv->config_path, c, err, errlen) != 0)
+    if (srv->config_path && fg__config_load(srv->config_path, srv->gen != NULL,
+                                            c, err, errlen) != 0)
         goto fail;
     if (srv->cli_listen) {
         if (strlen(srv->cli_listen) >= sizeof(c->listen)) {

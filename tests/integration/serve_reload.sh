@@ -182,10 +182,18 @@ cp "$T/m.ini" "$T/m.keep"
 line=$(reload_m)
 check "a configuration with no [limit] refused ($line)" \
     grep -q 'result=error reason="the new configuration has no \[limit\]' <<<"$line"
+# The file replaced by a FIFO with no writer: the reload is refused at
+# once (it does not wait for a writer), and the server goes on.
+mv "$T/m.ini" "$T/m.keep"
+mkfifo "$T/m.ini"
+line=$(reload_m)
+check "a FIFO as the file at a reload refused at once ($line)" \
+    grep -q 'result=error reason=".*m.ini: not a regular file' <<<"$line"
+rm -f "$T/m.ini"
 mv "$T/m.keep" "$T/m.ini"
 expect_eq "still serving after refused reloads" "$(http POST "$M/v1/check?limit=l&key=b")" 200
 curl -s "$M/metrics" >"$T/metrics"
-check "refused reloads counted" grep -q 'floodgate_reloads_total{result="error"} 5' "$T/metrics"
+check "refused reloads counted" grep -q 'floodgate_reloads_total{result="error"} 6' "$T/metrics"
 
 kill -TERM "$FGPID_m"
 for _ in $(seq 1 300); do kill -0 "$FGPID_m" 2>/dev/null || break; sleep 0.01; done

@@ -46,7 +46,8 @@ static void refused(const char *text, int line, const char *what)
 static void test_example(void)
 {
     fg__config_defaults(&cfg);
-    int rc = fg__config_load("examples/gatepass.ini", &cfg, err, sizeof(err));
+    int rc =
+        fg__config_load("examples/gatepass.ini", 0, &cfg, err, sizeof(err));
     if (rc)
         fprintf(stderr, "  %s\n", err);
     CHECK_EQ(rc, 0);
@@ -456,7 +457,7 @@ static void test_listen(void)
         FG_EINVAL);
     /* Not a file: refused, not read as an empty configuration. */
     fg__config_defaults(&cfg);
-    CHECK_EQ(fg__config_load("tests", &cfg, err, sizeof(err)), FG_EINVAL);
+    CHECK_EQ(fg__config_load("tests", 0, &cfg, err, sizeof(err)), FG_EINVAL);
     CHECK(strstr(err, "tests: a folder, not a file") != NULL);
 }
 

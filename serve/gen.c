@@ -386,6 +386,12 @@ fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
             }
             fg_limiter_free(l);
         }
+        /* A worker's connections: one a node (the masters known now, on
+         * Redis Cluster), and one for each address of the URL (a Sentinel
+         * or a Cluster seed it may ask). */
+        g->store_conns = fg_store_nodes(st) + 1;
+        for (const char *p = c->store_url; *p; p++)
+            g->store_conns += *p == ',';
         fg_store_close(st);
     }
     g->number = ++srv->gen_number;

@@ -215,12 +215,13 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 
 /* Client connections are counted and capped in the workers (http.c); the
  * descriptor limit must leave room beyond them for what else the server
- * opens: each worker's store connections (a pool per Redis node, and
+ * opens: each worker's store connections ('store_conns': one a node, and
  * their reconnects), the admin listener's connections (64 at most), a
  * reload's files. Called before the workers start. Raises the soft limit
  * to what is open now plus the connections plus that room; under a lower
  * hard limit the cap is lowered to fit, and said. Returns the cap. */
-static uint32_t cap_connections(uint32_t max_conn, unsigned workers)
+static uint32_t cap_connections(uint32_t max_conn, unsigned workers,
+                                unsigned store_conns)
 {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
@@ -234,7 +235,10 @@ static uint32_t cap_connections(uint32_t max_conn, unsigned workers)
     } else {
         open_now = 64;
     }
-    rlim_t room = open_now + 128 + 32 * (rlim_t)workers;
+    /* Twice a worker's store connections (the nodes it uses, and the
+     * Sentinels or Cluster seeds it may ask): room for reconnects. */
+    rlim_t room =
+        open_now + 128 + (32 + 2 * (rlim_t)store_conns) * (rlim_t)workers;
     rlim_t want = room + max_conn;
     if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
         rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want
@@ -402,7 +406,8 @@ int fg_cmd_serve(int argc, char **argv)
             goto out;
         }
     }
-    srv.max_conns = cap_connections(c->max_connections, c->workers);
+    srv.max_conns =
+        cap_connections(c->max_connections, c->workers, srv.gen->store_conns);
     if (fg__workers_start(&srv, err, sizeof(err))) {
         fprintf(stderr, "floodgate serve: %s\n", err);
         FG_SET(srv.draining, 1);

@@ -28,9 +28,10 @@ typedef struct fg__gen {
     struct fg__memref *memref[FG_SERVE_MAX_LIMITS]; /* their owners */
     int slot[FG_SERVE_MAX_LIMITS];                  /* metric slots */
     uint32_t number;                                /* namespaces the cache */
-    char url[5400];      /* store URL with the [store] prefix applied */
-    char url_lazy[5900]; /* the same, not probing at open (workers) */
-    int refs;            /* atomic */
+    char url[5400];       /* store URL with the [store] prefix applied */
+    char url_lazy[5900];  /* the same, not probing at open (workers) */
+    int refs;             /* atomic */
+    unsigned store_conns; /* connections a worker opens to the store */
     /* The admin routes' bearer token, read from admin_token_file at load
      * (a reload reads it again); never logged. */
     char admin_token[256];

@@ -341,6 +341,21 @@ for fd in $fds; do exec {fd}<&-; done
 expect_eq "served again once connections close" "$(http GET http://127.0.0.1:$FGPORT_cap/healthz)" 200
 kill -TERM "$FGPID_cap"
 
+# The room left beyond the clients grows with the store's nodes: each
+# worker holds a connection to each (here 20 shards on a closed port, so
+# nothing connects; the cap is worked out at start all the same).
+nodes_cap() { # nodes_cap N: the cap logged under ulimit -n 600, 2 workers
+    { printf '[server]\nworkers = 2\nmax_connections = 1000\n[store]\nurl = shards=redis://127.0.0.1:1/0'
+      for i in $(seq 1 $(($1 - 1))); do printf ',\n  redis://127.0.0.1:1/%d' "$i"; done
+      printf '\n[limit a]\nkey = query:u\nrate = 1/s\n'; } >"$T/nodes$1.ini"
+    (ulimit -n 600; timeout 5 "$FLOODGATE" serve -c "$T/nodes$1.ini" --listen 127.0.0.1:0 2>&1 |
+        grep -m1 -o 'event=max_connections configured=1000 cap=[0-9]*' | sed 's/.*cap=//')
+}
+cap2=$(nodes_cap 2)
+cap20=$(nodes_cap 20)
+check "descriptor room for 20 nodes x 2 workers: cap $cap20 vs $cap2 for 2 nodes" \
+    bash -c "[ -n '$cap2' ] && [ -n '$cap20' ] && [ $cap20 -le $((cap2 - 2 * 2 * 18)) ]"
+
 # SIGTERM: exits 0, after logging the drain.
 kill -TERM "$FGPID_s"
 for _ in $(seq 1 200); do kill -0 "$FGPID_s" 2>/dev/null || break; sleep 0.01; done

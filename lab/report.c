@@ -149,10 +149,10 @@ static void cell(FILE *f, int color, int tint, const char *text)
         size_t n = COL - 6; /* room for ", ..." */
         while (n > 0 && text[n] != ',')
             n--;
-        if (n == 0)
-            n = COL - 4;
-        snprintf(cut, sizeof cut, "%.*s%s...", (int)n, text,
-                 text[n] == ',' ? ", " : "");
+        if (n > 0)
+            snprintf(cut, sizeof cut, "%.*s, ...", (int)n, text);
+        else
+            snprintf(cut, sizeof cut, "%.*s...", COL - 4, text);
         text = cut;
     }
     if (color && tint != PLAIN)

@@ -438,12 +438,16 @@ static void arrive(sim *s, uint64_t now)
     s->r->requests++;
     s->arrived_w[w]++;
     if (s->ref) {
-        uint64_t saved = s->store_now;
+        /* When an exact check of it would act in the store, and counted in
+         * that window, as the admissions are. */
+        uint64_t saved = s->store_now, at = now + s->act_us;
+        uint64_t rw = window_of(s, at);
         fg_decision d;
-        s->store_now = now;
-        if (fg_check(s->ref, "ref", 3, 1, &d) == FG_OK && d.allowed) {
+        s->store_now = at;
+        if (rw != NONE && fg_check(s->ref, "ref", 3, 1, &d) == FG_OK &&
+            d.allowed) {
             s->ref_allowed++;
-            s->ref_w[w]++;
+            s->ref_w[rw]++;
         }
         s->store_now = saved;
     }

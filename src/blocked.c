@@ -17,6 +17,7 @@ typedef struct entry {
     uint32_t len;
     char *key;                 /* NULL: free slot */
     fg__blocked_waiter *probe; /* the request asking the store, or NULL */
+    int forgot; /* forgotten while 'probe' was out: its answer is older */
     fg__blocked_waiter *waiters, **tail;
 } entry;
 
@@ -138,9 +139,11 @@ void fg__blocked_forget(fg__blocked *c, fg__blocked_ident lim, const char *key,
         return;
     if (e->probe) {
         /* Dropped, the entry would lose the waiters the probe's answer
-         * hands back. */
+         * hands back. That answer was asked before the forget (before a
+         * refund, say): it must not block the key again. */
         e->hit.until_us = 0;
         e->room = 0;
+        e->forgot = 1;
         return;
     }
     drop(c, e);
@@ -262,7 +265,9 @@ fg__blocked_resolve(fg__blocked *c, fg__blocked_ident lim, const char *key,
     take_waiters(e, &w);
     e->probe = NULL;
     e->room = 0;
-    if (block && block->until_us > now_us) {
+    if (e->forgot) {
+        drop(c, e);
+    } else if (block && block->until_us > now_us) {
         e->cost = cost;
         e->hit = *block;
     } else if (refused) {

@@ -75,7 +75,7 @@ static int took(const fg_decision *d)
  * goes to the window or bucket's debt that took it, at 'fg__at' or later on
  * its store's clock. */
 static void refund_allowed(const fg_set_item *items, uint64_t cost,
-                           fg_set_result *r)
+                           fg_set_result *r, int async)
 {
     for (unsigned k = 0; k < r->n; k++) {
         /* The local fallback's decisions come with the store's error. */
@@ -87,6 +87,11 @@ static void refund_allowed(const fg_set_item *items, uint64_t cost,
             r->unrefunded |= 1u << k;
             continue;
         }
+        /* A block the cache holds for the key may no longer be the
+         * store's (told only on the loop: the cache is its thread's). */
+        if (async && r->d[k].source != FG_SOURCE_LOCAL)
+            fg_cache_forget(fg__limiter_cache(items[k].l), items[k].l,
+                            items[k].key, items[k].keylen);
         /* What is left once the refund lands: the units before this
          * request. 'reset' stays as decided, an upper bound. */
         fg_decision *d = &r->d[k];
@@ -98,7 +103,8 @@ static void refund_allowed(const fg_set_item *items, uint64_t cost,
 }
 
 /* Choose the set's decision; refund when it is a refusal. */
-static void conclude(const fg_set_item *items, uint64_t cost, fg_set_result *r)
+static void conclude(const fg_set_item *items, uint64_t cost, fg_set_result *r,
+                     int async)
 {
     unsigned pick = r->n;
     for (unsigned k = 0; k < r->n; k++) {
@@ -113,7 +119,7 @@ static void conclude(const fg_set_item *items, uint64_t cost, fg_set_result *r)
     }
     r->decided = pick < r->n ? pick : 0;
     if (pick < r->n && stops(r, pick))
-        refund_allowed(items, cost, r);
+        refund_allowed(items, cost, r, async);
 }
 
 int fg_check_set(const fg_set_item *items, unsigned n, uint64_t cost,
@@ -133,7 +139,7 @@ int fg_check_set(const fg_set_item *items, unsigned n, uint64_t cost,
         if (stops(out, k))
             break;
     }
-    conclude(items, cost, out);
+    conclude(items, cost, out, 0);
     return FG_OK;
 }
 
@@ -197,7 +203,7 @@ static void finish(fg_set_req *req)
     fg__blocked_waiter *waiters = NULL;
     if (req->fg__probes)
         release_probes(req, &waiters);
-    conclude(req->fg__items, req->fg__cost, &req->result);
+    conclude(req->fg__items, req->fg__cost, &req->result, 1);
     req->fg__cb(req);
     rerun(waiters);
 }

@@ -512,15 +512,6 @@ int fg__check_async_exact(fg_limiter *l, const char *key, size_t keylen,
 static int store_refund(fg_limiter *l, const char *key, size_t keylen,
                         uint64_t cost, const fg__taken *t);
 
-/* A refund of 'key' gave units back ('rc' FG_OK): a block the cache holds
- * for it may no longer be the store's. */
-static int refunded(fg_limiter *l, const char *key, size_t keylen, int rc)
-{
-    if (rc == FG_OK && l->policy->cache)
-        fg_cache_forget(l->policy->cache, l, key, keylen);
-    return rc;
-}
-
 int fg_refund(fg_limiter *l, const char *key, size_t keylen, uint64_t cost)
 {
     return fg_refund_at(l, key, keylen, cost, 0, UINT64_MAX);
@@ -535,7 +526,10 @@ int fg_refund_at(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
     fg__taken t = {age_us, hold_us};
     if (!l->mode || (cost = fg__mode_refund(l, key, keylen, cost, age_us)))
         rc = store_refund(l, key, keylen, cost, &t);
-    return refunded(l, key, keylen, rc);
+    /* A block the cache holds for the key may no longer be the store's. */
+    if (rc == FG_OK && l->policy->cache)
+        fg_cache_forget(l->policy->cache, l, key, keylen);
+    return rc;
 }
 
 uint64_t fg__limiter_now(const fg_limiter *l)
@@ -554,14 +548,13 @@ int fg__refund_decision(fg_limiter *l, const char *key, size_t keylen,
     if (l->mode && d->source != FG_SOURCE_STORE &&
         d->source != FG_SOURCE_LOCAL &&
         !(cost = fg__mode_refund(l, key, keylen, cost, age_us)))
-        return refunded(l, key, keylen, FG_OK);
+        return FG_OK;
     fg__taken t = fg__taken_of(&l->p, age_us, d->reset_us);
     if (d->source == FG_SOURCE_LOCAL) {
-        /* The fallback's share: no block of the cache came from it. */
         fg_limiter *loc = l->policy->local;
         return loc ? store_refund(loc, key, keylen, cost, &t) : FG_EINVAL;
     }
-    return refunded(l, key, keylen, store_refund(l, key, keylen, cost, &t));
+    return store_refund(l, key, keylen, cost, &t);
 }
 
 static int store_refund(fg_limiter *l, const char *key, size_t keylen,

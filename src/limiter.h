@@ -105,7 +105,8 @@ int fg__check_valid(const fg_limiter *l, const char *key, size_t keylen,
  * bucket's debt that took it (fg_refund_at). A sync or lease limit's check
  * that the store decided is given back to the store, one the local
  * fallback (on_failure = local) decided to that fallback; anything else as
- * fg_refund. */
+ * fg_refund, but the limiter's cache is not told (the caller, on the
+ * cache's thread, tells it). */
 int fg__refund_decision(fg_limiter *l, const char *key, size_t keylen,
                         uint64_t cost, const fg_decision *d, uint64_t at);
 

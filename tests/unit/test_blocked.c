@@ -178,6 +178,38 @@ static void test_probe(void)
     fg__blocked_free(c);
 }
 
+/* A key forgotten while its probe is out (a refund gave units back): the
+ * probe's refusal, asked before, does not block it again; its waiters
+ * still come back. */
+static void test_forget_during_probe(void)
+{
+    fg__blocked *c = fg__blocked_new(16, 5);
+    CHECK(c != NULL);
+    if (!c)
+        return;
+    uint64_t now = 1000;
+    fg__blocked_waiter a, b;
+    fg__blocked_hit h = hit_until(now + 100), got;
+    CHECK_EQ(fg__blocked_put(c, 1, "k", 1, 1, now, &h), 0);
+    now += 100;
+    CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &a, 1, &got),
+             FG_BLOCKED_PROBE);
+    CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now, &b, 1, &got),
+             FG_BLOCKED_WAIT);
+    fg__blocked_forget(c, 1, "k", 1);
+    fg__blocked_hit again = hit_until(now + 5000);
+    fg__blocked_waiter *w =
+        fg__blocked_resolve(c, 1, "k", 1, &a, 1, now, &again, 1);
+    CHECK(w == &b);
+    CHECK_EQ(fg__blocked_get(c, 1, "k", 1, 1, now + 1, &got), 0);
+    CHECK_EQ(fg__blocked_lookup(c, 1, "k", 1, 1, now + 1, &b, 1, &got),
+             FG_BLOCKED_MISS);
+    /* A later block of the key holds as before. */
+    CHECK_EQ(fg__blocked_put(c, 1, "k", 1, 1, now, &again), 0);
+    CHECK_EQ(fg__blocked_get(c, 1, "k", 1, 1, now + 1, &got), 1);
+    fg__blocked_free(c);
+}
+
 /* A probe allowed with room left: that many units go to the store
  * unqueued, the request taking the last one probes, the rest wait for it:
  * neither waiters nor a later burst stampede the store. */
@@ -443,6 +475,7 @@ int main(void)
     test_basic();
     test_bounded();
     test_probe();
+    test_forget_during_probe();
     test_room();
     test_from_decision();
     test_from_decision_exact();

@@ -93,6 +93,12 @@ static int parse_param(fg__redis_url *u, const char *s, size_t n,
                        unsigned *given, char *err, size_t errlen)
 {
     const char *eq = memchr(s, '=', n);
+    /* After a password, what looks like a parameter may be the rest of
+     * it (an '&' not written %26): not echoed. */
+    if (!eq && (*given & GIVEN_PASSWORD))
+        return fg__seterr(err, errlen, FG_EINVAL,
+                          "redis url: a parameter after the password has no "
+                          "value (an '&' in a password is written %%26)");
     if (!eq)
         return fg__seterr(err, errlen, FG_EINVAL,
                           "redis url: parameter '%.*s' has no value",
@@ -159,6 +165,12 @@ static int parse_param(fg__redis_url *u, const char *s, size_t n,
         if (rc != FG_OK)
             return fg__seterr(err, errlen, rc, "redis url: bad %%-escape in %s",
                               KEY_IS("user") ? "user" : "password");
+    } else if (*given & GIVEN_PASSWORD) {
+        return fg__seterr(err, errlen, FG_EINVAL,
+                          "redis url: an unknown parameter after the "
+                          "password (known: prefix, db, connect_timeout_ms, "
+                          "lazy, user, password; an '&' in a password is "
+                          "written %%26)");
     } else {
         return fg__seterr(err, errlen, FG_EINVAL,
                           "redis url: unknown parameter '%.*s' (known: "

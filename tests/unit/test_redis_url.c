@@ -180,6 +180,10 @@ static void test_no_password_in_errors(void)
         "redis://u:hunter2@[h",
         "redis://u:hunter2%zz@h",
         "redis://u:hunter2@h?password=hunter2%",
+        /* An '&' in a password given as a parameter, not written %26:
+         * the rest looks like a parameter, and is not echoed. */
+        "redis://h:1/0?password=hunt&er2",
+        "redis://h:1/0?password=hunt&er2=x",
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         fg__redis_url u;
@@ -187,6 +191,7 @@ static void test_no_password_in_errors(void)
         CHECK_EQ(fg__redis_url_parse(bad[i], &u, err, sizeof err), FG_EINVAL);
         CHECK(strstr(err, "hunter2") == NULL);
         CHECK(strstr(err, "hunt") == NULL);
+        CHECK(strstr(err, "er2") == NULL);
     }
 }
 

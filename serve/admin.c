@@ -114,6 +114,19 @@ static void log_call(const fg__hreq *req, const char *route, const char *name,
             error ? fg__log_value(error, ev, sizeof(ev)) : "");
 }
 
+/* A call refused before any limit was asked, after the token was right:
+ * logged too (an audit trail of resets tried), with the path as given
+ * when it is no route. */
+static void log_refused(const fg__hreq *req, const char *route, int status,
+                        const char *error)
+{
+    char pv[300], ev[400];
+    fg__log("admin", "route=%s status=%d peer=%s error=%s",
+            route ? route : fg__log_value(req->path, pv, sizeof(pv)), status,
+            req->peer[0] ? req->peer : "-",
+            fg__log_value(error, ev, sizeof(ev)));
+}
+
 static void peek_answer(fg__hreq *req, const char *name, const fg_decision *d)
 {
     char mem[512];
@@ -163,16 +176,18 @@ static void handle(fg__hreq *req, void *arg)
     }
     int peek = !strcmp(req->path, "/v1/peek");
     if (!peek && strcmp(req->path, "/v1/reset") != 0) {
+        log_refused(req, NULL, 404, "no such route");
         reply_error(req, 404, "no such route (admin: /v1/peek, /v1/reset)");
         return;
     }
+    const char *route = peek ? "peek" : "reset";
     if ((peek && req->method != FG_HTTP_M_GET) ||
         (!peek && req->method != FG_HTTP_M_POST)) {
+        log_refused(req, route, 405, "method not allowed");
         fg__http_add_header(req, "Allow", peek ? "GET" : "POST");
         reply_error(req, 405, "method not allowed");
         return;
     }
-    const char *route = peek ? "peek" : "reset";
     const fg__serve_config *cfg = &g->cfg;
     char name[FG_NAME_MAX + 1], key[FG_MAX_KEY + 2], why[300];
     long nl = fg__query_get(req->query, "limit", name, sizeof(name));
@@ -187,11 +202,13 @@ static void handle(fg__hreq *req, void *arg)
     if (!bad)
         bad = fg__key_check(key, (size_t)kl, cfg->max_key_bytes);
     if (bad) {
+        log_refused(req, route, 400, bad);
         reply_error(req, 400, bad);
         return;
     }
     int i = fg__config_find(cfg, name, (size_t)nl);
     if (i < 0) {
+        log_refused(req, route, 404, "unknown limit");
         reply_error(req, 404, "unknown limit");
         return;
     }

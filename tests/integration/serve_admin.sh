@@ -99,6 +99,11 @@ curl -s -m 5 "$M/metrics" >"$T/metrics.txt"
 check "metrics without the token" sh -c "! grep -q -e '$TOKEN' -e '$NEW' '$T/metrics.txt'"
 check "log without the token" sh -c "! grep -q -e '$TOKEN' -e '$NEW' -e 'wrong-' '$T/m.log'"
 check "admin calls logged" grep -q 'event=admin route=reset limit=fw key=ann status=200' "$T/m.log"
+# Refused calls past the token are logged too (a trail of resets tried).
+check "405 logged" grep -q 'event=admin route=reset status=405 peer=127.0.0.1 error="method not allowed"' "$T/m.log"
+check "unknown limit logged" grep -q 'event=admin route=peek status=404 peer=127.0.0.1 error="unknown limit"' "$T/m.log"
+check "missing key logged" grep -q 'event=admin route=peek status=400 peer=127.0.0.1 error="missing key parameter"' "$T/m.log"
+check "other path logged" grep -q 'event=admin route=/metrics status=404 peer=127.0.0.1 error="no such route"' "$T/m.log"
 check "denials logged" grep -q 'event=admin_denied peer=127.0.0.1 reason=wrong_token' "$T/m.log"
 check "a repeated Authorization logged" grep -q 'event=admin_denied peer=127.0.0.1 reason=repeated_authorization' "$T/m.log"
 

@@ -131,7 +131,7 @@ static redisReply *sync_ask(redisContext *c, const char *user,
 }
 
 /* What ROLE says of 'host':'port': 1 master, 0 not, -1 no clear answer,
- * -2 unreachable. */
+ * -2 unreachable, -3 refused to the user (NOPERM: no +role). */
 static int sync_role(sentinel_store *st, const char *host, int port,
                      uint32_t timeout_ms)
 {
@@ -141,7 +141,9 @@ static int sync_role(sentinel_store *st, const char *host, int port,
         const char *argv[] = {"ROLE"};
         redisReply *r = sync_ask(c, st->r.user, st->r.password, 1, argv);
         if (r)
-            role = fg__sentinel_role_reply(r);
+            role = r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOPERM", 6)
+                       ? -3
+                       : fg__sentinel_role_reply(r);
         freeReplyObject(r);
     }
     redisFree(c);
@@ -208,6 +210,15 @@ static int sync_lookup(sentinel_store *st, uint32_t timeout_ms, char *host,
             *role = sync_role(st, host, *port, timeout_ms);
             if (*role == 1)
                 return FG_OK;
+            if (*role == -3) {
+                /* Without ROLE a failover could not be followed. */
+                fg__sentinel_hostport(host, *port, m, sizeof m);
+                return fg__seterr(err, errlen, FG_EAUTH,
+                                  "sentinel: the master of '%s' at %.100s "
+                                  "refuses ROLE to this user (NOPERM): it "
+                                  "needs +role to follow a failover",
+                                  st->u.master, m);
+            }
             if (*role < 0 && !fb_port) {
                 snprintf(fb_host, sizeof fb_host, "%s", host);
                 fb_port = *port;

@@ -92,6 +92,15 @@ for b in "sentinel://127.0.0.1:${SP[0]}/nosuch|monitors no master named 'nosuch'
     check "floodgate check --store '${b%%|*}': exit 2, '${b#*|}'" \
         test $rc = 2 -a -n "$(grep -F "${b#*|}" "$T/bad.err")"
 done
+# A master whose user may not run ROLE: refused at start (a failover could
+# not be followed), naming +role.
+redis-cli -p "$MP" ACL SETUSER norole on '>nrPW' '~*' '+@all' '-role' >/dev/null
+"$FLOODGATE" check --store "sentinel://norole:nrPW@127.0.0.1:${SP[0]}/$MASTER" --limit 5/s --key a \
+    2>"$T/norole.err" >/dev/null
+rc=$?
+check "a master user without +role: exit 2 ($rc), naming +role" \
+    test $rc = 2 -a -n "$(grep -F 'needs +role' "$T/norole.err")"
+redis-cli -p "$MP" ACL DELUSER norole >/dev/null
 # A sentinel with a password (requirepass; another master name, so that it
 # takes no part in the others' failovers): a wrong sentinel_password is
 # told apart from a missing one, with the sentinel's own words.

@@ -170,6 +170,11 @@ static int refresh_from(cluster_store *st, unsigned i, uint64_t deadline,
     addr_host(st->addr[i], host, sizeof host);
     if (!m)
         rc = fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
+    else if (r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOPERM", 6))
+        rc = fg__seterr(err, errlen, FG_EINVAL,
+                        "cluster: %s refuses CLUSTER SLOTS to this user "
+                        "(%.120s): it needs +cluster|slots",
+                        st->addr[i], r->str);
     else if (r->type == REDIS_REPLY_ERROR)
         rc = fg__seterr(err, errlen, FG_EINVAL,
                         "cluster: %s is not a cluster node (%.120s)",
@@ -208,6 +213,7 @@ static void refresh_blocking(cluster_store *st, uint64_t deadline, int skip)
             st->next_ask = i;
             break;
         }
+        st->next_ask = i + 1; /* a hung node is not asked first again */
     }
     atomic_store(&st->refreshing, 0);
 }
@@ -723,7 +729,11 @@ fg_store *fg__store_cluster_open(const char *url, struct event_base *base,
     uint64_t deadline =
         fg__mono_precise_us() + (uint64_t)st->url.connect_timeout_ms * 1000u;
     for (unsigned i = 0; i < n && rc != FG_OK; i++) {
-        rc = refresh_from(st, i, deadline, why, sizeof why);
+        /* Each node its share of the time left: a hung one does not keep
+         * the next from being asked. */
+        uint64_t now = fg__mono_precise_us();
+        uint64_t mine = now < deadline ? now + (deadline - now) / (n - i) : now;
+        rc = refresh_from(st, i, mine, why, sizeof why);
         if (rc == FG_EINVAL || rc == FG_ERANGE) {
             fg__seterr(err, errlen, rc, "%s", why);
             goto fail;

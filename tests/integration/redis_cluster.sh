@@ -299,4 +299,16 @@ sed -i "s|^url = .*|url = cluster=redis://127.0.0.1:$RPORT|" "$T/s1.ini"
 rc=$?
 check "serve on a plain Redis as a cluster: exit 2 with the reason" \
     test $rc = 2 -a -n "$(grep -F 'is not a cluster node' "$T/plain.log")"
+
+# A hung first seed: the next one is asked in the time left (each seed its
+# share of connect_timeout_ms), so the store opens and decides.
+kill -STOP "$RPID"
+t0=$(date +%s%N)
+"$FLOODGATE" check --store "cluster=redis://127.0.0.1:$RPORT,redis://127.0.0.1:$watch" \
+    --limit 5/s --key "hung$$" >"$T/hung.out" 2>&1
+rc=$?
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+kill -CONT "$RPID"
+check "a hung first seed: the second gives the map, decided by the store (exit $rc, $ms ms: $(tr '\n' ' ' <"$T/hung.out"))" \
+    test $rc = 0 -a "$ms" -lt 2000
 finish

@@ -300,6 +300,16 @@ rc=$?
 check "serve on a plain Redis as a cluster: exit 2 with the reason" \
     test $rc = 2 -a -n "$(grep -F 'is not a cluster node' "$T/plain.log")"
 
+# redis:// pointed at a Cluster node: a key of another node's slot is
+# MOVED, and the error says to give cluster=.
+for k in a b c d e f g h i j; do
+    "$FLOODGATE" check --store "redis://127.0.0.1:$watch" --limit 5/s --key "mv$k" \
+        >/dev/null 2>"$T/moved.err"
+    grep -q MOVED "$T/moved.err" && break
+done
+check "redis:// to a Cluster node: a MOVED key's error says to give cluster= ($(cat "$T/moved.err"))" \
+    grep -qF 'a Redis Cluster node: give cluster=redis://HOST:PORT' "$T/moved.err"
+
 # A hung first seed: the next one is asked in the time left (each seed its
 # share of connect_timeout_ms), so the store opens and decides.
 kill -STOP "$RPID"

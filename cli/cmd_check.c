@@ -559,6 +559,14 @@ int fg_cmd_check(int argc, char **argv)
             failed = 1;
             break;
         }
+        if (rc == FG_EKEY && (!key[0] || key[0] == '}')) {
+            fprintf(stderr,
+                    "floodgate check: %s: Redis Cluster cannot place it (its "
+                    "hash tag would be empty)\n",
+                    key[0] ? "a key starting with '}'" : "an empty key");
+            failed = 1;
+            break;
+        }
         if (rc == FG_EKEY || rc == FG_EINVAL) {
             fprintf(stderr,
                     "floodgate check: %s (cost %llu, limit %llu, key "

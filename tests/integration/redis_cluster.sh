@@ -216,7 +216,7 @@ check "metrics: failures counted by node ($nerr)" test "$nerr" -gt 0
 "$FLOODGATE" check --store "$URL" --limit 5/s --key '}x' >"$T/tag.out" 2>&1
 rc=$?
 check "a key starting with '}': refused with the reason ($(tr '\n' ' ' <"$T/tag.out"))" \
-    test $rc != 0 -a -n "$(grep -F 'starts with }' "$T/tag.out")"
+    test $rc = 2 -a -n "$(grep -F "a key starting with '}': Redis Cluster cannot place it" "$T/tag.out")"
 # Through serve: 400, on a limit that fails open as on one that fails
 # closed, not an answer of the failure policy.
 st=$(http POST "$A/v1/check?limit=fw&key=%7Dx")

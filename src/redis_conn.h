@@ -53,6 +53,7 @@ typedef struct fg__rnode {
      * connection used next (an EVAL that runs caches its script itself;
      * otherwise such a user would fail for good). */
     atomic_int scripts_lost;
+    int in_cluster; /* a node of the Cluster store (set before any check) */
 
     pthread_mutex_t mu; /* guards what follows, up to the async part */
     fg__rsconn idle[FG__RPOOL_MAX];

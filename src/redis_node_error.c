@@ -93,10 +93,10 @@ void fg__rnode_said_error(fg__rnode *st, int rc, const char *said, size_t len)
     h |= 1; /* never 0, which says no words */
     if (says(st, rc, h))
         return;
-    /* Only a plain Redis store records a redirection (the Cluster store
-     * follows them): it was pointed at a Cluster node. */
-    int moved = (n > 6 && !memcmp(said, "MOVED ", 6)) ||
-                (n > 4 && !memcmp(said, "ASK ", 4));
+    /* A plain Redis store answered a redirection: it was pointed at a
+     * Cluster node. */
+    int moved = !st->in_cluster && ((n > 6 && !memcmp(said, "MOVED ", 6)) ||
+                                    (n > 4 && !memcmp(said, "ASK ", 4)));
     char msg[512];
     snprintf(msg, sizeof msg, "redis %.200s: check failed: %.*s%s", st->where,
              (int)n, said,

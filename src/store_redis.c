@@ -514,6 +514,7 @@ void fg__store_redis_set_cluster(fg_store *s, fg__redis_redirect_fn fn,
     redis_store *st = (redis_store *)s;
     st->redirect = fn;
     st->redirect_owner = owner;
+    st->node.in_cluster = 1;
 }
 
 redisReply *fg__store_redis_command(fg_store *s, uint64_t deadline_us, int argc,

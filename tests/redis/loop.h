@@ -51,4 +51,13 @@ static inline void drain(struct event_base *base)
     CHECK_EQ(pending, 0);
 }
 
+/* Run the loop until nothing of 'l' is in flight (fg_limiter_pending),
+ * 5 s at most. */
+static inline void drain_limiter(struct event_base *base, fg_limiter *l)
+{
+    uint64_t give_up = fg__mono_precise_us() + 5000000;
+    while (fg_limiter_pending(l) && fg__mono_precise_us() < give_up)
+        event_base_loop(base, EVLOOP_ONCE);
+}
+
 #endif

@@ -1009,26 +1009,35 @@ static void refund_race(const char *url)
     event_base_free(base);
 }
 
+/* A fixed window of 'rate' in mode 'mode' ("lease", "sync:50ms") on 'st',
+ * under a name of its own. */
+static fg_limiter *mode_limiter(fg_store *st, const char *rate,
+                                const char *mode, const char *what)
+{
+    char err[256];
+    fg_limit lim;
+    fg_limit_parse(rate, &lim);
+    lim.algorithm = FG_FIXED_WINDOW;
+    lim.timeout_ms = 1000;
+    unique(lim.name, sizeof lim.name, what);
+    CHECK_EQ(fg_mode_parse(mode, &lim, err, sizeof err), FG_OK);
+    fg_limiter *l = fg_limiter_new(st, &lim, err, sizeof err);
+    CHECK(l != NULL);
+    return l;
+}
+
 /* A lease on the async client at its end: fg_limiter_sync queues the
  * give-back of the units not spent, fg_limiter_pending counts it until
  * Redis has answered, and then the store counts only what was spent. */
 static void lease_pending(const char *url)
 {
-    char err[256], name[64];
+    char err[256];
     struct event_base *base = new_base();
     fg_store *st = fg_store_open_async(url, base, err, sizeof err);
     CHECK(st != NULL);
     if (!st)
         return;
-    unique(name, sizeof name, "lp");
-    fg_limit lim;
-    fg_limit_parse("1000/day", &lim);
-    lim.algorithm = FG_FIXED_WINDOW;
-    lim.timeout_ms = 1000;
-    snprintf(lim.name, sizeof lim.name, "%s", name);
-    CHECK_EQ(fg_mode_parse("lease", &lim, err, sizeof err), FG_OK);
-    fg_limiter *l = fg_limiter_new(st, &lim, err, sizeof err);
-    CHECK(l != NULL);
+    fg_limiter *l = mode_limiter(st, "1000/day", "lease", "lp");
     if (l) {
         fg_decision d;
         int allowed = 0;
@@ -1038,9 +1047,7 @@ static void lease_pending(const char *url)
         CHECK_EQ(allowed, 40);
         CHECK_EQ(fg_limiter_sync(l), FG_OK);
         unsigned at_sync = fg_limiter_pending(l);
-        uint64_t give_up = fg__mono_precise_us() + 5000000;
-        while (fg_limiter_pending(l) && fg__mono_precise_us() < give_up)
-            event_base_loop(base, EVLOOP_ONCE);
+        drain_limiter(base, l);
         CHECK_EQ(fg_peek(l, "k", 1, &d), FG_OK);
         printf("lease give-back: pending %u after fg_limiter_sync, %u after "
                "the loop; the store counts %llu of 40 spent\n",
@@ -1081,22 +1088,14 @@ static void on_mode_check(int rc, const fg_decision *d, void *data)
 static void mode_pending(const char *url)
 {
     static const char *modes[] = {"lease", "sync:50ms"};
-    char err[256], name[64];
+    char err[256];
     for (int m = 0; m < 2; m++) {
         struct event_base *base = new_base();
         fg_store *st = fg_store_open_async(url, base, err, sizeof err);
         CHECK(st != NULL);
         if (!st)
             return;
-        unique(name, sizeof name, "mp");
-        fg_limit lim;
-        fg_limit_parse("100/min", &lim);
-        lim.algorithm = FG_FIXED_WINDOW;
-        lim.timeout_ms = 1000;
-        snprintf(lim.name, sizeof lim.name, "%s", name);
-        CHECK_EQ(fg_mode_parse(modes[m], &lim, err, sizeof err), FG_OK);
-        freeable = fg_limiter_new(st, &lim, err, sizeof err);
-        CHECK(freeable != NULL);
+        freeable = mode_limiter(st, "100/min", modes[m], "mp");
         if (!freeable)
             return;
         mode_calls = mode_freed = 0;
@@ -1143,9 +1142,7 @@ static void refund_pending(const char *url)
     CHECK_EQ(check_async(base, l, "k", 1, 4, &d), FG_OK);
     CHECK_EQ(fg_refund(l, "k", 1, 4), FG_OK);
     unsigned queued = fg_limiter_pending(l);
-    uint64_t give_up = fg__mono_precise_us() + 5000000;
-    while (fg_limiter_pending(l) && fg__mono_precise_us() < give_up)
-        event_base_loop(base, EVLOOP_ONCE);
+    drain_limiter(base, l);
     CHECK_EQ(fg_limiter_pending(l), 0);
     fg_limiter_free(l);
     fg_store_close(st);

@@ -116,6 +116,18 @@ static void on_set(fg_set_req *req)
 
 #define FLOOD 20
 
+static void submit_set(struct event_base *base, fg_set_req *req,
+                       struct done *dn, const fg_set_item *it, unsigned n,
+                       uint64_t cost, int wait)
+{
+    memset(dn, 0, sizeof *dn);
+    req->data = dn;
+    pending++;
+    CHECK_EQ(fg_check_set_async(req, it, n, cost, on_set), FG_OK);
+    if (wait)
+        drain(base);
+}
+
 static void async(const char *url)
 {
     char err[256];
@@ -136,11 +148,7 @@ static void async(const char *url)
 
     /* Two sets of cost 2. */
     for (int i = 0; i < 2; i++) {
-        memset(&dn[i], 0, sizeof dn[i]);
-        req[i].data = &dn[i];
-        pending++;
-        CHECK_EQ(fg_check_set_async(&req[i], it, 2, 2, on_set), FG_OK);
-        drain(base);
+        submit_set(base, &req[i], &dn[i], it, 2, 2, 1);
         CHECK_EQ(dn[i].calls, 1);
     }
     /* Both allowed; the second leaves b nothing (4 of 4), which blocks
@@ -153,12 +161,8 @@ static void async(const char *url)
     /* Blocked: answered from the cache, with no Redis command. */
     long long before = redis_calls();
     int cached = 0;
-    for (int i = 0; i < FLOOD; i++) {
-        memset(&dn[i], 0, sizeof dn[i]);
-        req[i].data = &dn[i];
-        pending++;
-        CHECK_EQ(fg_check_set_async(&req[i], it, 2, 1, on_set), FG_OK);
-    }
+    for (int i = 0; i < FLOOD; i++)
+        submit_set(base, &req[i], &dn[i], it, 2, 1, 0);
     drain(base);
     for (int i = 0; i < FLOOD; i++)
         cached += dn[i].calls == 1 && !dn[i].r.d[1].allowed &&
@@ -174,12 +178,8 @@ static void async(const char *url)
      * answer; b's next window lets exactly 4 through. */
     usleep(450000);
     before = redis_calls();
-    for (int i = 0; i < FLOOD; i++) {
-        memset(&dn[i], 0, sizeof dn[i]);
-        req[i].data = &dn[i];
-        pending++;
-        CHECK_EQ(fg_check_set_async(&req[i], it, 2, 1, on_set), FG_OK);
-    }
+    for (int i = 0; i < FLOOD; i++)
+        submit_set(base, &req[i], &dn[i], it, 2, 1, 0);
     drain(base);
     long long probe = redis_calls() - before - 1;
     int allowed = 0, once = 0;
@@ -205,18 +205,6 @@ static void async(const char *url)
     fg_store_close(st);
     fg_cache_free(cache);
     event_base_free(base);
-}
-
-static void submit_set(struct event_base *base, fg_set_req *req,
-                       struct done *dn, const fg_set_item *it, unsigned n,
-                       uint64_t cost, int wait)
-{
-    memset(dn, 0, sizeof *dn);
-    req->data = dn;
-    pending++;
-    CHECK_EQ(fg_check_set_async(req, it, n, cost, on_set), FG_OK);
-    if (wait)
-        drain(base);
 }
 
 /* The cache with sets in flight at once and with bad input. A set's own
@@ -245,9 +233,7 @@ static void cache_edges(const char *url)
     submit_set(base, &req[0], &dn[0], y, 2, 1, 0);
     submit_set(base, &req[1], &dn[1], x, 1, 1, 0);
     drain(base);
-    uint64_t give_up = fg__mono_precise_us() + 5000000;
-    while (fg_limiter_pending(a) && fg__mono_precise_us() < give_up)
-        event_base_loop(base, EVLOOP_ONCE);
+    drain_limiter(base, a);
     CHECK(!dn[0].r.d[dn[0].r.decided].allowed);
     CHECK(dn[1].r.d[0].allowed);
     submit_set(base, &req[2], &dn[2], x, 1, 1, 1);

@@ -13,6 +13,9 @@
 
 CC       ?= cc
 BUILD    ?= build
+# One spelling for one folder: BUILD=$PWD/build is build, so the object
+# files' recorded header dependencies match whichever way it was given.
+override BUILD := $(patsubst $(CURDIR)/%,%,$(abspath $(BUILD)))
 CFLAGS   ?= -O2 -g
 override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Iinclude \
             -MMD -MP

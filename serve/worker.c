@@ -342,6 +342,21 @@ static void tick(evutil_socket_t fd, short what, void *arg)
     tick_in(w, 5000);
 }
 
+/* A breaker gauge that a request's answer set is read again: else a
+ * limit no request asks would show its breaker open long after the
+ * breaker let the next check through. */
+static void sweep_breakers(fg__worker *w)
+{
+    fg__wgen *wg = w->cur;
+    for (unsigned i = 0; wg && i < wg->g->cfg.nlimits; i++) {
+        int slot = wg->g->slot[i];
+        if (slot < 0 || !wg->lim[i] || !FG_GET(w->m->lim[slot].breaker_open))
+            continue;
+        const char *b = fg_limiter_breaker(wg->lim[i]);
+        FG_SET(w->m->lim[slot].breaker_open, b && !strcmp(b, "open"));
+    }
+}
+
 static void on_sweep(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -352,6 +367,7 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
         FG_ADD(w->m->slow_closed, slow);
     FG_SET(w->m->connections, fg__http_connections(w->http));
     FG_SET(w->m->cache_entries, fg_cache_count(w->cache));
+    sweep_breakers(w);
     /* The spare request contexts (9 KB each) beyond what the busiest
      * moment since the last sweep needed are halved at each sweep. Kept
      * for the all-time peak, a rare burst held their memory for good (in a

@@ -201,14 +201,15 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
             give_back_held(st, s, now); /* WAIT has not answered */
             fg__req *req = s->req;
             s->req = NULL;
-            fg__req_done(req, FG_ETIMEOUT, NULL);
+            /* The node's error first: the callback may report it. */
+            if (!late)
+                fg__rnode_check_error(&st->node, FG_ETIMEOUT);
             late = 1;
+            fg__req_done(req, FG_ETIMEOUT, NULL);
         } else if (!next || s->req->deadline_us < next) {
             next = s->req->deadline_us;
         }
     }
-    if (late)
-        fg__rnode_check_error(&st->node, FG_ETIMEOUT);
     /* The oldest unanswered command tells whether the server stalled
      * (stopped, partitioned): then its connection is replaced. */
     aslot *old = st->head;
@@ -236,14 +237,28 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 static void on_reply(redisAsyncContext *ac, void *reply, void *priv);
 static void batch_add(aslot *s);
 
-/* The reply to a fixed window's PEXPIRE NX: only an error matters. */
+static void on_reply(redisAsyncContext *ac, void *reply, void *priv);
+
+/* The reply to a fixed window's PEXPIRE NX, after INCRBY's (kept in the
+ * slot): an error fails the check, whose key would otherwise never
+ * expire (Redis before 7.0, a user without +pexpire); else INCRBY's reply
+ * decides. */
 static void on_pexpire(redisAsyncContext *ac, void *reply, void *priv)
 {
+    aslot *s = priv;
     redisReply *r = reply;
-    fg__raconn *cn = ac->data;
-    (void)priv;
-    if (r && cn && r->type == REDIS_REPLY_ERROR)
-        fg__redis_pexpire_error(cn->st, r);
+    s->expiry = 0;
+    if (s->first_none) {
+        on_reply(ac, NULL, s);
+        return;
+    }
+    if (r && s->first.type == REDIS_REPLY_INTEGER &&
+        r->type == REDIS_REPLY_ERROR) {
+        redis_store *st = store_of(s->conn);
+        slot_finish(st, s, fg__redis_pexpire_error(s->conn->st, r), NULL);
+        return;
+    }
+    on_reply(ac, &s->first, s);
 }
 
 /* Queue the commands of the check's stage on its connection. FG_OK; a
@@ -271,7 +286,7 @@ static int async_send(redis_store *st, aslot *s)
         return FG_OK;
     fg__rcheck_cmd(&s->k, 1, &st->node.shas, &k);
     if ((asking && redisAsyncCommand(ac, NULL, NULL, "ASKING") != REDIS_OK) ||
-        fg__rasync_append(ac, on_pexpire, NULL, &k) != REDIS_OK) {
+        fg__rasync_append(ac, on_pexpire, s, &k) != REDIS_OK) {
         /* The INCRBY is queued but its expiry is not: sent alone it could
          * leave a key that never expires. Drop the connection with its
          * unsent buffer; freeing it answers the INCRBY's callback with no
@@ -280,7 +295,28 @@ static int async_send(redis_store *st, aslot *s)
         redisAsyncFree(ac);
         return 1;
     }
+    s->expiry = 1;
     return FG_OK;
+}
+
+/* Keep INCRBY's reply 'r' in 's' until PEXPIRE's comes (its string cut to
+ * what the node's error keeps). */
+static void keep_first(aslot *s, const redisReply *r)
+{
+    s->expiry = 2;
+    s->first_none = !r;
+    if (!r)
+        return;
+    memset(&s->first, 0, sizeof s->first);
+    s->first.type = r->type;
+    s->first.integer = r->integer;
+    if (r->type == REDIS_REPLY_ERROR || r->type == REDIS_REPLY_STATUS ||
+        r->type == REDIS_REPLY_STRING) {
+        size_t n = r->len < sizeof s->first_str ? r->len : sizeof s->first_str;
+        memcpy(s->first_str, r->str, n);
+        s->first.str = s->first_str;
+        s->first.len = n;
+    }
 }
 
 static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
@@ -292,6 +328,10 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
     fg_decision d;
     int rc;
     (void)ac;
+    if (s->expiry == 1) {
+        keep_first(s, r);
+        return;
+    }
     if (!r) {
         /* The connection is going away: its error decides. */
         fg__raconn_kill(cn, FG_EBACKEND);
@@ -511,14 +551,14 @@ static void on_batch(redisAsyncContext *ac, void *reply, void *priv)
             if (req) {
                 req->single = 1;
                 if (!st->redirect(st->redirect_owner, req, r->str, r->len)) {
+                    if (!failed) /* before the callback, which may say it */
+                        fg__rnode_check_error(&st->node, rc);
                     failed = 1;
                     fg__req_done(req, rc, NULL);
                 }
             }
             s = next;
         }
-        if (failed)
-            fg__rnode_check_error(&st->node, rc);
         return;
     }
     if (rc != FG_OK) {

@@ -50,6 +50,13 @@ struct fg__aslot {
     int held;                /* durable: allowed, waiting for the WAIT */
     uint64_t sent_us;        /* monotonic: when the check was submitted */
     int asked;               /* sent with ASKING: its give-back is too */
+    /* A fixed window's INCRBY and PEXPIRE: the check is decided once both
+     * answered (an expiry refused fails it). 1: INCRBY's reply due; 2: it
+     * came and is kept here until PEXPIRE's. */
+    int expiry;
+    int first_none; /* INCRBY had no reply (the connection went) */
+    redisReply first;
+    char first_str[200];
 };
 
 /* A refund in flight on the async client, recycled through

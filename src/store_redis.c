@@ -69,6 +69,8 @@ int fg__redis_pexpire_error(fg__rnode *nd, const redisReply *r)
                             "redis %.200s: PEXPIRE NX refused (%.200s); "
                             "fixed_window needs Redis 7.0 or later",
                             r->str);
+    else if (rc != FG_OK)
+        fg__rnode_reply_error(nd, rc, r);
     return rc;
 }
 
@@ -221,8 +223,11 @@ static int sync_run(fg__rnode *nd, fg__rsconn *c, fg__rcheck *k,
         freeReplyObject(w);
         if (rc < 0 && errbuf && r[0]->type == REDIS_REPLY_ERROR)
             snprintf(errbuf, errlen, "%.*s", (int)r[0]->len, r[0]->str);
-        if (n > 1 && rc >= FG_OK && r[1]->type == REDIS_REPLY_ERROR)
+        if (n > 1 && rc >= FG_OK && r[1]->type == REDIS_REPLY_ERROR) {
             rc = fg__redis_pexpire_error(nd, r[1]);
+            if (rc != FG_EPROTO && errbuf) /* EPROTO's says what to do */
+                snprintf(errbuf, errlen, "%.*s", (int)r[1]->len, r[1]->str);
+        }
         for (int i = 0; i < n; i++)
             freeReplyObject(r[i]);
         if (rc == FG__RSTEP_GIVEBACK) {

@@ -39,6 +39,32 @@ out=$("$FLOODGATE" check --store "redis://nosha:pw@127.0.0.1:$RPORT" --limit 5/s
 check "no EVALSHA: floodgate check gives Redis's NOPERM ($out)" \
     grep -q "check failed: NOPERM .*'evalsha'" <<<"$out"
 
+# A user without PEXPIRE: a fixed window's INCRBY counts but its key would
+# never expire. The check fails (its policy decides) and says why, on
+# the blocking client and on serve's async one.
+redis-cli -p "$RPORT" ACL SETUSER noexp on '>pw' '~fg:*' "${LIST[@]}" -pexpire >/dev/null
+out=$("$FLOODGATE" check --store "redis://noexp:pw@127.0.0.1:$RPORT" --limit 5/min \
+    --algorithm fixed_window --key nx --on-failure closed --timeout 500 2>&1)
+check "no PEXPIRE: floodgate check fails closed with Redis's NOPERM ($out)" \
+    grep -q "NOPERM .*'pexpire'" <<<"$out"
+cat >"$T/x.ini" <<INI
+[server]
+workers = 1
+[store]
+url = redis://noexp:pw@127.0.0.1:$RPORT
+timeout = 500ms
+[limit fw]
+key = query:k
+algorithm = fixed_window
+rate = 5/min
+on_failure = closed
+INI
+start_fg x -c "$T/x.ini" --listen 127.0.0.1:0 || { bad "serve x starts"; finish; }
+expect_eq "no PEXPIRE: serve fails closed (503)" \
+    "$(http POST "http://127.0.0.1:$FGPORT_x/v1/check?limit=fw&key=nx2")" 503
+check "no PEXPIRE: serve logs Redis's NOPERM" \
+    grep -q "event=store_error .*detail=\"redis .*check failed: NOPERM .*'pexpire'" "$T/x.log"
+
 # The blocking client, SCRIPT FLUSH during a burst: the check that meets
 # NOSCRIPT answers it with EVAL, which this user may not run (its policy
 # decides it, closed here); the scripts are loaded again and every later

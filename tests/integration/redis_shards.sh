@@ -189,6 +189,12 @@ gauge=$(curl -s "http://127.0.0.1:$FGPORT_adm/metrics" |
     grep '^floodgate_breaker_open{limit="tb"}' | awk '{print $2}')
 check "node 1 down: the breaker gauge stays set after a key of node 0 is decided ($gauge)" \
     test "${gauge:-0}" = 1
+# With no request, the breaker lets the next check through after its
+# cooldown (250 ms): within a sweep (1 s) the gauge says so.
+sleep 1.5
+gauge=$(curl -s "http://127.0.0.1:$FGPORT_adm/metrics" |
+    grep '^floodgate_breaker_open{limit="tb"}' | awk '{print $2}')
+expect_eq "node 1 down, no request for 1.5 s: the breaker gauge is back to 0" "$gauge" 0
 # An operator's reset names the reason of the key's own node, whatever
 # another node said last: nodes 0 and 2 read-only (replicas).
 for k in $(seq 0 $((NV - 1))); do [ "${VNODE[$k]}" = 2 ] && rk=v$k; done

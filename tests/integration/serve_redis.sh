@@ -260,6 +260,7 @@ conns_at_least() {
     sleep 0.05
     [ "$c" -ge "$2" ] || echo "conns_at_least $1 $2: $c connections"
 }
+sleep 1.1 # past the foreign value's log line: the timeouts are logged
 kill -STOP "$RPID"
 "$FGLOAD" -n 20 -c 20 "http://127.0.0.1:$FGPORT_s1/v1/check?limit=slow_l&key=drain" >"$T/drain" &
 LOADPID=$!
@@ -278,6 +279,11 @@ for _ in $(seq 1 200); do kill -0 "$FGPID_s1" 2>/dev/null || break; sleep 0.01; 
 wait "$FGPID_s1"
 expect_eq "drain: exit status 0" "$?" 0
 expect_eq "drain: healthz is 503 during the drain grace" "$hz2" 503
+# The node's error is the timeout when the timeouts are logged, not the
+# foreign value's that came before.
+tl=$(grep 'event=store_error .*limit=slow_l' "$T/s1.log" | tail -1)
+check "drain: the timeouts' log line names the timeout ($tl)" \
+    grep -q 'error="backend timed out" .*detail="redis [^"]*: check failed: backend timed out"' <<<"$tl"
 
 # 7. drain_timeout shorter than a limit's timeout: the requests still
 # waiting on the hung store are answered at their own deadline (their

@@ -32,7 +32,7 @@ typedef struct raw_limit {
     fg_on_failure onf;
     uint32_t timeout_ms, fb;
     int clock_client;
-    int durable;
+    int durable, durable_line;
     int has_mode, mode_line;
     fg_limit mode; /* mode, sync_ms, lease_chunk */
 } raw_limit;
@@ -492,6 +492,7 @@ static int limit_key(parser *p, unsigned i, const char *k, const char *v)
         r->fb = (uint32_t)u;
         r->has_fb = 1;
     } else if (!strcmp(k, "durable")) {
+        r->durable_line = p->line;
         if (!strcmp(v, "replica"))
             r->durable = 1;
         else if (!strcmp(v, "off"))
@@ -764,6 +765,12 @@ static int finish(parser *p)
         if (r->has_clock)
             sl->lim.clock_client = r->clock_client;
         sl->lim.durable = r->durable;
+        if (r->durable && (!strcmp(c->store_url, "memory") ||
+                           !strncmp(c->store_url, "memory?", 7)))
+            return fail(p, r->durable_line,
+                        "[limit %s]: durable = replica needs a Redis store "
+                        "(the memory store has no replica)",
+                        name);
         if (r->has_mode) {
             sl->lim.mode = r->mode.mode;
             sl->lim.sync_ms = r->mode.sync_ms;

@@ -99,12 +99,19 @@ static void test_defaults_and_order(void)
     CHECK_EQ(cfg.limits[0].key.kind, FG_KEYSRC_QUERY);
     CHECK_STR(cfg.store_url, "redis://h:1");
     CHECK_EQ(cfg.limits[0].lim.durable, 0);
-    /* durable = replica, before or after the rate. */
+    /* durable = replica, before or after the rate; a Redis store only. */
     CHECK_EQ(parse("[limit a]\ndurable = replica\nrate = 3/min\nkey = ip\n"
-                   "[limit b]\nrate = 3/min\nkey = ip\ndurable = off\n"),
+                   "[limit b]\nrate = 3/min\nkey = ip\ndurable = off\n"
+                   "[store]\nurl = redis://h:1\n"),
              0);
     CHECK_EQ(cfg.limits[0].lim.durable, 1);
     CHECK_EQ(cfg.limits[1].lim.durable, 0);
+    CHECK_EQ(parse("[limit a]\nrate = 3/min\nkey = ip\ndurable = replica\n"),
+             FG_EINVAL);
+    CHECK(err_is(4, "durable = replica needs a Redis store"));
+    CHECK_EQ(parse("[store]\nurl = memory?max_keys=10\n[limit a]\n"
+                   "durable = off\nrate = 3/min\nkey = ip\n"),
+             0);
     CHECK_EQ(parse("[limit a]\nrate = 3/min\nkey = ip\ndurable = yes\n"),
              FG_EINVAL);
     CHECK(err_is(4, "durable must be off or replica"));
@@ -144,10 +151,11 @@ static void test_errors(void)
     CHECK_EQ(parse("[limit a]\nrate = 10/s\nkey = ip\nmode = sync:1ms\n"),
              FG_EINVAL);
     CHECK(err_is(4, "10ms to 10s"));
-    CHECK_EQ(parse("[limit a]\nrate = 10/s\nkey = ip\nmode = sync\n"
+    CHECK_EQ(parse("[store]\nurl = redis://h:1\n"
+                   "[limit a]\nrate = 10/s\nkey = ip\nmode = sync\n"
                    "durable = replica\n"),
              FG_EINVAL);
-    CHECK(err_is(4, "durable = replica needs mode exact"));
+    CHECK(err_is(6, "durable = replica needs mode exact"));
     /* Shards and cluster: each node URL is checked. */
     CHECK_EQ(parse("[store]\nurl = shards=redis://a:1,redis://b:2\n"), 0);
     CHECK_EQ(parse("[store]\nurl = shards=redis://a:1,redis://a:1\n"),

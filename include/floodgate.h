@@ -688,11 +688,17 @@ int fg_local_check(fg_local *lc, const char *key, size_t keylen, uint64_t cost,
 int fg_local_answer(fg_local *lc, fg_local_ask *ask, uint64_t now_us, int rc,
                     const fg_decision *d, fg_local_waiter **wake);
 
-/* 'units' of 'key' the store counted for a check it decided here (after
- * FG_ENOMEM), at 'now_us': a sync limit's views count them until one
- * answered to a sync sent later holds them. */
-void fg_local_counted(fg_local *lc, const char *key, size_t keylen,
-                      uint64_t units, uint64_t now_us);
+/* A check of 'key' for 'cost' units sent to the store to decide (after
+ * FG_ENOMEM): a sync limit's views hold its units from now, since the
+ * store may count them before any view answered holds them. Each is
+ * followed by one fg_local_decided when the store answered (or the check
+ * failed): 'counted' when the store counted its units (allowed), at
+ * 'now_us'; the views then count them until one answered to a sync sent
+ * later holds them. */
+void fg_local_deciding(fg_local *lc, const char *key, size_t keylen,
+                       uint64_t cost, uint64_t now_us);
+void fg_local_decided(fg_local *lc, const char *key, size_t keylen,
+                      uint64_t cost, int counted, uint64_t now_us);
 
 /* Give back 'cost' units an allowed check of 'key' took (fg_refund).
  * Returns the units to give back in the store instead (fg_refund): a sync

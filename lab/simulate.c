@@ -305,17 +305,17 @@ static void send_ask(sim *s, uint32_t server, const fg_local_ask *a,
 static void exact_check(sim *s, uint64_t now, uint64_t arrived, uint32_t server)
 {
     fg_decision d;
+    fg_local *lc = server != NONE ? s->srv[server].lc : NULL;
     s->store_now = now + s->act_us;
+    fg_local_deciding(lc, s->key, s->keylen, 1, now);
     int rc = fg_check(s->lim, s->key, s->keylen, 1, &d);
     s->r->store_commands++;
-    if (rc == FG_OK) {
+    fg_local_decided(lc, s->key, s->keylen, 1, rc == FG_OK && d.allowed,
+                     now + s->p->rtt_us);
+    if (rc == FG_OK)
         decided(s, arrived, s->store_now, now + s->p->rtt_us, d.allowed);
-        if (d.allowed && server != NONE && s->srv[server].lc)
-            fg_local_counted(s->srv[server].lc, s->key, s->keylen, 1,
-                             now + s->p->rtt_us);
-    } else {
+    else
         by_policy(s, arrived, now);
-    }
 }
 
 /* ---- the servers --------------------------------------------------------- */

@@ -196,9 +196,10 @@ static int check_locked(fg_limiter *l, const char *key, size_t keylen,
         if (rc == FG_ENOMEM) {
             /* Decided in the store: what it counted, the views here
              * count too until a later sync holds it. */
+            fg_local_deciding(m->lc, key, keylen, cost, now);
             rc = m->exact(l, key, keylen, cost, out);
-            if (counts(rc, out))
-                fg_local_counted(m->lc, key, keylen, cost, now_us());
+            fg_local_decided(m->lc, key, keylen, cost, counts(rc, out),
+                             now_us());
             return rc;
         }
         if (rc < 0)
@@ -285,8 +286,8 @@ static void on_exact(int rc, const fg_decision *d, void *data)
 {
     mode_req *r = data;
     struct fg__mode *m = r->l->mode;
-    if (counts(rc, d))
-        fg_local_counted(m->lc, r->key, r->keylen, r->cost, now_us());
+    fg_local_decided(m->lc, r->key, r->keylen, r->cost, counts(rc, d),
+                     now_us());
     fg_decision copy = *d;
     finish(r, rc, &copy);
 }
@@ -322,10 +323,14 @@ static void run_req(mode_req *r, uint64_t now)
     }
     if (rc == FG_ENOMEM) {
         /* The store decides this one exactly (no room here, or a sync's
-         * view too old while its sync is in flight). */
+         * view too old while its sync is in flight); the views hold its
+         * units meanwhile, since the store may count them before a view
+         * answered holds them. */
+        fg_local_deciding(m->lc, r->key, r->keylen, r->cost, now);
         if (fg__check_async_exact(l, r->key, r->keylen, r->cost, on_exact, r) ==
             FG_OK)
             return;
+        fg_local_decided(m->lc, r->key, r->keylen, r->cost, 0, now);
     }
     rc = fg__decide_by_policy(l, rc, r->key, r->keylen, r->cost, &d);
     fg__shadow_decision(l, rc, &d);

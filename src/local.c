@@ -137,7 +137,8 @@ void fg__local_list_due(fg_local *lc, entry *e)
 
 static int evictable(const entry *e)
 {
-    return !e->listed && !e->asks && !e->wait_head && !e->units && !e->give;
+    return !e->listed && !e->asks && !e->wait_head && !e->units && !e->give &&
+           !e->deciding;
 }
 
 static void table_remove(fg_local *lc, entry *e)
@@ -167,6 +168,17 @@ static void table_grow(fg_local *lc)
     fg__free(lc->buckets);
     lc->buckets = b;
     lc->nbuckets = n;
+}
+
+/* The entry of 'key', or NULL, left where it is in LRU order. */
+static entry *find(fg_local *lc, const char *key, size_t keylen)
+{
+    uint64_t h = fg__hash(key, keylen, lc->seed);
+    entry *e = lc->buckets[h & (lc->nbuckets - 1)];
+    while (e && !(e->hash == h && e->keylen == keylen &&
+                  (keylen == 0 || memcmp(e->key, key, keylen) == 0)))
+        e = e->hnext;
+    return e;
 }
 
 /* The entry of 'key', made when new; NULL when there is no room (FG_ENOMEM
@@ -331,7 +343,8 @@ static int sync_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
     if (e->failed)
         return FG_EBACKEND;
     sync_window_end(lc, e, now);
-    uint64_t v = view_avail(lc, e, now), own = e->sent + e->units + e->counted;
+    uint64_t v = view_avail(lc, e, now),
+             own = e->sent + e->units + e->counted + e->deciding;
     uint64_t avail = v > own ? v - own : 0;
     memset(d, 0, sizeof(*d));
     d->limit = lc->max_cost;
@@ -497,18 +510,32 @@ int fg_local_answer(fg_local *lc, fg_local_ask *ask, uint64_t now_us, int rc,
     return again;
 }
 
-void fg_local_counted(fg_local *lc, const char *key, size_t keylen,
-                      uint64_t units, uint64_t now_us)
+void fg_local_deciding(fg_local *lc, const char *key, size_t keylen,
+                       uint64_t cost, uint64_t now_us)
 {
     int rc;
     if (!lc || (!key && keylen) || keylen > FG_MAX_KEY)
         return;
     entry *e =
         lc->mode == FG_MODE_SYNC ? lookup(lc, key, keylen, now_us, &rc) : NULL;
-    if (!e)
+    if (e)
+        e->deciding += cost;
+}
+
+void fg_local_decided(fg_local *lc, const char *key, size_t keylen,
+                      uint64_t cost, int counted, uint64_t now_us)
+{
+    if (!lc || (!key && keylen) || keylen > FG_MAX_KEY ||
+        lc->mode != FG_MODE_SYNC)
         return;
-    e->counted += units;
-    e->counted_at = now_us;
+    entry *e = find(lc, key, keylen);
+    if (!e)
+        return; /* no room for it when sent: nothing held, no view */
+    e->deciding -= min_u64(cost, e->deciding);
+    if (counted) {
+        e->counted += cost;
+        e->counted_at = now_us;
+    }
 }
 
 uint64_t fg_local_refund(fg_local *lc, const char *key, size_t keylen,
@@ -563,11 +590,7 @@ void fg_local_forget(fg_local *lc, const char *key, size_t keylen)
 {
     if (!lc || (!key && keylen) || keylen > FG_MAX_KEY)
         return;
-    uint64_t h = fg__hash(key, keylen, lc->seed);
-    entry *e = lc->buckets[h & (lc->nbuckets - 1)];
-    while (e && !(e->hash == h && e->keylen == keylen &&
-                  (keylen == 0 || memcmp(e->key, key, keylen) == 0)))
-        e = e->hnext;
+    entry *e = find(lc, key, keylen);
     if (!e)
         return;
     /* The store's counts of the key are gone: what was taken, counted or

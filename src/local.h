@@ -23,6 +23,9 @@ typedef struct fg__local_entry {
      * checks it decided here, and when the last of them was answered;
      * units of a check in the store (FG_LOCAL_CHECK) for it to take. */
     uint64_t view_at, counted, counted_at, granted;
+    /* sync: units of checks the store is deciding here (fg_local_deciding)
+     * and has not answered. */
+    uint64_t deciding;
     /* sync: when the first of 'units' was admitted, and of 'sent' (a
      * refund spent before it is not among them). */
     uint64_t units_at, sent_from;

@@ -282,7 +282,37 @@ check "reload: the new interval's bound logged" grep -q 'event=mode limit=sy mod
 c=$(http POST "$U1/v1/check?limit=sy&key=after-reload")
 expect_eq "reload: sync answers" "$c" 200
 
-# 7. A mode the server cannot run is refused at start with the reason.
+# 7. One server (N = 1, exact by the bound) behind a 200 ms round trip: a
+# key's first check asks the store; 39 arriving while it is in flight go
+# to the store too, and are counted there after the first answer became
+# the view. The view must hold them from when they were sent: 40 a
+# minute, then at most 40 admitted.
+"$BUILD/fault/faultproxy" -u "$RPORT" >"$T/px.out" 2>"$T/px.log" &
+PIDS="$PIDS $!"
+for _ in $(seq 1 200); do grep -q control= "$T/px.out" 2>/dev/null && break; sleep 0.01; done
+PXPORT=$(sed -n 's/^listen=\([0-9]*\) .*/\1/p' "$T/px.out")
+PXCTL=$(sed -n 's/.* control=\([0-9]*\)$/\1/p' "$T/px.out")
+printf '[server]\nworkers = 1\n[store]\nurl = redis://127.0.0.1:%s\nprefix = n1%s:\ntimeout = 2s\n[limit fw]\nkey = query:k\nalgorithm = fixed_window\nrate = 40/min\nmode = sync:1s\nfallback_servers = 1\n' \
+    "$PXPORT" $$ >"$T/n1.ini"
+start_fg n1 -c "$T/n1.ini" --listen 127.0.0.1:0 || { bad "server n1 starts"; finish; }
+exec {pfd}<>"/dev/tcp/127.0.0.1/$PXCTL" && echo "latency 200 0" >&"$pfd" && read -r _ <&"$pfd"
+exec {pfd}<&-
+N1="http://127.0.0.1:$FGPORT_n1/v1/check?limit=fw&key=burst"
+curl -s -o "$T/first" -w '%{http_code}' -m 5 -X POST "$N1" >"$T/first.code" &
+cpid=$!
+sleep 0.05
+"$FGLOAD" -n 39 -c 39 "$N1" >"$T/a.out" 2>/dev/null &
+apid=$!
+wait "$cpid" # the first answered: the view; the 39 are answered 50 ms later
+b=$("$FGLOAD" -n 60 -c 5 "$N1" 2>/dev/null)
+wait "$apid"
+a=$(cat "$T/a.out")
+adm=$(( $(field "$a" s200) + $(field "$b" s200) + $(grep -c 200 "$T/first.code") ))
+echo "one server, 200 ms round trip: admitted $adm of 100 (limit 40); $a; $b"
+check "one server, checks in the store while the first is in flight: at most 40 admitted ($adm)" \
+    test "$adm" -le 40
+
+# 8. A mode the server cannot run is refused at start with the reason.
 printf '[limit x]\nrate = 5/s\nkey = ip\nmode = lease:9\n' >"$T/bad.ini"
 "$FLOODGATE" serve -c "$T/bad.ini" --listen 127.0.0.1:0 2>"$T/bad.err"
 check "lease:9 on 5/s refused at its line" grep -q "bad.ini:4: .*lease chunk 9 is above the limit (5)" "$T/bad.err"

@@ -197,7 +197,8 @@ static void test_parse(void)
     CHECK_EQ(fg_local_flush(NULL, 0, &a, 1), 0);
     CHECK_EQ(fg_local_keys(NULL), 0);
     CHECK_EQ(fg_local_held(NULL), 0);
-    fg_local_counted(NULL, "k", 1, 1, 0);
+    fg_local_deciding(NULL, "k", 1, 1, 0);
+    fg_local_decided(NULL, "k", 1, 1, 1, 0);
     fg_local_refund(NULL, "k", 1, 1, 0);
 }
 
@@ -333,9 +334,10 @@ static void sim_request(sim *s, int srv, const char *key, uint64_t cost)
         /* This driver does not wait: the store decides (a round trip's
          * delay aside), as the limiter does. */
         s->asks++;
+        fg_local_deciding(s->lc[srv], key, strlen(key), cost, fake_now);
         CHECK_EQ(fg_check(s->shared, key, strlen(key), cost, &d), FG_OK);
-        if (d.allowed)
-            fg_local_counted(s->lc[srv], key, strlen(key), cost, fake_now);
+        fg_local_decided(s->lc[srv], key, strlen(key), cost, d.allowed,
+                         fake_now);
         if (d.allowed)
             sim_admit(s, cost);
         else
@@ -1088,6 +1090,51 @@ static void test_sync_failure(void)
 /* An old view refuses locally what it has no room for: a token bucket's
  * as it refills at the rate, then the store decides; a sliding window's
  * view does not decay its previous window, so there the store decides. */
+/* Checks the store decides while a key's first ask is in flight
+ * (FG_ENOMEM) may be counted after the store answered that ask: the view
+ * from its answer does not hold them, so they are held from when they
+ * are sent. One server, 40 a window: 1 asks, 39 go to the store, the ask
+ * answers (39 left), and the 39 are still unanswered: nothing more fits. */
+static void test_sync_deciding(void)
+{
+    fg_limit lim = lim_of("40/min", FG_FIXED_WINDOW, "sync:1s");
+    fg_local *lc = fg_local_new(&lim, 0, NULL, 0);
+    fg_decision d;
+    fg_local_ask a, b;
+    uint64_t t = 120 * 1000 * MS;
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, t, &d, &a, NULL), FG_LOCAL_ASKED);
+    for (int i = 0; i < 39; i++) {
+        CHECK_EQ(fg_local_check(lc, "k", 1, 1, t + MS, &d, &b, NULL),
+                 FG_ENOMEM);
+        fg_local_deciding(lc, "k", 1, 1, t + MS);
+    }
+    memset(&d, 0, sizeof d);
+    d.allowed = 1;
+    d.remaining = 39;
+    d.reset_us = 60000 * MS;
+    fg_local_answer(lc, &a, t + 200 * MS, FG_OK, &d, NULL);
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, t + 200 * MS, &d, &b, NULL), FG_OK);
+    CHECK_EQ(d.allowed, 1); /* the ask's own, granted */
+    CHECK_EQ(d.source, FG_SOURCE_STORE);
+    int admitted = 0;
+    for (int i = 0; i < 39; i++) {
+        CHECK_EQ(fg_local_check(lc, "k", 1, 1, t + 201 * MS, &d, &b, NULL),
+                 FG_OK);
+        admitted += d.allowed;
+    }
+    CHECK_EQ(admitted, 0);
+    /* The store answers them, allowed: counted, still held; refused ones
+     * would free their units. */
+    for (int i = 0; i < 38; i++)
+        fg_local_decided(lc, "k", 1, 1, 1, t + 202 * MS);
+    fg_local_decided(lc, "k", 1, 1, 0, t + 202 * MS);
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, t + 203 * MS, &d, &b, NULL), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, t + 203 * MS, &d, &b, NULL), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    fg_local_free(lc);
+}
+
 static void test_old_view(void)
 {
     fg_decision d;
@@ -1439,6 +1486,7 @@ int main(void)
     test_waiters();
     test_sync_failure();
     test_store_refusal();
+    test_sync_deciding();
     test_old_view();
     test_old_view_own_usage();
     test_late_tick();

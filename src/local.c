@@ -247,18 +247,20 @@ void fg__local_ask_for(fg_local_ask *a, fg_local_op op, entry *e,
 
 /* ---- sync -------------------------------------------------------------- */
 
-/* What the view says fits at 'now', before this process's own usage. */
+/* What the view says fits at 'now', before this process's own usage (a
+ * token bucket's admitted here is in 'tat' already). */
 static uint64_t view_avail(const fg_local *lc, const entry *e, uint64_t now)
 {
-    if (!e->synced || now >= e->reset_at)
-        return lc->max_cost;
     if (lc->algorithm == FG_TOKEN_BUCKET) {
-        /* The bucket is full at reset_at: until then it lacks the tokens
-         * of that time at the rate (more than the burst while in debt). */
-        uint64_t lack =
-            muldiv_up(e->reset_at - now, lc->lim.limit, lc->period_us);
+        /* The bucket is full at 'tat': until then it lacks the tokens of
+         * that time at the rate (more than the burst while in debt). */
+        if (!e->synced || now >= e->tat)
+            return lc->max_cost;
+        uint64_t lack = muldiv_up(e->tat - now, lc->lim.limit, lc->period_us);
         return lack >= lc->max_cost ? 0 : lc->max_cost - lack;
     }
+    if (!e->synced || now >= e->reset_at)
+        return lc->max_cost;
     /* A window's view holds until it ends (a sliding window's previous
      * count is not decayed here: the next sync does it). */
     return e->view_rem;
@@ -286,6 +288,16 @@ static void sync_window_end(const fg_local *lc, entry *e, uint64_t now)
         e->units = 0;
         e->synced = 0;
     }
+}
+
+/* A token bucket's 'units' spent here at 'now': from the bucket of the
+ * view, which refills at the rate until then. */
+static void tb_spend(const fg_local *lc, entry *e, uint64_t now, uint64_t units)
+{
+    if (lc->algorithm != FG_TOKEN_BUCKET || !units)
+        return;
+    e->tat = (e->tat > now ? e->tat : now) +
+             muldiv_up(units, lc->period_us, lc->lim.limit);
 }
 
 /* Sync 'e' now: its usage not yet sent, counted in the store, whose
@@ -343,8 +355,9 @@ static int sync_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
     if (e->failed)
         return FG_EBACKEND;
     sync_window_end(lc, e, now);
-    uint64_t v = view_avail(lc, e, now),
-             own = e->sent + e->units + e->counted + e->deciding;
+    uint64_t v = view_avail(lc, e, now), own = e->counted + e->deciding;
+    if (lc->algorithm != FG_TOKEN_BUCKET)
+        own += e->sent + e->units;
     uint64_t avail = v > own ? v - own : 0;
     memset(d, 0, sizeof(*d));
     d->limit = lc->max_cost;
@@ -381,6 +394,7 @@ static int sync_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
         if (!e->units)
             e->units_at = now;
         e->units += cost;
+        tb_spend(lc, e, now, cost);
         d->allowed = 1;
         d->remaining = avail - cost;
     } else {
@@ -418,6 +432,9 @@ static void view_from(const fg_local *lc, entry *e, uint64_t sent_at,
     e->view_at = now;
     e->synced = 1;
     e->failed = 0;
+    /* The units admitted here since the ask was sent are not in it. */
+    e->tat = e->reset_at;
+    tb_spend(lc, e, now, e->units);
 }
 
 static void sync_answer(fg_local *lc, entry *e, uint64_t now, int rc,
@@ -565,6 +582,10 @@ uint64_t fg_local_refund_at(fg_local *lc, const char *key, size_t keylen,
          * what the store gives back. */
         uint64_t here = min_u64(cost, e->units);
         e->units -= here;
+        if (lc->algorithm == FG_TOKEN_BUCKET) {
+            uint64_t t = muldiv_up(here, lc->period_us, lc->lim.limit);
+            e->tat = e->tat > t ? e->tat - t : 0;
+        }
         e->counted -= min_u64(cost - here, e->counted);
         return cost - here;
     }

@@ -26,6 +26,10 @@ typedef struct fg__local_entry {
     /* sync: units of checks the store is deciding here (fg_local_deciding)
      * and has not answered. */
     uint64_t deciding;
+    /* sync, token bucket: when the bucket is full again by the view and
+     * the units admitted here since (each spent from the bucket at its
+     * time, as the store would: it refills meanwhile). */
+    uint64_t tat;
     /* sync: when the first of 'units' was admitted, and of 'sent' (a
      * refund spent before it is not among them). */
     uint64_t units_at, sent_from;

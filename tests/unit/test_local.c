@@ -454,6 +454,48 @@ static void test_sync_token(void)
     sim_free(&s);
 }
 
+/* sync, one server at 50x the rate, by interval. A token bucket's units
+ * admitted here refill as the store's would: at intervals shorter than
+ * the bucket takes to refill (burst / rate, 1 s here) it admits nearly
+ * what an exact limit would; at longer ones the store counts each
+ * interval's usage at once on a bucket that refilled meanwhile, and it
+ * refuses below the limit (the view once held its own usage for the
+ * whole interval: 85 of 180 at sync:2s). A sliding window's usage sent
+ * after its window ended counts in the next, and its view does not decay
+ * the previous window: it refuses below the limit too (docs/modes.md). */
+static void test_sync_one_server(void)
+{
+    static const struct {
+        fg_algorithm alg;
+        const char *mode;
+        double at_least; /* of the ideal */
+    } c[] = {
+        {FG_TOKEN_BUCKET, "sync:200ms", 0.95},
+        {FG_TOKEN_BUCKET, "sync:500ms", 0.95},
+        {FG_TOKEN_BUCKET, "sync:900ms", 0.9},
+        {FG_TOKEN_BUCKET, "sync:2s", 0.65},
+        {FG_SLIDING_WINDOW, "sync:200ms", 0.7},
+        {FG_SLIDING_WINDOW, "sync:2s", 0.4},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        fg_limit lim = lim_of("20/s", c[i].alg, c[i].mode);
+        sim s;
+        sim_init(&s, &lim, 1, 2 * MS);
+        fake_now = 5000 * SEC;
+        int srv = 0;
+        sim_run(&s, "u", 1, 8000, &srv); /* 1000/s for 8 s */
+        double ideal = 20 + 20 * 8.0;
+        printf("sync %s, 1 server, %s, 50x for 8 s: %llu admitted (ideal "
+               "%.0f), %llu store commands\n",
+               c[i].alg == FG_TOKEN_BUCKET ? "token bucket" : "sliding window",
+               c[i].mode, (unsigned long long)s.allowed, ideal,
+               (unsigned long long)s.asks);
+        CHECK((double)s.allowed <= ideal + 1);
+        CHECK((double)s.allowed >= ideal * c[i].at_least);
+        sim_free(&s);
+    }
+}
+
 /* lease, fixed window and token bucket: never over the limit; the chunks
  * grow with the traffic, so the store sees few commands. */
 static void test_lease(void)
@@ -1478,6 +1520,7 @@ int main(void)
     test_parse();
     test_sync_fixed();
     test_sync_token();
+    test_sync_one_server();
     test_lease();
     test_lease_steps();
     test_lease_give_back();

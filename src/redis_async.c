@@ -237,7 +237,6 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 static void on_reply(redisAsyncContext *ac, void *reply, void *priv);
 static void batch_add(aslot *s);
 
-
 /* The reply to a fixed window's PEXPIRE NX, after INCRBY's (kept in the
  * slot): an error fails the check, whose key would otherwise never
  * expire (Redis before 7.0, a user without +pexpire); else INCRBY's reply

@@ -504,6 +504,9 @@ int fg_cmd_check(int argc, char **argv)
         fprintf(stderr, "floodgate check: %s\n", err);
         return 2;
     }
+    const char *warn = fg_store_warning(st);
+    if (warn)
+        fprintf(stderr, "floodgate check: warning: %s\n", warn);
     hold_stops();
     fg_limiter *l = fg_limiter_new(st, &lim, err, sizeof(err));
     if (!l) {

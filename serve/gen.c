@@ -360,6 +360,14 @@ fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
             fg__log("store_unreachable", "reason=%s",
                     fg__log_value(why, v, sizeof(v)));
         }
+        /* A setting of Redis that lets limits over-admit (an evicting
+         * maxmemory-policy): said at start and on each reload. */
+        const char *warn = fg_store_warning(st);
+        if (warn) {
+            char v[600];
+            fg__log("store_warning", "level=warning reason=%s",
+                    fg__log_value(warn, v, sizeof(v)));
+        }
         /* Each limit as the workers will build it (their local fallback
          * shared among them): a limit a worker would refuse is refused
          * here, at its rate's line, and the running ones stay. */

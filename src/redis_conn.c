@@ -795,3 +795,38 @@ void fg__raconn_want_write(fg__raconn *cn)
         event_active(cn->flush, EV_WRITE, 0);
     }
 }
+
+/* The value of 'name' in CONFIG GET's reply 'r' (pairs), or NULL. */
+static const char *config_value(const redisReply *r, const char *name)
+{
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        const redisReply *k = r->element[i], *v = r->element[i + 1];
+        if (k->type == REDIS_REPLY_STRING && v->type == REDIS_REPLY_STRING &&
+            !strcmp(k->str, name))
+            return v->str;
+    }
+    return NULL;
+}
+
+void fg__rnode_eviction_check(fg__rnode *st, fg__rsconn *sc, uint64_t deadline)
+{
+    fg__rcmd k = {
+        .argc = 3, .argv = {"CONFIG", "GET", "maxmemory*"}, .len = {6, 3, 10}};
+    redisReply *r = NULL;
+    st->warning[0] = '\0';
+    if (fg__rsync_append(sc, &k) != FG_OK ||
+        fg__rsync_exchange(sc, 1, &r, deadline) != FG_OK)
+        return;
+    if (r->type == REDIS_REPLY_ARRAY) {
+        const char *max = config_value(r, "maxmemory");
+        const char *policy = config_value(r, "maxmemory-policy");
+        if (max && policy && strcmp(max, "0") && strcmp(policy, "noeviction"))
+            snprintf(st->warning, sizeof st->warning,
+                     "redis %.100s: maxmemory-policy %.40s evicts keys once "
+                     "maxmemory (%.20s bytes) is reached: a limit whose "
+                     "counter is evicted starts again from zero and "
+                     "over-admits; set noeviction",
+                     st->where, policy, max);
+    }
+    freeReplyObject(r);
+}

@@ -54,6 +54,9 @@ typedef struct fg__rnode {
      * otherwise such a user would fail for good). */
     atomic_int scripts_lost;
     int in_cluster; /* a node of the Cluster store (set before any check) */
+    /* Set at open, when the server would evict floodgate's keys
+     * (fg__rnode_eviction_check); "" otherwise. */
+    char warning[400];
 
     pthread_mutex_t mu; /* guards what follows, up to the async part */
     fg__rsconn idle[FG__RPOOL_MAX];
@@ -149,6 +152,11 @@ int fg__rsync_connect(fg__rnode *st, uint64_t deadline, fg__rsconn *out,
 /* Append 'k' to 'sc' (formatted on the stack when it fits). FG_OK, or
  * FG_ENOMEM with the connection marked broken. */
 int fg__rsync_append(fg__rsconn *sc, fg__rcmd *k);
+/* Ask the server on 'sc' for its maxmemory settings; when it has a
+ * maxmemory and a policy other than noeviction, say in 'st->warning'
+ * that it evicts keys, a limit's counter among them. Anything refused
+ * (a user without +config|get, a proxy) leaves no warning. */
+void fg__rnode_eviction_check(fg__rnode *st, fg__rsconn *sc, uint64_t deadline);
 /* Send what is appended and read 'n' replies into 'r' by 'deadline'; on
  * failure none is left and 'sc' is marked broken. */
 int fg__rsync_exchange(fg__rsconn *sc, int n, redisReply **r,

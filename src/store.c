@@ -184,6 +184,11 @@ const char *fg_store_node_error(fg_store *st, unsigned node)
     return st->ops->node_error ? st->ops->node_error(st, node) : "";
 }
 
+const char *fg_store_warning(fg_store *st)
+{
+    return st && st->ops->warning ? st->ops->warning(st) : NULL;
+}
+
 uint64_t fg_store_keys(fg_store *st)
 {
     return st && st->ops->keys ? st->ops->keys(st) : 0;

@@ -53,6 +53,8 @@ typedef struct fg__store_ops {
     unsigned (*node_of)(fg_store *st, const char *key, size_t keylen);
     const char *(*node_name)(fg_store *st, unsigned node);
     const char *(*node_error)(fg_store *st, unsigned node);
+    /* fg_store_warning; NULL: none. */
+    const char *(*warning)(fg_store *st);
 } fg__store_ops;
 
 /* Every store begins with this header. */

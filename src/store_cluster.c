@@ -750,12 +750,26 @@ fail:
     return NULL;
 }
 
+/* The first master's that has one (each written once, when opened). */
+static const char *cluster_warning(fg_store *s)
+{
+    cluster_store *st = (cluster_store *)s;
+    unsigned n = atomic_load(&st->nnodes);
+    for (unsigned i = 0; i < n; i++) {
+        const char *w = fg_store_warning(atomic_load(&st->node[i]));
+        if (w)
+            return w;
+    }
+    return NULL;
+}
+
 #define CLUSTER_OPS_COMMON                                                     \
     .scheme = "cluster", .limiter_init = cluster_limiter_init,                 \
     .limiter_free = cluster_limiter_free, .check = cluster_check,              \
     .refund = cluster_refund, .keys = cluster_keys, .close = cluster_close,    \
     .peek = cluster_peek, .reset = cluster_reset, .node_of = cluster_node_of,  \
-    .node_name = cluster_node_name, .node_error = cluster_node_error
+    .node_name = cluster_node_name, .node_error = cluster_node_error,          \
+    .warning = cluster_warning
 
 static const fg__store_ops cluster_ops = {CLUSTER_OPS_COMMON};
 static const fg__store_ops cluster_async_ops = {

@@ -462,7 +462,8 @@ fg_store *fg__store_redis_open_ex(const char *url, struct event_base *base,
             redis_close(&st->base);
             return NULL;
         }
-        if (base)
+        fg__rnode_eviction_check(&st->node, &c, deadline);
+        if (base || c.broken)
             redisFree(c.c);
         else
             st->node.idle[st->node.nidle++] = c;
@@ -573,6 +574,13 @@ static const char *redis_node_error(fg_store *s, unsigned node)
     return fg__store_redis_last_error(s);
 }
 
+/* Written once, at open. */
+static const char *redis_warning(fg_store *s)
+{
+    const char *w = ((redis_store *)s)->node.warning;
+    return w[0] ? w : NULL;
+}
+
 static const fg__store_ops redis_ops = {
     .scheme = "redis",
     .limiter_init = redis_limiter_init,
@@ -586,6 +594,7 @@ static const fg__store_ops redis_ops = {
     .now = redis_now,
     .node_name = redis_node_name,
     .node_error = redis_node_error,
+    .warning = redis_warning,
 };
 
 static const fg__store_ops redis_async_ops = {
@@ -603,4 +612,5 @@ static const fg__store_ops redis_async_ops = {
     .now = redis_now,
     .node_name = redis_node_name,
     .node_error = redis_node_error,
+    .warning = redis_warning,
 };

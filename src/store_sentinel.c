@@ -798,12 +798,26 @@ int fg__store_sentinel_master(fg_store *s, char *buf, size_t n)
     return FG_OK;
 }
 
+/* The current master's, copied under the lock (a failover retires it)
+ * into the caller's thread's own buffer. */
+static const char *sentinel_warning(fg_store *s)
+{
+    static _Thread_local char copy[512];
+    sentinel_store *st = (sentinel_store *)s;
+    pthread_mutex_lock(&st->mu);
+    const char *w = st->cur ? fg_store_warning(st->cur->st) : NULL;
+    snprintf(copy, sizeof copy, "%s", w ? w : "");
+    pthread_mutex_unlock(&st->mu);
+    return copy[0] ? copy : NULL;
+}
+
 #define SENTINEL_OPS_COMMON                                                    \
     .scheme = "sentinel", .limiter_init = sentinel_limiter_init,               \
     .limiter_free = sentinel_limiter_free, .check = sentinel_check,            \
     .refund = sentinel_refund, .keys = sentinel_keys, .close = sentinel_close, \
     .peek = sentinel_peek, .reset = sentinel_reset,                            \
-    .node_name = sentinel_node_name, .node_error = sentinel_node_error
+    .node_name = sentinel_node_name, .node_error = sentinel_node_error,        \
+    .warning = sentinel_warning
 
 static const fg__store_ops sentinel_ops = {SENTINEL_OPS_COMMON};
 static const fg__store_ops sentinel_async_ops = {

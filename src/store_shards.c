@@ -289,12 +289,25 @@ fail:
     return NULL;
 }
 
+/* The first node's that has one. */
+static const char *shards_warning(fg_store *s)
+{
+    shards_store *st = (shards_store *)s;
+    for (unsigned i = 0; i < s->nodes; i++) {
+        const char *w = fg_store_warning(st->node[i]);
+        if (w)
+            return w;
+    }
+    return NULL;
+}
+
 #define SHARDS_OPS_COMMON                                                      \
     .scheme = "shards", .limiter_init = shards_limiter_init,                   \
     .limiter_free = shards_limiter_free, .check = shards_check,                \
     .refund = shards_refund, .keys = shards_keys, .close = shards_close,       \
     .peek = shards_peek, .reset = shards_reset, .node_of = shards_node_of,     \
-    .node_name = shards_node_name, .node_error = shards_node_error
+    .node_name = shards_node_name, .node_error = shards_node_error,            \
+    .warning = shards_warning
 
 static const fg__store_ops shards_ops = {SHARDS_OPS_COMMON};
 static const fg__store_ops shards_async_ops = {

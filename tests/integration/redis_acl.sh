@@ -125,4 +125,25 @@ for round in 1 2; do
 done
 check "serve: the failures logged with Redis's NOPERM" \
     grep -q "event=store_error .*detail=\"redis .*check failed: NOPERM .*'eval'" "$T/s.log"
+
+# A Redis that evicts keys when full (maxmemory and an evicting policy)
+# would drop counters in use: floodgate check and serve say so at open.
+# A user who may not read the configuration (no +config|get) gets no
+# warning and works as before; nor does a Redis that does not evict.
+redis-cli -p "$RPORT" config set maxmemory 1gb >/dev/null
+redis-cli -p "$RPORT" config set maxmemory-policy allkeys-lru >/dev/null
+out=$("$FLOODGATE" check --store "redis://127.0.0.1:$RPORT" --limit 5/s --key ev 2>&1)
+check "evicting Redis: floodgate check warns ($out)" \
+    grep -q "floodgate check: warning: redis .*maxmemory-policy allkeys-lru evicts keys .*set noeviction" <<<"$out"
+check "evicting Redis: the check is still decided" grep -q "^allowed" <<<"$out"
+out=$("$FLOODGATE" check --store "$LIM" --limit 5/s --key ev 2>&1)
+expect_eq "evicting Redis, a user without +config|get: no warning, decided" "$out" \
+    "$(grep '^allowed' <<<"$out")"
+printf '[store]\nurl = redis://127.0.0.1:%s\n[limit a]\nkey = query:k\nrate = 5/s\n' "$RPORT" >"$T/ev.ini"
+start_fg ev -c "$T/ev.ini" --listen 127.0.0.1:0 || bad "serve ev starts"
+check "evicting Redis: serve logs store_warning" \
+    grep -q 'event=store_warning level=warning reason="redis .*allkeys-lru evicts keys' "$T/ev.log"
+redis-cli -p "$RPORT" config set maxmemory-policy noeviction >/dev/null
+out=$("$FLOODGATE" check --store "redis://127.0.0.1:$RPORT" --limit 5/s --key ev 2>&1)
+check "noeviction: no warning ($out)" test -z "$(grep warning <<<"$out")"
 finish

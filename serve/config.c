@@ -765,12 +765,7 @@ static int finish(parser *p)
         if (r->has_clock)
             sl->lim.clock_client = r->clock_client;
         sl->lim.durable = r->durable;
-        if (r->durable && (!strcmp(c->store_url, "memory") ||
-                           !strncmp(c->store_url, "memory?", 7)))
-            return fail(p, r->durable_line,
-                        "[limit %s]: durable = replica needs a Redis store "
-                        "(the memory store has no replica)",
-                        name);
+        sl->durable_line = r->durable ? r->durable_line : 0;
         if (r->has_mode) {
             sl->lim.mode = r->mode.mode;
             sl->lim.sync_ms = r->mode.sync_ms;

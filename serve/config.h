@@ -19,13 +19,14 @@
 
 /* One [limit NAME] section. */
 typedef struct fg__serve_limit {
-    fg_limit lim;    /* name, rate, algorithm, policy */
-    fg__keysrc key;  /* where the key comes from */
-    int line;        /* the section's "[limit NAME]" line, for messages */
-    int rate_line;   /* the line of its rate, for messages */
-    int has_rate;    /* rate given */
-    int has_timeout; /* timeout given (else [store] timeout) */
-    int has_key;     /* key given */
+    fg_limit lim;     /* name, rate, algorithm, policy */
+    fg__keysrc key;   /* where the key comes from */
+    int line;         /* the section's "[limit NAME]" line, for messages */
+    int rate_line;    /* the line of its rate, for messages */
+    int durable_line; /* the line of "durable = replica" (0: none) */
+    int has_rate;     /* rate given */
+    int has_timeout;  /* timeout given (else [store] timeout) */
+    int has_key;      /* key given */
 } fg__serve_limit;
 
 typedef struct fg__serve_config {

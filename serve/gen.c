@@ -273,6 +273,17 @@ fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
     if (c->admin_token_file[0] && read_token(g, cfg_name, err, errlen))
         goto fail;
     g->is_memory = is_memory_url(c->store_url);
+    /* Here, not in the parser: --store may replace the file's store. */
+    for (unsigned i = 0; g->is_memory && i < c->nlimits; i++) {
+        if (c->limits[i].lim.durable) {
+            snprintf(err, errlen,
+                     "%s:%d: [limit %s]: durable = replica needs a Redis "
+                     "store (the memory store has no replica)",
+                     cfg_name, c->limits[i].durable_line,
+                     c->limits[i].lim.name);
+            goto fail;
+        }
+    }
     if (!g->is_memory) {
         if (store_urls(g, err, errlen))
             goto fail;

@@ -209,8 +209,13 @@ static int check_locked(fg_limiter *l, const char *key, size_t keylen,
         rc = ask_blocking(l, &ask, out, 0);
         if (rc != FG_OK)
             return fg__decide_by_policy(l, rc, key, keylen, cost, out);
-        if (round == 3)
-            return m->exact(l, key, keylen, cost, out);
+        if (round == 3) {
+            fg_local_deciding(m->lc, key, keylen, cost, now_us());
+            rc = m->exact(l, key, keylen, cost, out);
+            fg_local_decided(m->lc, key, keylen, cost, counts(rc, out),
+                             now_us());
+            return rc;
+        }
     }
 }
 

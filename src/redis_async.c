@@ -246,12 +246,13 @@ static void on_pexpire(redisAsyncContext *ac, void *reply, void *priv)
     aslot *s = priv;
     redisReply *r = reply;
     s->expiry = 0;
-    if (s->first_none) {
+    if (s->first_none || !r) {
+        /* The connection went before both answered: it fails the check,
+         * as it would a durable one waiting for its WAIT. */
         on_reply(ac, NULL, s);
         return;
     }
-    if (r && s->first.type == REDIS_REPLY_INTEGER &&
-        r->type == REDIS_REPLY_ERROR) {
+    if (s->first.type == REDIS_REPLY_INTEGER && r->type == REDIS_REPLY_ERROR) {
         redis_store *st = store_of(s->conn);
         slot_finish(st, s, fg__redis_pexpire_error(s->conn->st, r), NULL);
         return;

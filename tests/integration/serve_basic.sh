@@ -29,6 +29,15 @@ expect_eq "check --reset --json" "$("$FLOODGATE" check --limit 1/s --key a --res
 "$FLOODGATE" check --limit 1/s --key a --durable replica 2>"$T/dur.err"
 check "check --durable replica on memory: exit 2, the reason" \
     test $? = 2 -a -n "$(grep 'needs a Redis store' "$T/dur.err")"
+# serve: durable = replica on the memory store is refused at its line;
+# the same file with --store naming Redis starts (--store replaces it).
+printf '[limit d]\nkey = query:k\nrate = 5/s\ndurable = replica\n' >"$T/dur.ini"
+"$FLOODGATE" serve -c "$T/dur.ini" --listen 127.0.0.1:0 2>"$T/dur2.err"
+check "serve durable = replica on memory: exit 2, at its line" \
+    test $? = 2 -a -n "$(grep 'dur.ini:4: \[limit d\]: durable = replica needs a Redis store' "$T/dur2.err")"
+start_fg dur -c "$T/dur.ini" --store "redis://127.0.0.1:$(free_port)" --listen 127.0.0.1:0
+check "serve durable = replica with --store redis://: starts" test $? = 0
+kill "$FGPID_dur" 2>/dev/null
 "$FLOODGATE" check --limit 1/s --key a --json=1 2>"$T/eq.err"
 check "check --json=1: exit 2, takes no value" test $? = 2 -a -n "$(grep -- '--json takes no value' "$T/eq.err")"
 "$FLOODGATE" check --limit 1/s --key "$(head -c 1025 /dev/zero | tr '\0' k)" 2>"$T/klong.err"

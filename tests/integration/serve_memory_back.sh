@@ -40,9 +40,13 @@ U="http://127.0.0.1:$FGPORT_s/v1/check"
 # A first pass and a reload: what stays resident across reloads is then
 # counted in r0. The worker's blocked-key cache (7 MB) is kept by a reload,
 # and its pages become resident as the checks' lookups reach them (on some
-# kernels a read is enough).
-curl -s -o /dev/null -X POST "$U?limit=l&key=k[1-$KEYS]"
-reload_fg s 0.5
+# kernels a read is enough). Under a sanitizer nothing is given back to
+# measure (its allocator keeps freed memory and reuses it for the next
+# pass), so there the first pass alone counts.
+if [ "$SANITIZED" = 0 ]; then
+    curl -s -o /dev/null -X POST "$U?limit=l&key=k[1-$KEYS]"
+    reload_fg s 0.5
+fi
 r0=$(rss_anon s)
 codes=$(curl -s -w '\n%{http_code}\n' -X POST "$U?limit=l&key=k[1-$KEYS]" |
     grep -E '^[0-9]{3}$' | sort | uniq -c | awk '{ printf "%s:%s ", $2, $1 }')
@@ -52,7 +56,7 @@ expect_eq "the decisions are the local fallback's" "$src" '"source":"local"'
 r1=$(rss_anon s)
 reload_fg s 0.5
 r2=$(rss_anon s)
-echo "anonymous RSS ${r0}k after a first pass and reload, ${r1}k with $KEYS local keys, ${r2}k after a reload"
+echo "anonymous RSS ${r0}k before, ${r1}k with $KEYS local keys, ${r2}k after a reload"
 check "the local keys took memory ($((r1 - r0))k)" test $((r1 - r0)) -gt 1024
 if [ "$SANITIZED" = 0 ]; then
     check "a reload gave back at least three quarters of it" \

@@ -155,6 +155,18 @@ static int run_due_blocking(fg_limiter *l, uint64_t now, int all)
     return first;
 }
 
+/* A check decided in the store: the views here hold its units while it
+ * is asked and, once counted, until a later sync holds them. */
+static int exact_held(fg_limiter *l, const char *key, size_t keylen,
+                      uint64_t cost, fg_decision *out)
+{
+    struct fg__mode *m = l->mode;
+    fg_local_deciding(m->lc, key, keylen, cost, now_us());
+    int rc = m->exact(l, key, keylen, cost, out);
+    fg_local_decided(m->lc, key, keylen, cost, counts(rc, out), now_us());
+    return rc;
+}
+
 /* fg_check of a limiter in a mode (l->check) on a blocking store: decided
  * here, or after a take; a key that finds no room here is decided exactly.
  * One check at a time, its store round trips included: a view and the
@@ -193,15 +205,8 @@ static int check_locked(fg_limiter *l, const char *key, size_t keylen,
                 run_due_blocking(l, now, 0);
             return fg__decide_by_policy(l, rc, key, keylen, cost, out);
         }
-        if (rc == FG_ENOMEM) {
-            /* Decided in the store: what it counted, the views here
-             * count too until a later sync holds it. */
-            fg_local_deciding(m->lc, key, keylen, cost, now);
-            rc = m->exact(l, key, keylen, cost, out);
-            fg_local_decided(m->lc, key, keylen, cost, counts(rc, out),
-                             now_us());
-            return rc;
-        }
+        if (rc == FG_ENOMEM)
+            return exact_held(l, key, keylen, cost, out);
         if (rc < 0)
             return rc;
         /* A take (or a sync's check in the store); its answer is read
@@ -209,13 +214,8 @@ static int check_locked(fg_limiter *l, const char *key, size_t keylen,
         rc = ask_blocking(l, &ask, out, 0);
         if (rc != FG_OK)
             return fg__decide_by_policy(l, rc, key, keylen, cost, out);
-        if (round == 3) {
-            fg_local_deciding(m->lc, key, keylen, cost, now_us());
-            rc = m->exact(l, key, keylen, cost, out);
-            fg_local_decided(m->lc, key, keylen, cost, counts(rc, out),
-                             now_us());
-            return rc;
-        }
+        if (round == 3)
+            return exact_held(l, key, keylen, cost, out);
     }
 }
 

@@ -551,7 +551,7 @@ static void on_batch(redisAsyncContext *ac, void *reply, void *priv)
                 req->single = 1;
                 if (!st->redirect(st->redirect_owner, req, r->str, r->len)) {
                     if (!failed) /* before the callback, which may say it */
-                        fg__rnode_check_error(&st->node, rc);
+                        fg__rnode_reply_error(&st->node, rc, r);
                     failed = 1;
                     fg__req_done(req, rc, NULL);
                 }

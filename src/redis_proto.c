@@ -113,7 +113,13 @@ int fg__redis_error_code(const char *s, size_t len)
     if (starts(s, len, "MASTERDOWN") || starts(s, len, "CLUSTERDOWN") ||
         starts(s, len, "TRYAGAIN") || starts(s, len, "MOVED") ||
         starts(s, len, "ASK") || starts(s, len, "MISCONF") ||
-        starts(s, len, "ERR max number of clients"))
+        starts(s, len, "ERR max number of clients") ||
+        /* A script's own words for CLUSTERDOWN and a moved slot (a token
+         * bucket batch on Cluster declares no keys). */
+        starts(s, len,
+               "ERR Script attempted to execute a command while "
+               "the cluster is down") ||
+        starts(s, len, "ERR Script attempted to access a non local key"))
         return FG_EBACKEND;
     return FG_EPROTO;
 }

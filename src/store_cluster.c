@@ -261,6 +261,7 @@ static int judge(cluster_store *st, unsigned from, const char *s, size_t len,
         return 0;
     return starts(s, len, "TRYAGAIN") || starts(s, len, "READONLY") ||
            starts(s, len, "CLUSTERDOWN") ||
+           memmem(s, len, "while the cluster is down", 25) != NULL ||
            memmem(s, len, "non local key", 13) != NULL;
 }
 
@@ -743,6 +744,19 @@ fg_store *fg__store_cluster_open(const char *url, struct event_base *base,
     if (rc != FG_OK && !st->url.lazy) {
         fg__seterr(err, errlen, rc, "%s", why);
         goto fail;
+    }
+    if (rc == FG_OK && !st->url.lazy) {
+        /* Each node the map named is asked whether it evicts keys
+         * (fg_store_warning), within the connect timeout in all. */
+        unsigned nn = atomic_load(&st->nnodes);
+        deadline = fg__mono_precise_us() +
+                   (uint64_t)st->url.connect_timeout_ms * 1000u;
+        for (unsigned i = 0; i < nn; i++) {
+            uint64_t now = fg__mono_precise_us();
+            uint64_t mine =
+                now < deadline ? now + (deadline - now) / (nn - i) : now;
+            fg__store_redis_eviction_probe(atomic_load(&st->node[i]), mine);
+        }
     }
     return &st->base;
 fail:

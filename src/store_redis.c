@@ -549,6 +549,16 @@ redisReply *fg__store_redis_command(fg_store *s, uint64_t deadline_us, int argc,
     return *rc == FG_OK ? r : NULL;
 }
 
+void fg__store_redis_eviction_probe(fg_store *s, uint64_t deadline_us)
+{
+    redis_store *st = (redis_store *)s;
+    fg__rsconn c;
+    if (fg__rpool_get(&st->node, deadline_us, &c) != FG_OK)
+        return;
+    fg__rnode_eviction_check(&st->node, &c, deadline_us);
+    fg__rpool_put(&st->node, &c);
+}
+
 int fg__store_redis_command_async(fg_store *s, redisCallbackFn *fn, void *priv,
                                   const char *cmd)
 {

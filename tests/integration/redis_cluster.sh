@@ -210,6 +210,11 @@ curl -s "$A/metrics" >"$T/metrics"
 # written: the killed master, or already the replica that took its slots.)
 nerr=$(awk '/^floodgate_store_node_errors_total/ { s += $2 } END { print s + 0 }' "$T/metrics")
 check "metrics: failures counted by node ($nerr)" test "$nerr" -gt 0
+# While the cluster is down (the victim failed, no replica promoted yet)
+# every master refuses, a script in its own words: logged as Redis said
+# it, and counted as the node's failure, not as a reply not understood.
+check "across the kill: no failure logged as an unexpected reply ($(grep -h 'unexpected reply' "$T/s1.log" "$T/s2.log" | head -1))" \
+    test -z "$(grep -h 'unexpected reply' "$T/s1.log" "$T/s2.log")"
 
 # A key that begins with '}' has no hash tag of its own on Cluster: refused,
 # saying why.
@@ -287,6 +292,53 @@ for s2 in "$slot" "$slot2"; do
     redis-cli -p "$owner" cluster setslot "$s2" stable >/dev/null 2>&1
     redis-cli -p "$dst" cluster setslot "$s2" stable >/dev/null 2>&1
 done
+
+# A master that evicts keys when full: the warning names it (each node the
+# map names is asked at open), and the check is still decided.
+emaster=$(redis-cli -p "$watch" cluster nodes | awk '/myself/ && /master/ { print "yes" }')
+[ "$emaster" = yes ] || watch_m=$(redis-cli -p "$watch" cluster nodes | awk '/master/ && !/fail/ { split($2, a, "[:@]"); print a[2]; exit }')
+em=${watch_m:-$watch}
+redis-cli -p "$em" config set maxmemory 1gb >/dev/null
+redis-cli -p "$em" config set maxmemory-policy volatile-lru >/dev/null
+out=$("$FLOODGATE" check --store "cluster=redis://127.0.0.1:$watch" --limit 5/s --key "ev$$" 2>&1)
+check "an evicting master: floodgate check warns, naming it ($out)" \
+    grep -q "warning: redis 127.0.0.1:$em db 0: maxmemory-policy volatile-lru evicts keys" <<<"$out"
+check "an evicting master: the check is still decided" grep -q "^allowed" <<<"$out"
+redis-cli -p "$em" config set maxmemory 0 >/dev/null
+redis-cli -p "$em" config set maxmemory-policy noeviction >/dev/null
+out=$("$FLOODGATE" check --store "cluster=redis://127.0.0.1:$watch" --limit 5/s --key "ev$$" 2>&1)
+check "no evicting master: no warning ($out)" test -z "$(grep warning <<<"$out")"
+
+# The cluster down (a slot of no key here unassigned: with full coverage
+# required, every master refuses): a token bucket batch's script says so in
+# its own words, which serve logs as Redis said them, following on_failure
+# (tb fails closed: 503); decided again once the slot is back.
+dslot=$(redis-cli -p "$watch" cluster keyslot "nokey-$$")
+downer=
+for p in $(cluster_masters "$watch"); do # the owner answers, the others say MOVED
+    redis-cli -p "$p" get "nokey-$$" 2>&1 | grep -q MOVED || downer=$p
+done
+check "the owner of slot $dslot: $downer" test -n "$downer"
+for p in $(cluster_masters "$watch"); do redis-cli -p "$p" cluster delslots "$dslot" >/dev/null; done
+for _ in $(seq 1 100); do
+    redis-cli -p "$watch" cluster info | grep -q 'cluster_state:fail' && break
+    sleep 0.02
+done
+# Eight at a time, so that token bucket checks go in batches.
+out=$("$FGLOAD" -n 400 -c 8 $(for i in $(seq 0 7); do echo "$A/v1/check?limit=tb&key=down$$-$i"; done))
+check "cluster down: serve follows on_failure (tb closed: all 503: $out)" \
+    test "$(field "$out" s503)" = 400
+check "cluster down: logged with Redis's words ($(grep -h 'cluster is down' "$T/s1.log" | tail -1 | cut -c1-200))" \
+    grep -qE 'event=store_error .*limit=tb .*(CLUSTERDOWN|while the cluster is down)' "$T/s1.log"
+check "cluster down: no failure logged as an unexpected reply" \
+    test -z "$(grep -h 'unexpected reply' "$T/s1.log")"
+redis-cli -p "$downer" cluster addslots "$dslot" >/dev/null
+for _ in $(seq 1 200); do
+    [ "$(curl -s -o /dev/null -w "%{http_code}" -X POST "$A/v1/check?limit=tb&key=up$$")" = 200 ] && break
+    sleep 0.05
+done
+st=$(curl -s -o /dev/null -w "%{http_code}" -X POST "$A/v1/check?limit=tb&key=up$$")
+check "cluster up again (slot $dslot back on $downer): decided by the store ($st)" test "$st" = 200
 
 # A node without cluster mode: a clear error at start.
 start_redis || bad "plain redis starts"

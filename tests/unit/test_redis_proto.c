@@ -69,6 +69,13 @@ static void test_errors(void)
          "currently unable to persist to disk.",
          FG_EBACKEND},
         {"ERR max number of clients reached", FG_EBACKEND},
+        /* Redis 7's words for them inside a script (Cluster). */
+        {"ERR Script attempted to execute a command while the cluster is "
+         "down script: 2b607d3e, on @user_script:1.",
+         FG_EBACKEND},
+        {"ERR Script attempted to access a non local key in a cluster node "
+         "script: 2b607d3e, on @user_script:1.",
+         FG_EBACKEND},
         {"ERR value is not an integer or out of range", FG_ERANGE},
         {"WRONGTYPE Operation against a key holding the wrong kind of value",
          FG_ERANGE},

@@ -197,8 +197,9 @@ typedef uint64_t (*fg_clock_fn)(void *ctx);
  * the Unix epoch's as a Redis store's do. */
 uint64_t fg_mono_us(void);
 
-/* Allocation functions used by the whole library (default: libc). Set
- * before any other call; not thread-safe. NULL restores the default. */
+/* Allocation functions used by the whole library (default: libc): hiredis
+ * and libevent keep allocating with libc's. Set before any other call; not
+ * thread-safe. NULL restores the default. */
 void fg_set_allocator(void *(*malloc_fn)(size_t), void (*free_fn)(void *));
 
 typedef struct fg_store fg_store;

@@ -517,8 +517,9 @@ int fg_check_set_async(fg_set_req *req, const fg_set_item *items, unsigned n,
  * a check that an older fixed window's or token bucket's view has no room
  * for, which is refused here (the others' usage since could only take
  * more). Every sync_ms, the keys used since the last sync send their usage
- * with fg_add (counted even beyond the limit, so that an overshoot is paid
- * back) and the answers become the new views. No server sees what the others
+ * with fg_add_at (counted even beyond the limit, so that an overshoot is
+ * paid back, in the window of the last unit) and the answers become the
+ * new views. No server sees what the others
  * admitted since their last sync, so the servers together can admit more than
  * the limit: see fg_limit_bound.
  *
@@ -567,6 +568,13 @@ int fg_check_set_async(fg_set_req *req, const fg_set_item *items, unsigned n,
  * fg_store_open_async included. */
 int fg_add(fg_limiter *l, const char *key, size_t keylen, uint64_t units,
            fg_decision *out);
+/* fg_add of units spent 'age_us' ago (on any clock: a duration): a fixed
+ * or sliding window counts them in the window they were spent in, while it
+ * counts (a sliding window's current or previous one; none once it is
+ * older, or a fixed window's has ended: then it only reads the key); a
+ * token bucket counts them now. fg_add is fg_add_at of age 0. */
+int fg_add_at(fg_limiter *l, const char *key, size_t keylen, uint64_t units,
+              uint64_t age_us, fg_decision *out);
 
 /* Send what this limiter holds here now: every key's usage not yet synced
  * (FG_MODE_SYNC) and every lease's unspent units (FG_MODE_LEASE), so that
@@ -624,13 +632,13 @@ int fg_limit_bound(const fg_limit *lim, unsigned servers, uint64_t rtt_us,
  *
  * What a limiter in FG_MODE_SYNC or FG_MODE_LEASE runs, with time and the
  * store left to the caller: a simulator drives it on a virtual clock with
- * any store, doing what each ask says (FG_LOCAL_ADD with fg_add,
+ * any store, doing what each ask says (FG_LOCAL_ADD with fg_add_at,
  * FG_LOCAL_TAKE with fg_check, FG_LOCAL_GIVE with fg_refund_at) and answering
  * it when the reply would arrive. Not thread-safe: one caller at a time. */
 typedef struct fg_local fg_local;
 
 typedef enum fg_local_op {
-    FG_LOCAL_ADD = 0,  /* sync: count 'units' (fg_add), answer the view */
+    FG_LOCAL_ADD = 0,  /* sync: count 'units' (fg_add_at), answer the view */
     FG_LOCAL_TAKE = 1, /* lease: take 'units' if they fit (fg_check) */
     FG_LOCAL_GIVE = 2, /* lease: give 'units' back (fg_refund_at) */
     /* sync: decide this check in the store (fg_check of 'units'): the
@@ -646,7 +654,8 @@ typedef struct fg_local_ask {
     const char *key;
     size_t keylen;
     uint64_t units;
-    /* FG_LOCAL_GIVE: when the units were taken, as fg_refund_at wants it
+    /* FG_LOCAL_GIVE: when the units were taken, as fg_refund_at wants it;
+     * FG_LOCAL_ADD: when the last of them was spent, as fg_add_at wants it
      * (0 and UINT64_MAX for the other asks). */
     uint64_t age_us, hold_us;
     void *fg__entry; /* private */

@@ -265,8 +265,8 @@ static void store_do(sim *s, uint32_t slot, uint64_t now)
     s->store_now = now + s->act_us;
     switch (pd->ask.op) {
     case FG_LOCAL_ADD:
-        pd->rc =
-            fg_add(s->lim, pd->ask.key, pd->ask.keylen, pd->ask.units, &pd->d);
+        pd->rc = fg_add_at(s->lim, pd->ask.key, pd->ask.keylen, pd->ask.units,
+                           pd->ask.age_us, &pd->d);
         break;
     case FG_LOCAL_TAKE:
     case FG_LOCAL_CHECK:

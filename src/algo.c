@@ -368,14 +368,22 @@ void fg__window_add_decision(const fg__algo_params *p, uint64_t now_us,
 }
 
 static void add_window(const fg__algo_params *p, fg__algo_state *s,
-                       uint64_t now, uint64_t units, fg_decision *d,
-                       uint64_t *expires)
+                       uint64_t now, uint64_t units, uint64_t age_us,
+                       fg_decision *d, uint64_t *expires)
 {
+    /* Units count in the window they were spent in: a sliding window's
+     * previous one weighs them still; an older one, or a fixed window's
+     * ended one, no longer counts. (A clock behind the key's window counts
+     * them in that window.) */
     uint64_t w = fg__window_of(p, now);
+    uint64_t spent_w = fg__window_of(p, now > age_us ? now - age_us : 0);
     if (s->a > w) {
-        w = s->a;
+        w = spent_w = s->a;
         now = (w - 1) * p->period_us;
     }
+    int to_prev = p->algorithm == FG_SLIDING_WINDOW && spent_w + 1 == w;
+    if (spent_w != w && !to_prev)
+        units = 0;
     /* A sliding window's count stays exact in Lua's doubles; a fixed
      * window's is an INCRBY on Redis, which stops at 2^63 - 1: so does
      * this one, where a check's count + cost cannot wrap around. */
@@ -391,7 +399,8 @@ static void add_window(const fg__algo_params *p, fg__algo_state *s,
     } else if (s->a + 1 == w) {
         prev = s->b;
     }
-    cur = units >= cap - (cur < cap ? cur : cap) ? cap : cur + units;
+    uint64_t *n = to_prev ? &prev : &cur;
+    *n = units >= cap - (*n < cap ? *n : cap) ? cap : *n + units;
     s->a = w;
     s->b = cur;
     s->c = p->algorithm == FG_SLIDING_WINDOW ? prev : 0;
@@ -490,10 +499,11 @@ static int add_token(const fg__algo_params *p, fg__algo_state *s, uint64_t now,
 }
 
 int fg__algo_add(const fg__algo_params *p, fg__algo_state *s, uint64_t now_us,
-                 uint64_t units, fg_decision *d, uint64_t *expires_us)
+                 uint64_t units, uint64_t age_us, fg_decision *d,
+                 uint64_t *expires_us)
 {
     if (p->algorithm == FG_TOKEN_BUCKET)
         return add_token(p, s, now_us, units, d, expires_us);
-    add_window(p, s, now_us, units, d, expires_us);
+    add_window(p, s, now_us, units, age_us, d, expires_us);
     return FG_OK;
 }

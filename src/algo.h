@@ -139,7 +139,10 @@ static inline fg__taken fg__taken_of(const fg__algo_params *p, uint64_t age_us,
 void fg__algo_refund(const fg__algo_params *p, fg__algo_state *s,
                      uint64_t now_us, uint64_t cost, const fg__taken *t);
 
-/* fg_add: count 'units' in 's' at 'now_us' even beyond the limit (a
+/* fg_add_at: count 'units' spent 'age_us' before 'now_us' in 's' (a fixed
+ * or sliding window's in the window they were spent in, while it counts: a
+ * sliding window's current or previous one; a token bucket's now) even
+ * beyond the limit (a
  * sliding window's count up to fg__add_keep() limits, a bucket's debt
  * below empty up to that many buckets less one; the rest is forgiven), and fill
  * 'd' as fg_add says: what fits now, until full again (the debt included),
@@ -160,7 +163,8 @@ static inline uint64_t fg__add_keep(const fg__algo_params *p)
 }
 
 int fg__algo_add(const fg__algo_params *p, fg__algo_state *s, uint64_t now_us,
-                 uint64_t units, fg_decision *d, uint64_t *expires_us);
+                 uint64_t units, uint64_t age_us, fg_decision *d,
+                 uint64_t *expires_us);
 
 /* The decision of fg__algo_add for a fixed window that holds 'count'
  * units after the add, at 'now_us' (the Redis store's INCRBY reply). */

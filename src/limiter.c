@@ -304,7 +304,7 @@ static int decide_without_store(fg_limiter *l, int rc, const char *key,
         }
         int lrc = fg__algo_check_cost(&loc->p, cost);
         if (lrc == FG_OK)
-            lrc = loc->st->ops->check(loc->st, loc, key, keylen, cost, out);
+            lrc = loc->st->ops->check(loc->st, loc, key, keylen, cost, 0, out);
         if (lrc != FG_OK) {
             /* A cost the share cannot hold (or no room for the key): not
              * here; when the store is back, perhaps. */
@@ -381,7 +381,7 @@ static __attribute__((noinline)) int check_settled(fg_limiter *l,
     unsigned node = fg__store_node_of(l->st, key, keylen);
     if (!breaker_allow(l, node))
         return decide_without_store(l, FG_EBREAKER, key, keylen, cost, out);
-    int rc = l->st->ops->check(l->st, l, key, keylen, cost, out);
+    int rc = l->st->ops->check(l->st, l, key, keylen, cost, 0, out);
     /* Answered after a redirection (Redis Cluster): the node that holds the
      * key now settles, and the first gives back its probe. A failure stays
      * the first node's: the map read after it may already name another. */
@@ -442,8 +442,8 @@ int fg_check(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
 /* Hand a check to an asynchronous store: 'raw' for the store's own answer
  * (fg__store_check_async), else settled by the policy. */
 static int submit(fg_limiter *l, unsigned node, int raw, uint32_t timeout_ms,
-                  const char *key, size_t keylen, uint64_t cost, fg_check_cb cb,
-                  void *data)
+                  const char *key, size_t keylen, uint64_t cost,
+                  uint64_t age_us, fg_check_cb cb, void *data)
 {
     fg__req *req = fg__malloc(sizeof(*req) + keylen + 1);
     if (!req) {
@@ -458,6 +458,7 @@ static int submit(fg_limiter *l, unsigned node, int raw, uint32_t timeout_ms,
     if (timeout_ms)
         req->deadline_us = fg__mono_precise_us() + (uint64_t)timeout_ms * 1000;
     req->cost = cost;
+    req->age_us = age_us;
     req->cb = cb;
     req->data = data;
     req->keylen = keylen;
@@ -500,13 +501,13 @@ int fg__check_async_exact(fg_limiter *l, const char *key, size_t keylen,
         if (l->check != check_settled) {
             rc = l->check(l, key, keylen, cost, &d);
         } else {
-            rc = l->st->ops->check(l->st, l, key, keylen, cost, &d);
+            rc = l->st->ops->check(l->st, l, key, keylen, cost, 0, &d);
             rc = settle(l, node, rc, key, keylen, cost, &d);
         }
         cb(rc, &d, data);
         return FG_OK;
     }
-    return submit(l, node, 0, 0, key, keylen, cost, cb, data);
+    return submit(l, node, 0, 0, key, keylen, cost, 0, cb, data);
 }
 
 static int store_refund(fg_limiter *l, const char *key, size_t keylen,
@@ -618,13 +619,13 @@ static void store_learn(fg_limiter *l, unsigned node, int rc, fg_decision *d)
 }
 
 int fg__store_check(fg_limiter *l, const char *key, size_t keylen,
-                    uint64_t cost, fg_decision *out)
+                    uint64_t cost, uint64_t age_us, fg_decision *out)
 {
     unsigned node = fg__store_node_of(l->st, key, keylen);
     memset(out, 0, sizeof(*out));
     if (!breaker_allow(l, node))
         return FG_EBREAKER;
-    int rc = l->st->ops->check(l->st, l, key, keylen, cost, out);
+    int rc = l->st->ops->check(l->st, l, key, keylen, cost, age_us, out);
     if (rc != FG_OK)
         memset(out, 0, sizeof(*out));
     store_learn(l, node, rc, out);
@@ -632,8 +633,8 @@ int fg__store_check(fg_limiter *l, const char *key, size_t keylen,
 }
 
 int fg__store_check_async(fg_limiter *l, const char *key, size_t keylen,
-                          uint64_t cost, uint32_t timeout_ms, fg_check_cb cb,
-                          void *data)
+                          uint64_t cost, uint64_t age_us, uint32_t timeout_ms,
+                          fg_check_cb cb, void *data)
 {
     fg_decision d;
     memset(&d, 0, sizeof(d));
@@ -643,14 +644,14 @@ int fg__store_check_async(fg_limiter *l, const char *key, size_t keylen,
         return FG_OK;
     }
     if (!l->st->ops->check_async) {
-        int rc = l->st->ops->check(l->st, l, key, keylen, cost, &d);
+        int rc = l->st->ops->check(l->st, l, key, keylen, cost, age_us, &d);
         if (rc != FG_OK)
             memset(&d, 0, sizeof(d));
         store_learn(l, node, rc, &d);
         cb(rc, &d, data);
         return FG_OK;
     }
-    return submit(l, node, 1, timeout_ms, key, keylen, cost, cb, data);
+    return submit(l, node, 1, timeout_ms, key, keylen, cost, age_us, cb, data);
 }
 
 int fg__store_down(fg_limiter *l, const char *key, size_t keylen)
@@ -673,6 +674,12 @@ void fg__shadow_decision(const fg_limiter *l, int rc, fg_decision *d)
 int fg_add(fg_limiter *l, const char *key, size_t keylen, uint64_t units,
            fg_decision *out)
 {
+    return fg_add_at(l, key, keylen, units, 0, out);
+}
+
+int fg_add_at(fg_limiter *l, const char *key, size_t keylen, uint64_t units,
+              uint64_t age_us, fg_decision *out)
+{
     if (!l || !out)
         return FG_EINVAL;
     int rc = !key && keylen                       ? FG_EINVAL
@@ -681,8 +688,8 @@ int fg_add(fg_limiter *l, const char *key, size_t keylen, uint64_t units,
              : l->p.algorithm == FG_NAIVE_GET_SET ? FG_ENOTSUP
                                                   : FG_OK;
     if (rc == FG_OK)
-        rc =
-            l->st->ops->check(l->st, l, key, keylen, units | FG__COST_ADD, out);
+        rc = l->st->ops->check(l->st, l, key, keylen, units | FG__COST_ADD,
+                               age_us, out);
     if (rc != FG_OK) {
         refuse_invalid(l, out);
         return rc;

@@ -24,6 +24,7 @@ typedef struct fg__req {
      * the breaker learns from it, the failure policy does not decide. */
     unsigned char raw;
     uint64_t cost;
+    uint64_t age_us; /* fg_add_at's (FG__COST_ADD); 0 for a check */
     fg_check_cb cb;
     void *data;
     size_t keylen;
@@ -64,15 +65,16 @@ struct fg_limiter {
 /* The store's answer for 'cost' of 'key', past the node's breaker (which
  * learns from it) but without the failure policy: FG_OK with 'out' filled
  * (source FG_SOURCE_STORE), or the failure (FG_EBREAKER when the breaker
- * kept the store from being asked). The modes' takes and syncs. */
+ * kept the store from being asked). The modes' takes and syncs ('age_us'
+ * as for the store's check). */
 int fg__store_check(fg_limiter *l, const char *key, size_t keylen,
-                    uint64_t cost, fg_decision *out);
+                    uint64_t cost, uint64_t age_us, fg_decision *out);
 /* The same on an asynchronous store, within 'timeout_ms' (0: the limit's
  * timeout): 'cb' is called once, perhaps before the call returns; FG_OK,
  * or FG_ENOMEM and 'cb' is never called. */
 int fg__store_check_async(fg_limiter *l, const char *key, size_t keylen,
-                          uint64_t cost, uint32_t timeout_ms, fg_check_cb cb,
-                          void *data);
+                          uint64_t cost, uint64_t age_us, uint32_t timeout_ms,
+                          fg_check_cb cb, void *data);
 /* fg_check_async for an exact limit, validated: the breaker, the store,
  * the policy. */
 int fg__check_async_exact(fg_limiter *l, const char *key, size_t keylen,

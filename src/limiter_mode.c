@@ -91,10 +91,10 @@ static int send_blocking(fg_limiter *l, const fg_local_ask *a, fg_decision *d)
     switch (a->op) {
     case FG_LOCAL_ADD:
         return fg__store_check(l, a->key, a->keylen, a->units | FG__COST_ADD,
-                               d);
+                               a->age_us, d);
     case FG_LOCAL_TAKE:
     case FG_LOCAL_CHECK:
-        return fg__store_check(l, a->key, a->keylen, a->units, d);
+        return fg__store_check(l, a->key, a->keylen, a->units, 0, d);
     default:
         memset(d, 0, sizeof(*d));
         return give(l, a);
@@ -237,6 +237,12 @@ static uint64_t ask_cost(const fg_local_ask *a)
 {
     return a->op == FG_LOCAL_ADD ? a->units | FG__COST_ADD : a->units;
 }
+
+/* The age of a sync's units (fg_add_at); 0 for a check. */
+static uint64_t ask_age(const fg_local_ask *a)
+{
+    return a->op == FG_LOCAL_ADD ? a->age_us : 0;
+}
 static void run_req(mode_req *r, uint64_t now);
 
 /* Answer 'r': it is done with first, since the callback may free the
@@ -265,7 +271,8 @@ static void on_take(int rc, const fg_decision *d, void *data)
     if (fg_local_answer(m->lc, &r->ask, now, rc, d, &wake)) {
         m->pending++;
         if (fg__store_check_async(l, r->ask.key, r->ask.keylen,
-                                  ask_cost(&r->ask), 0, on_take, r) == FG_OK)
+                                  ask_cost(&r->ask), ask_age(&r->ask), 0,
+                                  on_take, r) == FG_OK)
             return;
         m->pending--;
         fg_local_answer(m->lc, &r->ask, now, FG_ENOMEM, NULL, &wake);
@@ -315,7 +322,8 @@ static void run_req(mode_req *r, uint64_t now)
     case FG_LOCAL_ASKED:
         m->pending++;
         if (fg__store_check_async(l, r->ask.key, r->ask.keylen,
-                                  ask_cost(&r->ask), 0, on_take, r) == FG_OK)
+                                  ask_cost(&r->ask), ask_age(&r->ask), 0,
+                                  on_take, r) == FG_OK)
             return;
         m->pending--;
         fg_local_answer(m->lc, &r->ask, now, FG_ENOMEM, NULL, NULL);
@@ -402,9 +410,10 @@ static void send_async(fg_limiter *l, const fg_local_ask *ask)
          * come too late for is not used; its key is synced again). */
         uint32_t t = l->lim.sync_ms > l->lim.timeout_ms ? l->lim.sync_ms
                                                         : l->lim.timeout_ms;
-        if (fg__store_check_async(
-                l, ask->key, ask->keylen, ask->units | FG__COST_ADD,
-                l->lim.mode == FG_MODE_SYNC ? t : 0, on_ask, a) == FG_OK)
+        if (fg__store_check_async(l, ask->key, ask->keylen,
+                                  ask->units | FG__COST_ADD, ask->age_us,
+                                  l->lim.mode == FG_MODE_SYNC ? t : 0, on_ask,
+                                  a) == FG_OK)
             return;
         m->pending--;
         fg__free(a);

@@ -309,8 +309,13 @@ static void sync_ask(fg_local *lc, entry *e, uint64_t now, fg_local_ask *a)
     e->sent = u;
     e->sent_at = now;
     e->sent_from = e->units_at;
+    e->sent_last = e->units_last;
     e->units = 0;
     fg__local_ask_for(a, FG_LOCAL_ADD, e, u);
+    /* Counted in the window of the last of them (a sliding window's
+     * previous one, when all were spent there). */
+    if (u && now > e->sent_last)
+        a->age_us = now - e->sent_last;
 }
 
 /* A view decides for one interval after its answer, and while the sync
@@ -394,6 +399,7 @@ static int sync_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
         if (!e->units)
             e->units_at = now;
         e->units += cost;
+        e->units_last = now;
         tb_spend(lc, e, now, cost);
         d->allowed = 1;
         d->remaining = avail - cost;
@@ -446,6 +452,8 @@ static void sync_answer(fg_local *lc, entry *e, uint64_t now, int rc,
         /* Sent again at the next tick; meanwhile the policy decides. */
         if (e->sent && (!e->units || e->sent_from < e->units_at))
             e->units_at = e->sent_from;
+        if (e->sent && !e->units)
+            e->units_last = e->sent_last;
         e->units += e->sent;
         e->failed = 1;
         fg__local_list_due(lc, e);

@@ -31,8 +31,9 @@ typedef struct fg__local_entry {
      * time, as the store would: it refills meanwhile). */
     uint64_t tat;
     /* sync: when the first of 'units' was admitted, and of 'sent' (a
-     * refund spent before it is not among them). */
-    uint64_t units_at, sent_from;
+     * refund spent before it is not among them); when the last of each
+     * was (their window, fg_add_at). */
+    uint64_t units_at, sent_from, units_last, sent_last;
     /* lease: when the last take was answered, the units spent since, the
      * rate they made before it (used over dur), the store's refusal, what
      * the take in flight must give the check that asked for it, units to

@@ -601,7 +601,7 @@ void fg__redis_check_async(fg_store *s, fg__req *req)
     sl->req = req;
     sl->conn = cn;
     rc = fg__rcheck_init(&sl->k, &l->p, l->store_data, req->key, req->keylen,
-                         req->cost, fg__redis_check_now(st, l));
+                         req->cost, req->age_us, fg__redis_check_now(st, l));
     uint64_t t0 = fg__mono_precise_us();
     if (!req->deadline_us) /* not a check redirected from another node */
         req->deadline_us = t0 + (uint64_t)l->lim.timeout_ms * 1000u;

@@ -282,7 +282,7 @@ static size_t cost_arg(char *buf, const fg__rcheck *c)
 
 int fg__rcheck_init(fg__rcheck *c, const fg__algo_params *p, const fg__rlim *rl,
                     const char *key, size_t keylen, uint64_t cost,
-                    uint64_t now_us)
+                    uint64_t age_us, uint64_t now_us)
 {
     c->p = p;
     c->rl = rl;
@@ -290,7 +290,14 @@ int fg__rcheck_init(fg__rcheck *c, const fg__algo_params *p, const fg__rlim *rl,
     c->keylen = keylen;
     c->add = (cost & FG__COST_ADD) != 0;
     c->cost = cost & ~FG__COST_ADD;
+    c->age_us = c->add ? age_us : 0;
     c->now_us = now_us;
+    /* A fixed window's key is the caller's window: units spent in an
+     * earlier one count there no longer (the add reads the count). */
+    if (c->age_us && p->algorithm == FG_FIXED_WINDOW &&
+        fg__window_of(p, now_us > c->age_us ? now_us - c->age_us : 0) !=
+            fg__window_of(p, now_us))
+        c->cost = 0;
     c->stage = FG__RS_FIRST;
     c->count = 0;
     /* fg__redis_key's own bounds, checked once. */
@@ -359,6 +366,8 @@ void fg__rcheck_cmd(const fg__rcheck *c, int i, const fg__redis_shas *shas,
             arg(out, out->now, fg__redis_u64(out->now, c->now_us));
         else
             arg(out, "", 0);
+        if (c->age_us && c->p->algorithm == FG_SLIDING_WINDOW)
+            arg(out, out->age, fg__redis_u64(out->age, c->age_us));
         return;
     }
 }

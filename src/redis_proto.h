@@ -109,7 +109,7 @@ typedef struct fg__rcmd {
     size_t len[14];
     char key[FG__REDIS_KEY_MAX];
     size_t keylen;
-    char cost[21], now[21], ttl[21], n[21];
+    char cost[21], now[21], ttl[21], n[21], age[21];
 } fg__rcmd;
 
 /* The stages of a check. */
@@ -130,6 +130,7 @@ typedef struct fg__rcheck {
     uint64_t cost;
     uint64_t now_us; /* the time sent; 0: the script reads Redis TIME */
     int add;         /* fg_add (FG__COST_ADD): counted beyond the limit */
+    uint64_t age_us; /* fg_add_at: when the units were spent */
     int stage;
     uint64_t count; /* naive_get_set: the count to SET */
     uint64_t lift;  /* fixed window: what a count below zero lacked */
@@ -137,12 +138,14 @@ typedef struct fg__rcheck {
 } fg__rcheck;
 
 /* Start check 'c' of 'cost' units for 'key' under limit 'p' with 'rl',
- * at 'now_us'; a cost with FG__COST_ADD is fg_add's count instead (a
- * fixed window's INCRBY without give-back, the scripts' cost negated).
- * FG_OK, or FG_EKEY when the key does not fit. */
+ * at 'now_us'; a cost with FG__COST_ADD is fg_add_at's count of units
+ * spent 'age_us' ago instead (a fixed window's INCRBY without give-back,
+ * of nothing when they were spent in an earlier window; the scripts' cost
+ * negated, a sliding window's with the age). FG_OK, or FG_EKEY when the
+ * key does not fit. */
 int fg__rcheck_init(fg__rcheck *c, const fg__algo_params *p, const fg__rlim *rl,
                     const char *key, size_t keylen, uint64_t cost,
-                    uint64_t now_us);
+                    uint64_t age_us, uint64_t now_us);
 
 /* How many commands the check's stage sends together: 2 for a fixed
  * window's first (INCRBY, then PEXPIRE NX, whose reply only

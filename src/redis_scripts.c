@@ -88,7 +88,9 @@ _Static_assert(FG__ADD_DEEP_US == 281474976710656ull, "FG__ADD_DEEP_LUA");
 /* The sliding window of algo.c. KEYS[1] is the key's base ending in ':';
  * the window index is appended (both keys share the hash tag; an index
  * below 10^14 prints exactly). ARGV: period_us, limit, cost, now_us
- * ('' = Redis TIME). Counts are plain integers; the current window's key
+ * ('' = Redis TIME), and for an add (cost negated) the units' age in us
+ * (none: 0): they count in the window they were spent in, this one or
+ * the previous one (whose key lives as long as this window), else nowhere. Counts are plain integers; the current window's key
  * lives until the next window ends. The products of a count and a time
  * (up to 2^98) are taken by mulqr: 'wup' is the previous window's weight,
  * prev * left / period, rounded up. A count and a cost are compared as
@@ -122,9 +124,19 @@ static const char lua_sliding[] = LUA_COMMON LUA_MULQR
     "if add then\n"
     "  local cap = " STR(FG__ADD_KEEP) " * limit\n"
     "  if cap >= E then cap = E - 1 end\n"
-    "  if cost > cap - cur then cur = cap else cur = cur + cost end\n"
-    "  redis.call('SET', kc, string.format('%d', cur), 'PX',\n"
-    "             cdiv(left + period, 1000) + 1)\n"
+    "  local aw = idiv(now - (tonumber(ARGV[5]) or 0), period)\n"
+    "  if aw == w then\n"
+    "    if cost > cap - cur then cur = cap else cur = cur + cost end\n"
+    "    redis.call('SET', kc, string.format('%d', cur), 'PX',\n"
+    "               cdiv(left + period, 1000) + 1)\n"
+    "  elseif aw == w - 1 and cost > 0 then\n"
+    "    if cost > cap - prev then prev = cap else prev = prev + cost end\n"
+    "    redis.call('SET', KEYS[1] .. (w - 1), string.format('%d', prev),\n"
+    "               'PX', cdiv(left, 1000) + 1)\n"
+    "    pq, pr = mulqr(prev, left, period)\n"
+    "    wup = pq\n"
+    "    if pr > 0 then wup = pq + 1 end\n"
+    "  end\n"
     "  local fit, retry = 0, 0\n"
     "  if wup <= limit - cur then fit = 1 end\n"
     "  local remaining = limit - cur - wup\n"

@@ -47,9 +47,9 @@ void fg__store_redis_set_cluster(fg_store *st, fg__redis_redirect_fn fn,
  * 'asking', and with the text of a final error reply in 'errbuf' (when not
  * NULL; "" when none). A MOVED or ASK is not the node's error. */
 int fg__store_redis_check_ex(fg_store *st, fg_limiter *l, const char *key,
-                             size_t keylen, uint64_t cost, int asking,
-                             uint64_t deadline_us, fg_decision *d, char *errbuf,
-                             size_t errlen);
+                             size_t keylen, uint64_t cost, uint64_t age_us,
+                             int asking, uint64_t deadline_us, fg_decision *d,
+                             char *errbuf, size_t errlen);
 
 /* Run the command 'argv' ('argc' words) on a blocking connection of 'st' by
  * 'deadline_us' (monotonic): its reply (free it with freeReplyObject), or

@@ -18,9 +18,11 @@ typedef struct fg__store_ops {
                         size_t errlen);
     void (*limiter_free)(fg_store *st, fg_limiter *l, void *data);
     /* Decide 'cost' for 'key' (already validated) and fill 'd' but
-     * 'd->source'. FG_OK, or a negative code when the store failed. */
+     * 'd->source'. FG_OK, or a negative code when the store failed. A
+     * cost with FG__COST_ADD is fg_add_at's, of units spent 'age_us' ago
+     * (0 for a check). */
     int (*check)(fg_store *st, fg_limiter *l, const char *key, size_t keylen,
-                 uint64_t cost, fg_decision *d);
+                 uint64_t cost, uint64_t age_us, fg_decision *d);
     /* Take ownership of 'req' and complete it with fg__req_done() exactly
      * once (possibly before returning). NULL: the store has no async form. */
     void (*check_async)(fg_store *st, fg__req *req);

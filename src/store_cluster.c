@@ -268,7 +268,8 @@ static int judge(cluster_store *st, unsigned from, const char *s, size_t len,
 /* ---- Blocking ----------------------------------------------------------- */
 
 static int cluster_check(fg_store *s, fg_limiter *l, const char *key,
-                         size_t keylen, uint64_t cost, fg_decision *d)
+                         size_t keylen, uint64_t cost, uint64_t age_us,
+                         fg_decision *d)
 {
     cluster_store *st = (cluster_store *)s;
     uint64_t deadline =
@@ -282,7 +283,7 @@ static int cluster_check(fg_store *s, fg_limiter *l, const char *key,
         char err[200] = "";
         fg__cluster_redirect rd;
         rc = fg__store_redis_check_ex(atomic_load(&st->node[k]), l, key, keylen,
-                                      cost, asking, deadline, d, err,
+                                      cost, age_us, asking, deadline, d, err,
                                       sizeof err);
         if (rc == FG_OK)
             return rc;

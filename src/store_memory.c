@@ -430,12 +430,12 @@ stripe_insert(mem_store *m, mem_stripe *s, uint64_t h, uint64_t ident,
  * expiry and last use. The stripe lock is held. */
 static inline __attribute__((always_inline)) int
 slot_decide(const fg_limiter *l, fg_algorithm algorithm, mem_slot *sl,
-            uint64_t now, uint64_t cost, fg_decision *d)
+            uint64_t now, uint64_t cost, uint64_t age_us, fg_decision *d)
 {
     uint64_t expires;
     int rc = __builtin_expect(cost & FG__COST_ADD, 0)
-                 ? fg__algo_add(&l->p, &sl->state, now, cost & ~FG__COST_ADD, d,
-                                &expires)
+                 ? fg__algo_add(&l->p, &sl->state, now, cost & ~FG__COST_ADD,
+                                age_us, d, &expires)
                  : fg__algo_decide_as(algorithm, &l->p, &sl->state, now, cost,
                                       d, &expires);
     if (__builtin_expect(rc != FG_OK, 0))
@@ -457,8 +457,8 @@ slot_decide(const fg_limiter *l, fg_algorithm algorithm, mem_slot *sl,
  * the key's stripe lock. */
 static inline __attribute__((always_inline)) int
 mem_decide_as(fg_algorithm algorithm, mem_store *m, const fg_limiter *l,
-              const char *key, size_t keylen, uint64_t cost, fg_decision *d,
-              uint64_t now)
+              const char *key, size_t keylen, uint64_t cost, uint64_t age_us,
+              fg_decision *d, uint64_t now)
 {
     uint64_t ident = ident_of(l->id, keylen);
     uint64_t h = key_hash(m, l->id, key, keylen);
@@ -469,7 +469,7 @@ mem_decide_as(fg_algorithm algorithm, mem_store *m, const fg_limiter *l,
     if (__builtin_expect(!found, 0))
         rc = stripe_insert(m, s, h, ident, key, keylen, now, &i);
     if (__builtin_expect(rc == FG_OK, 1))
-        rc = slot_decide(l, algorithm, &s->slots[i], now, cost, d);
+        rc = slot_decide(l, algorithm, &s->slots[i], now, cost, age_us, d);
     stripe_unlock(s);
     return rc;
 }
@@ -497,7 +497,7 @@ mem_check_as(fg_algorithm algorithm, int own_clock, fg_limiter *l,
 {
     mem_store *m = (mem_store *)l->st;
     uint64_t now = store_now_as(own_clock, m);
-    int rc = mem_decide_as(algorithm, m, l, key, keylen, cost, d, now);
+    int rc = mem_decide_as(algorithm, m, l, key, keylen, cost, 0, d, now);
     return mem_settle(l, rc, key, keylen, cost, d);
 }
 
@@ -519,17 +519,19 @@ MEM_CHECK(mem_check_sliding_clock, FG_SLIDING_WINDOW, 1)
 /* The store interface's check, unsettled: for a limit's local fallback,
  * which sets the source itself (fg_check takes the limiter's own check). */
 static int mem_check(fg_store *st, fg_limiter *l, const char *key,
-                     size_t keylen, uint64_t cost, fg_decision *d)
+                     size_t keylen, uint64_t cost, uint64_t age_us,
+                     fg_decision *d)
 {
     mem_store *m = (mem_store *)st;
-    return mem_decide_as(l->p.algorithm, m, l, key, keylen, cost, d,
+    return mem_decide_as(l->p.algorithm, m, l, key, keylen, cost, age_us, d,
                          store_now(m));
 }
 
 static void mem_check_async(fg_store *st, fg__req *req)
 {
     fg_decision d;
-    int rc = mem_check(st, req->l, req->key, req->keylen, req->cost, &d);
+    int rc = mem_check(st, req->l, req->key, req->keylen, req->cost,
+                       req->age_us, &d);
     fg__req_done(req, rc, &d);
 }
 

@@ -241,9 +241,9 @@ static int sync_run(fg__rnode *nd, fg__rsconn *c, fg__rcheck *k,
 }
 
 int fg__store_redis_check_ex(fg_store *s, fg_limiter *l, const char *key,
-                             size_t keylen, uint64_t cost, int asking,
-                             uint64_t deadline_us, fg_decision *d, char *errbuf,
-                             size_t errlen)
+                             size_t keylen, uint64_t cost, uint64_t age_us,
+                             int asking, uint64_t deadline_us, fg_decision *d,
+                             char *errbuf, size_t errlen)
 {
     redis_store *st = (redis_store *)s;
     uint64_t start = fg__mono_precise_us();
@@ -255,7 +255,7 @@ int fg__store_redis_check_ex(fg_store *s, fg_limiter *l, const char *key,
     fg__rcheck k;
     int unconfirmed = 0;
     int rc = fg__rcheck_init(&k, &l->p, l->store_data, key, keylen, cost,
-                             fg__redis_check_now(st, l));
+                             age_us, fg__redis_check_now(st, l));
     if (rc != FG_OK)
         return rc;
     rc = fg__rpool_get(&st->node, deadline, &c);
@@ -282,9 +282,11 @@ int fg__store_redis_check_ex(fg_store *s, fg_limiter *l, const char *key,
 }
 
 static int redis_check(fg_store *s, fg_limiter *l, const char *key,
-                       size_t keylen, uint64_t cost, fg_decision *d)
+                       size_t keylen, uint64_t cost, uint64_t age_us,
+                       fg_decision *d)
 {
-    return fg__store_redis_check_ex(s, l, key, keylen, cost, 0, 0, d, NULL, 0);
+    return fg__store_redis_check_ex(s, l, key, keylen, cost, age_us, 0, 0, d,
+                                    NULL, 0);
 }
 
 /* Give back 'cost' units of 'key' on a blocking connection, waiting for

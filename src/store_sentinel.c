@@ -458,13 +458,14 @@ static int no_master(sentinel_store *st, int on_loop)
 }
 
 static int sentinel_check(fg_store *s, fg_limiter *l, const char *key,
-                          size_t keylen, uint64_t cost, fg_decision *d)
+                          size_t keylen, uint64_t cost, uint64_t age_us,
+                          fg_decision *d)
 {
     sentinel_store *st = (sentinel_store *)s;
     inner *in = fg__sentinel_take(st);
     if (!in)
         return no_master(st, 0);
-    int rc = in->st->ops->check(in->st, l, key, keylen, cost, d);
+    int rc = in->st->ops->check(in->st, l, key, keylen, cost, age_us, d);
     settle(st, in, rc, 0);
     return rc;
 }

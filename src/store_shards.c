@@ -146,10 +146,11 @@ static void shards_limiter_free(fg_store *s, fg_limiter *l, void *data)
 }
 
 static int shards_check(fg_store *s, fg_limiter *l, const char *key,
-                        size_t keylen, uint64_t cost, fg_decision *d)
+                        size_t keylen, uint64_t cost, uint64_t age_us,
+                        fg_decision *d)
 {
     fg_store *nd = node_of_key((shards_store *)s, key, keylen);
-    return nd->ops->check(nd, l, key, keylen, cost, d);
+    return nd->ops->check(nd, l, key, keylen, cost, age_us, d);
 }
 
 static void shards_check_async(fg_store *s, fg__req *req)

@@ -99,7 +99,9 @@ static void run_check(int li, uint64_t cost, uint64_t now,
     fg_decision d;
     fg__rcmd cmd;
     size_t next = 0;
-    if (fg__rcheck_init(&c, &params[li], rlims[li], "user\r\n\0x", 8, cost,
+    /* An add's units spent a while ago (a sliding window's age argument). */
+    uint64_t age = cost & FG__COST_ADD ? now % 3000000 : 0;
+    if (fg__rcheck_init(&c, &params[li], rlims[li], "user\r\n\0x", 8, cost, age,
                         now) != FG_OK)
         __builtin_trap();
     for (int step = 0; step < 4; step++) {
@@ -153,7 +155,7 @@ static void run_batch(redisReply **r, size_t n)
     for (int i = 0; i < 4; i++) {
         int li = i & 1 ? 3 : 4;
         if (fg__rcheck_init(&c[i], &params[li], rlims[li], "b", 1,
-                            1 + (uint64_t)i, i == 2 ? 1000 : 0) != FG_OK)
+                            1 + (uint64_t)i, 0, i == 2 ? 1000 : 0) != FG_OK)
             __builtin_trap();
         cp[i] = &c[i];
     }

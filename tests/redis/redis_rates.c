@@ -582,6 +582,22 @@ static uint64_t some_units(const fg_limiter *l)
     }
 }
 
+/* How long ago added units were spent (fg_add_at): now, within this
+ * window or the one before, or two windows ago (they count nowhere). */
+static uint64_t some_age(const fg__algo_params *p)
+{
+    switch (rng() % 4) {
+    case 0:
+        return 0;
+    case 1:
+        return rng() % p->period_us;
+    case 2:
+        return p->period_us + rng() % p->period_us;
+    default:
+        return 2 * p->period_us + rng() % p->period_us;
+    }
+}
+
 static void adds(const char *url)
 {
     static const fg_algorithm algos[] = {FG_FIXED_WINDOW, FG_SLIDING_WINDOW,
@@ -626,20 +642,22 @@ static void adds(const char *url)
                     /* Adds on the loop, as syncs go: one batch of three
                      * keys (a token bucket's in one script call). */
                     result res[3];
-                    uint64_t u[3];
+                    uint64_t u[3], age[3];
                     memset(res, 0, sizeof res);
                     for (int j = 0; j < 3; j++) {
                         char kj = (char)('p' + j);
                         u[j] = some_units(la);
+                        age[j] = some_age(p);
                         pending++;
                         if (fg__store_check_async(la, &kj, 1,
-                                                  u[j] | FG__COST_ADD, 0,
-                                                  on_done, &res[j]) != FG_OK)
+                                                  u[j] | FG__COST_ADD, age[j],
+                                                  0, on_done, &res[j]) != FG_OK)
                             pending--;
                     }
                     drain(base);
                     for (int j = 0; j < 3; j++) {
-                        fg__algo_add(p, &o[j], fake_now, u[j], &c, &exp);
+                        fg__algo_add(p, &o[j], fake_now, u[j], age[j], &c,
+                                     &exp);
                         compare("add batch", la, u[j], &c, res[j].rc,
                                 &res[j].d);
                         steps++;
@@ -653,8 +671,9 @@ static void adds(const char *url)
                  * on another pooled connection (see grid): adds only. */
                 if (i % 2 || p->algorithm == FG_FIXED_WINDOW) {
                     cost = some_units(lb);
-                    fg__algo_add(p, &s, fake_now, cost, &c, &exp);
-                    rc = fg_add(lb, "k", 1, cost, &r);
+                    uint64_t a = some_age(p);
+                    fg__algo_add(p, &s, fake_now, cost, a, &c, &exp);
+                    rc = fg_add_at(lb, "k", 1, cost, a, &r);
                     over += !c.allowed;
                 } else {
                     cost = some_cost(lb);

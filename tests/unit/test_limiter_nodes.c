@@ -48,9 +48,11 @@ static void fake_free(fg_store *s, fg_limiter *l, void *data)
 }
 
 static int fake_check(fg_store *s, fg_limiter *l, const char *key,
-                      size_t keylen, uint64_t cost, fg_decision *d)
+                      size_t keylen, uint64_t cost, uint64_t age_us,
+                      fg_decision *d)
 {
     fake_store *st = (fake_store *)s;
+    (void)age_us;
     if (keylen && key[0] == 'r')
         st->moved = 1; /* node 1 redirects it to node 2, which answers */
     unsigned n = fake_node_of(s, key, keylen);
@@ -73,7 +75,7 @@ static void fake_check_async(fg_store *s, fg__req *req)
         return;
     }
     CHECK_EQ(req->node, fake_node_of(s, req->key, req->keylen));
-    int rc = fake_check(s, req->l, req->key, req->keylen, req->cost, &d);
+    int rc = fake_check(s, req->l, req->key, req->keylen, req->cost, 0, &d);
     fg__req_move(req, fake_node_of(s, req->key, req->keylen));
     fg__req_done(req, rc, &d);
 }

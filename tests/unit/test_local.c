@@ -91,6 +91,32 @@ static void test_add(void)
     fake_now += SEC + 500 * MS; /* prev 12 weighs 6 */
     CHECK_EQ(fg_peek(l, "s", 1, &d), FG_OK);
     CHECK_EQ(d.remaining, 4);
+
+    /* fg_add_at: units spent in the previous window count there, at its
+     * weight; spent two windows ago, nowhere; in this one, here. */
+    fake_now = 3000 * SEC + 100 * MS;
+    CHECK_EQ(fg_add_at(l, "a", 1, 5, 200 * MS, &d), FG_OK); /* prev: 5 */
+    CHECK_EQ(d.remaining, 5);                               /* 10 - 4.5 */
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.reset_us, 900 * MS); /* this window holds nothing */
+    CHECK_EQ(fg_add_at(l, "a", 1, 5, SEC + 200 * MS, &d), FG_OK); /* none */
+    CHECK_EQ(d.remaining, 5);
+    CHECK_EQ(fg_add_at(l, "a", 1, 2, 50 * MS, &d), FG_OK); /* this one */
+    CHECK_EQ(d.remaining, 3);
+    fake_now += 800 * MS; /* prev 5 weighs 0.5: 10 - 2 - 1 */
+    CHECK_EQ(fg_peek(l, "a", 1, &d), FG_OK);
+    CHECK_EQ(d.remaining, 7);
+    fg_limiter_free(l);
+
+    /* A fixed window's ended window counts nothing more: a read. */
+    lim = lim_of("10/s", FG_FIXED_WINDOW, "exact");
+    l = fg_limiter_new(st, &lim, NULL, 0);
+    CHECK_EQ(fg_add_at(l, "f", 1, 3, 0, &d), FG_OK);
+    CHECK_EQ(d.remaining, 7);
+    CHECK_EQ(fg_add_at(l, "f", 1, 3, SEC, &d), FG_OK);
+    CHECK_EQ(d.remaining, 7);
+    CHECK_EQ(fg_add_at(l, "f", 1, 3, 100 * MS, &d), FG_OK);
+    CHECK_EQ(d.remaining, 4);
     fg_limiter_free(l);
 
     lim = lim_of("10/s", FG_NAIVE_GET_SET, "exact");
@@ -275,7 +301,8 @@ static void sim_send(sim *s, int srv, const fg_local_ask *a, int waiting)
     if (s->store_down) {
         p->rc = FG_EBACKEND;
     } else if (a->op == FG_LOCAL_ADD) {
-        p->rc = fg_add(s->shared, a->key, a->keylen, a->units, &p->d);
+        p->rc =
+            fg_add_at(s->shared, a->key, a->keylen, a->units, a->age_us, &p->d);
     } else if (a->op == FG_LOCAL_TAKE || a->op == FG_LOCAL_CHECK) {
         p->rc = fg_check(s->shared, a->key, a->keylen, a->units, &p->d);
     } else {
@@ -474,8 +501,8 @@ static void test_sync_one_server(void)
         {FG_TOKEN_BUCKET, "sync:500ms", 0.95},
         {FG_TOKEN_BUCKET, "sync:900ms", 0.9},
         {FG_TOKEN_BUCKET, "sync:2s", 0.65},
-        {FG_SLIDING_WINDOW, "sync:200ms", 0.7},
-        {FG_SLIDING_WINDOW, "sync:2s", 0.4},
+        {FG_SLIDING_WINDOW, "sync:200ms", 0.8},
+        {FG_SLIDING_WINDOW, "sync:2s", 0.5},
     };
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         fg_limit lim = lim_of("20/s", c[i].alg, c[i].mode);
@@ -1417,7 +1444,10 @@ static void test_bounded(void)
 static void test_limiter(void)
 {
     fg_store *st = mem();
-    fake_now = 10000 * SEC;
+    /* Not at a window's start: the limiter's clock is the real one, and
+     * the units it syncs were spent some microseconds before it sends
+     * them (fg_add_at), in the window before on the fake clock. */
+    fake_now = 10000 * SEC + 100 * MS;
     fg_limit lim = lim_of("10/s", FG_FIXED_WINDOW, "sync:10s");
     fg_limiter *l = fg_limiter_new(st, &lim, NULL, 0);
     fg_limit ex = lim;
@@ -1440,6 +1470,7 @@ static void test_limiter(void)
     CHECK_EQ(d.remaining, 8);
     fg_limiter_free(l);
 
+    fake_now = 10001 * SEC;
     lim = lim_of("10/s", FG_FIXED_WINDOW, "lease:4");
     l = fg_limiter_new(st, &lim, NULL, 0);
     CHECK_EQ(fg_check(l, "q", 1, 2, &d), FG_OK);

@@ -273,7 +273,7 @@ static void test_proto_fixed(void)
     fg__rcmd k;
     fg_decision d;
     memset(&shas, 0, sizeof shas);
-    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 1, 5500000), FG_OK);
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 1, 0, 5500000), FG_OK);
     CHECK_EQ(fg__rcheck_ncmds(&c), 2);
     fg__rcheck_cmd(&c, 0, &shas, &k);
     CHECK_STR(line(&k), "INCR fg:api:{u1}:5");
@@ -288,13 +288,13 @@ static void test_proto_fixed(void)
     redisReply nil = {REDIS_REPLY_NIL, 0, 0, NULL, 0, NULL};
     char zero[] = "0";
     redisReply str = {REDIS_REPLY_STRING, 0, 1, zero, 0, NULL};
-    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 1, 5500000), FG_OK);
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 1, 0, 5500000), FG_OK);
     CHECK_EQ(fg__rcheck_reply(&c, &nil, &d), FG_EPROTO);
-    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 1, 5500000), FG_OK);
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 1, 0, 5500000), FG_OK);
     CHECK_EQ(fg__rcheck_reply(&c, &str, &d), FG_EPROTO);
-    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 1, 5500000), FG_OK);
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 1, 0, 5500000), FG_OK);
     /* Cost 3 on a count of 9 before: refused, and given back. */
-    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 3, 5500000), FG_OK);
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 3, 0, 5500000), FG_OK);
     fg__rcheck_cmd(&c, 0, &shas, &k);
     CHECK_STR(line(&k), "INCRBY fg:api:{u1}:5 3");
     r->integer = 12;
@@ -305,14 +305,14 @@ static void test_proto_fixed(void)
     CHECK_STR(line(&k), "DECRBY fg:api:{u1}:5 3");
     /* A window already full: given back too, so the count never grows
      * past the limit and what is in flight. */
-    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 1, 5500000), FG_OK);
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 1, 0, 5500000), FG_OK);
     r->integer = 11;
     CHECK_EQ(fg__rcheck_reply(&c, r, &d), FG__RSTEP_GIVEBACK);
     CHECK_EQ(d.allowed, 0);
     fg__rcheck_cmd(&c, 0, &shas, &k);
     CHECK_STR(line(&k), "DECRBY fg:api:{u1}:5 1");
     /* The last unit fits. */
-    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 2, 5500000), FG_OK);
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 2, 0, 5500000), FG_OK);
     r->integer = 10;
     CHECK_EQ(fg__rcheck_reply(&c, r, &d), FG_OK);
     CHECK_EQ(d.allowed, 1);
@@ -320,14 +320,14 @@ static void test_proto_fixed(void)
     /* A count below this check's units: the key held less than zero (a
      * give-back that came after the key was deleted). Decided on an empty
      * window, and the count lifted to the check's units. */
-    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 1, 5500000), FG_OK);
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 1, 0, 5500000), FG_OK);
     r->integer = -3;
     CHECK_EQ(fg__rcheck_reply(&c, r, &d), FG__RSTEP_GIVEBACK);
     CHECK_EQ(d.allowed, 1);
     CHECK_EQ(d.remaining, 9);
     fg__rcheck_cmd(&c, 0, &shas, &k);
     CHECK_STR(line(&k), "INCRBY fg:api:{u1}:5 4");
-    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 3, 5500000), FG_OK);
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 3, 0, 5500000), FG_OK);
     r->integer = 1;
     CHECK_EQ(fg__rcheck_reply(&c, r, &d), FG__RSTEP_GIVEBACK);
     CHECK_EQ(d.allowed, 1);
@@ -335,18 +335,18 @@ static void test_proto_fixed(void)
     fg__rcheck_cmd(&c, 0, &shas, &k);
     CHECK_STR(line(&k), "INCRBY fg:api:{u1}:5 2");
     /* A count far below zero: lifted by INT64_MAX at most. */
-    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 1, 5500000), FG_OK);
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 1, 0, 5500000), FG_OK);
     r->integer = -(1ll << 60);
     CHECK_EQ(fg__rcheck_reply(&c, r, &d), FG__RSTEP_GIVEBACK);
     fg__rcheck_cmd(&c, 0, &shas, &k);
     CHECK_STR(line(&k), "INCRBY fg:api:{u1}:5 1152921504606846977");
     r->integer = INT64_MIN;
-    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 1, 5500000), FG_OK);
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 1, 0, 5500000), FG_OK);
     CHECK_EQ(fg__rcheck_reply(&c, r, &d), FG__RSTEP_GIVEBACK);
     fg__rcheck_cmd(&c, 0, &shas, &k);
     CHECK_STR(line(&k), "INCRBY fg:api:{u1}:5 9223372036854775807");
     /* A count of exactly the units is no lift. */
-    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 3, 5500000), FG_OK);
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u1", 2, 3, 0, 5500000), FG_OK);
     r->integer = 3;
     CHECK_EQ(fg__rcheck_reply(&c, r, &d), FG_OK);
     CHECK_EQ(d.allowed, 1);
@@ -357,7 +357,7 @@ static void test_proto_fixed(void)
     CHECK_EQ(fg__rcheck_aside_reply(r), FG_OK);
     char big[FG_MAX_KEY + 1];
     memset(big, 'k', sizeof big);
-    CHECK_EQ(fg__rcheck_init(&c, &p, rl, big, sizeof big, 1, 1), FG_EKEY);
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, big, sizeof big, 1, 0, 1), FG_EKEY);
     free(r);
     free(e);
     free(nx);
@@ -375,7 +375,7 @@ static void test_proto_naive(void)
     fg__rcmd k;
     fg_decision d;
     memset(&shas, 0, sizeof shas);
-    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u", 1, 2, 7250000), FG_OK);
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u", 1, 2, 0, 7250000), FG_OK);
     CHECK_EQ(fg__rcheck_ncmds(&c), 1);
     fg__rcheck_cmd(&c, 0, &shas, &k);
     CHECK_STR(line(&k), "GET fg:api:{u}:7");
@@ -394,18 +394,18 @@ static void test_proto_naive(void)
     CHECK_EQ(d.allowed, 1);
     CHECK_EQ(d.remaining, 4);
     redisReply *ro = errr("READONLY You can't write against a replica.");
-    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u", 1, 2, 7250000), FG_OK);
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u", 1, 2, 0, 7250000), FG_OK);
     CHECK_EQ(fg__rcheck_reply(&c, &got, &d), FG__RSTEP_AGAIN);
     CHECK_EQ(fg__rcheck_reply(&c, ro, &d), FG_EREADONLY);
     /* Refused after the GET: no SET. */
     char nine[] = "9";
     redisReply full = {REDIS_REPLY_STRING, 0, 1, nine, 0, NULL};
-    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u", 1, 2, 7250000), FG_OK);
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u", 1, 2, 0, 7250000), FG_OK);
     CHECK_EQ(fg__rcheck_reply(&c, &full, &d), FG_OK);
     CHECK_EQ(d.allowed, 0);
     char bad[] = "x1";
     redisReply junk = {REDIS_REPLY_STRING, 0, 2, bad, 0, NULL};
-    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u", 1, 2, 7250000), FG_OK);
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u", 1, 2, 0, 7250000), FG_OK);
     CHECK_EQ(fg__rcheck_reply(&c, &junk, &d), FG_EPROTO);
     free(ro);
     free(rl);
@@ -422,7 +422,7 @@ static void test_proto_script(void)
     fg__rcmd k;
     fg_decision d;
     memset(&shas, 0, sizeof shas);
-    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u", 1, 1, 0), FG_OK);
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u", 1, 1, 0, 0), FG_OK);
     fg__rcheck_cmd(&c, 0, &shas, &k);
     CHECK(strncmp(line(&k), "EVAL local fmod", 15) == 0);
     char sha[] = "0123456789abcdef0123456789abcdef01234567";
@@ -441,7 +441,7 @@ static void test_proto_script(void)
     CHECK_EQ(fg__rcheck_reply(&c, ns, &d), FG_EPROTO);
     redisReply *e[4] = {intr(1), intr(9), intr(2000000), intr(0)};
     redisReply arr = {REDIS_REPLY_ARRAY, 0, 0, NULL, 4, e};
-    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u", 1, 1, 42), FG_OK);
+    CHECK_EQ(fg__rcheck_init(&c, &p, rl, "u", 1, 1, 0, 42), FG_OK);
     fg__rcheck_cmd(&c, 0, &shas, &k);
     CHECK_STR(line(&k), "EVALSHA 0123456789abcdef0123456789abcdef01234567 1 "
                         "fg:api:{u}: 1000000 10 1 42");
@@ -453,7 +453,7 @@ static void test_proto_script(void)
     /* A token bucket's limit in the decision is its burst. */
     fg__algo_params t = params(FG_TOKEN_BUCKET, 10, 1000000, 20);
     fg__rlim *tl = rlim_for(&t);
-    CHECK_EQ(fg__rcheck_init(&c, &t, tl, "u", 1, 1, 0), FG_OK);
+    CHECK_EQ(fg__rcheck_init(&c, &t, tl, "u", 1, 1, 0, 0), FG_OK);
     fg__rcheck_cmd(&c, 0, &shas, &k);
     CHECK(strncmp(line(&k), "EVAL local fmod", 15) == 0);
     CHECK_EQ(k.argc, 12);
@@ -477,8 +477,8 @@ static void test_proto_batch(void)
     const fg__rcheck *cs[2] = {&a, &b};
     char buf[16384];
     const char sha[] = "0123456789abcdef0123456789abcdef01234567";
-    CHECK_EQ(fg__rcheck_init(&a, &t, tl, "x", 1, 1, 0), FG_OK);
-    CHECK_EQ(fg__rcheck_init(&b, &t, tl, "yy", 2, 3, 77), FG_OK);
+    CHECK_EQ(fg__rcheck_init(&a, &t, tl, "x", 1, 1, 0, 0), FG_OK);
+    CHECK_EQ(fg__rcheck_init(&b, &t, tl, "yy", 2, 3, 0, 77), FG_OK);
     size_t need = fg__rbatch_need(cs, 2, sha);
     size_t n = fg__rbatch_format(buf, cs, 2, sha, 0);
     CHECK(n > 0 && n <= need);

@@ -61,47 +61,21 @@ static int parse_duration_us(const char *s, int64_t *out)
     return 0;
 }
 
-/* "10/s", "100/min", "5/15min", "250/500ms". */
+/* "10/s", "100/min", "5/15min", "250/500ms": the library's rates
+ * (fg_limit_parse), whose units are whole milliseconds or more. */
 static int parse_rate(const char *s, uint64_t *limit, uint64_t *period_ms,
                       char *why, size_t whylen)
 {
-    char *end;
-    unsigned long long n = strtoull(s, &end, 10);
-    if (end == s || *end != '/' || n < 1 || n > 1000000)
+    char err[120];
+    fg_limit lim;
+    if (fg_limit_parse_err(s, &lim, err, sizeof err) != FG_OK) {
+        const char *r = strstr(err, "': ");
+        snprintf(why, whylen, "%s", r ? r + 3 : err);
         return -1;
-    s = end + 1;
-    unsigned long long k = 1;
-    if (*s >= '0' && *s <= '9') {
-        k = strtoull(s, &end, 10);
-        if (k < 1 || k > 100000)
-            return -1;
-        s = end;
     }
-    static const struct {
-        const char *unit;
-        unsigned long long ms;
-    } units[] = {{"ms", 1},         {"s", 1000},       {"sec", 1000},
-                 {"min", 60000},    {"m", 60000},      {"h", 3600000},
-                 {"hour", 3600000}, {"day", 86400000}, {"d", 86400000}};
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-        if (strcmp(s, units[i].unit) == 0) {
-            *limit = n;
-            *period_ms = k * units[i].ms;
-            /* The servers are given the rate in this form: what the
-             * library refuses (a period beyond a year) is refused here,
-             * not by every server once started. */
-            char rate[64], err[160];
-            fg_limit lim;
-            snprintf(rate, sizeof rate, "%llu/%llums", n, k * units[i].ms);
-            if (fg_limit_parse_err(rate, &lim, err, sizeof err) != FG_OK) {
-                const char *r = strstr(err, "': ");
-                snprintf(why, whylen, "%s", r ? r + 3 : err);
-                return -1;
-            }
-            return 0;
-        }
-    }
-    return -1;
+    *limit = lim.limit;
+    *period_ms = lim.period_us / 1000;
+    return 0;
 }
 
 static int parse_int(const char *s, int lo, int hi, int *out)

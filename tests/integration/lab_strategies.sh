@@ -50,6 +50,12 @@ usage_error "bad value for --servers: '65' (1 to 64)" --servers 65
 usage_error "bad value for --strategy: 'sync,,lease'" --strategy sync,,lease
 usage_error "unknown option '--bogus'" --bogus
 usage_error "--servers given twice" --servers 4 --servers 2
+# --limit is the library's rate, reasons included (as --simulate's).
+usage_error "bad value for --limit: '10/m' (unknown unit 'm'" --limit 10/m
+usage_error "bad value for --limit: '10/1.5s' (the period must be a whole number" --limit 10/1.5s
+out=$(timeout 30 "$FLOODGATE" lab --limit 2000000/s --strategy local --servers 1 --burst 1 --json 2>&1)
+check "lab --limit 2000000/s runs, as floodgate check takes it ($(echo "$out" | head -c 120))" \
+    grep -q '"limit":2000000,' <<<"$out"
 usage_error "--burst needs a value" --burst
 usage_error "bad value for --burst: '0'" --burst 0
 usage_error "bad value for --limit: '10/366day' (period is longer than a year)" --limit 10/366day

@@ -389,11 +389,15 @@ static int server_key(parser *p, const char *k, const char *v)
         c->max_connections = (uint32_t)u;
     } else if (!strcmp(k, "request_timeout")) {
         if (fg__parse_duration_ms(v, &ms))
-            return fail(p, p->line, "request_timeout must be a duration");
+            return fail(p, p->line,
+                        "request_timeout must be a duration from 1ms to "
+                        "1193h (N, Nms, Ns, Nmin or Nh)");
         c->request_timeout_ms = ms;
     } else if (!strcmp(k, "drain_timeout")) {
         if (fg__parse_duration_ms(v, &ms))
-            return fail(p, p->line, "drain_timeout must be a duration");
+            return fail(p, p->line,
+                        "drain_timeout must be a duration from 1ms to "
+                        "1193h (N, Nms, Ns, Nmin or Nh)");
         c->drain_timeout_ms = ms;
     } else if (!strcmp(k, "drain_grace")) {
         /* 0 (0s, 0ms, 0min, 0h): no grace, the listener closes at once. */
@@ -427,7 +431,8 @@ static int store_key(parser *p, const char *k, const char *v)
         p->url_line = c->url_line = p->line;
     } else if (!strcmp(k, "prefix")) {
         if (strlen(v) >= sizeof(c->prefix))
-            return fail(p, p->line, "prefix too long");
+            return fail(p, p->line, "prefix must be at most %zu characters",
+                        sizeof(c->prefix) - 1);
         strcpy(c->prefix, v);
     } else if (!strcmp(k, "timeout")) {
         if (fg__parse_duration_ms(v, &c->store_timeout_ms) ||

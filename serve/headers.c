@@ -72,15 +72,22 @@ uint64_t fg__retry_after_s(const fg_decision *d)
     return s ? s : 1;
 }
 
+/* A structured field's integer has at most 15 digits (RFC 8941): a
+ * larger value is written as the largest. */
+static uint64_t sf_int(uint64_t v)
+{
+    return v > 999999999999999ull ? 999999999999999ull : v;
+}
+
 void fg__fmt_policy_item(fg__sbuf *b, const char *name, uint64_t quota,
                          uint64_t window_s)
 {
     fg__sbuf_puts(b, b->len ? ", \"" : "\"");
     fg__sbuf_puts(b, name);
     fg__sbuf_puts(b, "\";q=");
-    fg__sbuf_u64(b, quota);
+    fg__sbuf_u64(b, sf_int(quota));
     fg__sbuf_puts(b, ";w=");
-    fg__sbuf_u64(b, window_s);
+    fg__sbuf_u64(b, sf_int(window_s));
 }
 
 void fg__fmt_ratelimit_item(fg__sbuf *b, const char *name, const fg_decision *d)
@@ -88,9 +95,9 @@ void fg__fmt_ratelimit_item(fg__sbuf *b, const char *name, const fg_decision *d)
     fg__sbuf_puts(b, b->len ? ", \"" : "\"");
     fg__sbuf_puts(b, name);
     fg__sbuf_puts(b, "\";r=");
-    fg__sbuf_u64(b, d->remaining);
+    fg__sbuf_u64(b, sf_int(d->remaining));
     fg__sbuf_puts(b, ";t=");
-    fg__sbuf_u64(b, fg__ms_to_s_up(d->reset_ms));
+    fg__sbuf_u64(b, sf_int(fg__ms_to_s_up(d->reset_ms)));
 }
 
 void fg__json_str(fg__sbuf *b, const char *s, size_t n)

@@ -352,6 +352,10 @@ int fg_cmd_serve(int argc, char **argv)
                     dst ? "missing value after" : "unknown option", a, usage);
             return 2;
         }
+        if (!*val) {
+            fprintf(stderr, "floodgate serve: %s is empty\n", opt);
+            return 2;
+        }
         /* As in the configuration file: never the last one silently. */
         if (*dst) {
             fprintf(stderr, "floodgate serve: %s given twice\n", opt);

@@ -34,7 +34,10 @@ static long long duration_ms(const char *s)
         }
         u += 1 + f;
     }
-    long long mult = !strcmp(u, "ms") ? 1 : !strcmp(u, "s") ? 1000 : 0;
+    /* A bare number is milliseconds, as serve's durations are. */
+    long long mult = !strcmp(u, "ms") || (!*u && !f) ? 1
+                     : !strcmp(u, "s")               ? 1000
+                                                     : 0;
     if (!mult || (v * mult) % scale)
         return -1; /* not a whole number of milliseconds */
     return v * mult / scale;

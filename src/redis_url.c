@@ -291,7 +291,8 @@ static int parse_tcp(fg__redis_url *u, const char *rest, char *err,
         unsigned long db;
         if (parse_uint(slash + 1, n - hn - 1, 1000000, &db) != FG_OK)
             return fg__seterr(err, errlen, FG_EINVAL,
-                              "redis url: db after '/' must be a number");
+                              "redis url: db after '/' must be a number "
+                              "from 0 to 1000000");
         u->db = (unsigned)db;
         given |= GIVEN_DB;
     }

@@ -22,6 +22,9 @@ static int parse_memory(const char *url, fg_memory_options *opt, char *err,
                               "max_keys=N)",
                               url);
         v += 9;
+        if (strstr(v, "max_keys="))
+            return fg__seterr(err, errlen, FG_EINVAL,
+                              "memory store: max_keys given twice");
         char *end;
         errno = 0;
         unsigned long long n = strtoull(v, &end, 10);

@@ -152,6 +152,11 @@ static void test_parse(void)
     CHECK_EQ(fg_mode_parse("sync:11s", &lim, err, sizeof err), FG_EINVAL);
     CHECK_EQ(fg_mode_parse("sync:", &lim, err, sizeof err), FG_EINVAL);
     CHECK_EQ(fg_mode_parse("sync:1.5ms", &lim, err, sizeof err), FG_EINVAL);
+    /* A bare number is milliseconds, as serve's durations. */
+    CHECK_EQ(fg_mode_parse("sync:300", &lim, err, sizeof err), FG_OK);
+    CHECK_EQ(lim.sync_ms, 300);
+    CHECK_EQ(fg_mode_parse("sync:1.5", &lim, err, sizeof err), FG_EINVAL);
+    CHECK_EQ(fg_mode_parse("sync:5", &lim, err, sizeof err), FG_EINVAL);
     CHECK_EQ(fg_mode_parse("lease", &lim, err, sizeof err), FG_OK);
     CHECK_EQ(lim.mode, FG_MODE_LEASE);
     CHECK_EQ(lim.lease_chunk, 0);

@@ -44,6 +44,14 @@ static void test_headers(void)
     fg__sbuf_init(&b, mem, sizeof(mem));
     fg__fmt_ratelimit_item(&b, "otp", &d);
     CHECK_STR(mem, "\"otp\";r=3;t=2");
+    /* A structured field's integer has at most 15 digits. */
+    fg__sbuf_init(&b, mem, sizeof(mem));
+    fg__fmt_policy_item(&b, "big", 9007199254740992000ull, 1);
+    CHECK_STR(mem, "\"big\";q=999999999999999;w=1");
+    d.remaining = 9007199254740991ull;
+    fg__sbuf_init(&b, mem, sizeof(mem));
+    fg__fmt_ratelimit_item(&b, "big", &d);
+    CHECK_STR(mem, "\"big\";r=999999999999999;t=2");
     /* Overflow is reported, never written past the end. */
     char small[8];
     fg__sbuf_init(&b, small, sizeof(small));

@@ -262,6 +262,16 @@ static int handshake_reply(fg__rnode *st, char kind, const redisReply *r,
         return fg__seterr(err, errlen, FG_EBACKEND,
                           "redis %s: connection refused (%.200s)", st->where,
                           r->str);
+    /* A server without scripts: a Sentinel answers PING, and nothing
+     * floodgate sends. */
+    if (kind >= '0' && kind < '0' + FG__LUA_COUNT &&
+        r->type == REDIS_REPLY_ERROR &&
+        !strncmp(r->str, "ERR unknown command", 19))
+        return fg__seterr(err, errlen, FG_EINVAL,
+                          "redis %s: not a Redis server that runs scripts "
+                          "(%.*s): a Sentinel? give "
+                          "sentinel://HOST:PORT/MASTER",
+                          st->where, (int)strcspn(r->str, ",\r\n"), r->str);
     if (kind >= '0' && kind < '0' + FG__LUA_COUNT) {
         /* Not fatal (BUSY, LOADING ...): checks fall back to EVAL, which
          * meets the same error and reports it as its own. */

@@ -159,6 +159,11 @@ timeout 10 "$FLOODGATE" serve -c "$T/bad.ini" --listen 127.0.0.1:0 2>"$T/badserv
 rc=$?
 check "serve refuses an unknown master name at start (exit $rc), saying why" \
     test $rc != 0 -a $rc != 124 -a -n "$(grep -F "monitors no master named 'nosuch'" "$T/badserve.log")"
+# A sentinel given as a Redis server: refused at start, saying what to give.
+"$FLOODGATE" check --store "redis://127.0.0.1:${SP[0]}" --limit 5/s --key k >/dev/null 2>"$T/asredis.err"
+rc=$?
+check "redis:// at a sentinel: exit 2, 'a Sentinel? give sentinel://' ($(cat "$T/asredis.err"))" \
+    test $rc = 2 -a -n "$(grep -F 'a Sentinel? give sentinel://HOST:PORT/MASTER' "$T/asredis.err")"
 sed "s|^url = .*|url = sentinel://127.0.0.1:$NOPE/$MASTER?sentinel_password=S3cretX|" "$T/bad.ini" >"$T/down.ini"
 if start_fg down -c "$T/down.ini" --listen 127.0.0.1:0; then
     ok "serve starts with no sentinel reachable (lazy)"

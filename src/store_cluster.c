@@ -600,6 +600,10 @@ static const char *cluster_node_name(fg_store *s, unsigned node)
 static const char *cluster_node_error(fg_store *s, unsigned node)
 {
     cluster_store *st = (cluster_store *)s;
+    if (node == FG__CLUSTER_NODES_MAX)
+        return "cluster: no master known for the key's slot (the slot map "
+               "names none, or could not be read; read again while keys "
+               "fail)";
     if (node >= atomic_load(&st->nnodes))
         return NULL;
     return fg__store_redis_last_error(atomic_load(&st->node[node]));

@@ -332,6 +332,10 @@ check "cluster down: logged with Redis's words ($(grep -h 'cluster is down' "$T/
     grep -qE 'event=store_error .*limit=tb .*(CLUSTERDOWN|while the cluster is down)' "$T/s1.log"
 check "cluster down: no failure logged as an unexpected reply" \
     test -z "$(grep -h 'unexpected reply' "$T/s1.log")"
+# The key of the unassigned slot: no master known for it, said so.
+out=$("$FLOODGATE" check --store "cluster=redis://127.0.0.1:$watch" --limit 5/s --key "nokey-$$" 2>&1)
+check "a slot no master holds: the check says so ($out)" \
+    grep -qF "no master known for the key's slot" <<<"$out"
 redis-cli -p "$downer" cluster addslots "$dslot" >/dev/null
 for _ in $(seq 1 200); do
     [ "$(curl -s -o /dev/null -w "%{http_code}" -X POST "$A/v1/check?limit=tb&key=up$$")" = 200 ] && break

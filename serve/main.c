@@ -164,6 +164,8 @@ static void log_modes(const fg__gen *g)
     }
 }
 
+static const char *redact(const char *url, char *out, size_t outlen);
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
     (void)what;
@@ -201,8 +203,11 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         log_fallback(g);
         log_modes(g);
         FG_INC(srv->reloads);
+        char v[600];
         fg__log("reload", "result=ok limits=%u store=%s", g->cfg.nlimits,
-                g->is_memory ? "memory" : "redis");
+                g->is_memory ? "memory"
+                             : fg__log_value(redact(g->cfg.store_url, v, 300),
+                                             v + 300, 300));
         return;
     }
     if (!FG_GET(srv->draining)) {

@@ -163,7 +163,8 @@ check "memory store options change refused with its reason ($line)" \
 # other options are refused the same, its own accepted.
 mconf 1024 1s 1024 "redis://127.0.0.1:$RPORT"
 line=$(reload_m)
-check "reload from memory to Redis accepted ($line)" grep -q 'event=reload result=ok' <<<"$line"
+check "reload from memory to Redis accepted, naming the store ($line)" \
+    grep -q "event=reload result=ok limits=[0-9]* store=redis://127.0.0.1:$RPORT" <<<"$line"
 mconf 1024 1s 1024 'memory?max_keys=10'
 line=$(reload_m)
 check "memory store options changed by way of Redis refused ($line)" \

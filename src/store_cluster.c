@@ -634,7 +634,7 @@ static int parse(const char *url, fg__redis_url *u, char (*addrs)[256],
     const char *p = url + strlen("cluster=");
     *n = 0;
     memset(u, 0, sizeof(*u));
-    while (*p || *n == 0) {
+    for (;;) { /* an empty part (",,", a ',' at the end) is refused */
         size_t len = strcspn(p, ",");
         char one[2048], why[256];
         fg__redis_url v;

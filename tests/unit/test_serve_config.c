@@ -165,6 +165,8 @@ static void test_errors(void)
     CHECK(err_is(2, "url: cluster: Redis Cluster has database 0 only"));
     CHECK_EQ(parse("[store]\nurl = cluster=unix:///x.sock\n"), FG_EINVAL);
     CHECK(err_is(2, "url: cluster: node 1 is not a redis:// URL"));
+    CHECK_EQ(parse("[store]\nurl = cluster=redis://a:1,\n"), FG_EINVAL);
+    CHECK(err_is(2, "url: cluster: node 2: empty or too long URL"));
     /* The drain grace: a duration, 500 ms by default, at most a minute. */
     CHECK_EQ(parse("[server]\nid = x\n"), 0);
     CHECK_EQ(cfg.drain_grace_ms, 500);

@@ -66,7 +66,7 @@ static int parse_duration_us(const char *s, int64_t *out)
 static int parse_rate(const char *s, uint64_t *limit, uint64_t *period_ms,
                       char *why, size_t whylen)
 {
-    char err[120];
+    char err[200];
     fg_limit lim;
     if (fg_limit_parse_err(s, &lim, err, sizeof err) != FG_OK) {
         const char *r = strstr(err, "': ");
@@ -317,7 +317,7 @@ static int parse_args(int argc, char **argv, opts *o)
                 return 2;
             o->store = val;
         } else if (strcmp(name, "--limit") == 0) {
-            char why[160] = "";
+            char why[256] = "";
             bad =
                 parse_rate(val, &o->p.limit, &o->p.period_ms, why, sizeof why);
             if (bad && why[0] && !missing) {

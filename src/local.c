@@ -312,9 +312,11 @@ static void sync_ask(fg_local *lc, entry *e, uint64_t now, fg_local_ask *a)
     e->sent_last = e->units_last;
     e->units = 0;
     fg__local_ask_for(a, FG_LOCAL_ADD, e, u);
-    /* Counted in the window of the last of them (a sliding window's
-     * previous one, when all were spent there). */
-    if (u && now > e->sent_last)
+    /* A sliding window's count in the window of the last of them (the
+     * previous one, when all were spent there). Not a fixed window's:
+     * what it did not send by its window's end is dropped here already,
+     * and a store whose clock lags this one's would drop the rest. */
+    if (u && lc->algorithm == FG_SLIDING_WINDOW && now > e->sent_last)
         a->age_us = now - e->sent_last;
 }
 

@@ -262,16 +262,6 @@ static int handshake_reply(fg__rnode *st, char kind, const redisReply *r,
         return fg__seterr(err, errlen, FG_EBACKEND,
                           "redis %s: connection refused (%.200s)", st->where,
                           r->str);
-    /* A server without scripts: a Sentinel answers PING, and nothing
-     * floodgate sends. */
-    if (kind >= '0' && kind < '0' + FG__LUA_COUNT &&
-        r->type == REDIS_REPLY_ERROR &&
-        !strncmp(r->str, "ERR unknown command", 19))
-        return fg__seterr(err, errlen, FG_EINVAL,
-                          "redis %s: not a Redis server that runs scripts "
-                          "(%.*s): a Sentinel? give "
-                          "sentinel://HOST:PORT/MASTER",
-                          st->where, (int)strcspn(r->str, ",\r\n"), r->str);
     if (kind >= '0' && kind < '0' + FG__LUA_COUNT) {
         /* Not fatal (BUSY, LOADING ...): checks fall back to EVAL, which
          * meets the same error and reports it as its own. */
@@ -816,6 +806,27 @@ static const char *config_value(const redisReply *r, const char *name)
             return v->str;
     }
     return NULL;
+}
+
+int fg__rnode_eval_check(fg__rnode *st, fg__rsconn *sc, uint64_t deadline,
+                         char *err, size_t errlen)
+{
+    fg__rcmd k = {
+        .argc = 3, .argv = {"EVAL", "return 1", "0"}, .len = {4, 8, 1}};
+    redisReply *r = NULL;
+    if (fg__redis_sha(&st->shas, 0) || fg__rsync_append(sc, &k) != FG_OK ||
+        fg__rsync_exchange(sc, 1, &r, deadline) != FG_OK)
+        return FG_OK;
+    int rc = FG_OK;
+    if (r->type == REDIS_REPLY_ERROR &&
+        !strncmp(r->str, "ERR unknown command", 19))
+        rc = fg__seterr(err, errlen, FG_EINVAL,
+                        "redis %s: not a Redis server that runs scripts "
+                        "(%.*s): a Sentinel? give "
+                        "sentinel://HOST:PORT/MASTER",
+                        st->where, (int)strcspn(r->str, ",\r\n"), r->str);
+    freeReplyObject(r);
+    return rc;
 }
 
 void fg__rnode_eviction_check(fg__rnode *st, fg__rsconn *sc, uint64_t deadline)

@@ -157,6 +157,12 @@ int fg__rsync_append(fg__rsconn *sc, fg__rcmd *k);
  * that it evicts keys, a limit's counter among them. Anything refused
  * (a user without +config|get, a proxy) leaves no warning. */
 void fg__rnode_eviction_check(fg__rnode *st, fg__rsconn *sc, uint64_t deadline);
+/* When the scripts could not be loaded at connect: whether the server runs
+ * scripts at all (EVAL). A server that knows no EVAL (a Sentinel) is
+ * FG_EINVAL with the reason in 'err'; anything else FG_OK (a proxy that
+ * runs EVAL but not SCRIPT, a user without +script: checks use EVAL). */
+int fg__rnode_eval_check(fg__rnode *st, fg__rsconn *sc, uint64_t deadline,
+                         char *err, size_t errlen);
 /* Send what is appended and read 'n' replies into 'r' by 'deadline'; on
  * failure none is left and 'sc' is marked broken. */
 int fg__rsync_exchange(fg__rsconn *sc, int n, redisReply **r,

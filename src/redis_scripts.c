@@ -90,8 +90,9 @@ _Static_assert(FG__ADD_DEEP_US == 281474976710656ull, "FG__ADD_DEEP_LUA");
  * below 10^14 prints exactly). ARGV: period_us, limit, cost, now_us
  * ('' = Redis TIME), and for an add (cost negated) the units' age in us
  * (none: 0): they count in the window they were spent in, this one or
- * the previous one (whose key lives as long as this window), else nowhere. Counts are plain integers; the current window's key
- * lives until the next window ends. The products of a count and a time
+ * the previous one (whose key lives as long as this window), else
+ * nowhere. Counts are plain integers; the current window's key lives
+ * until the next window ends. The products of a count and a time
  * (up to 2^98) are taken by mulqr: 'wup' is the previous window's weight,
  * prev * left / period, rounded up. A count and a cost are compared as
  * cost <= limit - cur: their sum may pass 2^53. Both check scripts return {allowed,
@@ -124,7 +125,9 @@ static const char lua_sliding[] = LUA_COMMON LUA_MULQR
     "if add then\n"
     "  local cap = " STR(FG__ADD_KEEP) " * limit\n"
     "  if cap >= E then cap = E - 1 end\n"
-    "  local aw = idiv(now - (tonumber(ARGV[5]) or 0), period)\n"
+    "  local at = now - (tonumber(ARGV[5]) or 0)\n"
+    "  if at < 0 then at = 0 end\n"
+    "  local aw = idiv(at, period)\n"
     "  if aw == w then\n"
     "    if cost > cap - cur then cur = cap else cur = cur + cost end\n"
     "    redis.call('SET', kc, string.format('%d', cur), 'PX',\n"

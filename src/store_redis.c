@@ -464,6 +464,12 @@ fg_store *fg__store_redis_open_ex(const char *url, struct event_base *base,
             redis_close(&st->base);
             return NULL;
         }
+        if (fg__rnode_eval_check(&st->node, &c, deadline, err, errlen) !=
+            FG_OK) {
+            redisFree(c.c);
+            redis_close(&st->base);
+            return NULL;
+        }
         fg__rnode_eviction_check(&st->node, &c, deadline);
         if (base || c.broken)
             redisFree(c.c);

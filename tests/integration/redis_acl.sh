@@ -146,4 +146,19 @@ check "evicting Redis: serve logs store_warning" \
 redis-cli -p "$RPORT" config set maxmemory-policy noeviction >/dev/null
 out=$("$FLOODGATE" check --store "redis://127.0.0.1:$RPORT" --limit 5/s --key ev 2>&1)
 check "noeviction: no warning ($out)" test -z "$(grep warning <<<"$out")"
+
+# A server whose SCRIPT is renamed away (as some proxies run EVAL but not
+# SCRIPT): it opens, and checks are decided with EVAL, exactly.
+SPORT=$(free_port)
+mkdir -p "$T/noscript"
+redis-server --port "$SPORT" --bind 127.0.0.1 --save '' --appendonly no \
+    --dir "$T/noscript" --logfile "$T/noscript/log" --rename-command SCRIPT '' &
+PIDS="$PIDS $!"
+for _ in $(seq 1 100); do redis-cli -p "$SPORT" ping 2>/dev/null | grep -q PONG && break; sleep 0.02; done
+for i in 1 2 3; do
+    "$FLOODGATE" check --store "redis://127.0.0.1:$SPORT" --algorithm sliding_window \
+        --limit 2/h --key ns 2>&1
+done >"$T/noscript.out"
+check "no SCRIPT command: decided with EVAL, 2 of 3 ($(tr '\n' ' ' <"$T/noscript.out"))" \
+    test "$(grep -c '^allowed' "$T/noscript.out")" = 2 -a "$(grep -c '^limited' "$T/noscript.out")" = 1
 finish

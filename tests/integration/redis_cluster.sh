@@ -293,11 +293,10 @@ for s2 in "$slot" "$slot2"; do
     redis-cli -p "$dst" cluster setslot "$s2" stable >/dev/null 2>&1
 done
 
-# A master that evicts keys when full: the warning names it (each node the
-# map names is asked at open), and the check is still decided.
-emaster=$(redis-cli -p "$watch" cluster nodes | awk '/myself/ && /master/ { print "yes" }')
-[ "$emaster" = yes ] || watch_m=$(redis-cli -p "$watch" cluster nodes | awk '/master/ && !/fail/ { split($2, a, "[:@]"); print a[2]; exit }')
-em=${watch_m:-$watch}
+# A master that evicts keys when full, not the seed: the warning names it
+# (each node the map names is asked at open), and the check is still
+# decided.
+em=$(cluster_masters "$watch" | grep -vx "$watch" | head -1)
 redis-cli -p "$em" config set maxmemory 1gb >/dev/null
 redis-cli -p "$em" config set maxmemory-policy volatile-lru >/dev/null
 out=$("$FLOODGATE" check --store "cluster=redis://127.0.0.1:$watch" --limit 5/s --key "ev$$" 2>&1)
@@ -319,11 +318,18 @@ for p in $(cluster_masters "$watch"); do # the owner answers, the others say MOV
     redis-cli -p "$p" get "nokey-$$" 2>&1 | grep -q MOVED || downer=$p
 done
 check "the owner of slot $dslot: $downer" test -n "$downer"
-for p in $(cluster_masters "$watch"); do redis-cli -p "$p" cluster delslots "$dslot" >/dev/null; done
-for _ in $(seq 1 100); do
-    redis-cli -p "$watch" cluster info | grep -q 'cluster_state:fail' && break
+dmasters=$(cluster_masters "$watch")
+for p in $dmasters; do redis-cli -p "$p" cluster delslots "$dslot" >/dev/null; done
+# Every master down before the load (each sees it on its own).
+for _ in $(seq 1 250); do
+    up=0
+    for p in $dmasters; do
+        redis-cli -p "$p" cluster info | grep -q 'cluster_state:fail' || up=1
+    done
+    [ $up = 0 ] && break
     sleep 0.02
 done
+check "cluster down: every master says cluster_state:fail" test $up = 0
 # Eight at a time, so that token bucket checks go in batches.
 out=$("$FGLOAD" -n 400 -c 8 $(for i in $(seq 0 7); do echo "$A/v1/check?limit=tb&key=down$$-$i"; done))
 check "cluster down: serve follows on_failure (tb closed: all 503: $out)" \

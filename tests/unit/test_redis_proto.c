@@ -445,6 +445,31 @@ static void test_proto_script(void)
     fg__rcheck_cmd(&c, 0, &shas, &k);
     CHECK_STR(line(&k), "EVALSHA 0123456789abcdef0123456789abcdef01234567 1 "
                         "fg:api:{u}: 1000000 10 1 42");
+    /* fg_add_at: the cost negated and the units' age; a check has none. */
+    fg__rcheck a;
+    CHECK_EQ(fg__rcheck_init(&a, &p, rl, "u", 1, 3 | FG__COST_ADD, 250000, 42),
+             FG_OK);
+    fg__rcheck_cmd(&a, 0, &shas, &k);
+    CHECK_STR(line(&k), "EVALSHA 0123456789abcdef0123456789abcdef01234567 1 "
+                        "fg:api:{u}: 1000000 10 -3 42 250000");
+    CHECK_EQ(fg__rcheck_init(&a, &p, rl, "u", 1, 3, 250000, 42), FG_OK);
+    fg__rcheck_cmd(&a, 0, &shas, &k);
+    CHECK_STR(line(&k), "EVALSHA 0123456789abcdef0123456789abcdef01234567 1 "
+                        "fg:api:{u}: 1000000 10 3 42");
+    /* A fixed window's units spent in an earlier window: a read. */
+    fg__algo_params fw = params(FG_FIXED_WINDOW, 10, 1000000, 0);
+    fg__rlim *fl = rlim_for(&fw);
+    CHECK_EQ(
+        fg__rcheck_init(&a, &fw, fl, "u", 1, 2 | FG__COST_ADD, 200000, 7250000),
+        FG_OK);
+    fg__rcheck_cmd(&a, 0, &shas, &k);
+    CHECK_STR(line(&k), "INCRBY fg:api:{u}:7 2");
+    CHECK_EQ(
+        fg__rcheck_init(&a, &fw, fl, "u", 1, 2 | FG__COST_ADD, 300000, 7250000),
+        FG_OK);
+    fg__rcheck_cmd(&a, 0, &shas, &k);
+    CHECK_STR(line(&k), "INCRBY fg:api:{u}:7 0");
+    free(fl);
     CHECK_EQ(fg__rcheck_reply(&c, ns, &d), FG__RSTEP_AGAIN);
     CHECK_EQ(fg__rcheck_reply(&c, &arr, &d), FG_OK);
     CHECK_EQ(d.allowed, 1);

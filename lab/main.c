@@ -137,34 +137,45 @@ static int parse_sweep(const char *s, opts *o)
     return o->nsweep > 0 ? 0 : -1;
 }
 
-/* "atomic,sync,lease" (or one name, or "all") into 'mask'. */
 /* What option 'name' takes, for its error. */
 static const char *expected(const char *name)
 {
     static const struct {
         const char *name, *what;
-    } forms[] = {
-        {"--strategy", "all, or a comma list of local, split, naive, atomic, "
-                       "sync and lease"},
-        {"--sync", "the sync interval, whole ms from 10ms to 10s"},
-        {"--chunk", "1 to 1000000"},
-        {"--servers", "1 to " FG__LAB_STR(FG__LAB_MAX_SERVERS)},
-        {"--burst", "1 to " FG__LAB_STR(FG__LAB_MAX_BURST)},
-        {"--spread", "a duration, like 200ms"},
-        {"--rtt", "a duration up to 1s, like 2ms"},
-        {"--shards", "1 to " FG__LAB_STR(FG__LAB_MAX_SHARDS)},
-        {"--limit", "COUNT/PERIOD, a count of at least 1: 10/s, 100/min"},
-        {"--balance", "roundrobin or random"},
-        {"--listen", "HOST:PORT"},
-        {"--sweep", "rtt=, servers= or burst=, then a comma list of values: "
-                    "rtt=0,1,2,5"},
-    };
+    } forms[] =
+        {
+            {"--strategy",
+             "all, or a comma list of local, split, naive, atomic, "
+             "sync and lease"},
+            {"--sync", "the sync interval, whole ms from 10ms to 10s"},
+            {"--chunk", "1 to 1000000"},
+            {"--servers", "1 to " FG__LAB_STR(FG__LAB_MAX_SERVERS)},
+            {"--burst", "1 to " FG__LAB_STR(FG__LAB_MAX_BURST)},
+            {"--spread", "a duration up to 60s, like 200ms"},
+            {"--rtt", "a duration up to 1s, like 2ms"},
+            {"--shards", "1 to " FG__LAB_STR(FG__LAB_MAX_SHARDS)},
+            {"--limit", "COUNT/PERIOD, a count of at least 1: 10/s, 100/min"},
+            {"--balance", "roundrobin or random"},
+            {"--listen", "HOST:PORT"},
+            {"--sweep",
+             "rtt= (0 to 1000 ms), servers= (1 to " FG__LAB_STR(FG__LAB_MAX_SERVERS) ") or burst= (1 to " FG__LAB_STR(
+                 FG__LAB_MAX_BURST) "), then a comma list of at "
+                                    "most " FG__LAB_STR(FG__LAB_MAX_SWEEP) " va"
+                                                                           "lue"
+                                                                           "s: "
+                                                                           "rtt"
+                                                                           "=0,"
+                                                                           "1,"
+                                                                           "2,"
+                                                                           "5"},
+        };
     for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++)
         if (strcmp(name, forms[i].name) == 0)
             return forms[i].what;
     return "see floodgate lab --help";
 }
 
+/* "atomic,sync,lease" (or one name, or "all") into 'mask'. */
 static int parse_strategies(const char *s, unsigned *mask)
 {
     if (strcmp(s, "all") == 0) {

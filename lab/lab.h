@@ -169,6 +169,10 @@ long long fg__lab_fds_needed(int burst);
 const char *fg__lab_find_program(const char *name, char *buf, size_t len);
 /* Remove a directory tree. */
 void fg__lab_rmtree(const char *dir);
+/* Whether a chart can be written at 'path', found before a run rather
+ * than after it: 0, or -1 after printing why, as 'me'. A file made for
+ * the test is removed; one already there is left as it is. */
+int fg__lab_writable(const char *me, const char *path);
 /* The last 'max' bytes of a log file, for error messages. */
 void fg__lab_log_tail(const char *path, char *buf, size_t len);
 

@@ -142,33 +142,31 @@ static const char *expected(const char *name)
 {
     static const struct {
         const char *name, *what;
-    } forms[] =
-        {
-            {"--strategy",
-             "all, or a comma list of local, split, naive, atomic, "
-             "sync and lease"},
-            {"--sync", "the sync interval, whole ms from 10ms to 10s"},
-            {"--chunk", "1 to 1000000"},
-            {"--servers", "1 to " FG__LAB_STR(FG__LAB_MAX_SERVERS)},
-            {"--burst", "1 to " FG__LAB_STR(FG__LAB_MAX_BURST)},
-            {"--spread", "a duration up to 60s, like 200ms"},
-            {"--rtt", "a duration up to 1s, like 2ms"},
-            {"--shards", "1 to " FG__LAB_STR(FG__LAB_MAX_SHARDS)},
-            {"--limit", "COUNT/PERIOD, a count of at least 1: 10/s, 100/min"},
-            {"--balance", "roundrobin or random"},
-            {"--listen", "HOST:PORT"},
-            {"--sweep",
-             "rtt= (0 to 1000 ms), servers= (1 to " FG__LAB_STR(FG__LAB_MAX_SERVERS) ") or burst= (1 to " FG__LAB_STR(
-                 FG__LAB_MAX_BURST) "), then a comma list of at "
-                                    "most " FG__LAB_STR(FG__LAB_MAX_SWEEP) " va"
-                                                                           "lue"
-                                                                           "s: "
-                                                                           "rtt"
-                                                                           "=0,"
-                                                                           "1,"
-                                                                           "2,"
-                                                                           "5"},
-        };
+    } forms[] = {
+        {"--strategy", "all, or a comma list of local, split, naive, atomic, "
+                       "sync and lease"},
+        {"--sync", "the sync interval, whole ms from 10ms to 10s"},
+        {"--chunk", "1 to 1000000"},
+        {"--servers", "1 to " FG__LAB_STR(FG__LAB_MAX_SERVERS)},
+        {"--burst", "1 to " FG__LAB_STR(FG__LAB_MAX_BURST)},
+        {"--spread", "a duration up to 60s, like 200ms"},
+        {"--rtt", "a duration up to 1s, like 2ms"},
+        {"--shards", "1 to " FG__LAB_STR(FG__LAB_MAX_SHARDS)},
+        {"--limit", "COUNT/PERIOD, a count of at least 1: 10/s, 100/min"},
+        {"--balance", "roundrobin or random"},
+        {"--listen", "HOST:PORT"},
+        {"--sweep",
+         "rtt= (0 to 1000 ms), servers= (1 to " FG__LAB_STR(FG__LAB_MAX_SERVERS) ") or burst= (1 to " FG__LAB_STR(
+             FG__LAB_MAX_BURST) "), then a comma list of at "
+                                "most " FG__LAB_STR(FG__LAB_MAX_SWEEP) " va"
+                                                                       "lue"
+                                                                       "s: "
+                                                                       "rtt"
+                                                                       "=0,"
+                                                                       "1,"
+                                                                       "2,"
+                                                                       "5"},
+    };
     for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++)
         if (strcmp(name, forms[i].name) == 0)
             return forms[i].what;
@@ -518,28 +516,6 @@ static int run_sweep(fg__lab *lab, const opts *o, char *err, size_t errlen)
     return rc;
 }
 
-/* Whether the sweep's chart can be written at 'path', found before the
- * sweep rather than after it: 0, or -1 after printing why. A file made
- * for the test is removed; one already there is left as it is. */
-static int svg_writable(const char *path)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-        close(fd);
-        unlink(path);
-        return 0;
-    }
-    if (errno == EEXIST)
-        fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        close(fd);
-        return 0;
-    }
-    fprintf(stderr, "floodgate lab: cannot write the chart to %s: %s\n", path,
-            strerror(errno));
-    return -1;
-}
-
 /* The largest burst the lab will fire: the sweep's largest, or the page's
  * API's. */
 static int max_burst(const opts *o)
@@ -596,7 +572,8 @@ int fg_cmd_lab(int argc, char **argv)
     if (fds_enough(&o) < 0)
         return 2;
     char svg[64];
-    if (o.nsweep > 0 && svg_writable(svg_path(&o, svg, sizeof svg)) < 0)
+    if (o.nsweep > 0 &&
+        fg__lab_writable("floodgate lab", svg_path(&o, svg, sizeof svg)) < 0)
         return 2;
     fg__lab_install_signals();
     fg__lab *lab = fg__lab_new(o.store == NULL, max_burst(&o), err, sizeof err);

@@ -293,3 +293,22 @@ void fg__lab_log_tail(const char *path, char *buf, size_t len)
     if (nl)
         memmove(buf, nl + 1, strlen(nl + 1) + 1);
 }
+
+int fg__lab_writable(const char *me, const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        close(fd);
+        unlink(path);
+        return 0;
+    }
+    if (errno == EEXIST)
+        fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        close(fd);
+        return 0;
+    }
+    fprintf(stderr, "%s: cannot write the chart to %s: %s\n", me, path,
+            strerror(errno));
+    return -1;
+}

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lab.h"
 #include "simulate.h"
 
 #define ME "floodgate lab --simulate"
@@ -427,6 +428,8 @@ int fg__lab_simulate(int argc, char **argv)
     int rc = parse_args(argc, argv, &o);
     if (rc != 0)
         return rc == 1 ? 0 : rc;
+    if (o.svg && fg__lab_writable(ME, o.svg) < 0)
+        return 2;
     size_t max = (size_t)o.nservers * FG__SIM_NSTRATEGIES, n = 0;
     fg__sim_result *rs = calloc(max, sizeof *rs);
     if (!rs) {

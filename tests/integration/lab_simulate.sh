@@ -172,8 +172,8 @@ check "--svg: well-formed XML" python3 -c 'import sys, xml.etree.ElementTree as 
 check "--svg: one line per strategy in each of its two charts (and sync's bound)" \
     [ "$(grep -c '<polyline' "$work/chart.svg")" -eq 11 ]
 check "--json --svg: the chart's path on stderr" grep -qF "chart: $work/chart.svg" "$work/all.err"
-sim --servers 10 --svg "$work/nodir/x.svg" >/dev/null 2>"$work/err"
-check "--svg into a missing folder: exit 1 with the reason" [ $? -eq 1 ]
+sim --servers 10 --svg "$work/nodir/x.svg" >"$work/out" 2>"$work/err"
+check "--svg into a missing folder: exit 2 before any run" [ $? -eq 2 -a ! -s "$work/out" ]
 check "--svg into a missing folder: says so" grep -q "No such file" "$work/err"
 
 # The table: a header and one row per run.

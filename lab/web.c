@@ -156,6 +156,19 @@ static int qint(struct evkeyvalq *q, const char *name, int lo, int hi, int *out)
     return 0;
 }
 
+/* A parameter the query gives twice, or NULL: refused, not first-wins. */
+static const char *repeated(const struct evkeyvalq *q)
+{
+    const struct evkeyval *a, *b;
+    TAILQ_FOREACH(a, q, next)
+    {
+        for (b = TAILQ_NEXT(a, next); b; b = TAILQ_NEXT(b, next))
+            if (strcmp(a->key, b->key) == 0)
+                return a->key;
+    }
+    return NULL;
+}
+
 /* Parameters from the query, on top of the defaults. */
 static int read_params(web *w, struct evkeyvalq *q, fg__lab_params *p,
                        char *err, size_t errlen)
@@ -385,6 +398,14 @@ static void on_request(struct evhttp_request *req, void *arg)
         const char *qs = evhttp_uri_get_query(uri);
         if (qs && evhttp_parse_query_str(qs, &q) < 0) {
             reply_error(req, 400, "bad query string");
+            return;
+        }
+        const char *twice = repeated(&q);
+        if (twice) {
+            char why[120];
+            snprintf(why, sizeof why, "%.60s given twice", twice);
+            reply_error(req, 400, why);
+            evhttp_clear_headers(&q);
             return;
         }
         if (strcmp(path, "/api/run") == 0)

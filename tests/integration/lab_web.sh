@@ -121,6 +121,9 @@ for q in servers=nan burst=1e1 burst=2.5 rtt=-0 sync=inf servers= 'burst=%2010';
             grep -q '"warm":true.* 200$' <<<"$again"
     fi
 done
+got=$(api "/api/run?strategy=local&servers=2&servers=3")
+check "run with servers twice: 400, not first-wins ($got)" \
+    grep -qE '^\{"error":"servers given twice"\} 400$' <<<"$got"
 got=$(api /api/defaults -H "Host: attacker.example:$port")
 check "a foreign Host header is refused 403 (DNS rebinding): $got" grep -q ' 403$' <<<"$got"
 got=$(api /api/defaults -H "Host: 127.0.0.1:$((port == 65535 ? 1 : port + 1))")

@@ -224,9 +224,11 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
  * their reconnects), the admin listener's connections (64 at most), a
  * reload's files. Called before the workers start. Raises the soft limit
  * to what is open now plus the connections plus that room; under a lower
- * hard limit the cap is lowered to fit, and said. Returns the cap. */
+ * hard limit the cap is lowered to fit, and said. Returns the cap, or 0
+ * when the limit leaves too little even for the workers' own descriptors
+ * (their loops, wake-ups, a store connection): the least is in '*need'. */
 static uint32_t cap_connections(uint32_t max_conn, unsigned workers,
-                                unsigned store_conns)
+                                unsigned store_conns, unsigned long long *need)
 {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
@@ -252,6 +254,9 @@ static uint32_t cap_connections(uint32_t max_conn, unsigned workers,
         setrlimit(RLIMIT_NOFILE, &rl);
         getrlimit(RLIMIT_NOFILE, &rl);
     }
+    *need = (unsigned long long)open_now + 32 + 8ull * workers;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < *need)
+        return 0;
     if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
         uint32_t cap =
             rl.rlim_cur > room + 1 ? (uint32_t)(rl.rlim_cur - room) : 1;
@@ -415,8 +420,18 @@ int fg_cmd_serve(int argc, char **argv)
             goto out;
         }
     }
-    srv.max_conns =
-        cap_connections(c->max_connections, c->workers, srv.gen->store_conns);
+    unsigned long long need = 0;
+    srv.max_conns = cap_connections(c->max_connections, c->workers,
+                                    srv.gen->store_conns, &need);
+    if (!srv.max_conns) {
+        struct rlimit rl;
+        getrlimit(RLIMIT_NOFILE, &rl);
+        fprintf(stderr,
+                "floodgate serve: the open-file limit (ulimit -n, "
+                "LimitNOFILE=) is %llu: %u workers need at least %llu\n",
+                (unsigned long long)rl.rlim_cur, c->workers, need);
+        goto out;
+    }
     if (fg__workers_start(&srv, err, sizeof(err))) {
         fprintf(stderr, "floodgate serve: %s\n", err);
         FG_SET(srv.draining, 1);

@@ -365,6 +365,14 @@ cap20=$(nodes_cap 20)
 check "descriptor room for 20 nodes x 2 workers: cap $cap20 vs $cap2 for 2 nodes" \
     bash -c "[ -n '$cap2' ] && [ -n '$cap20' ] && [ $cap20 -le $((cap2 - 2 * 2 * 18)) ]"
 
+# An open-file limit too low for the workers' own descriptors: refused at
+# start with the numbers (not libevent's own exit 1, nor 'out of memory').
+printf '[server]\nworkers = 6\n[limit a]\nkey = query:u\nrate = 1/s\n' >"$T/w6.ini"
+out=$( (ulimit -n 40; timeout 5 "$FLOODGATE" serve -c "$T/w6.ini" --listen 127.0.0.1:0 2>&1); echo "rc=$?")
+check "ulimit -n 40, 6 workers: exit 2 naming the limit ($out)" \
+    grep -q 'the open-file limit (ulimit -n, LimitNOFILE=) is 40: 6 workers need at least' <<<"$out"
+check "ulimit -n 40, 6 workers: exit 2" grep -q 'rc=2$' <<<"$out"
+
 # SIGTERM: exits 0, after logging the drain.
 kill -TERM "$FGPID_s"
 for _ in $(seq 1 200); do kill -0 "$FGPID_s" 2>/dev/null || break; sleep 0.01; done

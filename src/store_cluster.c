@@ -160,11 +160,14 @@ static int refresh_from(cluster_store *st, unsigned i, uint64_t deadline,
 {
     const char *argv[] = {"CLUSTER", "SLOTS"};
     int rc;
-    redisReply *r = fg__store_redis_command(atomic_load(&st->node[i]), deadline,
-                                            2, argv, &rc);
-    if (!r)
+    fg_store *nd = atomic_load(&st->node[i]);
+    redisReply *r = fg__store_redis_command(nd, deadline, 2, argv, &rc);
+    if (!r) {
+        /* The node's own words when it has some (a refused password). */
+        const char *why = fg__store_redis_last_error(nd);
         return fg__seterr(err, errlen, rc, "cluster: %s: %s", st->addr[i],
-                          fg_strerror(rc));
+                          why && why[0] ? why : fg_strerror(rc));
+    }
     fg__cluster_map *m = fg__malloc(sizeof *m);
     char host[FG__CLUSTER_ADDR_MAX];
     addr_host(st->addr[i], host, sizeof host);

@@ -319,7 +319,11 @@ for p in $(cluster_masters "$watch"); do # the owner answers, the others say MOV
 done
 check "the owner of slot $dslot: $downer" test -n "$downer"
 dmasters=$(cluster_masters "$watch")
-for p in $dmasters; do redis-cli -p "$p" cluster delslots "$dslot" >/dev/null; done
+# On every node that is up, replicas too (a replica's messages still name
+# its master's slots, which would give the slot back).
+for p in "${CPORT[@]}"; do
+    redis-cli -p "$p" cluster delslots "$dslot" >/dev/null 2>&1
+done
 # Every master down before the load (each sees it on its own).
 for _ in $(seq 1 250); do
     up=0
@@ -343,12 +347,27 @@ out=$("$FLOODGATE" check --store "cluster=redis://127.0.0.1:$watch" --limit 5/s 
 check "a slot no master holds: the check says so ($out)" \
     grep -qF "no master known for the key's slot" <<<"$out"
 redis-cli -p "$downer" cluster addslots "$dslot" >/dev/null
-for _ in $(seq 1 200); do
+for _ in $(seq 1 300); do
+    up=1
+    for p in $dmasters; do
+        redis-cli -p "$p" cluster info | grep -q 'cluster_state:ok' || up=0
+    done
+    [ $up = 1 ] && break
+    sleep 0.05
+done
+check "cluster up again: every master says cluster_state:ok" test $up = 1
+for _ in $(seq 1 100); do
     [ "$(curl -s -o /dev/null -w "%{http_code}" -X POST "$A/v1/check?limit=tb&key=up$$")" = 200 ] && break
     sleep 0.05
 done
 st=$(curl -s -o /dev/null -w "%{http_code}" -X POST "$A/v1/check?limit=tb&key=up$$")
 check "cluster up again (slot $dslot back on $downer): decided by the store ($st)" test "$st" = 200
+
+# A seed that refuses the password: the error at start has Redis's words.
+"$FLOODGATE" check --store "cluster=redis://:wrong@127.0.0.1:$watch" --limit 5/s --key a 2>"$T/pw.err" >/dev/null
+rc=$?
+check "cluster seed refusing the password: exit 2 with Redis's words ($(cat "$T/pw.err"))" \
+    test $rc = 2 -a -n "$(grep -F "cluster: 127.0.0.1:$watch: redis 127.0.0.1:$watch db 0: authentication failed (ERR AUTH" "$T/pw.err")"
 
 # A node without cluster mode: a clear error at start.
 start_redis || bad "plain redis starts"

@@ -609,9 +609,11 @@ unsigned fg_limiter_pending(const fg_limiter *l);
  * is per window; a token bucket's is a debt the store keeps, and is paid back
  * by refusals, so it does not add up across periods while it is under
  * seven bursts. It refuses below the limit for a sliding window, whose view
- * does not decay between syncs (at most a sync interval's decay of the
- * previous window), and once for a token bucket used from full (at most a
- * sync interval's refill).
+ * does not decay between syncs (about a sync interval's decay of the
+ * previous window in each window; far more, a quarter to a half, with an
+ * interval of a window or longer), for a token bucket used from full once
+ * (about a sync interval's refill), and for one whose interval is longer
+ * than its refill every interval (docs/modes.md).
  *
  * FG_MODE_LEASE never admits beyond the limit ('over_cap' 0). It refuses
  * below it at most the units the other servers hold and do not spend, and

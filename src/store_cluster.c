@@ -195,6 +195,59 @@ static int refresh_from(cluster_store *st, unsigned i, uint64_t deadline,
     return rc;
 }
 
+/* 1 when the map 'm' names a master of the map in use (one that holds a
+ * slot): the same cluster, seen from another node. */
+static int shares_master(cluster_store *st, const fg__cluster_map *m)
+{
+    unsigned n = atomic_load(&st->nnodes);
+    for (unsigned x = 0; x < m->nmasters; x++)
+        for (unsigned k = 0; k < n; k++) {
+            if (strcmp(st->addr[k], m->master[x]) != 0)
+                continue;
+            for (unsigned s = 0; s < FG__CLUSTER_SLOTS; s++)
+                if (atomic_load_explicit(&st->slot[s], memory_order_relaxed) ==
+                    k)
+                    return 1;
+        }
+    return 0;
+}
+
+/* At open, once seed 'first' gave the map: each later seed that answers
+ * CLUSTER SLOTS by 'deadline' (each its share) must be of the same
+ * cluster, or the store would move to another cluster whenever it reads
+ * the map from that seed. FG_OK, or FG_EINVAL with the reason. A seed
+ * that does not answer, or answers something else, is left to the checks
+ * (as a seed that is down). */
+static int seeds_agree(cluster_store *st, unsigned first, unsigned nseeds,
+                       uint64_t deadline, char *err, size_t errlen)
+{
+    fg__cluster_map *m = fg__malloc(sizeof *m);
+    if (!m)
+        return FG_OK; /* nothing learnt, nothing refused */
+    int rc = FG_OK;
+    for (unsigned j = first + 1; j < nseeds && rc == FG_OK; j++) {
+        uint64_t now = fg__mono_precise_us();
+        uint64_t mine =
+            now < deadline ? now + (deadline - now) / (nseeds - j) : now;
+        const char *argv[] = {"CLUSTER", "SLOTS"};
+        int qrc;
+        redisReply *r = fg__store_redis_command(atomic_load(&st->node[j]), mine,
+                                                2, argv, &qrc);
+        char host[FG__CLUSTER_ADDR_MAX];
+        addr_host(st->addr[j], host, sizeof host);
+        if (r && fg__cluster_map_parse(m, r, host) == FG_OK &&
+            m->nmasters > 0 && !shares_master(st, m))
+            rc = fg__seterr(err, errlen, FG_EINVAL,
+                            "cluster: the seeds %s and %s belong to different "
+                            "clusters (no master in common)",
+                            st->addr[first], st->addr[j]);
+        if (r)
+            freeReplyObject(r);
+    }
+    fg__free(m);
+    return rc;
+}
+
 /* Read the map again (blocking clients) by the check's 'deadline', from
  * the nodes in turn but 'skip' (the one that just failed; -1: none), at
  * most once per REFRESH_MIN_US and by one thread at a time. */
@@ -737,12 +790,16 @@ fg_store *fg__store_cluster_open(const char *url, struct event_base *base,
     int rc = FG_EBACKEND;
     uint64_t deadline =
         fg__mono_precise_us() + (uint64_t)st->url.connect_timeout_ms * 1000u;
-    for (unsigned i = 0; i < n && rc != FG_OK; i++) {
+    /* The seeds are the nodes so far (a seed given twice is one node). */
+    unsigned nseeds = atomic_load(&st->nnodes), first = 0;
+    for (unsigned i = 0; i < nseeds && rc != FG_OK; i++) {
         /* Each node its share of the time left: a hung one does not keep
          * the next from being asked. */
         uint64_t now = fg__mono_precise_us();
-        uint64_t mine = now < deadline ? now + (deadline - now) / (n - i) : now;
+        uint64_t mine =
+            now < deadline ? now + (deadline - now) / (nseeds - i) : now;
         rc = refresh_from(st, i, mine, why, sizeof why);
+        first = i;
         if (rc == FG_EINVAL || rc == FG_ERANGE) {
             fg__seterr(err, errlen, rc, "%s", why);
             goto fail;
@@ -753,6 +810,12 @@ fg_store *fg__store_cluster_open(const char *url, struct event_base *base,
         fg__seterr(err, errlen, rc, "%s", why);
         goto fail;
     }
+    if (rc == FG_OK &&
+        seeds_agree(st, first, nseeds,
+                    fg__mono_precise_us() +
+                        (uint64_t)st->url.connect_timeout_ms * 1000u,
+                    err, errlen) != FG_OK)
+        goto fail;
     if (rc == FG_OK && !st->url.lazy) {
         /* Each node the map named is asked whether it evicts keys
          * (fg_store_warning), within the connect timeout in all. */

@@ -363,6 +363,31 @@ done
 st=$(curl -s -o /dev/null -w "%{http_code}" -X POST "$A/v1/check?limit=tb&key=up$$")
 check "cluster up again (slot $dslot back on $downer): decided by the store ($st)" test "$st" = 200
 
+# Seeds of two clusters (a one-node cluster holding every slot): refused at
+# open, naming both, rather than moving to the other cluster whenever the
+# map is read from it.
+OPORT=$(free_port)
+mkdir -p "$T/other"
+redis-server --port "$OPORT" --bind 127.0.0.1 --save '' --appendonly no \
+    --cluster-enabled yes --cluster-config-file "$T/other/nodes.conf" \
+    --dir "$T/other" --logfile "$T/other/log" &
+PIDS="$PIDS $!"
+for _ in $(seq 1 100); do redis-cli -p "$OPORT" ping 2>/dev/null | grep -q PONG && break; sleep 0.02; done
+redis-cli -p "$OPORT" cluster addslotsrange 0 16383 >/dev/null
+for _ in $(seq 1 100); do redis-cli -p "$OPORT" cluster info | grep -q 'cluster_state:ok' && break; sleep 0.05; done
+"$FLOODGATE" check --store "cluster=redis://127.0.0.1:$watch,redis://127.0.0.1:$OPORT" \
+    --limit 5/s --key a >/dev/null 2>"$T/two.err"
+rc=$?
+check "seeds of two clusters: exit 2, naming both ($(cat "$T/two.err"))" \
+    test $rc = 2 -a -n "$(grep -F "the seeds 127.0.0.1:$watch and 127.0.0.1:$OPORT belong to different clusters" "$T/two.err")"
+out=$("$FLOODGATE" check --store "cluster=redis://127.0.0.1:$watch,redis://127.0.0.1:$watch" --limit 5/s --key a 2>&1)
+check "a seed given twice: one node, decided ($out)" grep -q '^allowed' <<<"$out"
+DEAD=$(free_port)
+"$FLOODGATE" check --store "cluster=redis://127.0.0.1:$DEAD,redis://127.0.0.1:$DEAD" --limit 5/s --key a >/dev/null 2>"$T/dup.err"
+rc=$?
+check "a seed given twice, down: exit 2 with the reason ($rc: $(cat "$T/dup.err"))" \
+    test $rc = 2 -a -n "$(grep -F 'cannot connect' "$T/dup.err")"
+
 # A seed that refuses the password: the error at start has Redis's words.
 "$FLOODGATE" check --store "cluster=redis://:wrong@127.0.0.1:$watch" --limit 5/s --key a 2>"$T/pw.err" >/dev/null
 rc=$?

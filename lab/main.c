@@ -152,20 +152,15 @@ static const char *expected(const char *name)
         {"--spread", "a duration up to 60s, like 200ms"},
         {"--rtt", "a duration up to 1s, like 2ms"},
         {"--shards", "1 to " FG__LAB_STR(FG__LAB_MAX_SHARDS)},
-        {"--limit", "COUNT/PERIOD, a count of at least 1: 10/s, 100/min"},
         {"--balance", "roundrobin or random"},
         {"--listen", "HOST:PORT"},
-        {"--sweep",
-         "rtt= (0 to 1000 ms), servers= (1 to " FG__LAB_STR(FG__LAB_MAX_SERVERS) ") or burst= (1 to " FG__LAB_STR(
-             FG__LAB_MAX_BURST) "), then a comma list of at "
-                                "most " FG__LAB_STR(FG__LAB_MAX_SWEEP) " va"
-                                                                       "lue"
-                                                                       "s: "
-                                                                       "rtt"
-                                                                       "=0,"
-                                                                       "1,"
-                                                                       "2,"
-                                                                       "5"},
+        /* clang-format off */
+        {"--sweep", "rtt= (0 to 1000 ms), servers= (1 to "
+                    FG__LAB_STR(FG__LAB_MAX_SERVERS) ") or burst= (1 to "
+                    FG__LAB_STR(FG__LAB_MAX_BURST) "), then a comma list of "
+                    "at most " FG__LAB_STR(FG__LAB_MAX_SWEEP) " values: "
+                    "rtt=0,1,2,5"},
+        /* clang-format on */
     };
     for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++)
         if (strcmp(name, forms[i].name) == 0)

@@ -324,16 +324,22 @@ dmasters=$(cluster_masters "$watch")
 for p in "${CPORT[@]}"; do
     redis-cli -p "$p" cluster delslots "$dslot" >/dev/null 2>&1
 done
-# Every master down before the load (each sees it on its own).
-for _ in $(seq 1 250); do
-    up=0
-    for p in $dmasters; do
-        redis-cli -p "$p" cluster info | grep -q 'cluster_state:fail' || up=1
+# masters_say STATE: waits (15 s at most) until every master says
+# cluster_state:STATE (each sees a change on its own); 1 if one never does.
+masters_say() {
+    local p all
+    for _ in $(seq 1 300); do
+        all=0
+        for p in $dmasters; do
+            redis-cli -p "$p" cluster info | grep -q "cluster_state:$1" || all=1
+        done
+        [ $all = 0 ] && return 0
+        sleep 0.05
     done
-    [ $up = 0 ] && break
-    sleep 0.02
-done
-check "cluster down: every master says cluster_state:fail" test $up = 0
+    return 1
+}
+# Every master down before the load.
+check "cluster down: every master says cluster_state:fail" masters_say fail
 # Eight at a time, so that token bucket checks go in batches.
 out=$("$FGLOAD" -n 400 -c 8 $(for i in $(seq 0 7); do echo "$A/v1/check?limit=tb&key=down$$-$i"; done))
 check "cluster down: serve follows on_failure (tb closed: all 503: $out)" \
@@ -347,15 +353,7 @@ out=$("$FLOODGATE" check --store "cluster=redis://127.0.0.1:$watch" --limit 5/s 
 check "a slot no master holds: the check says so ($out)" \
     grep -qF "no master known for the key's slot" <<<"$out"
 redis-cli -p "$downer" cluster addslots "$dslot" >/dev/null
-for _ in $(seq 1 300); do
-    up=1
-    for p in $dmasters; do
-        redis-cli -p "$p" cluster info | grep -q 'cluster_state:ok' || up=0
-    done
-    [ $up = 1 ] && break
-    sleep 0.05
-done
-check "cluster up again: every master says cluster_state:ok" test $up = 1
+check "cluster up again: every master says cluster_state:ok" masters_say ok
 for _ in $(seq 1 100); do
     [ "$(curl -s -o /dev/null -w "%{http_code}" -X POST "$A/v1/check?limit=tb&key=up$$")" = 200 ] && break
     sleep 0.05

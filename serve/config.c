@@ -359,12 +359,16 @@ static int server_key(parser *p, const char *k, const char *v)
         char buf[200];
         const char *s = v;
         c->nproxies = 0;
-        while (*s) {
-            while (*s == ' ' || *s == ',')
-                s++;
+        /* Entries part at commas or spaces; an empty one is a typo. */
+        for (;;) {
+            s += strspn(s, " ");
             if (!*s)
                 break;
             size_t n = strcspn(s, " ,");
+            if (n == 0)
+                return fail(p, p->line,
+                            "trusted_proxies: an empty entry "
+                            "(two commas, or one at an end)");
             if (n >= sizeof(buf) || c->nproxies == FG_SERVE_MAX_PROXIES)
                 return fail(p, p->line, "too many or too long proxies");
             memcpy(buf, s, n);
@@ -374,6 +378,12 @@ static int server_key(parser *p, const char *k, const char *v)
                 return fail(p, p->line, "trusted_proxies: '%s': %s", buf, why);
             c->nproxies++;
             s += n;
+            s += strspn(s, " ");
+            if (*s == ',' && !s[1 + strspn(s + 1, " ")])
+                return fail(p, p->line,
+                            "trusted_proxies: an empty entry "
+                            "(two commas, or one at an end)");
+            s += *s == ',';
         }
     } else if (!strcmp(k, "max_header_bytes")) {
         if (parse_u64(v, 256, 1 << 20, &u))

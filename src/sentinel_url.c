@@ -2,6 +2,7 @@
  * reads (see sentinel.h). */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "redis_url.h"
 #include "sentinel.h"
@@ -98,6 +99,13 @@ static int parse_hosts(fg__sentinel_url *u, const char *s, size_t n, char *err,
         int rc = parse_addr(&u->s[u->n], p, len, u->n + 1, err, errlen);
         if (rc != FG_OK)
             return rc;
+        for (unsigned i = 0; i < u->n; i++)
+            if (u->s[i].port == u->s[u->n].port &&
+                !strcasecmp(u->s[i].host, u->s[u->n].host))
+                return fg__seterr(err, errlen, FG_EINVAL,
+                                  "sentinel url: sentinel %u is sentinel %u "
+                                  "again",
+                                  u->n + 1, i + 1);
         u->n++;
         if (!comma)
             return FG_OK;

@@ -74,6 +74,8 @@ static void test_bad(void)
         {"sentinel://h:1,,h:2/m", "sentinel 2: empty address"},
         {"sentinel://h:1,/m", "sentinel 2: empty address"},
         {"sentinel://:1/m", "no host"},
+        {"sentinel://h:1,H:1/m", "sentinel 2 is sentinel 1 again"},
+        {"sentinel://h:1,h:2,[::1]:3,[::1]:3/m", "sentinel 4 is sentinel 3"},
         {"sentinel://[::1/m", "expected [address]:port"},
         {"sentinel://h:1/a/b", "may hold only"},
         {"sentinel://h:1/m?bogus=1", "unknown parameter 'bogus'"},
@@ -97,7 +99,8 @@ static void test_bad(void)
     /* Seventeen sentinels: one too many. */
     char many[512] = "sentinel://";
     for (int i = 0; i < 17; i++)
-        strcat(many, i ? ",h:1" : "h:1");
+        snprintf(many + strlen(many), sizeof many - strlen(many), "%sh:%d",
+                 i ? "," : "", i + 1);
     strcat(many, "/m");
     fg__sentinel_url u;
     char err[256];

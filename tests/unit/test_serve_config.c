@@ -398,13 +398,23 @@ static void test_headers(void)
 }
 
 /* trusted_proxies: a block with host bits set is a typo, refused with the
- * block it would be; a Redis URL with its db twice is refused at its line. */
+ * block it would be, and so is an empty entry; a Redis URL with its db twice is
+ * refused at its line. */
 static void test_values_given_ambiguously(void)
 {
     refused("[server]\ntrusted_proxies = 127.0.0.1, 10.0.0.1/8\n", 2,
             "'10.0.0.1/8': host bits set; did you mean 10.0.0.0/8?");
     CHECK_EQ(parse("[server]\ntrusted_proxies = 127.0.0.1, 10.0.0.0/8\n"), 0);
     CHECK_EQ(cfg.nproxies, 2);
+    CHECK_EQ(parse("[server]\ntrusted_proxies = 127.0.0.1 10.0.0.0/8\n"), 0);
+    CHECK_EQ(cfg.nproxies, 2);
+    static const char *empty[] = {"127.0.0.1,,10.0.0.0/8", "127.0.0.1 , ",
+                                  ", 127.0.0.1", ","};
+    for (size_t i = 0; i < sizeof empty / sizeof *empty; i++) {
+        char t[200];
+        snprintf(t, sizeof t, "[server]\ntrusted_proxies = %s\n", empty[i]);
+        refused(t, 2, "trusted_proxies: an empty entry");
+    }
     refused("[server]\nid = x\n[store]\nurl = redis://127.0.0.1:6379/1?db=2\n",
             4, "db given twice");
 }

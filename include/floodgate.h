@@ -482,9 +482,9 @@ struct fg_set_req {
     const fg_set_item *fg__items;
     uint64_t fg__cost, fg__sent_us;
     fg_set_cb fg__cb;
-    unsigned fg__i;
+    unsigned fg__i, fg__waited;
     uint32_t fg__probes;
-    int fg__in_submit, fg__pending;
+    int fg__in_submit, fg__pending, fg__waited_rc;
 };
 
 /* fg_check_set on an event loop (stores opened with fg_store_open_async),

@@ -244,6 +244,11 @@ static void on_item(int rc, const fg_decision *d, void *data)
                             now, &h);
         }
     }
+    /* A probe the store failed: its waiters would wait as long again for
+     * the same store; each decides that limit by its policy instead. */
+    if (fg__is_store_failure(rc))
+        for (fg__blocked_waiter *w = waiters; w; w = w->next)
+            REQ_OF(w)->fg__waited_rc = rc;
     req->fg__i++;
     req->fg__pending = 0;
     if (!req->fg__in_submit) {
@@ -308,7 +313,7 @@ static int ask_caches(fg_set_req *req)
      * ever wait for each other. */
     for (unsigned k = 0; k < n; k++) {
         fg__blocked *c = fg__limiter_cache(items[k].l);
-        if (!c)
+        if (!c || (req->fg__waited_rc && k == req->fg__waited))
             continue;
         int r = fg__blocked_lookup(c, cache_id(items[k].l), items[k].key,
                                    items[k].keylen, req->fg__cost, now,
@@ -316,6 +321,7 @@ static int ask_caches(fg_set_req *req)
         if (r == FG_BLOCKED_PROBE) {
             req->fg__probes |= 1u << k;
         } else if (r == FG_BLOCKED_WAIT) {
+            req->fg__waited = k;
             return 1;
         } else if (r == FG_BLOCKED_HIT) {
             answer_cached(req, k, &h, now);
@@ -337,8 +343,18 @@ static void run(fg_set_req *req)
         req->fg__in_submit = 1;
         req->fg__sent_us = fg__mono_precise_us();
         r->fg__at[k] = fg__limiter_now(it->l);
-        int rc = fg_check_async(it->l, it->key, it->keylen, req->fg__cost,
+        int rc;
+        if (req->fg__waited_rc && k == req->fg__waited) {
+            fg_decision d;
+            rc = fg__decide_by_policy(it->l, req->fg__waited_rc, it->key,
+                                      it->keylen, req->fg__cost, &d);
+            req->fg__waited_rc = 0;
+            on_item(rc, &d, req);
+            rc = FG_OK;
+        } else {
+            rc = fg_check_async(it->l, it->key, it->keylen, req->fg__cost,
                                 on_item, req);
+        }
         req->fg__in_submit = 0;
         if (rc != FG_OK) {
             /* Bad input, or not submitted: the set stops here. */
@@ -366,7 +382,7 @@ int fg_check_set_async(fg_set_req *req, const fg_set_item *items, unsigned n,
     req->fg__cb = cb;
     req->fg__i = 0;
     req->fg__probes = 0;
-    req->fg__in_submit = req->fg__pending = 0;
+    req->fg__in_submit = req->fg__pending = req->fg__waited_rc = 0;
     run(req);
     return FG_OK;
 }

@@ -45,7 +45,7 @@ static int check_shadow(fg_limiter *l, const char *key, size_t keylen,
                         uint64_t cost, fg_decision *out);
 static void store_learn(fg_limiter *l, unsigned node, int rc, fg_decision *d);
 
-static int is_store_failure(int rc)
+int fg__is_store_failure(int rc)
 {
     switch (rc) {
     case FG_EBACKEND:
@@ -332,7 +332,7 @@ static int settle_failure(fg_limiter *l, unsigned node, int rc, const char *key,
         refuse_invalid(l, out);
         return rc;
     }
-    if (is_store_failure(rc))
+    if (fg__is_store_failure(rc))
         fg__breaker_failure(b, fg__mono_us(NULL));
     else
         fg__breaker_release(b);
@@ -611,7 +611,7 @@ static void store_learn(fg_limiter *l, unsigned node, int rc, fg_decision *d)
             fg__breaker_success(b);
         d->source = FG_SOURCE_STORE;
         d->shadowed = 0;
-    } else if (is_store_failure(rc)) {
+    } else if (fg__is_store_failure(rc)) {
         fg__breaker_failure(b, fg__mono_us(NULL));
     } else {
         fg__breaker_release(b);

@@ -82,6 +82,9 @@ int fg__check_async_exact(fg_limiter *l, const char *key, size_t keylen,
 /* 1 while the breaker of 'key''s node is open (or waits for its probe):
  * the store is taken as unreachable for that node's keys. */
 int fg__store_down(fg_limiter *l, const char *key, size_t keylen);
+/* 1 when 'rc' says the store failed (down, slow, refusing writes...), as
+ * the breaker counts: not bad input. */
+int fg__is_store_failure(int rc);
 /* The limit's failure policy for a check the store did not answer ('rc'):
  * fill 'out', return 'rc'. Shadow mode is not applied: see
  * fg__shadow_decision, which a decision gets once, last. */

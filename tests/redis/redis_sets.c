@@ -104,6 +104,7 @@ static void blocking(const char *url)
 struct done {
     int calls;
     fg_set_result r;
+    uint64_t at_us; /* when it was called back */
 };
 
 static void on_set(fg_set_req *req)
@@ -111,6 +112,7 @@ static void on_set(fg_set_req *req)
     struct done *d = req->data;
     d->calls++;
     d->r = req->result;
+    d->at_us = fg__mono_precise_us();
     pending--;
 }
 
@@ -201,6 +203,63 @@ static void async(const char *url)
     fg_limiter_set_cache(a, NULL);
     fg_limiter_set_cache(b, NULL);
     fg_limiter_free(a);
+    fg_limiter_free(b);
+    fg_store_close(st);
+    fg_cache_free(cache);
+    event_base_free(base);
+}
+
+/* A block ends while Redis does not answer: one set probes, the others
+ * wait for it. The probe times out; each waiter then decides by its
+ * policy (open) at once, rather than asking the store that just failed
+ * and waiting a whole timeout more. */
+static void hung_probe(const char *url)
+{
+    char err[256];
+    struct event_base *base = new_base();
+    fg_store *st = fg_store_open_async(url, base, err, sizeof err);
+    CHECK(st != NULL);
+    if (!st)
+        return;
+    fg_cache *cache = fg_cache_new(1024);
+    fg_limit l;
+    CHECK_EQ(fg_limit_parse("1/300ms", &l), FG_OK);
+    l.algorithm = FG_FIXED_WINDOW;
+    l.timeout_ms = 200;
+    snprintf(l.name, sizeof l.name, "hb-%d", (int)getpid());
+    fg_limiter *b = fg_limiter_new(st, &l, err, sizeof err);
+    CHECK(b != NULL);
+    if (!b)
+        return;
+    fg_limiter_set_cache(b, cache);
+    static fg_set_req req[FLOOD];
+    static struct done dn[FLOOD];
+    fg_set_item it[1] = {{b, "h", 1}};
+    submit_set(base, &req[0], &dn[0], it, 1, 1, 1);
+    CHECK_EQ(fg_cache_count(cache), 1); /* blocked until the window ends */
+    usleep(350000);
+    freeReplyObject(redisCommand(rc, "CLIENT PAUSE 1500 ALL"));
+    uint64_t t0 = fg__mono_precise_us(), worst = 0;
+    for (int i = 0; i < FLOOD; i++)
+        submit_set(base, &req[i], &dn[i], it, 1, 1, 0);
+    drain(base);
+    int open = 0;
+    for (int i = 0; i < FLOOD; i++) {
+        open += dn[i].calls == 1 && dn[i].r.d[0].allowed &&
+                dn[i].r.d[0].source == FG_SOURCE_FAIL_OPEN;
+        if (dn[i].at_us - t0 > worst)
+            worst = dn[i].at_us - t0;
+    }
+    printf("hung probe: %d of %d sets decided by policy, the last %.0f ms "
+           "after they were sent (timeout 200 ms)\n",
+           open, FLOOD, worst / 1000.0);
+    CHECK_EQ(open, FLOOD);
+    CHECK(worst < 300000); /* asking again would take 400 ms */
+    /* Redis answers again after its pause. */
+    uint64_t spent = fg__mono_precise_us() - t0;
+    if (spent < 1600000)
+        usleep((useconds_t)(1600000 - spent));
+    fg_limiter_set_cache(b, NULL);
     fg_limiter_free(b);
     fg_store_close(st);
     fg_cache_free(cache);
@@ -337,6 +396,7 @@ int main(int argc, char **argv)
     blocking(argv[1]);
     async(argv[1]);
     cache_edges(argv[1]);
+    hung_probe(argv[1]);
     fallback(argv[1]);
     redisFree(rc);
     return TEST_DONE();

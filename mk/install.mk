@@ -39,6 +39,14 @@ INSTALL_DOCS := examples/gatepass.ini examples/nginx-auth-request.conf \
 
 .PHONY: install uninstall
 
+# The loader's cache is rebuilt for an install into the system (no
+# DESTDIR) by root; anyone else is told how programs find the library.
+LDCONFIG = @if [ -n "$(DESTDIR)" ]; then :; elif [ "$$(id -u)" = 0 ]; then \
+	    echo ldconfig; ldconfig; else \
+	    echo "note: not root, so ldconfig was not run; a program finds" \
+	         "$(LIBDIR)/$(FG_SONAME) with LD_LIBRARY_PATH=$(LIBDIR)" \
+	         "or when linked with -Wl,-rpath,$(LIBDIR)"; fi
+
 all: $(SO)
 
 $(BUILD)/pic/%.o: %.c
@@ -76,7 +84,7 @@ install: $(LIB) $(SO) $(BIN)
 	    echo "$(INSTALL) -D -m 644 $$p $$d/$${p##*/}"; \
 	    $(INSTALL) -D -m 644 "$$p" "$$d/$${p##*/}" || exit 1; \
 	done
-	$(if $(DESTDIR),,ldconfig)
+	$(LDCONFIG)
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/floodgate \
@@ -92,7 +100,7 @@ uninstall:
 	    echo "rm -f $$f"; rm -f "$$f"; \
 	done
 	[ ! -d $(DESTDIR)$(DOCDIR) ] || rmdir --ignore-fail-on-non-empty $(DESTDIR)$(DOCDIR)
-	$(if $(DESTDIR),,ldconfig)
+	$(LDCONFIG)
 
 
 -include $(shell find $(BUILD)/pic -name '*.d' 2>/dev/null)

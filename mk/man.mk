@@ -18,6 +18,8 @@ man: $(MAN_PAGES)
 
 # scdoc writes what it parsed before an error: the page appears only whole.
 $(BUILD)/man/%: man/%.scd mk/man.mk
+	@command -v scdoc >/dev/null || { echo "the man pages are built with" \
+	    "scdoc, which is missing (apt-get install scdoc)" >&2; exit 1; }
 	@mkdir -p $(@D)
 	$(if $(MAN_DATE),SOURCE_DATE_EPOCH=$(MAN_DATE) )scdoc < $< > $@.tmp || \
 	    { rm -f $@.tmp; exit 1; }

@@ -43,6 +43,7 @@ typedef struct fg__wgen {
     fg_store *store; /* this worker's asynchronous store; NULL for memory */
     fg_limiter *lim[FG_SERVE_MAX_LIMITS];
     int node_slot[FG_NODE_SLOTS]; /* per node of 'store': its metrics */
+    char master[272]; /* node 0's server as last seen (Sentinel's master) */
     unsigned inflight;
     unsigned resyncs; /* retired: its flushes once idle (see free_retired) */
     struct fg__wgen *next; /* retired list */

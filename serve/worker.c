@@ -357,6 +357,21 @@ static void sweep_breakers(fg__worker *w)
     }
 }
 
+/* A Sentinel store's master changed (a failover, followed): said once per
+ * worker, with the old and the new server. */
+static void watch_master(fg__worker *w)
+{
+    fg__wgen *wg = w->cur;
+    const char *now = wg && wg->store ? fg_store_node_addr(wg->store, 0) : NULL;
+    if (!now || !strcmp(now, wg->master) || strlen(now) >= sizeof wg->master)
+        return;
+    if (wg->master[0] && now[0])
+        fg__log("store_switched", "worker=%u node=%s from=%s to=%s", w->index,
+                fg_store_node_name(wg->store, 0), wg->master, now);
+    if (now[0])
+        strcpy(wg->master, now);
+}
+
 static void on_sweep(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -368,6 +383,7 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
     FG_SET(w->m->connections, fg__http_connections(w->http));
     FG_SET(w->m->cache_entries, fg_cache_count(w->cache));
     sweep_breakers(w);
+    watch_master(w);
     /* The spare request contexts (9 KB each) beyond what the busiest
      * moment since the last sweep needed are halved at each sweep. Kept
      * for the all-time peak, a rare burst held their memory for good (in a

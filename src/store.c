@@ -180,6 +180,14 @@ const char *fg_store_node_name(fg_store *st, unsigned node)
     return st->ops->node_name ? st->ops->node_name(st, node) : st->ops->scheme;
 }
 
+const char *fg_store_node_addr(fg_store *st, unsigned node)
+{
+    if (!st || node >= st->nodes)
+        return NULL;
+    return st->ops->node_addr ? st->ops->node_addr(st, node)
+                              : fg_store_node_name(st, node);
+}
+
 const char *fg_store_node_error(fg_store *st, unsigned node)
 {
     if (!st || node >= st->nodes)

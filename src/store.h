@@ -55,6 +55,9 @@ typedef struct fg__store_ops {
     unsigned (*node_of)(fg_store *st, const char *key, size_t keylen);
     const char *(*node_name)(fg_store *st, unsigned node);
     const char *(*node_error)(fg_store *st, unsigned node);
+    /* Where a node's checks go now, when that can change (Sentinel: its
+     * master); NULL: the node's name. */
+    const char *(*node_addr)(fg_store *st, unsigned node);
     /* fg_store_warning; NULL: none. */
     const char *(*warning)(fg_store *st);
 } fg__store_ops;

@@ -632,6 +632,22 @@ static const char *sentinel_node_name(fg_store *s, unsigned node)
     return ((sentinel_store *)s)->name;
 }
 
+/* The master checks go to now, copied under the lock into the caller's
+ * thread's own buffer. */
+static const char *sentinel_node_addr(fg_store *s, unsigned node)
+{
+    static _Thread_local char copy[FG__SENTINEL_HOST_MAX + 16];
+    sentinel_store *st = (sentinel_store *)s;
+    (void)node;
+    pthread_mutex_lock(&st->mu);
+    if (st->cur)
+        fg__sentinel_hostport(st->cur->host, st->cur->port, copy, sizeof copy);
+    else
+        copy[0] = '\0';
+    pthread_mutex_unlock(&st->mu);
+    return copy;
+}
+
 /* The sentinels' error, else the master's: copied under the lock (the
  * monitor thread writes it, and retires the master), into the caller's
  * thread's own buffer. */
@@ -818,7 +834,7 @@ static const char *sentinel_warning(fg_store *s)
     .refund = sentinel_refund, .keys = sentinel_keys, .close = sentinel_close, \
     .peek = sentinel_peek, .reset = sentinel_reset,                            \
     .node_name = sentinel_node_name, .node_error = sentinel_node_error,        \
-    .warning = sentinel_warning
+    .node_addr = sentinel_node_addr, .warning = sentinel_warning
 
 static const fg__store_ops sentinel_ops = {SENTINEL_OPS_COMMON};
 static const fg__store_ops sentinel_async_ops = {

@@ -318,6 +318,12 @@ exact_after "$t_prom" e1
 check "kill: exact again within 2 s of the promotion (first at ${FIRST_MS:-never} ms)" \
     test -n "$FIRST_MS" -a "${FIRST_MS:-9999}" -le 2000
 check "kill: exact in every probe after that" test "$STAYED" = 1
+# Each worker of each server says that its store now goes to the replica.
+switched() {
+    [ "$(grep -c "event=store_switched .*node=sentinel/$MASTER from=127.0.0.1:$MP to=127.0.0.1:$RP" "$T/f1.log" "$T/f2.log" | awk -F: '{ s += $2 } END { print s }')" = 4 ]
+}
+wait_until 20 switched
+check "kill: every worker logs event=store_switched from the old master to the new" switched
 steady_report k1 "kill"
 set -- $(hist)
 n=$(($1 - c0)); w=$(($2 - w0)); x=$(($3 - x0))

@@ -550,12 +550,10 @@ int fg_check_set_async(fg_set_req *req, const fg_set_item *items, unsigned n,
  * usage and give-backs (one round trip each; the other threads' checks go
  * on meanwhile, and leave the work due to it), and a take is a round trip
  * of the check that needs it; call fg_limiter_sync from a timer of your
- * own to keep the usage of keys no longer checked from waiting. Such a
- * limiter decides one check at a time, its takes' round trips included,
- * whatever the threads (so that one process is one server, exact in
- * sync): for many threads each waiting on the store, give each its own
- * limiter and count it in the servers of fg_limit_bound, or use exact
- * mode. */
+ * own to keep the usage of keys no longer checked from waiting. Threads
+ * share such a limiter as one server (exact in sync): its local state is
+ * used under a lock, let go during each round trip, so that a thread's
+ * wait for the store holds up no other thread's check. */
 
 /* Count 'units' of 'key' in the store even beyond the limit: usage
  * admitted elsewhere (FG_MODE_SYNC's syncs; a cost known only after the

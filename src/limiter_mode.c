@@ -26,10 +26,17 @@ struct fg__mode {
     struct event *tick;
     pthread_mutex_t mu;    /* blocking stores only */
     pthread_cond_t synced; /* signalled when 'syncing' ends */
+    pthread_cond_t taken;  /* signalled when a take woke its waiters */
     int syncing;           /* a thread is sending the work due */
     unsigned pending;      /* asks in flight, checks not called back */
     struct mode_req *spare;
 };
+
+/* A blocking check waiting for a take in flight for its key. */
+typedef struct block_waiter {
+    fg_local_waiter w; /* first: a waiter is its block_waiter */
+    int woken;
+} block_waiter;
 
 /* An asynchronous check that needs the store: it waits for a take (its
  * own, or another check's of the same key). */
@@ -101,33 +108,35 @@ static int send_blocking(fg_limiter *l, const fg_local_ask *a, fg_decision *d)
     }
 }
 
-/* Do 'a' with the store and answer it, a take's follow-up too; the lock
- * is held, and with 'let_go' let go during each round trip. Returns the
- * store's result and its decision in 'd'. */
-static int ask_blocking(fg_limiter *l, fg_local_ask *a, fg_decision *d,
-                        int let_go)
+/* Do 'a' with the store and answer it, a take's follow-up too. Called
+ * with the lock held, which is let go during each round trip: the ask is
+ * in flight in the local state meanwhile (its key valid until answered),
+ * as on an asynchronous store's loop, and other threads' checks go on.
+ * Returns the store's result and its decision in 'd'. */
+static int ask_blocking(fg_limiter *l, fg_local_ask *a, fg_decision *d)
 {
     struct fg__mode *m = l->mode;
-    int rc;
+    fg_local_waiter *wake;
+    int rc, again;
     do {
-        if (let_go)
-            unlock(m);
+        unlock(m);
         rc = send_blocking(l, a, d);
-        if (let_go)
-            lock(m);
-    } while (fg_local_answer(m->lc, a, now_us(), rc, d, NULL));
+        lock(m);
+        again = fg_local_answer(m->lc, a, now_us(), rc, d, &wake);
+        if (wake) {
+            for (; wake; wake = wake->next)
+                ((block_waiter *)wake)->woken = 1;
+            pthread_cond_broadcast(&m->taken);
+        }
+    } while (again);
     return rc;
 }
 
 /* Send the work due (or, with 'all', everything held); the first failure.
- * Called with the lock held, by one thread at a time ('syncing'). It lets
- * the lock go for each round trip, so that other threads' checks go on
- * meanwhile, as on an asynchronous store's loop (an ask is in flight in
- * the local state, its key valid until answered), and answers each ask as
- * it comes. A check that finds another thread sending leaves the work to
- * it; fg_limiter_sync waits for that thread, then sends everything.
- * Thousands of keys due at once would otherwise hold every check for
- * thousands of round trips. */
+ * Called with the lock held, by one thread at a time ('syncing'), and
+ * answers each ask as it comes. A check that finds another thread sending
+ * leaves the work to it; fg_limiter_sync waits for that thread, then
+ * sends everything. */
 static int run_due_blocking(fg_limiter *l, uint64_t now, int all)
 {
     struct fg__mode *m = l->mode;
@@ -144,7 +153,7 @@ static int run_due_blocking(fg_limiter *l, uint64_t now, int all)
                 : fg_local_due(m->lc, now, asks, ASK_BATCH);
         for (size_t i = 0; i < n; i++) {
             fg_decision d;
-            int rc = ask_blocking(l, &asks[i], &d, 1);
+            int rc = ask_blocking(l, &asks[i], &d);
             if (rc != FG_OK && first == FG_OK)
                 first = rc;
         }
@@ -156,24 +165,26 @@ static int run_due_blocking(fg_limiter *l, uint64_t now, int all)
 }
 
 /* A check decided in the store: the views here hold its units while it
- * is asked and, once counted, until a later sync holds them. */
+ * is asked (the lock let go) and, once counted, until a later sync holds
+ * them. */
 static int exact_held(fg_limiter *l, const char *key, size_t keylen,
                       uint64_t cost, fg_decision *out)
 {
     struct fg__mode *m = l->mode;
     fg_local_deciding(m->lc, key, keylen, cost, now_us());
+    unlock(m);
     int rc = m->exact(l, key, keylen, cost, out);
+    lock(m);
     fg_local_decided(m->lc, key, keylen, cost, counts(rc, out), now_us());
     return rc;
 }
 
 /* fg_check of a limiter in a mode (l->check) on a blocking store: decided
  * here, or after a take; a key that finds no room here is decided exactly.
- * One check at a time, its store round trips included: a view and the
- * checks the store decided meanwhile, or a lease and the takes of other
- * threads, are then never out of step (threads would otherwise admit on
- * views that miss what a check in flight counted, and share one take's
- * need). */
+ * The local state is used under the lock, which each round trip lets go:
+ * the threads' checks then interleave as an asynchronous store's do on its
+ * loop, the asks in flight held in the local state (a lease's check that
+ * finds a take in flight for its key waits for its answer). */
 static int check_locked(fg_limiter *l, const char *key, size_t keylen,
                         uint64_t cost, fg_decision *out)
 {
@@ -191,8 +202,17 @@ static int check_locked(fg_limiter *l, const char *key, size_t keylen,
     }
     for (int round = 0;; round++) {
         uint64_t now = now_us();
-        int rc = fg_local_check(m->lc, key, keylen, cost, now, out, &ask, NULL);
+        block_waiter bw = {.woken = 0};
+        int rc =
+            fg_local_check(m->lc, key, keylen, cost, now, out, &ask, &bw.w);
         uint64_t due = fg_local_next_due(m->lc);
+        if (rc == FG_LOCAL_WAITED) {
+            /* Another thread's take for this key: its answer decides. */
+            while (!bw.woken)
+                pthread_cond_wait(&m->taken, &m->mu);
+            round--;
+            continue;
+        }
         if (rc == FG_OK) {
             if (now >= due)
                 run_due_blocking(l, now, 0);
@@ -211,7 +231,7 @@ static int check_locked(fg_limiter *l, const char *key, size_t keylen,
             return rc;
         /* A take (or a sync's check in the store); its answer is read
          * by the next round. After a few rounds it is decided exactly. */
-        rc = ask_blocking(l, &ask, out, 0);
+        rc = ask_blocking(l, &ask, out);
         if (rc != FG_OK)
             return fg__decide_by_policy(l, rc, key, keylen, cost, out);
         if (round == 3)
@@ -476,6 +496,7 @@ int fg__mode_init(fg_limiter *l, char *err, size_t errlen)
     } else {
         pthread_mutex_init(&m->mu, NULL);
         pthread_cond_init(&m->synced, NULL);
+        pthread_cond_init(&m->taken, NULL);
     }
     m->exact = l->check;
     l->mode = m;
@@ -493,6 +514,7 @@ void fg__mode_free(fg_limiter *l)
     } else {
         pthread_mutex_destroy(&m->mu);
         pthread_cond_destroy(&m->synced);
+        pthread_cond_destroy(&m->taken);
     }
     fg_local_free(m->lc);
     fg__free(m->spare);

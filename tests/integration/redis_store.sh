@@ -115,6 +115,20 @@ run slow "$URL"
 run expiry "$URL"
 run refund "$URL"
 run sync_threads "$URL"
+# Threads sharing a sync or lease limiter, each reply 30 ms late.
+"$BUILD/fault/faultproxy" -u "$PORT" >"$DIR/px.out" 2>"$DIR/px.log" &
+echo $! >"$DIR/px.pid"
+for _ in $(seq 1 200); do grep -q control= "$DIR/px.out" 2>/dev/null && break; sleep 0.01; done
+PXPORT=$(sed -n 's/^listen=\([0-9]*\) .*/\1/p' "$DIR/px.out")
+PXCTL=$(sed -n 's/.* control=\([0-9]*\)$/\1/p' "$DIR/px.out")
+if [ -n "$PXCTL" ] && exec {pfd}<>"/dev/tcp/127.0.0.1/$PXCTL" &&
+    echo "latency 30 0" >&"$pfd" && read -r _ <&"$pfd"; then
+    exec {pfd}<&-
+    run mode_threads "redis://127.0.0.1:$PXPORT" 30
+else
+    bad "faultproxy starts"
+fi
+kill "$(cat "$DIR/px.pid")" 2>/dev/null
 run dns "redis://localhost:$PORT"
 run keys "$URL"
 run poison "$URL"

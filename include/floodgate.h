@@ -365,6 +365,10 @@ int fg_limiter_local_share(const fg_limiter *l, uint64_t *limit,
  * node's (NULL when 'node' is out of range). Both NULL for a NULL 'l'. */
 const char *fg_limiter_breaker(fg_limiter *l);
 const char *fg_limiter_node_breaker(fg_limiter *l, unsigned node);
+/* 1 while the last answer of 'node' to this limiter's store calls (its
+ * checks, a mode's syncs and takes) was a failure, or its breaker is not
+ * closed; 0 once it answered again (and for a bad 'l' or 'node'). */
+int fg_limiter_node_failing(fg_limiter *l, unsigned node);
 
 /* Free 'l' once fg_limiter_pending says nothing of it is in flight (a
  * callback may free it: by then its own check is no longer counted). */

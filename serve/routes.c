@@ -206,6 +206,22 @@ static void log_shadow(fg__ctx *c, unsigned k, uint64_t now)
     w->shadow_unlogged = 0;
 }
 
+/* A decision of the node that failed last ('store_failing'): once the
+ * limiter's store calls to it succeed again (a sync or lease limit's view
+ * or units may outlive the failure), the store has recovered. */
+static void note_recovery(fg__ctx *c, unsigned k)
+{
+    fg__worker *w = c->w;
+    unsigned nd =
+        fg_store_node_of(c->wg->store, c->items[k].key, c->items[k].keylen);
+    if (nd + 1 != (unsigned)w->store_failing ||
+        fg_limiter_node_failing(c->wg->lim[c->idx[k]], nd))
+        return;
+    w->store_failing = 0;
+    fg__log("store_recovered", "worker=%u limit=%s", w->index,
+            c->wg->g->cfg.limits[c->idx[k]].lim.name);
+}
+
 /* The metrics and logs of a set's answers. */
 static void account(fg__ctx *c)
 {
@@ -221,8 +237,17 @@ static void account(fg__ctx *c)
         if (r->d[k].shadowed)
             log_shadow(c, k, now);
         int rc = r->rc[k];
+        /* Only the requests that waited for the store count in its node's
+         * calls and latency: not those a breaker, the cache, a sync view
+         * or a lease decided here. */
+        int src = r->d[k].source;
+        if (rc == FG_OK && c->w->store_failing &&
+            (src == FG_SOURCE_STORE || src == FG_SOURCE_SYNC ||
+             src == FG_SOURCE_LEASE))
+            note_recovery(c, k);
         if (rc == FG_EBREAKER || rc == FG_ECOST || rc == FG_EKEY ||
-            r->d[k].source == FG_SOURCE_CACHE)
+            src == FG_SOURCE_CACHE || src == FG_SOURCE_SYNC ||
+            src == FG_SOURCE_LEASE)
             continue;
         asked_store = 1;
         if (!g->is_memory) {
@@ -275,15 +300,6 @@ static void account(fg__ctx *c)
             w->errors_unlogged = 0;
             if (rc != FG_ERANGE)
                 w->store_failing = nd + 1;
-        } else if (rc == FG_OK && w->store_failing &&
-                   r->d[k].source == FG_SOURCE_STORE &&
-                   fg_store_node_of(c->wg->store, c->items[k].key,
-                                    c->items[k].keylen) +
-                           1 ==
-                       (unsigned)w->store_failing) {
-            w->store_failing = 0;
-            fg__log("store_recovered", "worker=%u limit=%s", w->index,
-                    g->cfg.limits[c->idx[k]].lim.name);
         }
     }
     if (asked_store && !g->is_memory) {

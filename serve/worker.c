@@ -348,13 +348,21 @@ static void tick(evutil_socket_t fd, short what, void *arg)
 static void sweep_breakers(fg__worker *w)
 {
     fg__wgen *wg = w->cur;
+    unsigned char used[FG_METRIC_SLOTS] = {0};
     for (unsigned i = 0; wg && i < wg->g->cfg.nlimits; i++) {
         int slot = wg->g->slot[i];
-        if (slot < 0 || !wg->lim[i] || !FG_GET(w->m->lim[slot].breaker_open))
+        if (slot < 0)
+            continue;
+        used[slot] = 1;
+        if (!wg->lim[i] || !FG_GET(w->m->lim[slot].breaker_open))
             continue;
         const char *b = fg_limiter_breaker(wg->lim[i]);
         FG_SET(w->m->lim[slot].breaker_open, b && !strcmp(b, "open"));
     }
+    /* A limit a reload removed has no breaker any more. */
+    for (unsigned s = 0; s < FG_METRIC_SLOTS; s++)
+        if (!used[s] && FG_GET(w->m->lim[s].breaker_open))
+            FG_SET(w->m->lim[s].breaker_open, 0);
 }
 
 /* A Sentinel store's master changed (a failover, followed): said once per

@@ -237,6 +237,14 @@ const char *fg_limiter_breaker(fg_limiter *l)
     return breaker_name(worst);
 }
 
+int fg_limiter_node_failing(fg_limiter *l, unsigned node)
+{
+    if (!l || node >= l->policy->nbreakers)
+        return 0;
+    fg__breaker *b = &l->policy->breaker[node];
+    return atomic_load(&b->failures) || atomic_load(&b->open_until_us);
+}
+
 const char *fg_limiter_node_breaker(fg_limiter *l, unsigned node)
 {
     if (!l || node >= l->policy->nbreakers)

@@ -271,6 +271,33 @@ check "redis back: sync decides from its view again" grep -q '"source":"sync"' "
 c=$(http POST "$U1/v1/check?limit=le&key=back2")
 expect_eq "redis back: lease takes units again" "$c" 200
 
+# 5b. One worker with a lease limit: its node's calls count only the
+# requests that waited for Redis; after a failure, store_recovered once its
+# takes succeed again (its decisions are the lease's, never the store's).
+# (Section 9 removes the limit while its breaker is open.)
+r1conf() { # r1conf WITH_LO
+    printf '[server]\nworkers = 1\nid = r1\n[store]\nurl = %s\n' "$RURL"
+    [ "$1" = 1 ] && printf '[limit lo]\nkey = query:k\nalgorithm = fixed_window\nrate = 1000/min\nmode = lease\non_failure = closed\ntimeout = 200ms\n'
+    printf '[limit keep]\nkey = query:k\nrate = 1000/min\n'
+}
+r1conf 1 >"$T/r1.ini"
+start_fg r1 -c "$T/r1.ini" --listen 127.0.0.1:0 || { bad "server r1 starts"; finish; }
+R1="http://127.0.0.1:$FGPORT_r1"
+metric() { curl -s "$R1/metrics" | awk -v m="$1" 'index($0, m) == 1 { s += $NF } END { print s + 0 }'; }
+n0=$(metric floodgate_store_node_calls_total)
+for i in $(seq 1 50); do http POST "$R1/v1/check?limit=lo&key=one" >/dev/null; done
+n1=$(metric floodgate_store_node_calls_total)
+echo "lease: 50 requests of one key, node calls $((n1 - n0))"
+check "lease: the node's calls leave out the lease's own decisions ($((n1 - n0)) of 50)" [ $((n1 - n0)) -le 10 ]
+kill -STOP "$RPID"
+for i in $(seq 1 6); do http POST "$R1/v1/check?limit=lo&key=f$i" -m 3 >/dev/null; done
+kill -CONT "$RPID"
+check "lease, Redis stopped: store_error logged" grep -q 'event=store_error worker=0 limit=lo' "$T/r1.log"
+sleep 0.5
+for i in $(seq 1 6); do http POST "$R1/v1/check?limit=lo&key=g$i" >/dev/null; done
+check "lease, Redis back: store_recovered logged" \
+    sh -c "sed -n '/event=store_error/,\$p' '$T/r1.log' | grep -q 'event=store_recovered worker=0 limit=lo'"
+
 # 6. A reload that changes a mode logs the new bound.
 {
     printf '[server]\nworkers = 2\nid = m1\n[store]\nurl = %s\n' "$RURL"
@@ -316,4 +343,18 @@ check "one server, checks in the store while the first is in flight: at most 40 
 printf '[limit x]\nrate = 5/s\nkey = ip\nmode = lease:9\n' >"$T/bad.ini"
 "$FLOODGATE" serve -c "$T/bad.ini" --listen 127.0.0.1:0 2>"$T/bad.err"
 check "lease:9 on 5/s refused at its line" grep -q "bad.ini:4: .*lease chunk 9 is above the limit (5)" "$T/bad.err"
+
+# 9. Redis killed: lo's breaker opens; a reload at once (the store refuses
+# connections: no wait) removes lo. Its gauge must not stay open, since no
+# limit of that name has a breaker any more.
+kill -KILL "$RPID"
+for i in $(seq 1 6); do http POST "$R1/v1/check?limit=lo&key=k$i" -m 3 >/dev/null; done
+check "lease, Redis killed: breaker open in /metrics" \
+    test "$(metric 'floodgate_breaker_open{limit="lo"}')" = 1
+r1conf 0 >"$T/r1.ini"
+reload_fg r1 0
+restart_redis || bad "redis restarts"
+sleep 1.2 # a sweep, at most a second apart
+check "lo removed by a reload: no open breaker left for it in /metrics" \
+    test "$(metric 'floodgate_breaker_open{limit="lo"}')" = 0
 finish

@@ -190,7 +190,10 @@ static void reset_request(fg__hconn *c)
 }
 
 /* Close the socket. The connection itself goes too, unless a request is
- * in hand: then it stays until the handler answers (into nothing). */
+ * in hand: then it stays until the handler answers (into nothing), and
+ * keeps its place under the cap meanwhile, so that clients who send a
+ * request and go cannot pile up more memory than the cap allows while the
+ * store is slow. */
 static void conn_close(fg__hconn *c)
 {
     if (c->fd >= 0) {
@@ -199,13 +202,13 @@ static void conn_close(fg__hconn *c)
         c->rev = c->wev = NULL;
         close(c->fd);
         c->fd = -1;
-        atomic_fetch_sub(c->h->open, 1);
     }
     if (c->pending || c->in_process) {
         c->dead = 1;
         return;
     }
     fg__http *h = c->h;
+    atomic_fetch_sub(h->open, 1);
     if (c->prev)
         c->prev->next = c->next;
     else

@@ -350,6 +350,37 @@ for fd in $fds; do exec {fd}<&-; done
 expect_eq "served again once connections close" "$(http GET http://127.0.0.1:$FGPORT_cap/healthz)" 200
 kill -TERM "$FGPID_cap"
 
+# A request whose client went away keeps its place under the cap until the
+# store answers it: clients that send a check and reset their connection
+# cannot pile up requests (and their memory) beyond max_connections while
+# the store hangs. Five such on a cap of 5: /healthz waits for their 2 s
+# timeout.
+if start_redis; then
+    printf '[server]\nworkers = 1\nmax_connections = 5\n[store]\nurl = redis://127.0.0.1:%s\n[limit s]\nkey = query:k\nrate = 100/s\ntimeout = 2s\n' \
+        "$RPORT" >"$T/gone.ini"
+    start_fg gone -c "$T/gone.ini" --listen 127.0.0.1:0 || bad "server gone starts"
+    kill -STOP "$RPID"
+    python3 - "$FGPORT_gone" <<'PY'
+import socket, struct, sys, time
+for i in range(5):
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+    s.sendall(b"POST /v1/check?limit=s&key=k%d HTTP/1.1\r\nHost: x\r\n\r\n" % i)
+    time.sleep(0.05)  # read and sent to the store before the reset
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    s.close()
+PY
+    t0=$(date +%s%N)
+    code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$FGPORT_gone/healthz")
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    kill -CONT "$RPID"
+    echo "5 checks whose clients reset, cap 5, store stopped: /healthz answered $code after $ms ms"
+    check "requests whose clients went away hold the cap until the store answers (/healthz $code after $ms ms)" \
+        [ "$code" = 200 -a "$ms" -ge 1200 ]
+    kill -TERM "$FGPID_gone"
+else
+    bad "redis starts"
+fi
+
 # The room left beyond the clients grows with the store's nodes: each
 # worker holds a connection to each (here 20 shards on a closed port, so
 # nothing connects; the cap is worked out at start all the same).

@@ -56,6 +56,24 @@
 #define LINGER_MS     1000
 #define LINGER_BYTES  (256 * 1024)
 #define HEAD_TOO_LONG "request head larger than max_header_bytes"
+_Static_assert(FG_HTTP_MAX_HEADERS == 64, "the 431 reason says 64");
+
+/* The reason a 400 gives for what http-parser refused: its own words when
+ * they name the fault, else what it means here. */
+static const char *parse_error(enum http_errno e)
+{
+    switch (e) {
+    case HPE_INVALID_CONSTANT:
+        return "malformed request line (a space or control byte in the "
+               "target?) or HTTP version";
+    case HPE_INVALID_CONTENT_LENGTH:
+        return "invalid Content-Length, or a chunk size too large";
+    case HPE_INVALID_CHUNK_SIZE:
+        return "invalid chunk size";
+    default:
+        return http_errno_description(e);
+    }
+}
 
 struct fg__hconn {
     fg__http *h;
@@ -74,6 +92,7 @@ struct fg__hconn {
     int head_done;   /* the head is complete */
     size_t body_off; /* where body bytes start, 0 before the first */
     uint64_t body;
+    uint64_t req_bytes; /* read of it, a chunked body's framing included */
     int err_status;
     const char *err;
     int complete;  /* a whole message is parsed, not yet handed over */
@@ -183,6 +202,7 @@ static void reset_request(fg__hconn *c)
     c->head_done = 0;
     c->body_off = 0;
     c->body = 0;
+    c->req_bytes = 0;
     c->err_status = 0;
     c->err = NULL;
     c->complete = 0;
@@ -733,7 +753,7 @@ static int on_header_field(http_parser *p, const char *at, size_t n)
     if (c->in_value || c->nh == 0) {
         if (c->nh == FG_HTTP_MAX_HEADERS) {
             c->err_status = 431;
-            c->err = "too many header fields";
+            c->err = "too many header fields (at most 64)";
             return 1;
         }
         c->nh++;
@@ -956,6 +976,17 @@ static size_t head_kept(const fg__hconn *c)
 static void process(fg__hconn *c)
 {
     while (!c->pending && !c->close_after && !c->dead) {
+        /* Empty lines before a request are ignored (RFC 9112, 2.2): not
+         * counted in its head. */
+        if (c->parsed == 0) {
+            size_t k = 0;
+            while (k < c->inlen && (c->in[k] == '\r' || c->in[k] == '\n'))
+                k++;
+            if (k) {
+                memmove(c->in, c->in + k, c->inlen - k);
+                c->inlen -= k;
+            }
+        }
         if (c->parsed == c->inlen) {
             if (c->eof)
                 c->close_after = 1; /* all answered: flush() closes */
@@ -971,6 +1002,19 @@ static void process(fg__hconn *c)
         size_t n = http_parser_execute(&c->p, &settings, c->in + c->parsed,
                                        c->inlen - c->parsed);
         c->parsed += n;
+        /* A chunked body's sizes, extensions and trailer are dropped as
+         * they come, like its data, but bounded all the same: at most as
+         * much again as the largest body. */
+        c->req_bytes += n;
+        if (c->req_bytes >
+                (uint64_t)c->h->max_header_bytes + 2 * FG_HTTP_MAX_BODY &&
+            !c->err_status) {
+            c->complete = 0;
+            dispatch_error(c, 413,
+                           "request too large (a chunked body's framing "
+                           "beyond 64 KB)");
+            break;
+        }
         if (c->complete) {
             c->complete = 0;
             dispatch(c);
@@ -982,7 +1026,7 @@ static void process(fg__hconn *c)
         }
         enum http_errno e = HTTP_PARSER_ERRNO(&c->p);
         if (e != HPE_OK) {
-            dispatch_error(c, 400, http_errno_description(e));
+            dispatch_error(c, 400, parse_error(e));
             break;
         }
         /* All that is buffered is parsed; the message is not complete. */

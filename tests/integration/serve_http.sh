@@ -301,6 +301,26 @@ send "POST /v1/check?limit=l&key=chunkext HTTP/1.1\r\nHost: x\r\nTransfer-Encodi
 resp
 expect_eq "chunked body with a 12 KB chunk extension: answered" "$(st 1) $(jf remaining 1)" "200 999"
 conn_close
+# Bounded all the same: 200 KB of chunk extension, or of trailer, is 413.
+conn "$M"
+{
+    printf 'POST /v1/check?limit=l&key=bigext HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0;'
+    head -c 200000 /dev/zero | tr '\0' e
+    printf '\r\n\r\n'
+} >&3 2>/dev/null
+resp
+expect_eq "chunked body with a 200 KB chunk extension: 413" "$(st 1)" 413
+conn_close
+conn "$M"
+{
+    printf 'POST /v1/check?limit=l&key=bigtrailer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n'
+    for i in $(seq 12000); do printf 'X-T: 1234567890\r\n'; done
+    printf '\r\n'
+} >&3 2>/dev/null
+resp
+expect_eq "chunked body with a 200 KB trailer: 413" "$(st 1)" 413
+conn_close
+survived "200 KB of chunk framing"
 
 head -c 65536 /dev/zero | tr '\0' y >"$T/64k"
 conn "$M"
@@ -400,6 +420,7 @@ conn "$M"
 send 'POST /v1/check?limit=l&key=h65 HTTP/1.1\r\nHost: x\r\n%sX-H64: v\r\n\r\n' "$h63"
 resp
 expect_eq "65 header fields: 431, Connection: close" "$(st) $(rh Connection)" "431 close"
+check "65 header fields: the reason names the cap" grep -q 'too many header fields (at most 64)' "$T/r$R.b"
 check "431: one-line JSON error" json_error
 check "431: then EOF" at_eof
 conn_close
@@ -420,6 +441,12 @@ cat "$T/h8192" >&3
 resp
 expect_eq "a head of max_header_bytes: answered" "$(st) $(jf remaining)" "200 999"
 conn_close
+# Empty lines before a request are ignored (RFC 9112, 2.2), not counted.
+conn "$M"
+{ printf '\r\n\r\n\n'; head_of hb8192e 8192; } >&3
+resp
+expect_eq "empty lines, then a head of max_header_bytes: answered" "$(st) $(jf remaining)" "200 999"
+conn_close
 conn "$M"
 cat "$T/h8193" >&3
 resp
@@ -432,6 +459,21 @@ resp
 expect_eq "a 9000-byte target: 431" "$(st)" "431"
 conn_close
 survived "heads over max_header_bytes"
+
+# A space in the target, a chunk size that overflows: 400, each with a
+# reason that says what is wrong.
+conn "$M"
+send 'GET /heal thz HTTP/1.1\r\nHost: x\r\n\r\n'
+resp
+expect_eq "a space in the target: 400" "$(st)" 400
+check "a space in the target: the reason says so" grep -q 'malformed request line' "$T/r$R.b"
+conn_close
+conn "$M"
+send 'POST /v1/check?limit=l&key=cs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffffff\r\n'
+resp
+expect_eq "a chunk size that overflows: 400" "$(st)" 400
+check "a chunk size that overflows: the reason names it" grep -q 'chunk size' "$T/r$R.b"
+conn_close
 
 # HTTP/1 only: another major version gets 505 (a later 1.x minor is read
 # as 1.1, as RFC 9112 asks).

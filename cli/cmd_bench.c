@@ -84,8 +84,9 @@ int fg_cmd_bench(int argc, char **argv)
     DIR *d = opendir(dir);
     if (!d) {
         fprintf(stderr,
-                "floodgate bench: no benchmark programs in %s (%s): build "
-                "them with 'make', or run 'make bench'\n",
+                "floodgate bench: no benchmark programs in %s (%s): it "
+                "runs from a build tree (build them with 'make', or run "
+                "'make bench'); an installed floodgate has none\n",
                 dir, strerror(errno));
         return 1;
     }

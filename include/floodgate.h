@@ -169,7 +169,9 @@ int fg_limit_name_valid(const char *s, size_t n);
  * Redis TIME). retry_after_us is the exact wait: retried retry_after_us - 1
  * us later the request is refused, retry_after_us later it is allowed (if
  * nothing else consumed meanwhile). A decision the store did not make
- * (fail open, fail closed) has _us = _ms * 1000. */
+ * (fail open, fail closed) has _us = _ms * 1000, and its 'remaining' knows
+ * nothing of the key: fail_open says the limit less the cost, fail_closed
+ * 0 (serve and floodgate check print null for them). */
 typedef struct fg_decision {
     int allowed;             /* 1 allowed, 0 refused */
     uint64_t limit;          /* the limit (burst for token_bucket) */

@@ -252,9 +252,10 @@ static int handshake_reply(fg__rnode *st, char kind, const redisReply *r,
     if (r->type == REDIS_REPLY_ERROR && kind != 'a' &&
         strncmp(r->str, "NOAUTH", 6) == 0)
         return fg__seterr(err, errlen, FG_EAUTH,
-                          "redis %s: the server requires a password "
-                          "(redis://user:password@host:port)",
-                          st->where);
+                          "redis %s: the server requires a password (%s)",
+                          st->where,
+                          st->url.path ? "unix:///path?password=P[&user=U]"
+                                       : "redis://user:password@host:port");
     /* A server at maxclients answers the first command with its refusal,
      * and closes: that is no authentication failure, nor a bad database. */
     if (r->type == REDIS_REPLY_ERROR &&

@@ -50,6 +50,19 @@ int fg__keysrc_parse(const char *s, fg__keysrc *out, char *err, size_t errlen)
         out->kind = FG_KEYSRC_IP;
         return 0;
     }
+    if (strncmp(s, "ip/", 3) == 0) {
+        char *end;
+        unsigned long b =
+            isdigit((unsigned char)s[3]) ? strtoul(s + 3, &end, 10) : 0;
+        if (b < 1 || b > 128 || *end || (s[3] == '0'))
+            return seterr(err, errlen,
+                          "key = ip/N takes an IPv6 prefix length N of 1 to "
+                          "128, not ",
+                          s);
+        out->kind = FG_KEYSRC_IP;
+        out->v6_bits = b == 128 ? 0 : (unsigned)b;
+        return 0;
+    }
     const char *name;
     if (strncmp(s, "header:", 7) == 0) {
         out->kind = FG_KEYSRC_HEADER;
@@ -210,6 +223,24 @@ static int canon_v6(const char *host, char *out, size_t outlen)
     else
         inet_ntop(AF_INET6, a, out, (socklen_t)outlen);
     return FG_IP_OK;
+}
+
+int fg__ip_block(char *ip, size_t outlen, unsigned bits)
+{
+    unsigned char a[16];
+    if (!bits || bits >= 128 || !strchr(ip, ':') ||
+        inet_pton(AF_INET6, ip, a) != 1)
+        return 0;
+    for (unsigned i = 0; i < 16; i++) {
+        unsigned keep = bits > 8 * i ? bits - 8 * i : 0;
+        if (keep < 8)
+            a[i] &= (unsigned char)(0xff00u >> keep);
+    }
+    char text[INET6_ADDRSTRLEN];
+    if (!inet_ntop(AF_INET6, a, text, sizeof(text)))
+        return -1;
+    int n = snprintf(ip, outlen, "%s/%u", text, bits);
+    return n > 0 && (size_t)n < outlen ? 0 : -1;
 }
 
 int fg__ip_canon(const char *s, size_t n, char *out, size_t outlen)

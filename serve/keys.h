@@ -17,7 +17,8 @@ typedef enum fg__keysrc_kind {
 
 typedef struct fg__keysrc {
     fg__keysrc_kind kind;
-    char name[64]; /* header or parameter name; empty for ip */
+    char name[64];    /* header or parameter name; empty for ip */
+    unsigned v6_bits; /* ip/N: an IPv6 client counts as its /N; 0: whole */
 } fg__keysrc;
 
 /* An address block: "10.0.0.0/8", "::1", "127.0.0.1". */
@@ -27,8 +28,9 @@ typedef struct fg__cidr {
     unsigned bits;
 } fg__cidr;
 
-/* Parse "header:NAME", "ip" or "query:NAME". FG_OK or FG_EINVAL with the
- * reason in 'err'. */
+/* Parse "header:NAME", "ip", "ip/N" (N 1 to 128: an IPv6 address counts as
+ * its /N block) or "query:NAME". FG_OK or FG_EINVAL with the reason in
+ * 'err'. */
 int fg__keysrc_parse(const char *s, fg__keysrc *out, char *err, size_t errlen);
 
 /* Parse one address or block. FG_OK, or FG_EINVAL with the reason in 'err'
@@ -48,6 +50,11 @@ enum { FG_IP_OK = 0, FG_IP_BAD = 1, FG_IP_AMBIGUOUS = 2 };
  * FG_IP_BAD (not an address), or FG_IP_AMBIGUOUS (an IPv4 form that
  * parsers read differently: leading zeros, hex, fewer than four parts). */
 int fg__ip_canon(const char *s, size_t n, char *out, size_t outlen);
+
+/* An IPv6 address in canonical text ('ip', 'outlen' bytes) replaced by
+ * its /'bits' block, "2001:db8:1:2::/64"; an IPv4 address is left whole.
+ * 0, or -1 when it does not fit. */
+int fg__ip_block(char *ip, size_t outlen, unsigned bits);
 
 /* The client address of a request that came from 'peer' with the
  * X-Forwarded-For value 'xff' (NULL when absent), in canonical form: 'peer'

@@ -544,6 +544,10 @@ static const char *extract_key(fg__ctx *c, unsigned k, const char *query,
             snprintf(why, whylen, "%s", bad);
             return why;
         }
+        if (src->v6_bits && fg__ip_block(dst, 64, src->v6_bits) != 0) {
+            snprintf(why, whylen, "client address unknown");
+            return why;
+        }
         key = dst;
         len = strlen(dst);
         c->used += len + 1;

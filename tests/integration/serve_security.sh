@@ -26,6 +26,10 @@ admin_token_file = $T/token
 key = ip
 rate = 5/h
 algorithm = fixed_window
+[limit ip64]
+key = ip/64
+rate = 5/h
+algorithm = fixed_window
 INI
 start_fg x -c "$T/x.ini" --listen 127.0.0.1:0 || { bad "server starts"; finish; }
 X=http://127.0.0.1:$FGPORT_x
@@ -70,6 +74,20 @@ expect_eq "ambiguous address refused" \
 # Left of the client nothing is read: no refusal there.
 check_ip "ambiguous left of the client: not read" 8.8.8.8 \
     -H 'X-Forwarded-For: 010.0.0.1, 8.8.8.8'
+# key = ip/64: six addresses of one IPv6 /64 are one client (5 allowed);
+# another /64 and an IPv4 address are others.
+codes=""
+for i in 1 2 3 4 5 6; do
+    codes="$codes$(http GET "$X/v1/auth?limit=ip64" -H "X-Forwarded-For: 2001:db8:1:2::$i:$i") "
+done
+expect_eq "ip/64: six addresses of one /64 share its 5" "$codes" "200 200 200 200 200 403 "
+expect_eq "ip/64: another /64 is another client" \
+    "$(http GET "$X/v1/auth?limit=ip64" -H 'X-Forwarded-For: 2001:db8:1:3::1')" 200
+expect_eq "ip/64: an IPv4 client is its address" \
+    "$(http GET "$X/v1/auth?limit=ip64" -H 'X-Forwarded-For: 203.0.113.10')" 200
+expect_eq "ip/64: the block is the key" \
+    "$(http GET "$A/v1/peek?limit=ip64&key=2001:db8:1:2::/64" -H "$AUTH")" 200
+check "ip/64: the block's count is 5" grep -q '"remaining":0' "$T/b"
 
 # ---- 2. Secrets -------------------------------------------------------
 mkdir -p "$T/redis"

@@ -21,6 +21,42 @@ static void test_keysrc(void)
     CHECK_EQ(fg__keysrc_parse("header:a b", &k, err, sizeof(err)), FG_EINVAL);
     CHECK_EQ(fg__keysrc_parse("cookie:x", &k, err, sizeof(err)), FG_EINVAL);
     CHECK_EQ(fg__keysrc_parse("", &k, err, sizeof(err)), FG_EINVAL);
+    CHECK_EQ(fg__keysrc_parse("ip/64", &k, err, sizeof(err)), 0);
+    CHECK_EQ(k.kind, FG_KEYSRC_IP);
+    CHECK_EQ(k.v6_bits, 64);
+    CHECK_EQ(fg__keysrc_parse("ip/128", &k, err, sizeof(err)), 0);
+    CHECK_EQ(k.v6_bits, 0); /* the whole address */
+    static const char *bad[] = {"ip/0",  "ip/129", "ip/",   "ip/64x",
+                                "ip/-1", "ip/064", "ip/ 64"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        CHECK_EQ(fg__keysrc_parse(bad[i], &k, err, sizeof(err)), FG_EINVAL);
+        CHECK(strstr(err, "IPv6 prefix length") != NULL);
+    }
+}
+
+/* key = ip/N: an IPv6 client counts as its block; IPv4 stays whole. */
+static void test_ip_block(void)
+{
+    static const struct {
+        const char *in;
+        unsigned bits;
+        const char *out;
+    } v[] = {
+        {"2001:db8:1:2:aaaa:bbbb:cccc:dddd", 64, "2001:db8:1:2::/64"},
+        {"2001:db8:1:2::1", 64, "2001:db8:1:2::/64"},
+        {"2001:db8:1:2ff::1", 56, "2001:db8:1:200::/56"},
+        {"2001:db8:ffff::1", 33, "2001:db8:8000::/33"},
+        {"2001:db8::1", 1, "::/1"},
+        {"ffff::1", 1, "8000::/1"},
+        {"1.2.3.4", 64, "1.2.3.4"},
+        {"::1", 127, "::/127"},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+        char ip[64];
+        snprintf(ip, sizeof ip, "%s", v[i].in);
+        CHECK_EQ(fg__ip_block(ip, sizeof ip, v[i].bits), 0);
+        CHECK_STR(ip, v[i].out);
+    }
 }
 
 static void test_client_ip(void)
@@ -211,6 +247,7 @@ static void test_query(void)
 int main(void)
 {
     test_keysrc();
+    test_ip_block();
     test_client_ip();
     test_host_bits();
     test_ip_forms();

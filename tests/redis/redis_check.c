@@ -1258,7 +1258,7 @@ enum { MT_THREADS = 8, MT_CHECKS = 40 };
 
 typedef struct mt_job {
     fg_limiter *l;
-    char key[8];
+    char key[16];
     int allowed;
     uint64_t worst_us;
 } mt_job;

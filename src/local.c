@@ -394,6 +394,10 @@ static int sync_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
             return FG_LOCAL_ASKED;
         }
         e->take_at = now;
+        /* Held against the view while in flight, as an exact check's
+         * are: the store counts them, and the view, old but within an
+         * interval and a timeout of its answer, may decide meanwhile. */
+        e->deciding += cost;
         fg__local_ask_for(ask, FG_LOCAL_CHECK, e, cost);
         return FG_LOCAL_ASKED;
     } else if (cost <= avail) {
@@ -503,6 +507,7 @@ int fg_local_answer(fg_local *lc, fg_local_ask *ask, uint64_t now_us, int rc,
         sync_answer(lc, e, now_us, rc, d);
         break;
     case FG_LOCAL_CHECK:
+        e->deciding -= min_u64(ask->units, e->deciding);
         if (rc == FG_OK && d && d->allowed) {
             view_from(lc, e, e->take_at, now_us, d);
             e->granted += ask->units;

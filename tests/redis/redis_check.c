@@ -1350,6 +1350,32 @@ static void mode_threads(const char *url, int rtt_ms)
             fg_limiter_free(l);
         }
     }
+    /* Sync, 10 an hour: a view older than the interval sends a check to
+     * the store; while it is in flight the other threads' checks of the
+     * key must go to the store too, not admit on the old view. */
+    for (int ai = 0; ai < 2; ai++) {
+        fg_limit lim;
+        fg_limit_parse("10/h", &lim);
+        lim.algorithm = algos[ai];
+        lim.timeout_ms = 1000;
+        unique(name, sizeof name, "mts");
+        snprintf(lim.name, sizeof lim.name, "%s", name);
+        CHECK_EQ(fg_mode_parse("sync:200ms", &lim, err, sizeof err), FG_OK);
+        fg_limiter *l = fg_limiter_new(st, &lim, err, sizeof err);
+        CHECK(l != NULL);
+        if (!l)
+            continue;
+        fg_decision d;
+        int allowed = fg_check(l, "mt0", 3, 1, &d) == FG_OK && d.allowed;
+        usleep(300000);
+        uint64_t worst;
+        allowed += mt_round(l, 1, &worst);
+        printf("sync:200ms %s, 10/h: a check, 300 ms, then %d threads x %d "
+               "checks of the key: %d allowed\n",
+               fg_algorithm_name(algos[ai]), MT_THREADS, MT_CHECKS, allowed);
+        CHECK_EQ(allowed, 10);
+        fg_limiter_free(l);
+    }
     fg_store_close(st);
 }
 

@@ -1259,6 +1259,41 @@ static void test_old_view(void)
     fg_local_free(lc);
 }
 
+/* An old view's check in the store is in flight: the view, within an
+ * interval and a timeout of its answer, decides the key's other checks
+ * meanwhile, with that check's units held (the store counts them). One
+ * unit left: the check in flight has it, the next is refused here. */
+static void test_old_view_check_in_flight(void)
+{
+    fg_decision d;
+    fg_local_ask a, b;
+    uint64_t t = 9800 * SEC;
+    fg_limit lim = lim_of("10/h", FG_FIXED_WINDOW, "sync:200ms");
+    lim.timeout_ms = 1000;
+    fg_local *lc = fg_local_new(&lim, 0, NULL, 0);
+    first_check(lc, "k", t, 1, 3600 * SEC);
+    /* 300 ms on: older than the interval, the view asks the store. */
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, t + 300 * MS, &d, &a, NULL),
+             FG_LOCAL_ASKED);
+    CHECK_EQ(a.op, FG_LOCAL_CHECK);
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, t + 310 * MS, &d, &b, NULL), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    memset(&d, 0, sizeof d);
+    d.allowed = 1;
+    d.remaining = 0;
+    d.reset_us = 3600 * SEC;
+    CHECK_EQ(fg_local_answer(lc, &a, t + 330 * MS, FG_OK, &d, NULL), 0);
+    /* The check that asked takes its unit; the answer is the new view:
+     * nothing left. */
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, t + 330 * MS, &d, &b, NULL), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(d.source, FG_SOURCE_STORE);
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, t + 340 * MS, &d, &b, NULL), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(d.source, FG_SOURCE_SYNC);
+    fg_local_free(lc);
+}
+
 /* An old view with usage admitted here and not sent yet: the store must
  * not decide the check without it. One server, a sliding window of 10 (an
  * old view never refuses there): 1 checked in the store, 9 admitted on the
@@ -1585,6 +1620,7 @@ int main(void)
     test_store_refusal();
     test_sync_deciding();
     test_old_view();
+    test_old_view_check_in_flight();
     test_old_view_own_usage();
     test_late_tick();
     test_refund_age();

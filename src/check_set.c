@@ -310,14 +310,16 @@ static int ask_caches(fg_set_req *req)
     }
     /* A block just ended: one request asks the store, the others wait for
      * its answer. A set that probes does not also wait, so no two sets
-     * ever wait for each other. */
+     * ever wait for each other; nor does one that holds a failed probe's
+     * answer for its limit 'fg__waited' (waiting again, it would lose it). */
     for (unsigned k = 0; k < n; k++) {
         fg__blocked *c = fg__limiter_cache(items[k].l);
         if (!c || (req->fg__waited_rc && k == req->fg__waited))
             continue;
-        int r = fg__blocked_lookup(c, cache_id(items[k].l), items[k].key,
-                                   items[k].keylen, req->fg__cost, now,
-                                   &req->fg__node, req->fg__probes == 0, &h);
+        int r = fg__blocked_lookup(
+            c, cache_id(items[k].l), items[k].key, items[k].keylen,
+            req->fg__cost, now, &req->fg__node,
+            req->fg__probes == 0 && !req->fg__waited_rc, &h);
         if (r == FG_BLOCKED_PROBE) {
             req->fg__probes |= 1u << k;
         } else if (r == FG_BLOCKED_WAIT) {

@@ -266,6 +266,77 @@ static void hung_probe(const char *url)
     event_base_free(base);
 }
 
+/* Two limits on two Redis servers, each key's block just ended: A hangs
+ * (L0: 200 ms timeout, open), B answers in 400 ms (L1: closed). P1 probes
+ * L0, P2 probes L1, and W, a set of both, waits for P1's probe. P1 fails
+ * at 200 ms: W decides L0 by its policy and must not wait for P2's probe
+ * of L1 (waiting again would lose L0's answer, and apply it to L1): it
+ * asks B for L1 itself, which answers. */
+static void two_probes(const char *url_a, const char *url_b, int port_b)
+{
+    char err[256];
+    struct event_base *base = new_base();
+    fg_store *sa = fg_store_open_async(url_a, base, err, sizeof err);
+    fg_store *sb = fg_store_open_async(url_b, base, err, sizeof err);
+    redisContext *b = redisConnect("127.0.0.1", port_b);
+    CHECK(sa && sb && b && !b->err);
+    if (!sa || !sb || !b || b->err)
+        return;
+    fg_cache *cache = fg_cache_new(1024);
+    fg_limiter *l[2];
+    for (int i = 0; i < 2; i++) {
+        fg_limit lim;
+        CHECK_EQ(fg_limit_parse("1/300ms", &lim), FG_OK);
+        lim.algorithm = FG_FIXED_WINDOW;
+        lim.timeout_ms = i ? 1000 : 200;
+        lim.on_failure = i ? FG_FAIL_CLOSED : FG_FAIL_OPEN;
+        snprintf(lim.name, sizeof lim.name, "tp%d-%d", i, (int)getpid());
+        l[i] = fg_limiter_new(i ? sb : sa, &lim, err, sizeof err);
+        CHECK(l[i] != NULL);
+        if (!l[i])
+            return;
+        fg_limiter_set_cache(l[i], cache);
+    }
+    static fg_set_req req[3];
+    static struct done dn[3];
+    fg_set_item i0[1] = {{l[0], "h", 1}}, i1[1] = {{l[1], "h", 1}};
+    fg_set_item w[2] = {{l[0], "h", 1}, {l[1], "h", 1}};
+    submit_set(base, &req[0], &dn[0], i0, 1, 1, 1);
+    submit_set(base, &req[1], &dn[1], i1, 1, 1, 1);
+    CHECK_EQ(fg_cache_count(cache), 2); /* both blocked to their window end */
+    usleep(350000);
+    freeReplyObject(redisCommand(rc, "CLIENT PAUSE 1500 ALL"));
+    freeReplyObject(redisCommand(b, "CLIENT PAUSE 400 ALL"));
+    uint64_t t0 = fg__mono_precise_us();
+    submit_set(base, &req[0], &dn[0], i0, 1, 1, 0);
+    submit_set(base, &req[1], &dn[1], i1, 1, 1, 0);
+    submit_set(base, &req[2], &dn[2], w, 2, 1, 0);
+    drain(base);
+    const fg_set_result *r = &dn[2].r;
+    printf("two probes: W decided L0 by %s (rc %d), L1 by %s (rc %d), %.0f "
+           "ms after it was sent\n",
+           fg_source_name(r->d[0].source), r->rc[0],
+           fg_source_name(r->d[1].source), r->rc[1],
+           (dn[2].at_us - t0) / 1000.0);
+    CHECK_EQ(r->d[0].source, FG_SOURCE_FAIL_OPEN);
+    CHECK(r->asked & 2);
+    CHECK_EQ(r->rc[1], FG_OK);
+    CHECK_EQ(r->d[1].source, FG_SOURCE_STORE);
+    CHECK(dn[2].at_us - t0 < 1000000);
+    uint64_t spent = fg__mono_precise_us() - t0;
+    if (spent < 1600000)
+        usleep((useconds_t)(1600000 - spent));
+    for (int i = 0; i < 2; i++) {
+        fg_limiter_set_cache(l[i], NULL);
+        fg_limiter_free(l[i]);
+    }
+    fg_store_close(sa);
+    fg_store_close(sb);
+    redisFree(b);
+    fg_cache_free(cache);
+    event_base_free(base);
+}
+
 /* The cache with sets in flight at once and with bad input. A set's own
  * refund of a limit ends the block another set's answer put on its key
  * (the units are back in the store); bad input is answered with its
@@ -386,7 +457,7 @@ static void fallback(const char *url)
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: redis_sets URL HOST PORT\n");
+        fprintf(stderr, "usage: redis_sets URL HOST PORT [URL2 PORT2]\n");
         return 2;
     }
     rc = redisConnect(argv[2], atoi(argv[3]));
@@ -397,6 +468,8 @@ int main(int argc, char **argv)
     async(argv[1]);
     cache_edges(argv[1]);
     hung_probe(argv[1]);
+    if (argc >= 6)
+        two_probes(argv[1], argv[4], atoi(argv[5]));
     fallback(argv[1]);
     redisFree(rc);
     return TEST_DONE();

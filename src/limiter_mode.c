@@ -36,6 +36,7 @@ struct fg__mode {
 typedef struct block_waiter {
     fg_local_waiter w; /* first: a waiter is its block_waiter */
     int woken;
+    int rc; /* the take's: a failure decides the waiter by the policy */
 } block_waiter;
 
 /* An asynchronous check that needs the store: it waits for a take (its
@@ -124,8 +125,10 @@ static int ask_blocking(fg_limiter *l, fg_local_ask *a, fg_decision *d)
         lock(m);
         again = fg_local_answer(m->lc, a, now_us(), rc, d, &wake);
         if (wake) {
-            for (; wake; wake = wake->next)
+            for (; wake; wake = wake->next) {
                 ((block_waiter *)wake)->woken = 1;
+                ((block_waiter *)wake)->rc = rc;
+            }
             pthread_cond_broadcast(&m->taken);
         }
     } while (again);
@@ -207,9 +210,13 @@ static int check_locked(fg_limiter *l, const char *key, size_t keylen,
             fg_local_check(m->lc, key, keylen, cost, now, out, &ask, &bw.w);
         uint64_t due = fg_local_next_due(m->lc);
         if (rc == FG_LOCAL_WAITED) {
-            /* Another thread's take for this key: its answer decides. */
+            /* Another thread's take for this key: its answer decides (a
+             * failed one at once, by the policy, as it would have this
+             * check's own take). */
             while (!bw.woken)
                 pthread_cond_wait(&m->taken, &m->mu);
+            if (bw.rc != FG_OK)
+                return fg__decide_by_policy(l, bw.rc, key, keylen, cost, out);
             round--;
             continue;
         }

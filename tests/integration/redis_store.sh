@@ -124,7 +124,7 @@ PXCTL=$(sed -n 's/.* control=\([0-9]*\)$/\1/p' "$DIR/px.out")
 if [ -n "$PXCTL" ] && exec {pfd}<>"/dev/tcp/127.0.0.1/$PXCTL" &&
     echo "latency 30 0" >&"$pfd" && read -r _ <&"$pfd"; then
     exec {pfd}<&-
-    run mode_threads "redis://127.0.0.1:$PXPORT" 30
+    run mode_threads "redis://127.0.0.1:$PXPORT" 30 "$PXCTL"
 else
     bad "faultproxy starts"
 fi

@@ -1168,7 +1168,7 @@ static void refund_pending(const char *url)
  * counted in the store. */
 typedef struct sync_job {
     fg_limiter *l;
-    volatile int started, done;
+    atomic_int started, done;
     uint64_t took_us;
 } sync_job;
 
@@ -1263,6 +1263,18 @@ typedef struct mt_job {
     uint64_t worst_us;
 } mt_job;
 
+/* One check of 'j->key', timed. */
+static void *mt_run_one(void *arg)
+{
+    mt_job *j = arg;
+    fg_decision d;
+    uint64_t t0 = fg__mono_precise_us();
+    int rc = fg_check(j->l, j->key, strlen(j->key), 1, &d);
+    j->worst_us = fg__mono_precise_us() - t0;
+    j->allowed = rc == FG_OK && d.allowed;
+    return NULL;
+}
+
 static void *mt_run(void *arg)
 {
     mt_job *j = arg;
@@ -1307,6 +1319,74 @@ static int mt_round(fg_limiter *l, int shared, uint64_t *worst_us)
  * each: a thread's round trips hold up no other thread's check, so the
  * slowest check takes a take and its follow-up at most, not the eight
  * threads' round trips in a row. */
+/* Tell the fault proxy at 'ctl' (tests/fault/faultproxy.c) 'cmd'. */
+static int proxy_say(int ctl, const char *cmd)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)ctl),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    char buf[64];
+    int ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+             write(fd, cmd, strlen(cmd)) == (ssize_t)strlen(cmd) &&
+             read(fd, buf, sizeof buf) >= 2 && !strncmp(buf, "ok", 2);
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+/* Eight threads on one lease key while the store takes and never answers
+ * (the proxy holds the bytes): the first take times out; the checks that
+ * waited for it follow the policy at once, as that take's own check did,
+ * rather than each send a take of its own and wait its timeout in turn. */
+static void lease_blackhole(const char *url, int ctl)
+{
+    char err[256], name[64];
+    fg_store *st = fg_store_open(url, err, sizeof err);
+    CHECK(st != NULL);
+    if (!st)
+        return;
+    fg_limit lim;
+    fg_limit_parse("100/h", &lim);
+    lim.algorithm = FG_FIXED_WINDOW;
+    lim.timeout_ms = 200;
+    lim.on_failure = FG_FAIL_CLOSED;
+    unique(name, sizeof name, "mtb");
+    snprintf(lim.name, sizeof lim.name, "%s", name);
+    CHECK_EQ(fg_mode_parse("lease", &lim, err, sizeof err), FG_OK);
+    fg_limiter *l = fg_limiter_new(st, &lim, err, sizeof err);
+    CHECK(l != NULL);
+    if (l && proxy_say(ctl, "blackhole on\n")) {
+        mt_job j[MT_THREADS];
+        pthread_t t[MT_THREADS];
+        memset(j, 0, sizeof j);
+        uint64_t worst = 0;
+        int allowed = 0;
+        for (int i = 0; i < MT_THREADS; i++) {
+            j[i].l = l;
+            snprintf(j[i].key, sizeof j[i].key, "bh");
+            pthread_create(&t[i], NULL, mt_run_one, &j[i]);
+        }
+        for (int i = 0; i < MT_THREADS; i++) {
+            pthread_join(t[i], NULL);
+            allowed += j[i].allowed;
+            if (j[i].worst_us > worst)
+                worst = j[i].worst_us;
+        }
+        proxy_say(ctl, "blackhole off\n");
+        printf("lease, the store silent, %d threads on one key (timeout 200 "
+               "ms): %d allowed, the slowest check %.0f ms\n",
+               MT_THREADS, allowed, worst / 1e3);
+        CHECK_EQ(allowed, 0);
+        CHECK(worst < 350000); /* one at a time: 200 ms each, 3 of them */
+    } else {
+        CHECK(!"the fault proxy takes commands");
+    }
+    if (l)
+        fg_limiter_free(l);
+    fg_store_close(st);
+}
+
 static void mode_threads(const char *url, int rtt_ms)
 {
     static const char *modes[] = {"sync:200ms", "lease"};
@@ -2409,6 +2489,8 @@ int main(int argc, char **argv)
         refund_pending(argv[2]);
     } else if (argc >= 4 && strcmp(argv[1], "mode_threads") == 0) {
         mode_threads(argv[2], atoi(argv[3]));
+        if (argc >= 5)
+            lease_blackhole(argv[2], atoi(argv[4]));
     } else if (argc >= 3 && strcmp(argv[1], "sync_threads") == 0) {
         sync_threads(argv[2]);
     } else if (argc >= 3 && strcmp(argv[1], "expiry") == 0) {

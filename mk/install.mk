@@ -23,10 +23,11 @@ INSTALL      ?= install
 # libfloodgate.so.ABI.MINOR.PATCH, and its soname libfloodgate.so.ABI: ABI
 # changes whenever a program built against the old header could not run
 # on the new library (a public struct changed size or layout). 1: fg_set_req
-# and fg_local_ask grew (refunds say when their units were taken).
+# and fg_local_ask grew (refunds say when their units were taken). 2:
+# fg_set_req grew again (a set that waited for a failed probe).
 FG_SO_VERSION := $(shell sed -n 's/^\#define FG_VERSION "\(.*\)"/\1/p' \
                    include/floodgate.h)
-FG_ABI        := 1
+FG_ABI        := 2
 FG_SONAME     := libfloodgate.so.$(FG_ABI)
 SO            := $(BUILD)/libfloodgate.so.$(FG_ABI).0.0
 PIC_OBJ       := $(LIB_SRC:%.c=$(BUILD)/pic/%.o)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # install.sh -- the installed copy: `make install DESTDIR=... PREFIX=/usr`
 # into a temp folder, then what a user of it sees. The files and links are
-# where they belong; libfloodgate.so.1 exports the fg_ API and nothing else
+# where they belong; libfloodgate.so.2 exports the fg_ API and nothing else
 # (nm -D: every function floodgate.h declares, no fg__); floodgate.h
 # compiles as C++; the installed examples/hello.c and hello_async.c build
 # with pkg-config against the shared library (ldd: the installed .so) and
@@ -42,15 +42,15 @@ else
 fi
 
 for f in usr/bin/floodgate usr/lib/libfloodgate.a \
-    usr/lib/libfloodgate.so.1.0.0 usr/include/floodgate.h \
+    usr/lib/libfloodgate.so.2.0.0 usr/include/floodgate.h \
     usr/lib/pkgconfig/floodgate.pc; do
     check "installed $f" test -f "$ROOT/$f" -a ! -L "$ROOT/$f"
 done
 check "bin/floodgate is executable" test -x "$ROOT/usr/bin/floodgate"
-check "libfloodgate.so.1 -> libfloodgate.so.1.0.0" \
-    test "$(readlink "$LIBDIR/libfloodgate.so.1")" = libfloodgate.so.1.0.0
-check "libfloodgate.so -> libfloodgate.so.1" \
-    test "$(readlink "$LIBDIR/libfloodgate.so")" = libfloodgate.so.1
+check "libfloodgate.so.2 -> libfloodgate.so.2.0.0" \
+    test "$(readlink "$LIBDIR/libfloodgate.so.2")" = libfloodgate.so.2.0.0
+check "libfloodgate.so -> libfloodgate.so.2" \
+    test "$(readlink "$LIBDIR/libfloodgate.so")" = libfloodgate.so.2
 for f in gatepass.ini nginx-auth-request.conf floodgate.service hello.c \
     hello_async.c; do
     check "installed share/doc/floodgate/$f" test -f "$DOC/$f"
@@ -76,9 +76,9 @@ fi
 
 # ---- the shared library's symbols -----------------------------------------
 
-SO=$LIBDIR/libfloodgate.so.1.0.0
-check "soname libfloodgate.so.1" \
-    sh -c "readelf -d '$SO' | grep -q 'Library soname: \[libfloodgate.so.1\]'"
+SO=$LIBDIR/libfloodgate.so.2.0.0
+check "soname libfloodgate.so.2" \
+    sh -c "readelf -d '$SO' | grep -q 'Library soname: \[libfloodgate.so.2\]'"
 nm -D --defined-only "$SO" | awk '{print $NF}' | sort -u >"$T/exported"
 grep -oE '\bfg_[a-z0-9_]+ *\(' "$ROOT/usr/include/floodgate.h" |
     tr -d ' (' | sort -u >"$T/declared"
@@ -92,7 +92,7 @@ check "every function of floodgate.h exported (missing: $(echo $missing))" \
     test -z "$missing" -a -s "$T/declared"
 check "only floodgate.h's functions exported (extra: $(echo $extra))" \
     test -z "$extra"
-echo "libfloodgate.so.1: $(wc -l <"$T/exported") symbols exported," \
+echo "libfloodgate.so.2: $(wc -l <"$T/exported") symbols exported," \
     "$(wc -l <"$T/declared") functions declared"
 
 # ---- the header as C++ ------------------------------------------------------
@@ -144,11 +144,11 @@ done
 # ldd: the shared builds load the installed .so (by its soname), the static
 # builds none.
 for p in hello_shared hello_async_shared; do
-    check "$p needs libfloodgate.so.1" \
-        sh -c "readelf -d '$T/$p' | grep -q 'Shared library: \[libfloodgate.so.1\]'"
-    check "$p loads $LIBDIR/libfloodgate.so.1" \
+    check "$p needs libfloodgate.so.2" \
+        sh -c "readelf -d '$T/$p' | grep -q 'Shared library: \[libfloodgate.so.2\]'"
+    check "$p loads $LIBDIR/libfloodgate.so.2" \
         sh -c "LD_LIBRARY_PATH='$LIBDIR' ldd '$T/$p' |
-               grep -q '^[[:space:]]*libfloodgate.so.1 => $LIBDIR/libfloodgate.so.1 '"
+               grep -q '^[[:space:]]*libfloodgate.so.2 => $LIBDIR/libfloodgate.so.2 '"
 done
 for p in hello_static hello_async_static; do
     check "$p links no libfloodgate.so" \

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "lab.h"
@@ -260,6 +261,42 @@ static int redis_up(fg__lab *lab, int k, char *err, size_t errlen)
         return -1;
     }
     redisSetTimeout(lab->info[k], tv);
+    return 0;
+}
+
+/* The lab's Redis before a burst: a node that died or does not answer
+ * (killed, stopped) is started again, and the servers that used it are
+ * healed first ('shaken'), rather than the burst measure the failure
+ * policy unannounced. */
+static int redis_check_up(fg__lab *lab, char *err, size_t errlen)
+{
+    for (int k = 0; k < lab->shards; k++) {
+        int dead = lab->redis[k] <= 0 ||
+                   waitpid(lab->redis[k], NULL, WNOHANG) == lab->redis[k];
+        if (dead) {
+            lab->redis[k] = 0;
+        } else {
+            redisReply *r =
+                lab->info[k] ? redisCommand(lab->info[k], "PING") : NULL;
+            dead = !r || r->type != REDIS_REPLY_STATUS;
+            if (r)
+                freeReplyObject(r);
+        }
+        if (!dead)
+            continue;
+        if (lab->info[k]) {
+            redisFree(lab->info[k]);
+            lab->info[k] = NULL;
+        }
+        if (lab->redis[k] > 0)
+            kill(lab->redis[k], SIGKILL);
+        fg__lab_stop_procs(&lab->redis[k], 1, 1000);
+        if (redis_up(lab, k, err, errlen) < 0)
+            return -1;
+        for (int s = 0; s < FG__LAB_NSTRATEGIES; s++)
+            if (lab->cl[s].running && fg__lab_uses_redis(s))
+                lab->cl[s].shaken = 1;
+    }
     return 0;
 }
 
@@ -611,17 +648,39 @@ static int cluster_wait(fg__lab *lab, int s, cluster *c, char *err,
     return 0;
 }
 
-/* Whether cluster 'c' of strategy 's' runs with what 'p' asks: the server
- * count, the balance, and its mode's interval or chunk. */
-static int matches(int s, const cluster *c, const fg__lab_params *p)
+/* 1 while every process of 'c' runs. One that died (killed, crashed) is
+ * reaped here, and the cluster is started again rather than measured with
+ * a server short. */
+static int alive(cluster *c)
 {
-    return c->running && c->servers == p->servers &&
+    pid_t *pid[FG__LAB_MAX_SERVERS + 1];
+    int n = 0;
+    for (int i = 0; i < c->servers; i++)
+        pid[n++] = &c->serve[i];
+    pid[n++] = &c->haproxy;
+    for (int i = 0; i < n; i++) {
+        if (*pid[i] <= 0) /* reaped by an earlier look */
+            return 0;
+        if (waitpid(*pid[i], NULL, WNOHANG) == *pid[i]) {
+            *pid[i] = 0;
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Whether cluster 'c' of strategy 's' runs with what 'p' asks: the server
+ * count, the balance, and its mode's interval or chunk, all of its
+ * processes alive. */
+static int matches(int s, cluster *c, const fg__lab_params *p)
+{
+    return c->running && alive(c) && c->servers == p->servers &&
            c->balance_random == p->balance_random &&
            (s != FG__LAB_SYNC || c->sync_ms == p->sync_ms) &&
            (s != FG__LAB_LEASE || c->chunk == p->chunk);
 }
 
-int fg__lab_warm(const fg__lab *lab, int s, const fg__lab_params *p)
+int fg__lab_warm(fg__lab *lab, int s, const fg__lab_params *p)
 {
     return s >= 0 && s < FG__LAB_NSTRATEGIES && matches(s, &lab->cl[s], p);
 }
@@ -771,9 +830,10 @@ static void read_cmdstats(fg__lab *lab, fg__lab_cmdstats *cs,
         per_node[k] = node_cmdstats(lab->info[k], cs);
 }
 
-/* Sort the answers of a burst: 2xx allowed, 429 and 503 refused, anything
- * else (or none) failed; and, when 'srv' is given, per server named by
- * X-Served-By ('unknown' counts answers without one). */
+/* Sort the answers of a burst: 2xx allowed, 429 and 503 refused when a
+ * server answered (X-Served-By: not HAProxy's own 503, with no server
+ * left), anything else (or none) failed; and, when 'srv' is given, per server
+ * named by X-Served-By ('unknown' counts answers without one). */
 static void count_answers(const fg__lab_answer *a, int n, int *allowed,
                           int *limited, int *failed, int *unknown,
                           fg__lab_server_count *srv)
@@ -782,9 +842,11 @@ static void count_answers(const fg__lab_answer *a, int n, int *allowed,
     if (unknown)
         *unknown = 0;
     for (int i = 0; i < n; i++) {
+        int refused =
+            (a[i].status == 429 || a[i].status == 503) && a[i].server >= 0;
         if (a[i].status >= 200 && a[i].status < 300)
             (*allowed)++;
-        else if (a[i].status == 429 || a[i].status == 503)
+        else if (refused)
             (*limited)++;
         else
             (*failed)++;
@@ -953,6 +1015,8 @@ int fg__lab_measure(fg__lab *lab, int s, const fg__lab_params *p,
     r->strategy = s;
     r->p = *p;
     if (fg__lab_ensure(lab, s, p, err, errlen) < 0)
+        return -1;
+    if (fg__lab_uses_redis(s) && redis_check_up(lab, err, errlen) < 0)
         return -1;
     proxies_set_rtt(lab, p->rtt_us);
     if (lab->cl[s].shaken && heal(lab, s, p, err, errlen) < 0)

@@ -255,7 +255,7 @@ int fg__lab_ensure(fg__lab *lab, int strategy, const fg__lab_params *p,
                    char *err, size_t errlen);
 /* 1 when the servers of 'strategy' already run with 'p's count and
  * balance. */
-int fg__lab_warm(const fg__lab *lab, int strategy, const fg__lab_params *p);
+int fg__lab_warm(fg__lab *lab, int strategy, const fg__lab_params *p);
 /* Stop the clusters whose server count or balance differ from 'p'. */
 void fg__lab_retire(fg__lab *lab, const fg__lab_params *p);
 /* Fire the burst through 'strategy' and fill 'r' (without redis_down). */

@@ -123,8 +123,8 @@ void fg__lab_print_json(FILE *f, const fg__lab_result *r)
                    "\"redis_executed\":null,");
     fprintf(f,
             "\"policy\":\"%s\","
-            "\"params\":{\"servers\":%d,\"burst\":%d,\"spread_ms\":%.3g,"
-            "\"rtt_ms\":%.3g,\"limit\":%llu,\"period_ms\":%llu,"
+            "\"params\":{\"servers\":%d,\"burst\":%d,\"spread_ms\":%g,"
+            "\"rtt_ms\":%g,\"limit\":%llu,\"period_ms\":%llu,"
             "\"balance\":\"%s\"},\"burst_ms\":%.1f,\"run_ms\":%.1f}\n",
             fg__lab_policy_text(r->strategy), r->p.servers, r->p.burst,
             r->p.spread_us / 1000.0, r->p.rtt_us / 1000.0,
@@ -415,11 +415,11 @@ void fg__lab_print_cards(FILE *f, const fg__lab_result *rs, int n, int color)
     if (st && !st->own)
         snprintf(rtt, sizeof rtt, "Redis round trip the store's own");
     else
-        snprintf(rtt, sizeof rtt, "Redis round trip +%.3g ms",
+        snprintf(rtt, sizeof rtt, "Redis round trip +%g ms",
                  p->rtt_us / 1000.0);
     fprintf(f,
             "%s%d servers behind HAProxy (%s), %s, limit %s per user.\nOne "
-            "user fires %d requests within %.3g ms.%s\n",
+            "user fires %d requests within %g ms.%s\n",
             color ? ansi[BOLD] : "", p->servers,
             p->balance_random ? "random" : "round robin", rtt, limit, p->burst,
             p->spread_us / 1000.0, color ? "\033[0m" : "");
@@ -571,7 +571,7 @@ int fg__lab_write_svg(const char *path, const char *param, const int *values,
         strcat(sub, part);
     }
     if (p0 && strcmp(param, "burst") != 0) {
-        snprintf(part, sizeof part, "%s%d requests within %.3g ms",
+        snprintf(part, sizeof part, "%s%d requests within %g ms",
                  sub[0] ? " · " : "", p0->burst, p0->spread_us / 1000.0);
         strcat(sub, part);
     }
@@ -584,7 +584,7 @@ int fg__lab_write_svg(const char *path, const char *param, const int *values,
                  sub[0] ? " · " : "", st->kind);
         strcat(sub, part);
     } else if (p0 && strcmp(param, "rtt") != 0) {
-        snprintf(part, sizeof part, "%s+%.3g ms per Redis round trip",
+        snprintf(part, sizeof part, "%s+%g ms per Redis round trip",
                  sub[0] ? " · " : "", p0->rtt_us / 1000.0);
         strcat(sub, part);
     }

@@ -1,5 +1,6 @@
 /* sim_main.c -- `floodgate lab --simulate`: its options, and one run per
  * strategy and server count. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,8 +93,9 @@ static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
     char *end;
     if (*s < '0' || *s > '9')
         return -1;
+    errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
-    if (*end != '\0' || v < lo || v > hi)
+    if (*end != '\0' || errno == ERANGE || v < lo || v > hi)
         return -1;
     *out = v;
     return 0;

@@ -80,13 +80,12 @@ void fg__sim_print_table(FILE *f, const fg__sim_params *p,
     char arrivals[160];
     if (p->arrival == FG__SIM_BURST)
         snprintf(arrivals, sizeof arrivals,
-                 "a burst of %llu requests within %.3g ms",
+                 "a burst of %llu requests within %g ms",
                  (unsigned long long)p->burst, p->spread_us / 1000.0);
     else
-        snprintf(arrivals, sizeof arrivals,
-                 "%s arrivals at %gx the limit for %.3g s",
-                 fg__sim_arrival_name(p->arrival), p->load,
-                 p->duration_us / 1e6);
+        snprintf(
+            arrivals, sizeof arrivals, "%s arrivals at %gx the limit for %g s",
+            fg__sim_arrival_name(p->arrival), p->load, p->duration_us / 1e6);
     fprintf(f,
             "simulated: one user, limit %llu/%llums %s; %s;\n"
             "  store round trip %.3g ms; balance %s; seed %llu\n",

@@ -396,6 +396,11 @@ static void on_request(struct evhttp_request *req, void *arg)
         struct evkeyvalq q;
         TAILQ_INIT(&q);
         const char *qs = evhttp_uri_get_query(uri);
+        /* A NUL byte would end a decoded value early ("5%009": 5). */
+        if (qs && strcasestr(qs, "%00")) {
+            reply_error(req, 400, "a parameter holds a NUL byte (%00)");
+            return;
+        }
         if (qs && evhttp_parse_query_str(qs, &q) < 0) {
             reply_error(req, 400, "bad query string");
             return;

@@ -167,9 +167,9 @@ function renderBound(r) {
   if (r.bound_of === 'over') {
     $('measured').textContent = `+${r.over}`;
     $('bound').textContent = `≤ ${r.bound}`;
-    $('bound-note').textContent = `overshoot: ${r.arrivals_in_window} requests reach the other ` +
-      `servers in ${r.over_window_ms} ms (2 × ${r.interval_ms} ms + round trip); ` +
-      `never more than ${r.over_cap}`;
+    $('bound-note').textContent = `overshoot: at most what the other servers admit in ` +
+      `${r.over_window_ms} ms (2 × (${r.interval_ms} ms + round trip)): ` +
+      `${r.arrivals_in_window} of these arrivals; never more than ${r.over_cap}`;
     tile.classList.add(r.over <= r.bound ? 'warn' : 'bad');
   } else if (r.bound_of === 'under') {
     $('measured').textContent = `+${r.over} · ${r.refused_under_limit} short`;

@@ -28,7 +28,8 @@ lab_record_ports
 # The limit's period is long (10 s) so that a token bucket refills less
 # than one request during a burst, even a slow one: allowed is then
 # comparable with the limit itself. A chunk of 2 makes lease's bound
-# (7 x 2 = 14) smaller than the limit, so that it can fail.
+# (7 x 2 + 2 - 1 = 15, the token bucket's chunk less one included)
+# smaller than the limit, so that it can fail.
 servers=8 limit=20 period=10s chunk=2 spread_ms=40 sync_ms=200
 start=$(date +%s)
 for mult in 2 4 10; do

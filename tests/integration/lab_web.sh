@@ -121,6 +121,22 @@ for q in servers=nan burst=1e1 burst=2.5 rtt=-0 sync=inf servers= 'burst=%2010';
             grep -q '"warm":true.* 200$' <<<"$again"
     fi
 done
+got=$(api "/api/run?strategy=local&burst=5%009")
+check "run?burst=5%009: 400, a NUL byte is not the end of a value ($got)" \
+    grep -qE '^\{"error":"a parameter holds a NUL byte.*"\} 400$' <<<"$got"
+# A server or Redis that died between runs is noticed: the servers are
+# started again, Redis too, rather than the run measure one server short
+# (HAProxy's own 503s counted as refusals) or the failure policy.
+for pid in $(pgrep -f "$work/.*local-api-1.ini"); do kill -9 "$pid"; done
+got=$(api "$run")
+check "a server killed between runs: the next starts them again ($got)" \
+    grep -q '"warm":false.*"failed":0.* 200$' <<<"$got"
+for pid in $(pgrep -x redis-server); do
+    readlink "/proc/$pid/cwd" 2>/dev/null | grep -qF "$work" && kill -9 "$pid"
+done
+got=$(api "/api/run?strategy=atomic&servers=1&burst=10&rtt=0")
+check "Redis killed between runs: started again, it runs the checks ($got)" \
+    grep -qE '"executed":[1-9][0-9]*.* 200$' <<<"$got"
 got=$(api "/api/run?strategy=local&servers=2&servers=3")
 check "run with servers twice: 400, not first-wins ($got)" \
     grep -qE '^\{"error":"servers given twice"\} 400$' <<<"$got"

@@ -39,20 +39,43 @@ static long long redis_calls(void)
     return n;
 }
 
-static fg_limiter *limiter(fg_store *st, const char *name, const char *rate,
-                           fg_algorithm a)
+/* A limiter of 'rate' named 'name' and this process, with 'timeout_ms'
+ * and 'on_failure'. */
+static fg_limiter *limiter_of(fg_store *st, const char *name, const char *rate,
+                              fg_algorithm a, uint32_t timeout_ms,
+                              fg_on_failure on_failure)
 {
     fg_limit l;
     char err[256];
     CHECK_EQ(fg_limit_parse(rate, &l), FG_OK);
     l.algorithm = a;
-    l.timeout_ms = 1000;
+    l.timeout_ms = timeout_ms;
+    l.on_failure = on_failure;
     snprintf(l.name, sizeof l.name, "%s-%d", name, (int)getpid());
     fg_limiter *lim = fg_limiter_new(st, &l, err, sizeof err);
     if (!lim)
         fprintf(stderr, "limiter %s: %s\n", rate, err);
     CHECK(lim != NULL);
     return lim;
+}
+
+static fg_limiter *limiter(fg_store *st, const char *name, const char *rate,
+                           fg_algorithm a)
+{
+    return limiter_of(st, name, rate, a, 1000, FG_FAIL_OPEN);
+}
+
+/* An asynchronous store on a new loop '*base'; NULL (checked) when it
+ * cannot be opened. */
+static fg_store *open_async(const char *url, struct event_base **base)
+{
+    char err[256];
+    *base = new_base();
+    fg_store *st = fg_store_open_async(url, *base, err, sizeof err);
+    if (!st)
+        fprintf(stderr, "%s: %s\n", url, err);
+    CHECK(st != NULL);
+    return st;
 }
 
 /* Units of 'l' left for 'key': a one-unit check given back. */
@@ -132,10 +155,8 @@ static void submit_set(struct event_base *base, fg_set_req *req,
 
 static void async(const char *url)
 {
-    char err[256];
-    struct event_base *base = new_base();
-    fg_store *st = fg_store_open_async(url, base, err, sizeof err);
-    CHECK(st != NULL);
+    struct event_base *base;
+    fg_store *st = open_async(url, &base);
     if (!st)
         return;
     fg_cache *cache = fg_cache_new(1024);
@@ -215,20 +236,13 @@ static void async(const char *url)
  * and waiting a whole timeout more. */
 static void hung_probe(const char *url)
 {
-    char err[256];
-    struct event_base *base = new_base();
-    fg_store *st = fg_store_open_async(url, base, err, sizeof err);
-    CHECK(st != NULL);
+    struct event_base *base;
+    fg_store *st = open_async(url, &base);
     if (!st)
         return;
     fg_cache *cache = fg_cache_new(1024);
-    fg_limit l;
-    CHECK_EQ(fg_limit_parse("1/300ms", &l), FG_OK);
-    l.algorithm = FG_FIXED_WINDOW;
-    l.timeout_ms = 200;
-    snprintf(l.name, sizeof l.name, "hb-%d", (int)getpid());
-    fg_limiter *b = fg_limiter_new(st, &l, err, sizeof err);
-    CHECK(b != NULL);
+    fg_limiter *b =
+        limiter_of(st, "hb", "1/300ms", FG_FIXED_WINDOW, 200, FG_FAIL_OPEN);
     if (!b)
         return;
     fg_limiter_set_cache(b, cache);
@@ -275,8 +289,8 @@ static void hung_probe(const char *url)
 static void two_probes(const char *url_a, const char *url_b, int port_b)
 {
     char err[256];
-    struct event_base *base = new_base();
-    fg_store *sa = fg_store_open_async(url_a, base, err, sizeof err);
+    struct event_base *base;
+    fg_store *sa = open_async(url_a, &base);
     fg_store *sb = fg_store_open_async(url_b, base, err, sizeof err);
     redisContext *b = redisConnect("127.0.0.1", port_b);
     CHECK(sa && sb && b && !b->err);
@@ -285,14 +299,9 @@ static void two_probes(const char *url_a, const char *url_b, int port_b)
     fg_cache *cache = fg_cache_new(1024);
     fg_limiter *l[2];
     for (int i = 0; i < 2; i++) {
-        fg_limit lim;
-        CHECK_EQ(fg_limit_parse("1/300ms", &lim), FG_OK);
-        lim.algorithm = FG_FIXED_WINDOW;
-        lim.timeout_ms = i ? 1000 : 200;
-        lim.on_failure = i ? FG_FAIL_CLOSED : FG_FAIL_OPEN;
-        snprintf(lim.name, sizeof lim.name, "tp%d-%d", i, (int)getpid());
-        l[i] = fg_limiter_new(i ? sb : sa, &lim, err, sizeof err);
-        CHECK(l[i] != NULL);
+        l[i] = limiter_of(i ? sb : sa, i ? "tp1" : "tp0", "1/300ms",
+                          FG_FIXED_WINDOW, i ? 1000 : 200,
+                          i ? FG_FAIL_CLOSED : FG_FAIL_OPEN);
         if (!l[i])
             return;
         fg_limiter_set_cache(l[i], cache);
@@ -343,10 +352,8 @@ static void two_probes(const char *url_a, const char *url_b, int port_b)
  * reason, as without a cache, not from a block. */
 static void cache_edges(const char *url)
 {
-    char err[256];
-    struct event_base *base = new_base();
-    fg_store *st = fg_store_open_async(url, base, err, sizeof err);
-    CHECK(st != NULL);
+    struct event_base *base;
+    fg_store *st = open_async(url, &base);
     if (!st)
         return;
     fg_cache *cache = fg_cache_new(64);

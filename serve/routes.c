@@ -237,14 +237,14 @@ static void account(fg__ctx *c)
         if (r->d[k].shadowed)
             log_shadow(c, k, now);
         int rc = r->rc[k];
-        /* Only the requests that waited for the store count in its node's
-         * calls and latency: not those a breaker, the cache, a sync view
-         * or a lease decided here. */
         int src = r->d[k].source;
         if (rc == FG_OK && c->w->store_failing &&
             (src == FG_SOURCE_STORE || src == FG_SOURCE_SYNC ||
              src == FG_SOURCE_LEASE))
             note_recovery(c, k);
+        /* Only the requests that waited for the store count in its node's
+         * calls and latency: not those a breaker, the cache, a sync view
+         * or a lease decided here. */
         if (rc == FG_EBREAKER || rc == FG_ECOST || rc == FG_EKEY ||
             src == FG_SOURCE_CACHE || src == FG_SOURCE_SYNC ||
             src == FG_SOURCE_LEASE)

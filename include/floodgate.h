@@ -557,9 +557,12 @@ int fg_check_set_async(fg_set_req *req, const fg_set_item *items, unsigned n,
  * on meanwhile, and leave the work due to it), and a take is a round trip
  * of the check that needs it; call fg_limiter_sync from a timer of your
  * own to keep the usage of keys no longer checked from waiting. Threads
- * share such a limiter as one server (exact in sync): its local state is
- * used under a lock, let go during each round trip, so that a thread's
- * wait for the store holds up no other thread's check. */
+ * share such a limiter as one server: a sync limiter decides one check at
+ * a time, its round trips included (so that it stays exact); a lease
+ * limiter lets its lock go during each round trip, so that a thread's
+ * take holds up only the checks of its key. For many threads each waiting
+ * on the store in sync, give each its own limiter and count it in the
+ * servers of fg_limit_bound, or use exact mode. */
 
 /* Count 'units' of 'key' in the store even beyond the limit: usage
  * admitted elsewhere (FG_MODE_SYNC's syncs; a cost known only after the

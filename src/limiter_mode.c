@@ -151,10 +151,13 @@ static int ask_blocking(fg_limiter *l, fg_local_ask *a, fg_decision *d,
 }
 
 /* Send the work due (or, with 'all', everything held); the first failure.
- * Called with the lock held, by one thread at a time ('syncing'), and
- * answers each ask as it comes. A check that finds another thread sending
- * leaves the work to it; fg_limiter_sync waits for that thread, then
- * sends everything. */
+ * Called with the lock held, by one thread at a time ('syncing'). It lets
+ * the lock go for each round trip, so that other threads' checks go on
+ * meanwhile (syncs and give-backs carry usage already decided: the views
+ * hold it until answered), and answers each ask as it comes. A check that
+ * finds another thread sending leaves the work to it; fg_limiter_sync
+ * waits for that thread, then sends everything. Thousands of keys due at
+ * once would otherwise hold every check for thousands of round trips. */
 static int run_due_blocking(fg_limiter *l, uint64_t now, int all)
 {
     struct fg__mode *m = l->mode;

@@ -1011,19 +1011,29 @@ static void refund_race(const char *url)
 
 /* A fixed window of 'rate' in mode 'mode' ("lease", "sync:50ms") on 'st',
  * under a name of its own. */
-static fg_limiter *mode_limiter(fg_store *st, const char *rate,
-                                const char *mode, const char *what)
+static fg_limiter *mode_limiter_of(fg_store *st, const char *rate,
+                                   fg_algorithm a, const char *mode,
+                                   uint32_t timeout_ms, fg_on_failure fail,
+                                   const char *what)
 {
     char err[256];
     fg_limit lim;
     fg_limit_parse(rate, &lim);
-    lim.algorithm = FG_FIXED_WINDOW;
-    lim.timeout_ms = 1000;
+    lim.algorithm = a;
+    lim.timeout_ms = timeout_ms;
+    lim.on_failure = fail;
     unique(lim.name, sizeof lim.name, what);
     CHECK_EQ(fg_mode_parse(mode, &lim, err, sizeof err), FG_OK);
     fg_limiter *l = fg_limiter_new(st, &lim, err, sizeof err);
     CHECK(l != NULL);
     return l;
+}
+
+static fg_limiter *mode_limiter(fg_store *st, const char *rate,
+                                const char *mode, const char *what)
+{
+    return mode_limiter_of(st, rate, FG_FIXED_WINDOW, mode, 1000, FG_FAIL_OPEN,
+                           what);
 }
 
 /* A lease on the async client at its end: fg_limiter_sync queues the
@@ -1329,21 +1339,13 @@ static int proxy_say(int ctl, const char *cmd)
  * rather than each send a take of its own and wait its timeout in turn. */
 static void lease_blackhole(const char *url, int ctl)
 {
-    char err[256], name[64];
+    char err[256];
     fg_store *st = fg_store_open(url, err, sizeof err);
     CHECK(st != NULL);
     if (!st)
         return;
-    fg_limit lim;
-    fg_limit_parse("100/h", &lim);
-    lim.algorithm = FG_FIXED_WINDOW;
-    lim.timeout_ms = 200;
-    lim.on_failure = FG_FAIL_CLOSED;
-    unique(name, sizeof name, "mtb");
-    snprintf(lim.name, sizeof lim.name, "%s", name);
-    CHECK_EQ(fg_mode_parse("lease", &lim, err, sizeof err), FG_OK);
-    fg_limiter *l = fg_limiter_new(st, &lim, err, sizeof err);
-    CHECK(l != NULL);
+    fg_limiter *l = mode_limiter_of(st, "100/h", FG_FIXED_WINDOW, "lease", 200,
+                                    FG_FAIL_CLOSED, "mtb");
     if (l && proxy_say(ctl, "blackhole on\n")) {
         uint64_t worst;
         int allowed = mt_round(l, "bh", 1, &worst);
@@ -1371,23 +1373,15 @@ static void mode_threads(const char *url, int rtt_ms)
 {
     static const char *modes[] = {"sync:200ms", "lease"};
     static const fg_algorithm algos[] = {FG_FIXED_WINDOW, FG_TOKEN_BUCKET};
-    char err[256], name[64];
+    char err[256];
     fg_store *st = fg_store_open(url, err, sizeof err);
     CHECK(st != NULL);
     if (!st)
         return;
     for (int mi = 0; mi < 2; mi++) {
         for (int ai = 0; ai < 2; ai++) {
-            fg_limit lim;
-            fg_limit_parse("100/h", &lim);
-            lim.algorithm = algos[ai];
-            lim.timeout_ms = 1000;
-            lim.on_failure = FG_FAIL_CLOSED;
-            unique(name, sizeof name, "mt");
-            snprintf(lim.name, sizeof lim.name, "%s", name);
-            CHECK_EQ(fg_mode_parse(modes[mi], &lim, err, sizeof err), FG_OK);
-            fg_limiter *l = fg_limiter_new(st, &lim, err, sizeof err);
-            CHECK(l != NULL);
+            fg_limiter *l = mode_limiter_of(st, "100/h", algos[ai], modes[mi],
+                                            1000, FG_FAIL_CLOSED, "mt");
             if (!l)
                 continue;
             uint64_t worst_one, worst;
@@ -1418,15 +1412,8 @@ static void mode_threads(const char *url, int rtt_ms)
      * were it let go, the view would have to hold the check's units, as
      * test_local checks of the local state itself.) */
     for (int ai = 0; ai < 2; ai++) {
-        fg_limit lim;
-        fg_limit_parse("10/h", &lim);
-        lim.algorithm = algos[ai];
-        lim.timeout_ms = 1000;
-        unique(name, sizeof name, "mts");
-        snprintf(lim.name, sizeof lim.name, "%s", name);
-        CHECK_EQ(fg_mode_parse("sync:200ms", &lim, err, sizeof err), FG_OK);
-        fg_limiter *l = fg_limiter_new(st, &lim, err, sizeof err);
-        CHECK(l != NULL);
+        fg_limiter *l = mode_limiter_of(st, "10/h", algos[ai], "sync:200ms",
+                                        1000, FG_FAIL_CLOSED, "mts");
         if (!l)
             continue;
         fg_decision d;

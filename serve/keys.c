@@ -80,6 +80,17 @@ int fg__keysrc_parse(const char *s, fg__keysrc *out, char *err, size_t errlen)
     return 0;
 }
 
+/* Clear all but the first 'bits' bits of the 'len' bytes at 'a'. */
+static void keep_bits(uint8_t *a, unsigned len, unsigned bits)
+{
+    for (unsigned i = 0; i < len; i++) {
+        unsigned keep = bits >= 8 * (i + 1) ? 8
+                        : bits > 8 * i      ? bits - 8 * i
+                                            : 0;
+        a[i] &= (uint8_t)(0xff00u >> keep);
+    }
+}
+
 int fg__cidr_parse(const char *s, fg__cidr *out, char *err, size_t errlen)
 {
     char buf[INET6_ADDRSTRLEN + 8];
@@ -118,12 +129,7 @@ int fg__cidr_parse(const char *s, fg__cidr *out, char *err, size_t errlen)
     unsigned len = out->family == AF_INET ? 4 : 16;
     uint8_t net[16];
     memcpy(net, out->addr, len);
-    for (unsigned i = 0; i < len; i++) {
-        unsigned keep = out->bits >= 8 * (i + 1) ? 8
-                        : out->bits > 8 * i      ? out->bits - 8 * i
-                                                 : 0;
-        net[i] &= (uint8_t)(0xff00u >> keep);
-    }
+    keep_bits(net, len, out->bits);
     if (memcmp(net, out->addr, len) != 0) {
         char text[INET6_ADDRSTRLEN];
         inet_ntop(out->family, net, text, sizeof(text));
@@ -227,15 +233,11 @@ static int canon_v6(const char *host, char *out, size_t outlen)
 
 int fg__ip_block(char *ip, size_t outlen, unsigned bits)
 {
-    unsigned char a[16];
+    uint8_t a[16];
     if (!bits || bits >= 128 || !strchr(ip, ':') ||
         inet_pton(AF_INET6, ip, a) != 1)
         return 0;
-    for (unsigned i = 0; i < 16; i++) {
-        unsigned keep = bits > 8 * i ? bits - 8 * i : 0;
-        if (keep < 8)
-            a[i] &= (unsigned char)(0xff00u >> keep);
-    }
+    keep_bits(a, 16, bits);
     char text[INET6_ADDRSTRLEN];
     if (!inet_ntop(AF_INET6, a, text, sizeof(text)))
         return -1;

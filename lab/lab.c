@@ -1055,6 +1055,8 @@ int fg__lab_measure(fg__lab *lab, int s, const fg__lab_params *p,
                 r->store.executed[k] = ran1[k] - ran0[k];
         count_answers(a, p->burst, &r->allowed, &r->limited, &r->failed,
                       &r->unknown, r->srv);
+        for (int i = 0; i < p->burst; i++)
+            r->fallback += a[i].fallback;
         /* The user was entitled to min(burst, limit) requests: what fell
          * short of it was refused while the user was under the limit. */
         long long due =

@@ -107,6 +107,7 @@ typedef struct fg__lab_result {
     int limited;              /* 429 (and 503) answers */
     int failed;               /* no answer, or another status */
     int unknown;              /* answers without a known X-Served-By */
+    int fallback;             /* decided by on_failure, not the store */
     int refused_under_limit;  /* refusals while the user was under the limit */
     double calls_per_request; /* commands sent to Redis / request */
     double executed_per_request;    /* commands Redis ran (commandstats) */
@@ -216,6 +217,7 @@ typedef struct fg__lab_answer {
     int status;    /* HTTP status, 0 when none */
     int server;    /* index from X-Served-By "api-N" (N-1), or -1 */
     int64_t at_us; /* answer time from the first send */
+    int fallback;  /* decided by on_failure: the store did not answer */
 } fg__lab_answer;
 
 /* Fire 'burst' POST /bookings for 'user' at 127.0.0.1:'port', evenly within

@@ -106,8 +106,9 @@ void fg__lab_print_json(FILE *f, const fg__lab_result *r)
         fprintf(f, "\"settle_ms\":%.1f,", r->settle_us / 1000.0);
     fprintf(f,
             "\"limited\":%d,\"failed\":%d,\"unattributed\":%d,"
-            "\"refused_under_limit\":%d,",
-            r->limited, r->failed, r->unknown, r->refused_under_limit);
+            "\"refused_under_limit\":%d,\"by_on_failure\":%d,",
+            r->limited, r->failed, r->unknown, r->refused_under_limit,
+            r->fallback);
     if (counted(r))
         fprintf(f,
                 "\"redis_round_trips_per_request\":%.2f,"
@@ -177,6 +178,10 @@ static int verdict(const fg__lab_result *r, char *a, char *b, size_t len)
         snprintf(a, len, "+%d over", over);
         if (bd->kind == 1 && (uint64_t)over <= bd->bound) {
             snprintf(b, len, "within its bound");
+            return YELLOW;
+        }
+        if (r->fallback > 0) {
+            snprintf(b, len, "%d by on_failure", r->fallback);
             return YELLOW;
         }
         snprintf(b, len, bd->kind ? "BEYOND its bound" : "limit not enforced");
@@ -266,6 +271,20 @@ static void print_table(FILE *f, const fg__lab_result *rs, int n, int color)
         cell(f, color, BOLD, t);
     }
     fprintf(f, "\n");
+    int late = 0;
+    for (int i = 0; i < n; i++)
+        late |= rs[i].fallback > 0;
+    if (late) {
+        /* The store did not answer within the timeout: these answers are
+         * the failure policy's, not the store's. */
+        label(f, "by on_failure");
+        for (int i = 0; i < n; i++) {
+            snprintf(t, sizeof t, "%d (Redis late)", rs[i].fallback);
+            cell(f, color, rs[i].fallback ? YELLOW : DIM,
+                 rs[i].fallback ? t : "-");
+        }
+        fprintf(f, "\n");
+    }
     int tint[FG__LAB_NSTRATEGIES];
     char second[FG__LAB_NSTRATEGIES][96];
     label(f, "versus limit");

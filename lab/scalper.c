@@ -45,6 +45,22 @@ static int server_index(const char *id)
     return (int)n - 1;
 }
 
+/* Whether the JSON answer says the failure policy decided ("source" local,
+ * fail_open or fail_closed): the store did not answer in time. */
+static int by_fallback(struct evhttp_request *req)
+{
+    struct evbuffer *b = evhttp_request_get_input_buffer(req);
+    size_t n = evbuffer_get_length(b);
+    const char *body = (const char *)evbuffer_pullup(b, -1);
+    static const char *const fb[] = {"\"source\":\"local\"",
+                                     "\"source\":\"fail_open\"",
+                                     "\"source\":\"fail_closed\""};
+    for (int k = 0; body && k < 3; k++)
+        if (memmem(body, n, fb[k], strlen(fb[k])))
+            return 1;
+    return 0;
+}
+
 static void on_answer(struct evhttp_request *req, void *arg)
 {
     shot *s = arg;
@@ -55,6 +71,7 @@ static void on_answer(struct evhttp_request *req, void *arg)
         a->status = evhttp_request_get_response_code(req);
         a->server = server_index(evhttp_find_header(
             evhttp_request_get_input_headers(req), "X-Served-By"));
+        a->fallback = by_fallback(req);
     }
     v->last_us = fg__lab_now_us();
     if (--v->pending == 0)
@@ -109,7 +126,7 @@ int fg__lab_fire(int port, const char *user, int burst, int64_t spread_us,
     v.out = out;
     v.burst = burst;
     for (int i = 0; i < burst; i++)
-        out[i] = (fg__lab_answer){0, -1, 0};
+        out[i] = (fg__lab_answer){0, -1, 0, 0};
     struct event *check = NULL;
     struct event_config *cfg = event_config_new();
     if (cfg) {

@@ -117,6 +117,11 @@ function render(r) {
     $('versus').textContent = `+${r.over} over`;
     $('versus-note').textContent = 'over the limit, within its stated bound';
     tile.classList.add('warn');
+  } else if (r.over > 0 && r.by_on_failure > 0) {
+    $('versus').textContent = `+${r.over} over`;
+    $('versus-note').textContent = `${r.by_on_failure} decided by on_failure: ` +
+      'Redis did not answer in time';
+    tile.classList.add('warn');
   } else if (r.over > 0) {
     $('versus').textContent = `+${r.over} over`;
     $('versus-note').textContent = 'limit not enforced';
@@ -177,6 +182,12 @@ function renderBound(r) {
     $('bound-note').textContent = `over, and refused under the limit: the other servers ` +
       `may hold ${r.under_cap} units unspent (chunks of at most ${r.chunk})`;
     tile.classList.add(r.over === 0 && r.refused_under_limit <= r.bound ? 'good' : 'bad');
+  } else if (r.strategy === 'atomic' && r.by_on_failure > 0) {
+    $('measured').textContent = `+${r.over}`;
+    $('bound').textContent = 'exact';
+    $('bound-note').textContent = `exact when Redis decides; Redis did not answer ` +
+      `in time for ${r.by_on_failure}, decided by on_failure (limit / N)`;
+    tile.classList.add('warn');
   } else if (r.strategy === 'atomic') {
     $('measured').textContent = `+${r.over}`;
     $('bound').textContent = 'exact';

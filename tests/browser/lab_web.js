@@ -49,7 +49,19 @@ async function readTotals(page) {
     syncShown: !document.getElementById('sync-control').hidden,
     cards: document.querySelectorAll('#cards .card').length,
     status: document.getElementById('status-text').textContent,
+    boundNote: document.getElementById('bound-note').textContent,
   }));
+}
+
+// Atomic's total: the limit exactly, or, where the page says that some
+// answers were on_failure's (Redis late), over only by those.
+function atomicExact(t, what) {
+  const late = /did not answer in time for (\d+)/.exec(t.boundNote);
+  const n = late ? Number(late[1]) : 0;
+  if (n > 0) console.log(`${what}: ${n} decided by on_failure (Redis late)`);
+  check(t.strategy === 'atomic' && (t.allowed === t.limit ||
+        (n > 0 && t.allowed <= t.limit + n)), what,
+        n ? `${t.allowed}, ${n} by on_failure` : t.allowed);
 }
 
 // Move a slider with the keyboard to 'value', as a person using arrows.
@@ -131,19 +143,22 @@ async function slide(page, id, value) {
     check(['queued', 'running'].includes(during.state) && during.busy === '1',
           'the page shows that a run is coming', JSON.stringify(during));
     t = await nextRun(page, n, 15000);
-    check(t.strategy === 'atomic' && t.allowed === t.limit, 'atomic allows exactly the limit', t.allowed);
+    // Exact while Redis decides. On a loaded machine a reply may miss the
+    // lab's 250 ms timeout: on_failure (limit / N) decides that request,
+    // and the page must say so.
+    atomicExact(t, 'atomic allows exactly the limit');
     n = await runs(page);
     await slide(page, 'rtt', 2);
     const t0 = Date.now();
     t = await nextRun(page, n, 15000);
     const took = await page.evaluate(() => document.getElementById('status-text').textContent);
     check(/processes reused/.test(took), 'a re-run reuses the processes', took);
-    check(t.allowed === t.limit, 'atomic still exact at 2 ms', t.allowed);
+    atomicExact(t, 'atomic still exact at 2 ms');
     console.log(`warm re-run seen by the page: ${Date.now() - t0} ms after the slider (300 ms debounce included)`);
 
     check(!t.syncShown, 'the sync interval slider is hidden on the atomic tab');
-    check(t.bound === 'exact' && t.measured === '+0', 'atomic: the bound tile says exact, +0 measured',
-          `${t.measured} / ${t.bound}`);
+    check(t.bound === 'exact' && (t.measured === '+0' || /did not answer in time/.test(t.boundNote)),
+          'atomic: the bound tile says exact, +0 measured (or why not)', `${t.measured} / ${t.bound}`);
 
     // Local + sync: its slider appears; the bound is stated beside the
     // measured overshoot, and the overshoot is within it.

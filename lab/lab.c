@@ -1055,8 +1055,17 @@ int fg__lab_measure(fg__lab *lab, int s, const fg__lab_params *p,
                 r->store.executed[k] = ran1[k] - ran0[k];
         count_answers(a, p->burst, &r->allowed, &r->limited, &r->failed,
                       &r->unknown, r->srv);
-        for (int i = 0; i < p->burst; i++)
+        int64_t last_ok = 0;
+        for (int i = 0; i < p->burst; i++) {
             r->fallback += a[i].fallback;
+            if (a[i].status >= 200 && a[i].status < 300 && a[i].at_us > last_ok)
+                last_ok = a[i].at_us;
+        }
+        /* Every allowed decision lies between the first send and its
+         * answer: the bucket, full at the first, refilled at most this
+         * much by the last. */
+        r->refilled =
+            (int)((uint64_t)last_ok * p->limit / (p->period_ms * 1000));
         /* The user was entitled to min(burst, limit) requests: what fell
          * short of it was refused while the user was under the limit. */
         long long due =

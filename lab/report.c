@@ -24,7 +24,7 @@ static const char *const svg_color[FG__LAB_NSTRATEGIES] = {
 
 static int over_of(const fg__lab_result *r)
 {
-    long long o = (long long)r->allowed - (long long)r->p.limit;
+    long long o = (long long)r->allowed - (long long)r->p.limit - r->refilled;
     return o > 0 ? (int)o : 0;
 }
 
@@ -66,8 +66,9 @@ void fg__lab_print_json(FILE *f, const fg__lab_result *r)
     for (int i = 0; i < r->p.servers; i++)
         fprintf(f, "%s{\"id\":\"api-%d\",\"ok\":%d,\"limited\":%d}",
                 i ? "," : "", i + 1, r->srv[i].ok, r->srv[i].limited);
-    fprintf(f, "],\"allowed\":%d,\"limit\":%llu,\"over\":%d,", r->allowed,
-            (unsigned long long)r->p.limit, over_of(r));
+    fprintf(f, "],\"allowed\":%d,\"limit\":%llu,\"refilled\":%d,\"over\":%d,",
+            r->allowed, (unsigned long long)r->p.limit, r->refilled,
+            over_of(r));
     print_json_store(f, r);
     if (counted(r))
         fprintf(f, "\"redis_calls_per_request\":%.2f,", r->calls_per_request);
@@ -271,9 +272,20 @@ static void print_table(FILE *f, const fg__lab_result *rs, int n, int color)
         cell(f, color, BOLD, t);
     }
     fprintf(f, "\n");
-    int late = 0;
-    for (int i = 0; i < n; i++)
+    int refill = 0, late = 0;
+    for (int i = 0; i < n; i++) {
+        refill |= rs[i].refilled > 0;
         late |= rs[i].fallback > 0;
+    }
+    if (refill) {
+        /* A burst that took longer than a unit's refill: the limit grew. */
+        label(f, "refilled");
+        for (int i = 0; i < n; i++) {
+            snprintf(t, sizeof t, "+%d during burst", rs[i].refilled);
+            cell(f, color, DIM, rs[i].refilled ? t : "-");
+        }
+        fprintf(f, "\n");
+    }
     if (late) {
         /* The store did not answer within the timeout: these answers are
          * the failure policy's, not the store's. */
@@ -448,9 +460,11 @@ void fg__lab_print_cards(FILE *f, const fg__lab_result *rs, int n, int color)
     int per = n > 4 ? GROUP : n;
     for (int i = 0; i < n; i += per)
         print_table(f, rs + i, n - i < per ? n - i : per, color);
-    int approximate = 0;
-    for (int i = 0; i < n; i++)
+    int approximate = 0, refill = 0;
+    for (int i = 0; i < n; i++) {
         approximate |= rs[i].bound.kind != 0;
+        refill |= rs[i].refilled > 0;
+    }
     fprintf(f,
             "%s  Per request of the burst. Sent to Redis: commands the "
             "servers sent, counted\n  by the delay proxy. Round trips: "
@@ -469,6 +483,12 @@ void fg__lab_print_cards(FILE *f, const fg__lab_result *rs, int n, int color)
                   "a new user"
                 : "Redis stopped, the same burst fired again with a new user",
             color ? "\033[0m" : "");
+    if (refill)
+        fprintf(f,
+                "%s  Refilled: what the limit gave back while the burst was "
+                "decided (limit x time\n  to the last allowed answer / "
+                "period); \"over\" is beyond the limit and that.%s\n",
+                color ? ansi[DIM] : "", color ? "\033[0m" : "");
     if (approximate)
         fprintf(f,
                 "%s  Stated bound: sync, over <= min(arrivals at the other "

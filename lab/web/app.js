@@ -107,6 +107,8 @@ function render(r) {
   });
   $('allowed').textContent = r.allowed;
   $('limit').textContent = r.limit;
+  $('allowed-note').textContent = r.refilled > 0
+    ? `+${r.refilled} refilled while the burst was decided` : '';
   const scale = Math.max(r.params.burst, r.limit, 1);
   $('allowed-bar').style.width = (100 * r.allowed / scale) + '%';
   $('limit-mark').style.left = (100 * r.limit / scale) + '%';

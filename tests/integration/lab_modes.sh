@@ -78,14 +78,17 @@ for (const r of rs) {
       `${r.strategy} ${c}: ${N} servers answered every request, cards add up (${sum} = ${r.allowed})`);
   let bound = '-';
   if (r.strategy === 'atomic') {
-    out(r.allowed === limit, `atomic ${c}: exact (${r.allowed} allowed, limit ${limit})`);
+    // Exact: the limit, and what it refilled while the burst was decided.
+    out(r.allowed >= limit && r.allowed <= limit + r.refilled,
+        `atomic ${c}: exact (${r.allowed} allowed, limit ${limit}, +${r.refilled} refilled)`);
   } else if (r.strategy === 'lease') {
     // The others' chunks, and the chunk less one that a server waits to
     // take from the lab's token bucket.
     bound = Math.min((N - 1) * chunk + chunk - 1, limit);
     out(r.bound === bound && r.bound_of === 'under' && r.chunk === chunk,
         `lease ${c}: the stated bound is ${bound} (${r.bound} ${r.bound_of}, chunk ${r.chunk})`);
-    out(r.allowed <= limit && r.over === 0, `lease ${c}: never over the limit (${r.allowed} allowed)`);
+    out(r.allowed <= limit + r.refilled && r.over === 0,
+        `lease ${c}: never over the limit (${r.allowed} allowed, +${r.refilled} refilled)`);
     out(r.refused_under_limit <= bound,
         `lease ${c}: under the limit by ${r.refused_under_limit}, within its bound ${bound}`);
     out(r.settle_ms >= 1000, `lease ${c}: counted Redis commands until its leases ended (${r.settle_ms} ms)`);
@@ -96,7 +99,7 @@ for (const r of rs) {
     out(r.bound === bound && r.bound_of === 'over' && r.interval_ms === syncMs &&
         r.over_window_ms === w,
         `sync ${c}: the stated bound is ${bound} (${r.bound} ${r.bound_of}, window ${r.over_window_ms} ms)`);
-    out(r.over === Math.max(0, r.allowed - limit) && r.over <= bound,
+    out(r.over === Math.max(0, r.allowed - limit - r.refilled) && r.over <= bound,
         `sync ${c}: over by ${r.over}, within its stated bound ${bound}`);
     // Each server used the key: its usage must reach Redis, at its next
     // tick, after the burst as a rule, and the figure must count it.

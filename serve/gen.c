@@ -222,6 +222,21 @@ static void bad_url(const fg__server *srv, const fg__serve_config *c,
         snprintf(err, errlen, "%s: [store] url: %s", where, why);
 }
 
+void fg__gen_name_metrics(fg__gen *g, const fg__gen *old)
+{
+    const fg__serve_config *c = &g->cfg;
+    for (unsigned i = 0; i < c->nlimits; i++) {
+        const char *name = c->limits[i].lim.name;
+        g->slot[i] = fg__metric_slot(name);
+        /* Said once, not again at each reload that keeps the limit. */
+        if (g->slot[i] < 0 && !has_limit(old, name))
+            fg__log("metrics_full",
+                    "level=warning limit=%s cap=%d warning=\"no metrics for "
+                    "this limit: %d limit names have had them since start\"",
+                    name, FG_METRIC_SLOTS, FG_METRIC_SLOTS);
+    }
+}
+
 fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
 {
     fg__gen *g = calloc(1, sizeof(*g));
@@ -296,16 +311,6 @@ fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
             bad_url(srv, c, own ? as_written : why, err, errlen);
             goto fail;
         }
-    }
-    for (unsigned i = 0; i < c->nlimits; i++) {
-        const char *name = c->limits[i].lim.name;
-        g->slot[i] = fg__metric_slot(name);
-        /* Said once, not again at each reload that keeps the limit. */
-        if (g->slot[i] < 0 && !has_limit(srv->gen, name))
-            fg__log("metrics_full",
-                    "level=warning limit=%s cap=%d warning=\"no metrics for "
-                    "this limit: %d limit names have had them since start\"",
-                    name, FG_METRIC_SLOTS, FG_METRIC_SLOTS);
     }
     const char *where = srv->config_path ? srv->config_path : "config";
     if (g->is_memory) {

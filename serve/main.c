@@ -195,6 +195,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
                               "restart\"");
         strcpy(g->cfg.listen, old->listen);
         g->cfg.workers = old->workers;
+        fg__gen_name_metrics(g, srv->gen);
         fg__workers_adopt(srv, g);
         fg__gen_unref(srv->gen);
         srv->gen = g;
@@ -393,6 +394,7 @@ int fg_cmd_serve(int argc, char **argv)
         fprintf(stderr, "floodgate serve: %s\n", err);
         goto out;
     }
+    fg__gen_name_metrics(srv.gen, NULL);
     const fg__serve_config *c = &srv.gen->cfg;
     srv.nworkers = c->workers;
     srv.w = calloc(srv.nworkers, sizeof(*srv.w));

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "log.h"
 #include "metrics.h"
 
 static pthread_mutex_t slot_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -37,15 +38,35 @@ int fg__metric_slot(const char *name)
 
 int fg__metric_node_slot(const char *name)
 {
-    /* A label value: a quote, backslash or line break (a socket path may
-     * hold one) would end it early. */
-    char safe[sizeof node_name[0]];
-    snprintf(safe, sizeof safe, "%s", name);
-    for (char *p = safe; *p; p++)
-        if (*p == '"' || *p == '\\' || *p == '\n')
-            *p = '_';
-    return slot_of(&node_name[0][0], sizeof node_name[0], &node_used,
-                   FG_NODE_SLOTS, safe);
+    static int said;
+    int s = slot_of(&node_name[0][0], sizeof node_name[0], &node_used,
+                    FG_NODE_SLOTS, name);
+    if (s < 0 && !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED)) {
+        char v[2 * sizeof node_name[0] + 8];
+        fg__log("metrics_full",
+                "level=warning node=%s cap=%d warning=\"no metrics for this "
+                "store node, nor for any later one: %d node names have had "
+                "them since start\"",
+                fg__log_value(name, v, sizeof v), FG_NODE_SLOTS, FG_NODE_SLOTS);
+    }
+    return s;
+}
+
+/* 'in' as a label value's inside: a backslash, double quote and line
+ * break escaped (a socket path may hold any of them). */
+static const char *label_value(const char *in, char *out, size_t len)
+{
+    size_t o = 0;
+    for (; *in && o + 3 < len; in++) {
+        if (*in == '\\' || *in == '"' || *in == '\n') {
+            out[o++] = '\\';
+            out[o++] = *in == '\n' ? 'n' : *in;
+        } else {
+            out[o++] = *in;
+        }
+    }
+    out[o] = '\0';
+    return out;
 }
 
 /* Upper bounds in microseconds; the last bucket is +Inf. */
@@ -64,7 +85,6 @@ static int lat_bucket(uint64_t us)
 void fg__metrics_latency(fg__metrics *m, uint64_t us)
 {
     FG_INC(m->lat_bucket[lat_bucket(us)]);
-    FG_INC(m->lat_count);
     FG_ADD(m->lat_sum_us, us);
 }
 
@@ -72,7 +92,6 @@ void fg__metrics_node_latency(fg__metrics *m, int node, uint64_t us)
 {
     fg__node_metrics *nm = &m->node[node];
     FG_INC(nm->lat_bucket[lat_bucket(us)]);
-    FG_INC(nm->lat_count);
     FG_ADD(nm->lat_sum_us, us);
 }
 
@@ -118,9 +137,10 @@ void fg__metrics_http(fg__metrics *m, int status)
 }
 
 /* A histogram of buckets 'b' (not cumulative), labelled 'label' (empty, or
- * name="value" and a comma). */
+ * name="value" and a comma). Its count is the buckets' sum, so that +Inf
+ * and _count agree in every scrape. */
 static void print_histogram(FILE *out, const char *metric, const char *label,
-                            const uint64_t *b, uint64_t count, uint64_t sum_us)
+                            const uint64_t *b, uint64_t sum_us)
 {
     uint64_t cum = 0;
     for (int k = 0; k < FG_LAT_BUCKETS; k++) {
@@ -136,12 +156,12 @@ static void print_histogram(FILE *out, const char *metric, const char *label,
                     label, cum);
     }
     size_t ll = strlen(label);
-    char plain[320] = "";
+    char plain[700] = "";
     if (ll) /* the label without its comma, in braces */
         snprintf(plain, sizeof plain, "{%.*s}", (int)ll - 1, label);
     fprintf(out, "%s_sum%s %" PRIu64 ".%06" PRIu64 "\n%s_count%s %" PRIu64 "\n",
             metric, plain, sum_us / 1000000, sum_us % 1000000, metric, plain,
-            count);
+            cum);
 }
 
 static const char *http_code[FG_HTTP_N] = {"200", "204", "400",  "403",
@@ -233,19 +253,18 @@ void fg__metrics_render(FILE *out, fg__metrics *const *w, unsigned n,
     fprintf(out, "# HELP floodgate_store_latency_seconds Time a request waited "
                  "for the store: its limits' round trips, in turn.\n"
                  "# TYPE floodgate_store_latency_seconds histogram\n");
-    uint64_t b[FG_LAT_BUCKETS] = {0}, count = 0, sum_us = 0;
+    uint64_t b[FG_LAT_BUCKETS] = {0}, sum_us = 0;
     for (unsigned i = 0; i < n; i++) {
         for (int k = 0; k < FG_LAT_BUCKETS; k++)
             b[k] += FG_GET(w[i]->lat_bucket[k]);
-        count += FG_GET(w[i]->lat_count);
         sum_us += FG_GET(w[i]->lat_sum_us);
     }
-    print_histogram(out, "floodgate_store_latency_seconds", "", b, count,
-                    sum_us);
+    print_histogram(out, "floodgate_store_latency_seconds", "", b, sum_us);
 
     pthread_mutex_lock(&slot_mu);
     int nodes = node_used;
     pthread_mutex_unlock(&slot_mu);
+    char esc[2 * sizeof node_name[0]];
     static const struct {
         const char *metric, *help;
     } per_node[] = {
@@ -263,25 +282,25 @@ void fg__metrics_render(FILE *out, fg__metrics *const *w, unsigned n,
                 v += k ? FG_GET(w[i]->node[s].errors)
                        : FG_GET(w[i]->node[s].calls);
             fprintf(out, "%s{node=\"%s\"} %" PRIu64 "\n", per_node[k].metric,
-                    node_name[s], v);
+                    label_value(node_name[s], esc, sizeof esc), v);
         }
     }
     fprintf(out, "# HELP floodgate_store_node_latency_seconds Time a request "
                  "waited for the store, by server of its limits.\n"
                  "# TYPE floodgate_store_node_latency_seconds histogram\n");
     for (int s = 0; s < nodes; s++) {
-        uint64_t nb[FG_LAT_BUCKETS] = {0}, ncount = 0, nsum = 0;
+        uint64_t nb[FG_LAT_BUCKETS] = {0}, nsum = 0;
         for (unsigned i = 0; i < n; i++) {
             const fg__node_metrics *nm = &w[i]->node[s];
             for (int k = 0; k < FG_LAT_BUCKETS; k++)
                 nb[k] += FG_GET(nm->lat_bucket[k]);
-            ncount += FG_GET(nm->lat_count);
             nsum += FG_GET(nm->lat_sum_us);
         }
-        char label[320];
-        snprintf(label, sizeof label, "node=\"%.300s\",", node_name[s]);
+        char label[sizeof esc + 16];
+        snprintf(label, sizeof label, "node=\"%s\",",
+                 label_value(node_name[s], esc, sizeof esc));
         print_histogram(out, "floodgate_store_node_latency_seconds", label, nb,
-                        ncount, nsum);
+                        nsum);
     }
 
     fprintf(out, "# HELP floodgate_http_responses_total Responses by status."
@@ -320,8 +339,9 @@ void fg__metrics_render(FILE *out, fg__metrics *const *w, unsigned n,
             "# TYPE floodgate_reloads_total counter\n"
             "floodgate_reloads_total{result=\"ok\"} %" PRIu64 "\n"
             "floodgate_reloads_total{result=\"error\"} %" PRIu64 "\n"
-            "# HELP floodgate_blocked_cache_entries Keys refused locally "
-            "now.\n# TYPE floodgate_blocked_cache_entries gauge\n"
+            "# HELP floodgate_blocked_cache_entries Entries the blocked-key "
+            "caches hold: keys refused, kept until allowed again or their "
+            "slot is taken.\n# TYPE floodgate_blocked_cache_entries gauge\n"
             "floodgate_blocked_cache_entries %" PRIu64 "\n",
             info->draining, info->workers, info->reloads, info->reload_errors,
             info->cache_entries);

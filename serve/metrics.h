@@ -47,15 +47,14 @@ typedef struct fg__lim_metrics {
 typedef struct fg__node_metrics {
     uint64_t calls, errors;
     uint64_t lat_bucket[FG_LAT_BUCKETS]; /* not cumulative */
-    uint64_t lat_count, lat_sum_us;
+    uint64_t lat_sum_us;                 /* the count is the buckets' sum */
 } fg__node_metrics;
 
 typedef struct fg__metrics {
     fg__lim_metrics lim[FG_METRIC_SLOTS];
     fg__node_metrics node[FG_NODE_SLOTS];
     uint64_t lat_bucket[FG_LAT_BUCKETS]; /* not cumulative */
-    uint64_t lat_count;
-    uint64_t lat_sum_us;
+    uint64_t lat_sum_us;                 /* the count is the buckets' sum */
     uint64_t http[FG_HTTP_N];
     uint64_t slow_closed;   /* closed with part of a request, late */
     uint64_t connections;   /* gauge */
@@ -73,7 +72,8 @@ typedef struct fg__metrics {
  * taken. Thread-safe. */
 int fg__metric_slot(const char *name);
 
-/* The slot of store node 'name' ("host:port/db"), as fg__metric_slot. */
+/* The slot of store node 'name' ("host:port/db"), as fg__metric_slot; the
+ * first name refused for want of a slot is logged (metrics_full). */
 int fg__metric_node_slot(const char *name);
 
 /* Record a store round trip of 'us' microseconds: of the store, and of

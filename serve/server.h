@@ -140,6 +140,10 @@ enum { FG__HANDOVER_OFF, FG__HANDOVER_BPF, FG__HANDOVER_SYSCTL };
 /* Load the configuration for 'srv' (file, then command-line overrides) and
  * build a gen. NULL with "file:line: reason" in 'err'. */
 fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen);
+/* Give the limits of 'g', a gen about to serve, their metric slots (a
+ * loaded gen has none: a refused reload must not take any); 'old' is the
+ * gen it replaces, or NULL. */
+void fg__gen_name_metrics(fg__gen *g, const fg__gen *old);
 void fg__gen_ref(fg__gen *g);
 void fg__gen_unref(fg__gen *g);
 

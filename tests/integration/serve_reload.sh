@@ -256,14 +256,25 @@ check "admin: reloaded request_timeout 1s closes a stalled client ($ms ms)" \
 kill -TERM "$FGPID_p"
 # Metrics for 256 limit names at most: four reloads of 64 new names each
 # fill them, the fifth set gets none and says so once per limit (not again
-# at a reload that keeps it).
-nconf() { # nconf PREFIX: 64 limits PREFIX0..PREFIX63
+# at a reload that keeps it). A refused reload takes none: its 64 names
+# (z) come between the third and the fourth set.
+nconf() { # nconf PREFIX [SERVER-LINES]: 64 limits PREFIX0..PREFIX63
     local i
-    for i in $(seq 0 63); do printf '[limit %s%d]\nkey = query:k\nrate = 5/s\n' "$1" "$i"; done >"$T/n.ini"
+    { printf '[server]\n%s\n' "${2:-}"
+      for i in $(seq 0 63); do printf '[limit %s%d]\nkey = query:k\nrate = 5/s\n' "$1" "$i"; done
+    } >"$T/n.ini"
 }
 nconf a
 start_fg n -c "$T/n.ini" --listen 127.0.0.1:0 || { bad "names server starts"; finish; }
-for p in b c d e e; do nconf $p; reload_fg n 0; done
+for p in b c; do nconf $p; reload_fg n 0; done
+nconf z 'blocked_cache = 100'; kill -HUP "$FGPID_n"
+for _ in $(seq 1 300); do grep -q 'event=reload result=error' "$T/n.log" && break; sleep 0.01; done
+check "a reload changing blocked_cache is refused" grep -q 'event=reload result=error reason="blocked_cache changes only on restart"' "$T/n.log"
+check "the refused reload's limits have no metrics" \
+    bash -c "! curl -s -m 5 http://127.0.0.1:$FGPORT_n/metrics | grep -q 'limit=\"z'"
+for p in d e e; do nconf $p; reload_fg n 0; done
+expect_eq "the fourth set, after the refused reload, has its metrics" \
+    "$(grep -c 'event=metrics_full level=warning limit=d' "$T/n.log")" 0
 expect_eq "the fifth set's limits logged once each without metrics" \
     "$(grep -c 'event=metrics_full level=warning limit=e[0-9]* cap=256 ' "$T/n.log")" 64
 check "the limit past the cap is named" grep -q 'event=metrics_full level=warning limit=e63 cap=256 ' "$T/n.log"

@@ -35,10 +35,16 @@ void fg__lease_lapse(fg_local *lc, entry *e)
 
 /* The next take's size: what this key's traffic here used in the last
  * lease's time, over the new lease's life; 'cost' at least, the largest
- * chunk at most. */
+ * chunk at most. Just 'cost' after a take that failed, until one is
+ * answered: a take that timed out may still have been counted by the
+ * store, and lost to every server until its window ends, so each probe
+ * of a failing store risks one check's units, as an exact check does,
+ * not a chunk. */
 static uint64_t chunk_for(const fg_local *lc, const entry *e, uint64_t cost,
                           uint64_t now)
 {
+    if (e->failed)
+        return cost;
     /* The lease ending now gives the rate; one answered this very us, the
      * lease before it. */
     uint64_t used = e->last_used, dur = e->last_dur, want = cost;

@@ -339,6 +339,37 @@ echo "one server, 200 ms round trip: admitted $adm of 100 (limit 40); $a; $b"
 check "one server, checks in the store while the first is in flight: at most 40 admitted ($adm)" \
     test "$adm" -le 40
 
+# 7b. A lease through that proxy, the store slower than its timeout for a
+# while: each take that timed out was still counted by Redis (the proxy
+# delivers it late), its units lost to the limit until the window ends.
+# After a failed take a key takes one check's units until one is answered,
+# so the window loses at most the first failed take's chunk (10) and a
+# unit for each later failed take: every 100/h is admitted but that.
+pxctl() { exec {pfd}<>"/dev/tcp/127.0.0.1/$PXCTL" && echo "$1" >&"$pfd" && read -r _ <&"$pfd"; exec {pfd}<&-; }
+pxctl "latency 0 0"
+printf '[server]\nworkers = 1\n[store]\nurl = redis://127.0.0.1:%s\nprefix = l1%s:\ntimeout = 50ms\n[limit lf]\nkey = query:k\nalgorithm = fixed_window\nrate = 100/h\nmode = lease:10\non_failure = closed\nfallback_servers = 1\n' \
+    "$PXPORT" $$ >"$T/l1.ini"
+start_fg l1 -c "$T/l1.ini" --listen 127.0.0.1:0 || { bad "server l1 starts"; finish; }
+L1="http://127.0.0.1:$FGPORT_l1/v1/check?limit=lf&key=slow"
+before=0 during=0 failed=0 after=0
+for _ in $(seq 1 5); do [ "$(http POST "$L1")" = 200 ] && before=$((before + 1)); done
+pxctl "latency 200 0"
+for _ in $(seq 1 12); do
+    case $(http POST "$L1" -m 3) in 200) during=$((during + 1)) ;; 503) failed=$((failed + 1)) ;; esac
+    sleep 0.1
+done
+pxctl "latency 0 0"
+sleep 0.6 # the late takes reach Redis; the breaker's cool-down ends
+refused=0
+for _ in $(seq 1 150); do
+    if [ "$(http POST "$L1")" = 200 ]; then after=$((after + 1)); refused=0
+    else refused=$((refused + 1)); [ "$refused" -ge 10 ] && break; fi
+done
+lost=$((100 - before - during - after))
+echo "lease, store slow for 1.2 s: admitted $before + $during + $after of 100/h, $failed decided by on_failure, $lost lost"
+check "lease, takes timed out: at most a chunk and a unit a failed take lost ($lost <= 10 + $failed)" \
+    test "$lost" -le $((10 + failed)) -a "$failed" -ge 3
+
 # 8. A mode the server cannot run is refused at start with the reason.
 printf '[limit x]\nrate = 5/s\nkey = ip\nmode = lease:9\n' >"$T/bad.ini"
 "$FLOODGATE" serve -c "$T/bad.ini" --listen 127.0.0.1:0 2>"$T/bad.err"

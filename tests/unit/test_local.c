@@ -688,6 +688,30 @@ static void test_lease_steps(void)
     CHECK_EQ(d.retry_after_us, wait - 50 * MS);
     CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + wait, &d, &a, NULL),
              FG_LOCAL_ASKED);
+    CHECK_EQ(a.units, 4);
+    CHECK_EQ(fg_local_answer(lc, &a, fake_now, FG_EBACKEND, NULL, NULL), 0);
+    /* That take failed: the store may have counted it all the same (a
+     * late answer), and its units are then lost until they refill. Until
+     * a take is answered, each takes only what its check needs. */
+    fake_now += wait + MS;
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now, &d, &a, NULL),
+             FG_LOCAL_ASKED);
+    CHECK_EQ(a.units, 1);
+    CHECK_EQ(fg_local_answer(lc, &a, fake_now, FG_EBACKEND, NULL, NULL), 0);
+    fake_now += MS;
+    CHECK_EQ(fg_local_check(lc, "k", 1, 2, fake_now, &d, &a, NULL),
+             FG_LOCAL_ASKED);
+    CHECK_EQ(a.units, 2);
+    CHECK_EQ(fg_check(s.shared, "k", 1, a.units, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(fg_local_answer(lc, &a, fake_now, FG_OK, &d, NULL), 0);
+    CHECK_EQ(fg_local_check(lc, "k", 1, 2, fake_now, &d, &a, NULL), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    /* Answered: the chunk follows the traffic again (fast: all 4). */
+    fake_now += MS;
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now, &d, &a, NULL),
+             FG_LOCAL_ASKED);
+    CHECK_EQ(a.units, 4);
     CHECK_EQ(fg_local_answer(lc, &a, fake_now, FG_EBACKEND, NULL, NULL), 0);
     sim_free(&s);
 

@@ -136,7 +136,7 @@ out=$("$FLOODGATE" check --store "redis://127.0.0.1:$RPORT" --limit 5/s --key ev
 check "evicting Redis: floodgate check warns ($out)" \
     grep -q "floodgate check: warning: redis .*maxmemory-policy allkeys-lru evicts keys .*set noeviction" <<<"$out"
 check "evicting Redis: the check is still decided" grep -q "^allowed" <<<"$out"
-out=$("$FLOODGATE" check --store "$LIM" --limit 5/s --key ev 2>&1)
+out=$("$FLOODGATE" check --store "$LIM" --timeout 2000 --limit 5/s --key ev 2>&1)
 expect_eq "evicting Redis, a user without +config|get: no warning, decided" "$out" \
     "$(grep '^allowed' <<<"$out")"
 printf '[store]\nurl = redis://127.0.0.1:%s\n[limit a]\nkey = query:k\nrate = 5/s\n' "$RPORT" >"$T/ev.ini"
@@ -157,7 +157,7 @@ PIDS="$PIDS $!"
 for _ in $(seq 1 100); do redis-cli -p "$SPORT" ping 2>/dev/null | grep -q PONG && break; sleep 0.02; done
 for i in 1 2 3; do
     "$FLOODGATE" check --store "redis://127.0.0.1:$SPORT" --algorithm sliding_window \
-        --limit 2/h --key ns 2>&1
+        --timeout 2000 --limit 2/h --key ns 2>&1
 done >"$T/noscript.out"
 check "no SCRIPT command: decided with EVAL, 2 of 3 ($(tr '\n' ' ' <"$T/noscript.out"))" \
     test "$(grep -c '^allowed' "$T/noscript.out")" = 2 -a "$(grep -c '^limited' "$T/noscript.out")" = 1

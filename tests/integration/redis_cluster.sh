@@ -438,7 +438,7 @@ check "redis:// to a Cluster node: a MOVED key's error says to give cluster= ($(
 kill -STOP "$RPID"
 t0=$(date +%s%N)
 "$FLOODGATE" check --store "cluster=redis://127.0.0.1:$RPORT,redis://127.0.0.1:$watch" \
-    --limit 5/s --key "hung$$" >"$T/hung.out" 2>&1
+    --timeout 500 --limit 5/s --key "hung$$" >"$T/hung.out" 2>&1
 rc=$?
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 kill -CONT "$RPID"

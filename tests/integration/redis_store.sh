@@ -216,11 +216,12 @@ if [ -x "$FLOODGATE" ]; then
     case "$out" in *wrong-pw*) bad "password printed: $out" ;; *) ok ;; esac
     # Options are spelled whole: '--re' is not --reset (which would clear
     # the key in the shared store), and a value is not another option.
+    # (--timeout 2000: the 5 ms default can run out on a loaded machine.)
     key="cli-abbrev-$$"
-    "$FLOODGATE" check --store "$URL" --limit 3/h --key "$key" >/dev/null
-    out=$("$FLOODGATE" check --store "$URL" --limit 3/h --key "$key" --re 2>&1)
+    "$FLOODGATE" check --store "$URL" --timeout 2000 --limit 3/h --key "$key" >/dev/null
+    out=$("$FLOODGATE" check --store "$URL" --timeout 2000 --limit 3/h --key "$key" --re 2>&1)
     rc=$?
-    left=$("$FLOODGATE" check --store "$URL" --limit 3/h --key "$key" --peek 2>&1)
+    left=$("$FLOODGATE" check --store "$URL" --timeout 2000 --limit 3/h --key "$key" --peek 2>&1)
     [ "$rc" -eq 2 ] && [ "$out" = "floodgate check: unknown option '--re' (did you mean --reset? options are spelled whole)" ] &&
         case "$left" in *remaining=2*) true ;; *) false ;; esac && ok ||
         bad "an abbreviated option: exit $rc, '$out', key after it: '$left'"

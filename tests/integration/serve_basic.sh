@@ -353,10 +353,10 @@ kill -TERM "$FGPID_cap"
 # A request whose client went away keeps its place under the cap until the
 # store answers it: clients that send a check and reset their connection
 # cannot pile up requests (and their memory) beyond max_connections while
-# the store hangs. Five such on a cap of 5: /healthz waits for their 2 s
-# timeout.
+# the store hangs. Five such on a cap of 5: /healthz waits for their 3 s
+# timeout (the first of them, sent about a second before it).
 if start_redis; then
-    printf '[server]\nworkers = 1\nmax_connections = 5\n[store]\nurl = redis://127.0.0.1:%s\n[limit s]\nkey = query:k\nrate = 100/s\ntimeout = 2s\n' \
+    printf '[server]\nworkers = 1\nmax_connections = 5\n[store]\nurl = redis://127.0.0.1:%s\n[limit s]\nkey = query:k\nrate = 100/s\ntimeout = 3s\n' \
         "$RPORT" >"$T/gone.ini"
     start_fg gone -c "$T/gone.ini" --listen 127.0.0.1:0 || bad "server gone starts"
     kill -STOP "$RPID"
@@ -365,7 +365,7 @@ import socket, struct, sys, time
 for i in range(5):
     s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
     s.sendall(b"POST /v1/check?limit=s&key=k%d HTTP/1.1\r\nHost: x\r\n\r\n" % i)
-    time.sleep(0.05)  # read and sent to the store before the reset
+    time.sleep(0.2)  # read and sent to the store before the reset
     s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     s.close()
 PY

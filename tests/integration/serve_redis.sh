@@ -19,7 +19,9 @@ timeout = 5ms
 [limit bookings]
 key = header:X-User-Id
 algorithm = token_bucket
-rate = 10/min
+; a token every 6 min: the burst and the flood after it see no refill,
+; however slow the machine
+rate = 10/h
 burst = 10
 on_failure = open
 ; generous: this part checks exactness, even on a slow (sanitizer) build
@@ -107,50 +109,51 @@ check "cache: allowed with ($a) and without ($b) the cache agree within 2" \
     bash -c "[ \$(( $a - $b )) -le 2 ] && [ \$(( $b - $a )) -le 2 ] && [ $a -ge 36 ]"
 kill -TERM "$FGPID_nc"
 
-# 3. Redis hangs (SIGSTOP): each check gives up at its timeout.
-# The servers' own store-latency histograms say how long each check
-# waited. Eight worker threads and the load generator share two cores
-# here, so a timer that fires on time may still run a few ms later when
-# its thread waits for a core: most waits must be within timeout + 2 ms
-# and every one within 25 ms. A check that did not give up at its
-# timeout would wait for Redis to come back, 0.3 s or more.
-hist() { # sum over servers of: count, within 7 ms, within 25 ms
+# 3. Redis hangs (SIGSTOP) for a second: each check gives up at its
+# timeout (5 ms). The servers' own store-latency histograms say how long
+# each check waited: every wait within 25 ms, where one that did not give
+# up would wait for Redis to come back, a second; and the slowest answer a
+# client saw well under that second. Eight worker threads and the load
+# generator share two cores here, so a timer that fires on time may still
+# run a few ms later when its thread waits for a core: most waits within
+# timeout + 2 ms (+ 5 ms for a sanitizer build, several times slower at
+# every step). A round that misses that share is run again, up to three
+# (all are printed), after the breakers have closed again, so that each
+# round judges as many waits; one that does not give up misses in every
+# round.
+fast_le="0.007000"; case "$BUILD" in *asan*) fast_le="0.010000" ;; esac
+hist() { # sum over servers of: count, within 7 (10) ms, within 25 ms
     local u c=0 w=0 x=0 m
     for u in $URLS; do
         m=$(curl -s "$u/metrics")
         c=$((c + $(echo "$m" | awk '/^floodgate_store_latency_seconds_count/ { print $2 }')))
-        w=$((w + $(echo "$m" | awk -F'[ ]' '/^floodgate_store_latency_seconds_bucket\{le="0.007000"\}/ { print $2 }')))
+        w=$((w + $(echo "$m" | awk -F'[ ]' -v le="$fast_le" '$1 == "floodgate_store_latency_seconds_bucket{le=\"" le "\"}" { print $2 }')))
         x=$((x + $(echo "$m" | awk -F'[ ]' '/^floodgate_store_latency_seconds_bucket\{le="0.025000"\}/ { print $2 }')))
     done
     echo "$c $w $x"
 }
-# The client's p99 with Redis hung is compared with its p99 in the same
-# load with Redis answering, just before: HTTP and the machine's
-# scheduling are in both, and the hang may add at most the 5 ms timeout
-# and 5 ms of slack. On this 2-core host about one round in ten has one
-# wait whose thread got a core 10 to 30 ms late, so a round that misses
-# is run again, up to three rounds, and the last is judged (all are
-# printed); a check that does not give up at its timeout misses in every
-# round.
-out=$("$FGLOAD" -n 200 -c 4 $(urls "/v1/check?limit=open_l&key=ref"))
-echo "answering, open: $out"
-ref=$(field "$out" p99_us)
-hung_round() { # Redis stopped: the figures of one round in H_*
-    set -- $(hist); local c0=$1 w0=$2 x0=$3
+hung_round() { # Redis stopped for 1 s: the figures of one round in H_*
+    set -- $(hist); local c0=$1 w0=$2 x0=$3 t0
     kill -STOP "$RPID"
+    t0=$(date +%s%N)
     H_OPEN=$("$FGLOAD" -n 200 -c 4 $(urls "/v1/check?limit=open_l&key=hang"))
     H_CLOSED=$("$FGLOAD" -n 100 -c 4 $(urls "/v1/check?limit=closed_l&key=hang"))
+    H_STOPPED=$(( ($(date +%s%N) - t0) / 1000000 ))
+    [ "$H_STOPPED" -lt 1000 ] && sleep "0.$(printf '%03d' $((1000 - H_STOPPED)))"
+    H_STOPPED=$(( ($(date +%s%N) - t0) / 1000000 ))
     kill -CONT "$RPID"
     set -- $(hist)
     H_N=$(($1 - c0)); H_W=$(($2 - w0)); H_X=$(($3 - x0))
     echo "hung, open: $H_OPEN"
     echo "hung, closed: $H_CLOSED"
-    echo "hung: store waits $H_N, within 7 ms $H_W, within 25 ms $H_X"
+    echo "hung ${H_STOPPED} ms: store waits $H_N, within ${fast_le}s $H_W, within 25 ms $H_X"
+    # The breakers cool down (250 ms) and close at their next probe.
+    sleep 0.3
+    "$FGLOAD" -n 40 -c 4 $(urls "/v1/check?limit=open_l&key=heal") >/dev/null
+    "$FGLOAD" -n 40 -c 4 $(urls "/v1/check?limit=closed_l&key=heal") >/dev/null
 }
 hung_in_time() {
-    [ "$(field "$H_OPEN" p99_us)" -le $((ref + 10000)) ] &&
-        [ "$(field "$H_CLOSED" p99_us)" -le $((ref + 10000)) ] &&
-        [ $((H_W * 10)) -ge $((H_N * 9)) ] && [ "$H_X" = "$H_N" ]
+    [ $((H_W * 10)) -ge $((H_N * 9)) ] && [ "$H_X" = "$H_N" ]
 }
 hung_round
 for again in 2 3; do
@@ -159,13 +162,14 @@ for again in 2 3; do
     hung_round
 done
 expect_eq "hung: open limit allows" "$(field "$H_OPEN" s200)" 200
-timed "hung: client-side p99 $(field "$H_OPEN" p99_us) us within $ref us (Redis answering) + 10 ms" [ "$(field "$H_OPEN" p99_us)" -le $((ref + 10000)) ]
 expect_eq "hung: closed limit answers 503" "$(field "$H_CLOSED" s503)" 100
-timed "hung: client-side p99 $(field "$H_CLOSED" p99_us) us within $ref us (Redis answering) + 10 ms" [ "$(field "$H_CLOSED" p99_us)" -le $((ref + 10000)) ]
 check "hung: store waits counted ($H_N)" [ "$H_N" -gt 0 ]
-timed "hung: at least 90% of store waits within timeout + 2 ms ($H_W of $H_N)" \
+check "hung: Redis stopped for at least 1 s ($H_STOPPED ms)" [ "$H_STOPPED" -ge 1000 ]
+check "hung: every store wait within 25 ms ($H_X of $H_N)" [ "$H_X" = "$H_N" ]
+check "hung: the slowest answer within 250 ms ($(field "$H_OPEN" max_us), $(field "$H_CLOSED" max_us) us)" \
+    [ "$(field "$H_OPEN" max_us)" -le 250000 -a "$(field "$H_CLOSED" max_us)" -le 250000 ]
+timed "hung: at least 90% of store waits within ${fast_le}s ($H_W of $H_N)" \
     [ $((H_W * 10)) -ge $((H_N * 9)) ]
-timed "hung: every store wait within 25 ms ($H_X of $H_N)" [ "$H_X" = "$H_N" ]
 
 # 4. Redis killed under load.
 "$FGLOAD" -d 1500 -c 8 $(urls "/v1/check?limit=open_l&key=load") >"$T/load" &

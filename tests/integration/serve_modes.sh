@@ -351,8 +351,10 @@ printf '[server]\nworkers = 1\n[store]\nurl = redis://127.0.0.1:%s\nprefix = l1%
     "$PXPORT" $$ >"$T/l1.ini"
 start_fg l1 -c "$T/l1.ini" --listen 127.0.0.1:0 || { bad "server l1 starts"; finish; }
 L1="http://127.0.0.1:$FGPORT_l1/v1/check?limit=lf&key=slow"
-before=0 during=0 failed=0 after=0
-for _ in $(seq 1 5); do [ "$(http POST "$L1")" = 200 ] && before=$((before + 1)); done
+before=0 during=0 failed=0 after=0 outside=0
+for _ in $(seq 1 5); do
+    case $(http POST "$L1") in 200) before=$((before + 1)) ;; 503) outside=$((outside + 1)) ;; esac
+done
 pxctl "latency 200 0"
 for _ in $(seq 1 12); do
     case $(http POST "$L1" -m 3) in 200) during=$((during + 1)) ;; 503) failed=$((failed + 1)) ;; esac
@@ -362,13 +364,19 @@ pxctl "latency 0 0"
 sleep 0.6 # the late takes reach Redis; the breaker's cool-down ends
 refused=0
 for _ in $(seq 1 150); do
-    if [ "$(http POST "$L1")" = 200 ]; then after=$((after + 1)); refused=0
-    else refused=$((refused + 1)); [ "$refused" -ge 10 ] && break; fi
+    case $(http POST "$L1") in
+    200) after=$((after + 1)); refused=0 ;;
+    503) outside=$((outside + 1)) ;;
+    *) refused=$((refused + 1)); [ "$refused" -ge 10 ] && break ;;
+    esac
 done
 lost=$((100 - before - during - after))
-echo "lease, store slow for 1.2 s: admitted $before + $during + $after of 100/h, $failed decided by on_failure, $lost lost"
-check "lease, takes timed out: at most a chunk and a unit a failed take lost ($lost <= 10 + $failed)" \
-    test "$lost" -le $((10 + failed)) -a "$failed" -ge 3
+# (A take timed out outside the slow stretch, on a loaded machine, may
+# lose a chunk of its own: allowed for, 10 more each.)
+bound=$((10 + failed + 10 * outside))
+echo "lease, store slow for 1.2 s: admitted $before + $during + $after of 100/h, $failed decided by on_failure ($outside outside it), $lost lost"
+check "lease, takes timed out: at most a chunk and a unit a failed take lost ($lost <= $bound)" \
+    test "$lost" -le "$bound" -a "$failed" -ge 3
 
 # 8. A mode the server cannot run is refused at start with the reason.
 printf '[limit x]\nrate = 5/s\nkey = ip\nmode = lease:9\n' >"$T/bad.ini"

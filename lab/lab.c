@@ -1055,17 +1055,28 @@ int fg__lab_measure(fg__lab *lab, int s, const fg__lab_params *p,
                 r->store.executed[k] = ran1[k] - ran0[k];
         count_answers(a, p->burst, &r->allowed, &r->limited, &r->failed,
                       &r->unknown, r->srv);
+        /* The refill during the burst: from the first decision to the
+         * last one the limit allowed, of the answers not on_failure's.
+         * Each decision lies between its send and its answer, and, on the
+         * lab's own Redis, half a round trip from each (the proxy). A
+         * token bucket, full at the first, has refilled at most this
+         * much by the last. The naive limiter's fixed window refills by
+         * a whole window at its edge, not as it goes: none counted. */
         int64_t last_ok = 0;
         for (int i = 0; i < p->burst; i++) {
+            int ok = a[i].status >= 200 && a[i].status < 300;
             r->fallback += a[i].fallback;
-            if (a[i].status >= 200 && a[i].status < 300 && a[i].at_us > last_ok)
+            r->fallback_allowed += ok && a[i].fallback;
+            if (ok && !a[i].fallback && a[i].at_us > last_ok)
                 last_ok = a[i].at_us;
         }
-        /* Every allowed decision lies between the first send and its
-         * answer: the bucket, full at the first, refilled at most this
-         * much by the last. */
-        r->refilled =
-            (int)((uint64_t)last_ok * p->limit / (p->period_ms * 1000));
+        if (fg__lab_uses_redis(s) && lab->shards > 0)
+            last_ok -= p->rtt_us;
+        if (s != FG__LAB_NAIVE && last_ok > 0) {
+            unsigned __int128 u =
+                (unsigned __int128)last_ok * p->limit / (p->period_ms * 1000);
+            r->refilled = u > (unsigned)p->burst ? p->burst : (int)u;
+        }
         /* The user was entitled to min(burst, limit) requests: what fell
          * short of it was refused while the user was under the limit. */
         long long due =

@@ -103,14 +103,16 @@ typedef struct fg__lab_result {
     int strategy;
     fg__lab_params p;
     fg__lab_server_count srv[FG__LAB_MAX_SERVERS];
-    int allowed;  /* 2xx answers */
-    int limited;  /* 429 (and 503) answers */
-    int failed;   /* no answer, or another status */
-    int unknown;  /* answers without a known X-Served-By */
-    int fallback; /* decided by on_failure, not the store */
+    int allowed;          /* 2xx answers */
+    int limited;          /* 429 (and 503) answers */
+    int failed;           /* no answer, or another status */
+    int unknown;          /* answers without a known X-Served-By */
+    int fallback;         /* decided by on_failure, not the store */
+    int fallback_allowed; /* of those, allowed */
     /* What the limit refilled while the burst was decided: limit x (last
-     * allowed answer's time from the first send) / period, whole units.
-     * A token bucket's exact total is the limit plus this. */
+     * allowed answer's time from the first send, less the lab's round
+     * trip) / period, whole units, at most the burst; 0 for naive. A
+     * token bucket's exact total is the limit plus this. */
     int refilled;
     int refused_under_limit;  /* refusals while the user was under the limit */
     double calls_per_request; /* commands sent to Redis / request */

@@ -107,9 +107,10 @@ void fg__lab_print_json(FILE *f, const fg__lab_result *r)
         fprintf(f, "\"settle_ms\":%.1f,", r->settle_us / 1000.0);
     fprintf(f,
             "\"limited\":%d,\"failed\":%d,\"unattributed\":%d,"
-            "\"refused_under_limit\":%d,\"by_on_failure\":%d,",
+            "\"refused_under_limit\":%d,\"by_on_failure\":%d,"
+            "\"allowed_by_on_failure\":%d,",
             r->limited, r->failed, r->unknown, r->refused_under_limit,
-            r->fallback);
+            r->fallback, r->fallback_allowed);
     if (counted(r))
         fprintf(f,
                 "\"redis_round_trips_per_request\":%.2f,"
@@ -181,8 +182,9 @@ static int verdict(const fg__lab_result *r, char *a, char *b, size_t len)
             snprintf(b, len, "within its bound");
             return YELLOW;
         }
-        if (r->fallback > 0) {
-            snprintf(b, len, "%d by on_failure", r->fallback);
+        /* Over only by what on_failure allowed: not the store's doing. */
+        if (r->fallback_allowed >= over) {
+            snprintf(b, len, "%d by on_failure", r->fallback_allowed);
             return YELLOW;
         }
         snprintf(b, len, bd->kind ? "BEYOND its bound" : "limit not enforced");
@@ -291,7 +293,8 @@ static void print_table(FILE *f, const fg__lab_result *rs, int n, int color)
          * the failure policy's, not the store's. */
         label(f, "by on_failure");
         for (int i = 0; i < n; i++) {
-            snprintf(t, sizeof t, "%d (Redis late)", rs[i].fallback);
+            snprintf(t, sizeof t, "%d, %d allowed", rs[i].fallback,
+                     rs[i].fallback_allowed);
             cell(f, color, rs[i].fallback ? YELLOW : DIM,
                  rs[i].fallback ? t : "-");
         }

@@ -119,9 +119,9 @@ function render(r) {
     $('versus').textContent = `+${r.over} over`;
     $('versus-note').textContent = 'over the limit, within its stated bound';
     tile.classList.add('warn');
-  } else if (r.over > 0 && r.by_on_failure > 0) {
+  } else if (r.over > 0 && r.allowed_by_on_failure >= r.over) {
     $('versus').textContent = `+${r.over} over`;
-    $('versus-note').textContent = `${r.by_on_failure} decided by on_failure: ` +
+    $('versus-note').textContent = `${r.allowed_by_on_failure} allowed by on_failure: ` +
       'Redis did not answer in time';
     tile.classList.add('warn');
   } else if (r.over > 0) {
@@ -188,8 +188,9 @@ function renderBound(r) {
     $('measured').textContent = `+${r.over}`;
     $('bound').textContent = 'exact';
     $('bound-note').textContent = `exact when Redis decides; Redis did not answer ` +
-      `in time for ${r.by_on_failure}, decided by on_failure (limit / N)`;
-    tile.classList.add('warn');
+      `in time for ${r.by_on_failure}, decided by on_failure (limit / N): ` +
+      `${r.allowed_by_on_failure} allowed`;
+    tile.classList.add(r.over === 0 ? 'good' : r.allowed_by_on_failure >= r.over ? 'warn' : 'bad');
   } else if (r.strategy === 'atomic') {
     $('measured').textContent = `+${r.over}`;
     $('bound').textContent = 'exact';

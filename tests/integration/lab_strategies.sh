@@ -124,9 +124,9 @@ if [ "$rc" -eq 0 ]; then
     # on_failure's (limit / N), and the JSON counts it.
     # Exact: the limit and what it refilled while the burst was decided
     # (a slow run takes longer than a unit's refill).
-    af=$(field atomic by_on_failure); ar=$(field atomic refilled)
-    check "atomic allows exactly the limit ($aa, +$ar refilled, $af by on_failure)" \
-        [ "$aa" -ge "$limit" -a "$aa" -le $((limit + ar + af)) ]
+    af=$(field atomic allowed_by_on_failure); ar=$(field atomic refilled)
+    check "atomic allows exactly the limit ($aa, +$ar refilled, $af allowed by on_failure)" \
+        [ \( "$aa" -ge "$limit" -o "$(field atomic by_on_failure)" -gt 0 \) -a "$aa" -le $((limit + ar + af)) ]
     for s in local split naive atomic sync lease; do
         sum=$(node -e '
             const o = require("fs").readFileSync(process.argv[1], "utf8").trim()
@@ -190,7 +190,13 @@ lf=$(node -e 'console.log(JSON.parse(require("fs").readFileSync(process.argv[1],
     "$work/late.json" 2>/dev/null)
 check "Redis late: all 20 answers counted as on_failure's ($lf)" [ "$lf" = 20 ]
 timeout 30 "$FLOODGATE" lab --strategy atomic --servers 2 --burst 20 --rtt 600ms >"$work/late.txt" 2>&1
-check "Redis late: the cards say so" grep -q 'by on_failure  *20 (Redis late)' "$work/late.txt"
+la=$(node -e 'console.log(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).allowed_by_on_failure)' \
+    "$work/late.json" 2>/dev/null)
+lr=$(node -e 'console.log(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).refilled)' \
+    "$work/late.json" 2>/dev/null)
+check "Redis late: those allowed by on_failure counted (1 to 10: $la), no refill credited ($lr)" \
+    [ "${la:-0}" -ge 1 -a "${la:-0}" -le 10 -a "$lr" = 0 ]
+check "Redis late: the cards say so" grep -qE 'by on_failure  *20, [0-9]+ allowed' "$work/late.txt"
 nothing_left "after a late Redis"
 
 # 3. A sweep writes a table and its chart.

@@ -54,7 +54,8 @@ awk '
     /_count/ { k = $1; sub(/_count/, "", k); cnt[k] = $2 }
     END { for (k in inf) { n++; if (cnt[k] != inf[k]) { print "mismatch " k; bad++ } }
           print n " histograms"; exit bad > 0 || n < 3 }' "$T/metrics" >"$T/hist" 2>&1
-check "each histogram's +Inf is its _count ($(tail -1 "$T/hist"))" test $? -eq 0
+rc=$?
+check "each histogram's +Inf is its _count ($(tail -1 "$T/hist"))" test $rc -eq 0
 
 # Node names have metrics up to 64 since start: two so far. 63 reloads to
 # databases 1..63 of the socket's Redis make 65; the 65th is logged.

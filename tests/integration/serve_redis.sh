@@ -139,7 +139,8 @@ hung_round() { # Redis stopped for 1 s: the figures of one round in H_*
     H_OPEN=$("$FGLOAD" -n 200 -c 4 $(urls "/v1/check?limit=open_l&key=hang"))
     H_CLOSED=$("$FGLOAD" -n 100 -c 4 $(urls "/v1/check?limit=closed_l&key=hang"))
     H_STOPPED=$(( ($(date +%s%N) - t0) / 1000000 ))
-    [ "$H_STOPPED" -lt 1000 ] && sleep "0.$(printf '%03d' $((1000 - H_STOPPED)))"
+    local left=$((1000 - H_STOPPED))
+    [ "$left" -gt 0 ] && sleep "$((left / 1000)).$(printf '%03d' $((left % 1000)))"
     H_STOPPED=$(( ($(date +%s%N) - t0) / 1000000 ))
     kill -CONT "$RPID"
     set -- $(hist)

@@ -319,11 +319,11 @@ PIDS="$PIDS $!"
 for _ in $(seq 1 200); do grep -q control= "$T/px.out" 2>/dev/null && break; sleep 0.01; done
 PXPORT=$(sed -n 's/^listen=\([0-9]*\) .*/\1/p' "$T/px.out")
 PXCTL=$(sed -n 's/.* control=\([0-9]*\)$/\1/p' "$T/px.out")
+pxctl() { exec {pfd}<>"/dev/tcp/127.0.0.1/$PXCTL" && echo "$1" >&"$pfd" && read -r _ <&"$pfd"; exec {pfd}<&-; }
 printf '[server]\nworkers = 1\n[store]\nurl = redis://127.0.0.1:%s\nprefix = n1%s:\ntimeout = 2s\n[limit fw]\nkey = query:k\nalgorithm = fixed_window\nrate = 40/min\nmode = sync:1s\nfallback_servers = 1\n' \
     "$PXPORT" $$ >"$T/n1.ini"
 start_fg n1 -c "$T/n1.ini" --listen 127.0.0.1:0 || { bad "server n1 starts"; finish; }
-exec {pfd}<>"/dev/tcp/127.0.0.1/$PXCTL" && echo "latency 200 0" >&"$pfd" && read -r _ <&"$pfd"
-exec {pfd}<&-
+pxctl "latency 200 0"
 N1="http://127.0.0.1:$FGPORT_n1/v1/check?limit=fw&key=burst"
 curl -s -o "$T/first" -w '%{http_code}' -m 5 -X POST "$N1" >"$T/first.code" &
 cpid=$!
@@ -345,7 +345,6 @@ check "one server, checks in the store while the first is in flight: at most 40 
 # After a failed take a key takes one check's units until one is answered,
 # so the window loses at most the first failed take's chunk (10) and a
 # unit for each later failed take: every 100/h is admitted but that.
-pxctl() { exec {pfd}<>"/dev/tcp/127.0.0.1/$PXCTL" && echo "$1" >&"$pfd" && read -r _ <&"$pfd"; exec {pfd}<&-; }
 pxctl "latency 0 0"
 printf '[server]\nworkers = 1\n[store]\nurl = redis://127.0.0.1:%s\nprefix = l1%s:\ntimeout = 50ms\n[limit lf]\nkey = query:k\nalgorithm = fixed_window\nrate = 100/h\nmode = lease:10\non_failure = closed\nfallback_servers = 1\n' \
     "$PXPORT" $$ >"$T/l1.ini"

@@ -18,10 +18,11 @@ algorithm = fixed_window
 rate = 3/day
 INI
 start_fg s -c "$T/fg.ini" --listen 127.0.0.1:0 || { bad "floodgate starts"; finish; }
-# start_nginx DIR FGPORT: nginx with the example config in $T/DIR, asking
-# the floodgate on FGPORT; sets NPORT and NGPID.
+# start_nginx DIR FGPORT [LIMIT]: nginx with the example config in $T/DIR,
+# asking the floodgate on FGPORT (for LIMIT, bookings by default); sets
+# NPORT and NGPID.
 start_nginx() {
-    local dir=$T/$1 aport up=0
+    local dir=$T/$1 aport up=0 limit=${3:-bookings}
     NPORT=$(free_port)
     aport=$(free_port)
     while [ "$aport" = "$NPORT" ]; do aport=$(free_port); done
@@ -29,6 +30,7 @@ start_nginx() {
     sed -e "s/127.0.0.1:8080/127.0.0.1:$2/" \
         -e "s/127.0.0.1:8000/127.0.0.1:$NPORT/" \
         -e "s/127.0.0.1:9000/127.0.0.1:$aport/" \
+        -e "s/limit=bookings/limit=$limit/" \
         "$(dirname "$0")/../../examples/nginx-auth-request.conf" >"$dir/nginx.conf"
     "$NGINX" -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' 2>"$dir/err" &
     NGPID=$!
@@ -60,7 +62,24 @@ expect_eq "another user is not affected" "$(http POST $N/bookings -H 'X-User-Id:
 curl -s "http://127.0.0.1:$FGPORT_s/metrics" >"$T/m"
 check "floodgate saw the auth subrequests" \
     grep -q '^floodgate_requests_total{limit="bookings",decision="limited",source="store"} 2$' "$T/m"
-expect_eq "no user header: floodgate's 400 is nginx's 500" "$(http POST $N/bookings)" 500
+expect_eq "no user header: floodgate's 400 reaches the client" "$(http POST $N/bookings)" 400
+check "no user header: JSON error" grep -q '^{"error":"bad request"}$' "$T/b"
+# floodgate not answering: the request goes on to the app (the example
+# fails open), a stopped floodgate after proxy_read_timeout (1 s), a dead
+# one at once.
+kill -STOP "$FGPID_s"
+t0=$(date +%s%N)
+expect_eq "floodgate stopped: the request reaches the app" "$(http POST $N/bookings -H 'X-User-Id: carol')" 200
+t1=$(date +%s%N)
+check "floodgate stopped: the app answered" grep -q '"booked":true' "$T/b"
+ms=$(((t1 - t0) / 1000000))
+check "floodgate stopped: after proxy_read_timeout, 1 s ($ms ms)" \
+    bash -c "[ $ms -ge 900 ] && [ $ms -lt 3000 ]"
+kill -KILL "$FGPID_s"
+kill -CONT "$FGPID_s" 2>/dev/null
+wait "$FGPID_s" 2>/dev/null
+expect_eq "floodgate down: the request reaches the app" "$(http POST $N/bookings -H 'X-User-Id: alice')" 200
+check "floodgate down: the app answered" grep -q '"booked":true' "$T/b"
 kill -QUIT "$NGPID" 2>/dev/null
 wait "$NGPID" 2>/dev/null
 
@@ -87,7 +106,16 @@ expect_eq "Redis down, fail closed: the client gets 503" "$(http POST $N/booking
 expect_eq "Redis down, fail closed: with floodgate's Retry-After" "$(header Retry-After)" 1
 check "Redis down, fail closed: JSON error" grep -q '^{"error":"rate limiter unavailable"}$' "$T/b"
 check "Redis down, fail closed: the app was not reached" bash -c "! grep -q booked '$T/b'"
-expect_eq "Redis down, no user header: still 500" "$(http POST $N/bookings)" 500
+expect_eq "Redis down, no user header: still 400" "$(http POST $N/bookings)" 400
+kill -QUIT "$NGPID" 2>/dev/null
+wait "$NGPID" 2>/dev/null
+
+# A limit floodgate does not have (404) is a configuration error: 500, not
+# let through.
+start_nginx nginx3 "$FGPORT_c" nosuch
+N=http://127.0.0.1:$NPORT
+expect_eq "unknown limit: the client gets 500" "$(http POST $N/bookings -H 'X-User-Id: alice')" 500
+check "unknown limit: the app was not reached" bash -c "! grep -q booked '$T/b'"
 kill -QUIT "$NGPID" 2>/dev/null
 wait "$NGPID" 2>/dev/null
 finish

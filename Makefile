@@ -45,7 +45,7 @@ all: $(LIB) $(BIN) $(TESTS) $(BENCHES)
 # folders); the library, its tests and benchmarks see src/ too.
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/obj/src/%.o $(BUILD)/obj/tests/%.o $(BUILD)/obj/bench/%.o: \
     override CFLAGS += -Isrc
@@ -95,8 +95,9 @@ format:
 	clang-format -i $(LIB_SRC) $(BIN_SRC) $(TEST_SRC) $(BENCH_SRC) \
 	    $(wildcard include/*.h src/*.h cli/*.h serve/*.h lab/*.h tests/*.h)
 
+# The default build, make asan's and make fuzz's, and the BUILD given.
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz $(BUILD)
 
 -include mk/*.mk
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -16,7 +16,7 @@ static const char usage[] =
     "  check     check a key against a limit (memory or Redis store)\n"
     "  serve     run the HTTP sidecar daemon\n"
     "  lab       run the many-servers experiment with real processes\n"
-    "  bench     run the benchmark programs built beside this binary\n"
+    "  bench     run the benchmark programs of a build tree (not installed)\n"
     "  version   print the version and the libraries in use\n"
     "\n"
     "Run 'floodgate <command> --help' (or 'floodgate help <command>') for a\n"

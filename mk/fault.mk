@@ -18,11 +18,11 @@ all: $(FAULT_PROXY) $(FAULT_CHECK)
 
 $(FAULT_PROXY): $(BUILD)/obj/tests/fault/faultproxy.o
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(LDFLAGS) $< $(LDLIBS) -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $< $(LDLIBS) -o $@
 
 $(FAULT_CHECK): $(BUILD)/obj/tests/fault/faultcheck.o $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
 soak: deps all
 	BUILD=$(realpath $(BUILD)) FLOODGATE=$(realpath $(BIN)) SOAK_S=$(SOAK_S) \

@@ -34,6 +34,9 @@ PIC_OBJ       := $(LIB_SRC:%.c=$(BUILD)/pic/%.o)
 # What the library itself links (see floodgate.pc.in); the binary needs more.
 SO_LDLIBS     := -lhiredis -levent -lpthread
 
+# README.md and docs/*.md go to DOCDIR and DOCDIR/docs, where the man
+# pages send their readers.
+DOC_PAGES    := $(sort $(wildcard docs/*.md))
 INSTALL_DOCS := examples/gatepass.ini examples/nginx-auth-request.conf \
                 examples/floodgate.service examples/hello.c \
                 examples/hello_async.c
@@ -41,18 +44,29 @@ INSTALL_DOCS := examples/gatepass.ini examples/nginx-auth-request.conf \
 .PHONY: install uninstall
 
 # The loader's cache is rebuilt for an install into the system (no
-# DESTDIR) by root; anyone else is told how programs find the library.
-LDCONFIG = @if [ -n "$(DESTDIR)" ]; then :; elif [ "$$(id -u)" = 0 ]; then \
-	    echo ldconfig; ldconfig; else \
-	    echo "note: not root, so ldconfig was not run; a program finds" \
-	         "$(LIBDIR)/$(FG_SONAME) with LD_LIBRARY_PATH=$(LIBDIR)" \
+# DESTDIR) by root; whoever installed where the loader does not look (not
+# root, or a PREFIX of one's own) is told how programs find the library.
+LDCONFIG = @if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then \
+	    echo ldconfig; ldconfig; fi
+LDNOTE = @if [ -z "$(DESTDIR)" ] && ! ldconfig -p 2>/dev/null | \
+	    grep -qF '=> $(LIBDIR)/$(FG_SONAME)'; then \
+	    echo "note: the loader does not search $(LIBDIR); a program finds" \
+	         "$(FG_SONAME) there with LD_LIBRARY_PATH=$(LIBDIR)" \
 	         "or when linked with -Wl,-rpath,$(LIBDIR)"; fi
+
+# make cannot name a file whose path holds a space: such a PREFIX or
+# DESTDIR is refused before anything is written or removed.
+INSTALL_VARS := DESTDIR PREFIX BINDIR LIBDIR INCLUDEDIR PKGCONFIGDIR \
+                MANDIR DOCDIR
+INSTALL_SPACED = $(strip $(foreach v,$(INSTALL_VARS),$(if $(word 2,x$($(v))x),$(v))))
+INSTALL_CHECK = $(if $(INSTALL_SPACED),$(error $(INSTALL_SPACED): a path \
+                  with a space or tab cannot be installed to; choose another))
 
 all: $(SO)
 
 $(BUILD)/pic/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Isrc -fPIC -fvisibility=hidden -c $< -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Isrc -fPIC -fvisibility=hidden -c $< -o $@
 
 # -z defs: a library that forgets a dependency fails here, not in the
 # programs that link it.
@@ -62,12 +76,14 @@ $(SO): $(PIC_OBJ)
 
 # The .pc carries PREFIX and LIBDIR, so it is written at each install.
 install: $(LIB) $(SO) $(BIN)
+	$(INSTALL_CHECK)
 	$(if $(MAN_PAGES),$(MAKE) --no-print-directory BUILD=$(BUILD) man)
 	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) \
-	    $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(DOCDIR)
+	    $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(DOCDIR) \
+	    $(DESTDIR)$(DOCDIR)/docs
 	$(INSTALL) -m 755 $(BIN) $(DESTDIR)$(BINDIR)/floodgate
 	$(INSTALL) -m 644 $(LIB) $(DESTDIR)$(LIBDIR)/libfloodgate.a
-	$(INSTALL) -m 755 $(SO) $(DESTDIR)$(LIBDIR)/$(notdir $(SO))
+	$(INSTALL) -m 644 $(SO) $(DESTDIR)$(LIBDIR)/$(notdir $(SO))
 	ln -sf $(notdir $(SO)) $(DESTDIR)$(LIBDIR)/$(FG_SONAME)
 	ln -sf $(FG_SONAME) $(DESTDIR)$(LIBDIR)/libfloodgate.so
 	$(INSTALL) -m 644 include/floodgate.h $(DESTDIR)$(INCLUDEDIR)/floodgate.h
@@ -75,8 +91,9 @@ install: $(LIB) $(SO) $(BIN)
 	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(FG_SO_VERSION)|' \
 	    floodgate.pc.in >$(DESTDIR)$(PKGCONFIGDIR)/floodgate.pc
 	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/floodgate.pc
-	$(INSTALL) -m 644 $(filter-out %.service,$(INSTALL_DOCS)) \
+	$(INSTALL) -m 644 $(filter-out %.service,$(INSTALL_DOCS)) README.md \
 	    $(DESTDIR)$(DOCDIR)
+	$(INSTALL) -m 644 $(DOC_PAGES) $(DESTDIR)$(DOCDIR)/docs
 	sed 's|/usr/local/bin/floodgate|$(BINDIR)/floodgate|' \
 	    examples/floodgate.service >$(DESTDIR)$(DOCDIR)/floodgate.service
 	chmod 644 $(DESTDIR)$(DOCDIR)/floodgate.service
@@ -86,8 +103,10 @@ install: $(LIB) $(SO) $(BIN)
 	    $(INSTALL) -D -m 644 "$$p" "$$d/$${p##*/}" || exit 1; \
 	done
 	$(LDCONFIG)
+	$(LDNOTE)
 
 uninstall:
+	$(INSTALL_CHECK)
 	rm -f $(DESTDIR)$(BINDIR)/floodgate \
 	    $(DESTDIR)$(LIBDIR)/libfloodgate.a \
 	    $(DESTDIR)$(LIBDIR)/$(notdir $(SO)) \
@@ -95,11 +114,13 @@ uninstall:
 	    $(DESTDIR)$(LIBDIR)/libfloodgate.so \
 	    $(DESTDIR)$(INCLUDEDIR)/floodgate.h \
 	    $(DESTDIR)$(PKGCONFIGDIR)/floodgate.pc \
-	    $(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(INSTALL_DOCS)))
+	    $(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(INSTALL_DOCS)) README.md \
+	        $(DOC_PAGES))
 	@for p in $(MAN_PAGES); do \
 	    f=$(DESTDIR)$(MANDIR)/man$${p##*.}/$${p##*/}; \
 	    echo "rm -f $$f"; rm -f "$$f"; \
 	done
+	[ ! -d $(DESTDIR)$(DOCDIR)/docs ] || rmdir --ignore-fail-on-non-empty $(DESTDIR)$(DOCDIR)/docs
 	[ ! -d $(DESTDIR)$(DOCDIR) ] || rmdir --ignore-fail-on-non-empty $(DESTDIR)$(DOCDIR)
 	$(LDCONFIG)
 

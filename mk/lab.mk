@@ -37,7 +37,7 @@ $(LAB_ASSETS_C): $(LAB_WEB) mk/lab.mk
 
 $(LAB_ASSETS_O): $(LAB_ASSETS_C)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Ilab -c $< -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Ilab -c $< -o $@
 
 # The unit tests of the lab's pure parts and process helpers link
 # lab/proc.o and lab/bound.o.

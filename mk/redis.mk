@@ -8,5 +8,5 @@ all: $(REDIS_TOOLS)
 
 $(BUILD)/redis/%: $(BUILD)/obj/tests/redis/%.o $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
 .PRECIOUS: $(BUILD)/obj/tests/redis/%.o

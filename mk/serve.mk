@@ -20,12 +20,12 @@ all: $(SERVE_FGLOAD) $(SERVE_FGFUZZ) $(SERVE_FGGREEDY)
 
 $(SERVE_FGLOAD): $(BUILD)/obj/tests/serve/fgload.o
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(LDFLAGS) $< $(LDLIBS) -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $< $(LDLIBS) -o $@
 
 $(SERVE_FGFUZZ): $(BUILD)/obj/tests/serve/fgfuzz.o
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(LDFLAGS) $< $(LDLIBS) -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $< $(LDLIBS) -o $@
 
 $(SERVE_FGGREEDY): $(BUILD)/obj/tests/serve/fggreedy.o
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(LDFLAGS) $< $(LDLIBS) -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $< $(LDLIBS) -o $@

@@ -52,9 +52,12 @@ check "libfloodgate.so.2 -> libfloodgate.so.2.0.0" \
 check "libfloodgate.so -> libfloodgate.so.2" \
     test "$(readlink "$LIBDIR/libfloodgate.so")" = libfloodgate.so.2
 for f in gatepass.ini nginx-auth-request.conf floodgate.service hello.c \
-    hello_async.c; do
+    hello_async.c README.md $(cd "$REPO" && echo docs/*.md); do
     check "installed share/doc/floodgate/$f" test -f "$DOC/$f"
 done
+check "the man pages' docs/lab.md is installed" test -f "$DOC/docs/lab.md"
+mode=$(stat -c %a "$LIBDIR/libfloodgate.so.2.0.0")
+check "the shared library is mode 644 ($mode)" test "$mode" = 644
 check "the installed unit runs /usr/bin/floodgate" \
     grep -q '^ExecStart=/usr/bin/floodgate serve ' "$DOC/floodgate.service"
 check "the installed binary runs" \
@@ -108,6 +111,11 @@ check "pkg-config finds floodgate 0.1.0" \
     test "$(pkg-config --modversion floodgate 2>&1)" = 0.1.0
 check "pkg-config --cflags points into DESTDIR" \
     sh -c "pkg-config --cflags floodgate | grep -q -- '-I$ROOT/usr/include'"
+# floodgate.h includes only the C library: a program gets no hiredis
+# include path nor its -D_FILE_OFFSET_BITS from floodgate.
+cf=$(echo $(pkg-config --cflags floodgate))
+check "pkg-config --cflags is floodgate's alone ($cf)" \
+    test "$cf" = "-I$ROOT/usr/include"
 
 # A library built with sanitizers (make asan) needs them in the program too.
 SAN=
@@ -227,5 +235,22 @@ else
 fi
 left=$(find "$ROOT" ! -type d)
 check "make uninstall leaves no file (left: $(echo $left))" test -z "$left"
+
+# A path with a space is refused before anything is written or removed
+# (make would split it, and uninstall remove what the words name).
+mkdir -p "$T/sp"
+echo keep >"$T/sp/data"
+for target in install uninstall; do
+    timeout 50 make -C "$REPO" --no-print-directory BUILD="$BUILD" "$target" \
+        PREFIX="$T/sp/data x" >"$T/sp.log" 2>&1
+    rc=$?
+    check "make $target PREFIX with a space: refused (exit $rc)" test "$rc" -ne 0
+    check "make $target PREFIX with a space: says why" \
+        grep -q 'PREFIX.*a path with a space' "$T/sp.log"
+    check "make $target PREFIX with a space: nothing written or removed" \
+        test "$(cd "$T/sp" && ls)" = data -a "$(cat "$T/sp/data")" = keep
+done
+check "make install PREFIX with a space: nothing in the source tree" \
+    test ! -e "$REPO/x"
 
 finish

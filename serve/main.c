@@ -389,6 +389,17 @@ int fg_cmd_serve(int argc, char **argv)
     char err[512];
     struct event *sig[3] = {NULL, NULL, NULL};
     fg__admin *admin = NULL;
+    /* SIGHUP is caught from the start: one sent while the configuration
+     * is read, the store probed or the port bound (a reload racing a
+     * restart) is a reload once the server runs, not the end of it. */
+    int signo[3] = {SIGHUP, SIGTERM, SIGINT};
+    for (int i = 0; i < 3; i++) {
+        sig[i] = evsignal_new(srv.main_base, signo[i], on_signal, &srv);
+        if (!sig[i] || (i == 0 && evsignal_add(sig[i], NULL) != 0)) {
+            fprintf(stderr, "floodgate serve: cannot handle signals\n");
+            goto out;
+        }
+    }
     srv.gen = fg__gen_load(&srv, err, sizeof(err));
     if (!srv.gen) {
         fprintf(stderr, "floodgate serve: %s\n", err);
@@ -414,14 +425,12 @@ int fg_cmd_serve(int argc, char **argv)
         fprintf(stderr, "floodgate serve: %s\n", err);
         goto out;
     }
-    int signo[3] = {SIGHUP, SIGTERM, SIGINT};
-    for (int i = 0; i < 3; i++) {
-        sig[i] = evsignal_new(srv.main_base, signo[i], on_signal, &srv);
-        if (!sig[i] || evsignal_add(sig[i], NULL) != 0) {
+    /* SIGTERM and SIGINT end a server that is still starting. */
+    for (int i = 1; i < 3; i++)
+        if (evsignal_add(sig[i], NULL) != 0) {
             fprintf(stderr, "floodgate serve: cannot handle signals\n");
             goto out;
         }
-    }
     unsigned long long need = 0;
     srv.max_conns = cap_connections(c->max_connections, c->workers,
                                     srv.gen->store_conns, &need);

@@ -281,4 +281,33 @@ check "the limit past the cap is named" grep -q 'event=metrics_full level=warnin
 expect_eq "a check on a limit without metrics is answered" \
     "$(http POST "http://127.0.0.1:$FGPORT_n/v1/check?limit=e1&key=x")" 200
 kill -TERM "$FGPID_n"
+# A SIGHUP while the server starts (its store probe waiting 1 s on a Redis
+# that accepts and never answers) is a reload once it runs, not its end.
+python3 -c '
+import socket, sys
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(16)
+print(s.getsockname()[1], flush=True)
+held = []
+while True:
+    held.append(s.accept()[0])' >"$T/bh.port" &
+PIDS="$PIDS $!"
+for _ in $(seq 1 200); do [ -s "$T/bh.port" ] && break; sleep 0.01; done
+printf '[store]\nurl = redis://127.0.0.1:%s\n[limit a]\nkey = query:u\nrate = 5/s\n' \
+    "$(cat "$T/bh.port")" >"$T/bh.ini"
+"$FLOODGATE" serve -c "$T/bh.ini" --listen 127.0.0.1:0 2>"$T/bh.log" &
+bh=$!
+PIDS="$PIDS $bh"
+sleep 0.3
+kill -HUP "$bh"
+for _ in $(seq 1 500); do
+    grep -q 'event=reload result=ok' "$T/bh.log" && break
+    kill -0 "$bh" 2>/dev/null || break
+    sleep 0.01
+done
+check "a SIGHUP during start-up: the server lives" kill -0 "$bh"
+check "a SIGHUP during start-up: it starts, then reloads" \
+    bash -c "grep -A9 event=listening '$T/bh.log' | grep -q 'event=reload result=ok'"
+kill -TERM "$bh"
+wait "$bh"
+expect_eq "a SIGHUP during start-up: it drains and exits 0" "$?" 0
 finish

@@ -61,6 +61,12 @@ typedef struct parser {
     int key_seen;      /* a key since the last "[section]" line */
     int indented;      /* the line read last begins with a blank */
     int url_line;      /* [store] url's first line, 0 if none */
+    /* The key an indented line would go on with (a list's), "" if none. */
+    char list_key[20];
+    /* trusted_proxies as given (with its indented lines), read at the end;
+     * its first line, 0 if none. */
+    char proxies[FG_SERVE_MAX_PROXIES * 48];
+    int proxies_line;
     seen_key seen[SEEN_MAX];
     unsigned nseen;
     int failed;
@@ -356,35 +362,10 @@ static int server_key(parser *p, const char *k, const char *v)
         strcpy(c->admin_token_file, v);
         c->admin_token_line = p->line;
     } else if (!strcmp(k, "trusted_proxies")) {
-        char buf[200];
-        const char *s = v;
-        c->nproxies = 0;
-        /* Entries part at commas or spaces; an empty one is a typo. */
-        for (;;) {
-            s += strspn(s, " ");
-            if (!*s)
-                break;
-            size_t n = strcspn(s, " ,");
-            if (n == 0)
-                return fail(p, p->line,
-                            "trusted_proxies: an empty entry "
-                            "(two commas, or one at an end)");
-            if (n >= sizeof(buf) || c->nproxies == FG_SERVE_MAX_PROXIES)
-                return fail(p, p->line, "too many or too long proxies");
-            memcpy(buf, s, n);
-            buf[n] = '\0';
-            char why[120];
-            if (fg__cidr_parse(buf, &c->proxies[c->nproxies], why, sizeof(why)))
-                return fail(p, p->line, "trusted_proxies: '%s': %s", buf, why);
-            c->nproxies++;
-            s += n;
-            s += strspn(s, " ");
-            if (*s == ',' && !s[1 + strspn(s + 1, " ")])
-                return fail(p, p->line,
-                            "trusted_proxies: an empty entry "
-                            "(two commas, or one at an end)");
-            s += *s == ',';
-        }
+        if (strlen(v) >= sizeof(p->proxies))
+            return fail(p, p->line, "too many or too long proxies");
+        strcpy(p->proxies, v);
+        p->proxies_line = p->line;
     } else if (!strcmp(k, "max_header_bytes")) {
         if (parse_u64(v, 256, 1 << 20, &u))
             return fail(p, p->line, "max_header_bytes must be 256..1048576");
@@ -577,6 +558,73 @@ static int open_section(parser *p, const char *sec, int line)
     return 1;
 }
 
+/* trusted_proxies, read when the whole list is known (it may go on over
+ * indented lines): entries part at commas or blanks; an empty one is a
+ * typo. Errors name the list's first line. */
+static int parse_proxies(parser *p)
+{
+    fg__serve_config *c = p->c;
+    int line = p->proxies_line;
+    char buf[200];
+    const char *s = p->proxies;
+    c->nproxies = 0;
+    for (;;) {
+        s += strspn(s, " ");
+        if (!*s)
+            break;
+        size_t n = strcspn(s, " ,");
+        if (n == 0)
+            return fail(p, line,
+                        "trusted_proxies: an empty entry "
+                        "(two commas, or one at an end)");
+        if (n >= sizeof(buf) || c->nproxies == FG_SERVE_MAX_PROXIES)
+            return fail(p, line, "too many or too long proxies (at most %d)",
+                        FG_SERVE_MAX_PROXIES);
+        memcpy(buf, s, n);
+        buf[n] = '\0';
+        char why[120];
+        if (fg__cidr_parse(buf, &c->proxies[c->nproxies], why, sizeof(why)))
+            return fail(p, line, "trusted_proxies: '%s': %s", buf, why);
+        c->nproxies++;
+        s += n;
+        s += strspn(s, " ");
+        if (*s == ',' && !s[1 + strspn(s + 1, " ")])
+            return fail(p, line,
+                        "trusted_proxies: an empty entry "
+                        "(two commas, or one at an end)");
+        s += *s == ',';
+    }
+    return 1;
+}
+
+/* An indented line going on with a list: [store] url, joined as it is (a
+ * shards= list of many nodes does not fit on one line), and [server]
+ * trusted_proxies and demo_limits, whose lines join as entries (with a
+ * comma, unless the line above ends in one). */
+static int list_goes_on(parser *p, const char *k, const char *v)
+{
+    char *buf = !strcmp(k, "url")               ? p->c->store_url
+                : !strcmp(k, "trusted_proxies") ? p->proxies
+                                                : p->c->demo_limits;
+    size_t size = !strcmp(k, "url")               ? sizeof(p->c->store_url)
+                  : !strcmp(k, "trusted_proxies") ? sizeof(p->proxies)
+                                                  : sizeof(p->c->demo_limits);
+    size_t have = strlen(buf);
+    while (have > 0 && buf[have - 1] == ' ')
+        buf[--have] = '\0';
+    const char *sep = !strcmp(k, "url") || (have && buf[have - 1] == ',')
+                          ? (strcmp(k, "url") ? " " : "")
+                          : ", ";
+    if (have + strlen(sep) + strlen(v) >= size) {
+        if (!strcmp(k, "url"))
+            return fail(p, p->line, "url must be 1..%zu characters", size - 1);
+        return fail(p, p->line, "%s too long (at most %zu characters)", k,
+                    size - 1);
+    }
+    strcat(strcat(buf, sep), v);
+    return 1;
+}
+
 static int on_key(void *user, const char *section, const char *k, const char *v)
 {
     parser *p = user;
@@ -593,22 +641,17 @@ static int on_key(void *user, const char *section, const char *k, const char *v)
         strcpy(p->section, section); /* its length checked at its header */
     if (section[0] == '\0')
         return fail(p, p->line, "key '%s' outside any section", k);
-    /* [store] url goes on over indented lines, joined as they are: a
-     * shards= list of many nodes does not fit on one line. */
-    if (p->indented && p->url_line && !strcmp(section, "store") &&
-        !strcmp(k, "url")) {
-        size_t have = strlen(p->c->store_url);
-        if (have + strlen(v) >= sizeof(p->c->store_url))
-            return fail(p, p->line, "url must be 1..%zu characters",
-                        sizeof(p->c->store_url) - 1);
-        strcpy(p->c->store_url + have, v);
-        return 1;
-    }
+    /* Under a header of its own, an indented key is a key, not what goes
+     * on from the one above. */
+    if (p->indented && !new_section && p->list_key[0] &&
+        !strcmp(k, p->list_key))
+        return list_goes_on(p, k, v);
+    p->list_key[0] = '\0';
     /* Every section that reaches here was accepted at its header; a
      * limit's section opened again was refused there. */
     for (unsigned i = 0; i < p->nseen; i++)
         if (!strcmp(p->seen[i].section, section) && !strcmp(p->seen[i].key, k))
-            return p->indented
+            return p->indented && !new_section
                        ? fail(p, p->line,
                               "an indented line continues the value of "
                               "'%s' (line %d): a value is one line",
@@ -639,6 +682,10 @@ static int on_key(void *user, const char *section, const char *k, const char *v)
                    : limit_key(p, (unsigned)i, k, v);
     }
     p->key = p->value = NULL;
+    if (rc && ((!strcmp(section, "store") && !strcmp(k, "url")) ||
+               (!strcmp(section, "server") &&
+                (!strcmp(k, "trusted_proxies") || !strcmp(k, "demo_limits")))))
+        strcpy(p->list_key, k);
     return rc;
 }
 
@@ -673,7 +720,9 @@ static void classify(parser *p, const char *t, size_t lead, int line)
         }
         /* inih drops what follows ']': a setting there would be lost. */
         const char *after = end + 1 + strspn(end + 1, " \t");
-        if (*after && *after != '\r' && *after != '\n' && *after != ';' &&
+        /* A CR ends the line only before its LF (or the file's end). */
+        int cr_end = *after == '\r' && (after[1] == '\n' || !after[1]);
+        if (*after && !cr_end && *after != '\n' && *after != ';' &&
             *after != '#') {
             fail(p, line,
                  "text after ']' in a section header (a setting goes on a "
@@ -750,6 +799,8 @@ static int finish(parser *p)
 {
     fg__serve_config *c = p->c;
     char why[200];
+    if (p->proxies_line && !parse_proxies(p))
+        return 0;
     if (p->url_line && strcmp(c->store_url, "memory") != 0 &&
         strncmp(c->store_url, "memory?", 7) != 0 &&
         fg_store_url_check(c->store_url, why, sizeof(why)))

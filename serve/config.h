@@ -40,7 +40,8 @@ typedef struct fg__serve_config {
     unsigned demo_chain[FG_SERVE_MAX_CHAIN];
     unsigned demo_nchain;
     int demo_line;
-    char demo_limits[256];
+    /* FG_SERVE_MAX_CHAIN names, each with ", " */
+    char demo_limits[FG_SERVE_MAX_CHAIN * (FG_NAME_MAX + 2)];
     int shadow; /* every limit in shadow mode */
     /* The admin routes (/v1/peek, /v1/reset): served only on admin_listen
      * ("" = off, the default), only with the bearer token read from

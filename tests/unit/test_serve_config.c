@@ -297,6 +297,35 @@ static void test_duplicates(void)
             "url: shards: node 2");
     refused("[store]\nurl = redis://127.0.0.1:1\nprefix = a\n  b\n", 4,
             "continues the value of 'prefix'");
+    /* Under a [store] header of its own, an indented url is a second url,
+     * not more of the first. */
+    refused("[store]\nurl = redis://127.0.0.1:1\n[store]\n  url = /1\n", 4,
+            "'url' given twice in [store] (first on line 2)");
+    /* trusted_proxies and demo_limits go on over indented lines too, a
+     * line end parting entries (with or without a comma before it), so
+     * that all 32 proxies fit; a comma that ends the list is still a typo,
+     * reported at the list's first line. */
+    static char px[32 * 24 + 128];
+    size_t pn = (size_t)snprintf(px, sizeof(px),
+                                 "[server]\ntrusted_proxies = 10.0.0.1,\n");
+    for (int i = 1; i < 32; i++)
+        pn += (size_t)snprintf(px + pn, sizeof(px) - pn, "  10.0.%d.1%s\n", i,
+                               i % 2 ? "," : "");
+    snprintf(px + pn, sizeof(px) - pn, "id = x\n");
+    refused(px, 2, "trusted_proxies: an empty entry");
+    px[pn - 2] = '\n';
+    px[pn - 1] = '\0';
+    CHECK_EQ(parse(px), 0);
+    CHECK_EQ(cfg.nproxies, 32);
+    snprintf(px + pn - 1, sizeof(px) - pn + 1, "  ::1\n");
+    refused(px, 2, "too many or too long proxies (at most 32)");
+    refused("[server]\ntrusted_proxies = 10.0.0.1\n  10.0.0.300\n", 2,
+            "trusted_proxies: '10.0.0.300'");
+    CHECK_EQ(parse("[server]\ndemo_limits = a,\n  b\n  c\n[limit a]\nrate = "
+                   "1/s\nkey = ip\n[limit b]\nrate = 1/s\nkey = ip\n"
+                   "[limit c]\nrate = 1/s\nkey = ip\n"),
+             0);
+    CHECK_EQ(cfg.demo_nchain, 3);
     /* Indented keys right under their header are plain keys. */
     CHECK_EQ(parse("[server]\n  id = a\n"), 0);
     CHECK_STR(cfg.id, "a");
@@ -359,6 +388,11 @@ static void test_headers(void)
     refused("[server] workers = 4\n[limit a]\nrate = 1/s\nkey = ip\n", 1,
             "text after ']' in a section header");
     refused("[server]]\n", 1, "text after ']' in a section header");
+    /* A CR ends a line only before its LF: one alone hides no setting. */
+    refused("[server]\rworkers = 4\n[limit a]\nrate = 1/s\nkey = ip\n", 1,
+            "text after ']' in a section header");
+    CHECK_EQ(parse("[server]\r\nid = x\r\n"), 0);
+    CHECK_EQ(parse("[server]\r"), 0);
     CHECK_EQ(parse("[server]  ; the server\nid = x\n"), 0);
     refused("[limit a ]\nrate = 1/s\nkey = ip\n", 1,
             "a blank after the limit name (write [limit a])");

@@ -270,10 +270,21 @@ static uint64_t view_avail(const fg_local *lc, const entry *e, uint64_t now)
 static uint64_t view_wait(const fg_local *lc, const entry *e, uint64_t now,
                           uint64_t avail, uint64_t units)
 {
-    if (lc->algorithm == FG_TOKEN_BUCKET)
-        return units > avail
-                   ? muldiv_up(units - avail, lc->period_us, lc->lim.limit)
-                   : 0;
+    if (lc->algorithm == FG_TOKEN_BUCKET) {
+        if (units <= avail)
+            return 0;
+        /* They fit once the bucket lacks no more than the room left
+         * beside them and the units held here: so long before 'tat' (the
+         * part of a token refilled since counts). */
+        uint64_t held = e->counted + e->deciding;
+        if (e->synced && now < e->tat && units + held <= lc->max_cost) {
+            uint64_t room = lc->max_cost - units - held;
+            unsigned __int128 early =
+                (unsigned __int128)room * lc->period_us / lc->lim.limit;
+            return early >= e->tat - now ? 0 : e->tat - now - (uint64_t)early;
+        }
+        return muldiv_up(units - avail, lc->period_us, lc->lim.limit);
+    }
     if (units <= avail)
         return 0;
     return e->synced && e->reset_at > now ? e->reset_at - now : lc->period_us;

@@ -1263,10 +1263,18 @@ static void test_old_view(void)
     fg_limit lim = lim_of("10/s", FG_TOKEN_BUCKET, "sync:100ms");
     fg_local *lc = fg_local_new(&lim, 0, NULL, 0);
     first_check(lc, "b", t, 0, SEC); /* empty: full again in 1 s */
-    /* 150 ms later, 1.5 tokens back: room for 1. */
+    /* 150 ms later, 1.5 tokens back: room for 1, for 2 in 50 ms; full
+     * again in 850 ms. */
     CHECK_EQ(fg_local_check(lc, "b", 1, 2, t + 150 * MS, &d, &a, NULL), FG_OK);
     CHECK_EQ(d.allowed, 0);
-    CHECK_EQ(d.retry_after_us, 100 * MS);
+    CHECK_EQ(d.retry_after_us, 50 * MS);
+    CHECK_EQ(d.reset_us, 850 * MS);
+    /* The wait counts down as the bucket refills (it once stayed a whole
+     * token's time, 100 ms, whatever part of one had come back). */
+    CHECK_EQ(fg_local_check(lc, "b", 1, 2, t + 190 * MS, &d, &a, NULL), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(d.retry_after_us, 10 * MS);
+    CHECK_EQ(d.reset_us, 810 * MS);
     CHECK_EQ(fg_local_due(lc, t + 150 * MS, &a, 1), 0);
     CHECK_EQ(fg_local_check(lc, "b", 1, 1, t + 150 * MS, &d, &a, NULL),
              FG_LOCAL_ASKED);

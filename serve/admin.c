@@ -8,20 +8,26 @@
  * it, or with another, the answer is 401 and nothing else is said. The
  * token is never logged, nor echoed.
  *
- * The routes run on the main thread's loop, apart from the workers: an
- * operator's call is rare, and each is one blocking store call bounded by
- * the limit's timeout (fg_peek, fg_reset). On the memory store they use
- * the process's shared limiters; on Redis, a blocking store and limiters
- * of their own, built again when a reload changes the configuration
- * (their keys are the workers', so they see the same counters). After a
- * reset every worker's blocked-key cache forgets the key. */
+ * The routes run on a thread and loop of their own, apart from the
+ * workers and from the main thread (signals: a reload or a drain never
+ * waits for them): an operator's call is rare, and each is one blocking
+ * store call bounded by the limit's timeout (fg_peek, fg_reset). On the
+ * memory store they use the process's shared limiters; on Redis, a
+ * blocking store and limiters of their own, built again when a reload
+ * changes the configuration (their keys are the workers', so they see the
+ * same counters). After a reset every worker's blocked-key cache forgets
+ * the key. The main thread hands a reload's configuration over, and asks
+ * the loop to end, through 'mu' and an eventfd, as it does to workers. */
 #include <errno.h>
 #include <event2/event.h>
 #include <inttypes.h>
 #include <netdb.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -37,8 +43,19 @@
 
 struct fg__admin {
     fg__server *srv;
+    struct event_base *base;
     fg__http *http;
-    struct event *sweep;
+    struct event *sweep, *wake_ev;
+    int wake_fd;
+    pthread_t thread;
+    int running;
+    /* Given by the main thread, taken by the admin's: a reload's
+     * configuration (a reference), and the end. */
+    pthread_mutex_t mu;
+    fg__gen *next;
+    int stop;
+    /* The configuration in force here (a reference held). */
+    fg__gen *cur;
     /* For a Redis configuration: built for 'gen' (a reference held). */
     fg__gen *gen;
     fg_store *store;
@@ -62,7 +79,7 @@ static void drop_limiters(fg__admin *a)
 static fg_limiter *limiter_of(fg__admin *a, unsigned i, char *why,
                               size_t whylen)
 {
-    fg__gen *g = a->srv->gen;
+    fg__gen *g = a->cur;
     if (g->is_memory)
         return g->memlim[i];
     if (a->gen != g) {
@@ -150,7 +167,7 @@ static void peek_answer(fg__hreq *req, const char *name, const fg_decision *d)
 static void handle(fg__hreq *req, void *arg)
 {
     fg__admin *a = arg;
-    const fg__gen *g = a->srv->gen;
+    const fg__gen *g = a->cur;
     if (req->error_status) {
         reply_error(req, req->error_status, req->error);
         return;
@@ -239,7 +256,8 @@ static void handle(fg__hreq *req, void *arg)
         peek_answer(req, lname, &d);
         return;
     }
-    fg__workers_forget(a->srv, lname, key, (size_t)kl);
+    if (!g->is_memory)
+        fg__workers_forget(a->srv, lname, key, (size_t)kl);
     char mem[160];
     fg__sbuf b;
     fg__sbuf_init(&b, mem, sizeof(mem));
@@ -301,10 +319,59 @@ static int bind_listen(const char *listen_addr, char *addr, size_t addrlen,
     return fd;
 }
 
+static void wake(fg__admin *a)
+{
+    uint64_t one = 1;
+    ssize_t r = write(a->wake_fd, &one, sizeof(one));
+    (void)r; /* a full counter still wakes the loop */
+}
+
+static void apply_http(fg__admin *a)
+{
+    const fg__serve_config *c = &a->cur->cfg;
+    fg__http_set_limits(a->http, c->max_header_bytes, c->request_timeout_ms);
+}
+
+/* On the admin thread: what the main thread handed over. */
+static void on_wake(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    fg__admin *a = arg;
+    uint64_t n;
+    ssize_t r = read(fd, &n, sizeof(n)); /* reset the eventfd */
+    (void)r;
+    pthread_mutex_lock(&a->mu);
+    fg__gen *g = a->next;
+    a->next = NULL;
+    int stop = a->stop;
+    pthread_mutex_unlock(&a->mu);
+    if (g) {
+        fg__gen_unref(a->cur);
+        a->cur = g;
+        apply_http(a);
+    }
+    if (stop)
+        event_base_loopexit(a->base, NULL);
+}
+
+static void *admin_main(void *arg)
+{
+    fg__admin *a = arg;
+    event_base_dispatch(a->base);
+    return NULL;
+}
+
 void fg__admin_apply(fg__admin *a)
 {
-    const fg__serve_config *c = &a->srv->gen->cfg;
-    fg__http_set_limits(a->http, c->max_header_bytes, c->request_timeout_ms);
+    fg__gen *g = a->srv->gen;
+    fg__gen_ref(g);
+    pthread_mutex_lock(&a->mu);
+    fg__gen *old = a->next;
+    a->next = g;
+    pthread_mutex_unlock(&a->mu);
+    if (old)
+        fg__gen_unref(old);
+    wake(a);
 }
 
 fg__admin *fg__admin_start(fg__server *srv, const char *listen, char *addr,
@@ -316,25 +383,47 @@ fg__admin *fg__admin_start(fg__server *srv, const char *listen, char *addr,
         return NULL;
     }
     a->srv = srv;
+    a->wake_fd = -1;
+    pthread_mutex_init(&a->mu, NULL);
+    fg__gen_ref(srv->gen);
+    a->cur = srv->gen;
     int fd = bind_listen(listen, addr, addrlen, err, errlen);
     if (fd < 0) {
-        free(a);
+        fg__admin_free(a);
         return NULL;
     }
-    a->http = fg__http_new(srv->main_base, fd, handle, a);
-    a->sweep = event_new(srv->main_base, -1, EV_PERSIST, on_sweep, a);
-    if (!a->http || !a->sweep) {
+    a->base = event_base_new();
+    a->http = a->base ? fg__http_new(a->base, fd, handle, a) : NULL;
+    a->sweep = a->base ? event_new(a->base, -1, EV_PERSIST, on_sweep, a) : NULL;
+    a->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    a->wake_ev =
+        a->base && a->wake_fd >= 0
+            ? event_new(a->base, a->wake_fd, EV_READ | EV_PERSIST, on_wake, a)
+            : NULL;
+    if (!a->http || !a->sweep || !a->wake_ev) {
         snprintf(err, errlen, "out of memory");
         if (!a->http)
             close(fd);
         fg__admin_free(a);
         return NULL;
     }
-    fg__admin_apply(a);
+    apply_http(a);
     fg__http_set_cap(a->http, NULL, ADMIN_MAX_CONNECTIONS,
                      "admin_listen's cap of 64 connections reached");
     struct timeval tv = {0, 200000};
     event_add(a->sweep, &tv);
+    event_add(a->wake_ev, NULL);
+    /* Signals belong to the main thread's loop. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    a->running = pthread_create(&a->thread, NULL, admin_main, a) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!a->running) {
+        snprintf(err, errlen, "cannot start a thread");
+        fg__admin_free(a);
+        return NULL;
+    }
     return a;
 }
 
@@ -342,9 +431,26 @@ void fg__admin_free(fg__admin *a)
 {
     if (!a)
         return;
+    if (a->running) {
+        /* After the call in progress, if any (its timeout at most). */
+        pthread_mutex_lock(&a->mu);
+        a->stop = 1;
+        pthread_mutex_unlock(&a->mu);
+        wake(a);
+        pthread_join(a->thread, NULL);
+    }
     if (a->sweep)
         event_free(a->sweep);
+    if (a->wake_ev)
+        event_free(a->wake_ev);
     fg__http_free(a->http);
+    if (a->base)
+        event_base_free(a->base);
+    if (a->wake_fd >= 0)
+        close(a->wake_fd);
     drop_limiters(a);
+    fg__gen_unref(a->cur);
+    fg__gen_unref(a->next);
+    pthread_mutex_destroy(&a->mu);
     free(a);
 }

@@ -173,20 +173,22 @@ void fg__workers_join(fg__server *srv);
 void fg__worker_request_done(fg__worker *w, fg__wgen *wg);
 
 /* Queue 'key' of limit 'name' for every worker's blocked-key cache to
- * forget (after a reset through the admin routes), and wake them. */
+ * forget (after a reset through the admin routes, on a Redis store), and
+ * wake them. Safe from any thread while the workers run. */
 void fg__workers_forget(fg__server *srv, const char *name, const char *key,
                         size_t keylen);
 
 /* ---- admin.c: the admin routes on admin_listen ---- */
 
 typedef struct fg__admin fg__admin;
-/* Serve /v1/peek and /v1/reset on 'listen' from the main loop, for the
- * configuration in force (srv->gen). The bound address goes to 'addr'.
- * NULL with the reason in 'err'. */
+/* Serve /v1/peek and /v1/reset on 'listen' from a thread of their own,
+ * for the configuration in force (srv->gen, then each one
+ * fg__admin_apply hands over). The bound address goes to 'addr'. NULL
+ * with the reason in 'err'. */
 fg__admin *fg__admin_start(fg__server *srv, const char *listen, char *addr,
                            size_t addrlen, char *err, size_t errlen);
-/* Take the configuration in force's max_header_bytes and request_timeout
- * (after a reload). */
+/* Hand the configuration in force (srv->gen, after a reload) to the
+ * admin thread. */
 void fg__admin_apply(fg__admin *a);
 void fg__admin_free(fg__admin *a);
 

@@ -482,7 +482,7 @@ void fg__workers_forget(fg__server *srv, const char *name, const char *key,
 {
     for (unsigned i = 0; i < srv->nworkers; i++) {
         fg__worker *w = &srv->w[i];
-        if (!w->started || srv->gen->is_memory)
+        if (!w->started)
             continue;
         struct fg__forget *f = malloc(sizeof(*f) + keylen);
         if (!f)

@@ -198,6 +198,42 @@ kill -CONT "$RPID"
 expect_eq "peek with Redis hung" "$st" 503
 case "$(cat "$T/b")" in *'backend timed out'*) ok "503 says why" ;; *) bad "503 body: $(cat "$T/b")" ;; esac
 
+# A peek on a hung Redis waits for its limit's timeout (6 s here) on the
+# admin routes' own thread: a reload and a drain meanwhile do not wait
+# for it (they once did, signals and all, on the main thread).
+cat >"$T/h.ini" <<INI
+[server]
+admin_listen = 127.0.0.1:0
+admin_token_file = $T/token
+[store]
+url = redis://127.0.0.1:$RPORT
+[limit slow]
+key = query:u
+rate = 5/min
+timeout = 6s
+INI
+start_fg h -c "$T/h.ini" --listen 127.0.0.1:0 || { bad "slow-limit server starts"; finish; }
+AH=http://127.0.0.1:$(admin_of h)
+kill -STOP "$RPID"
+curl -s -m 20 -o "$T/hpeek" -w '%{http_code}' "$AH/v1/peek?limit=slow&key=k" \
+    -H "$AUTH" >"$T/hpeek.code" &
+cpid=$!
+sleep 0.3
+reload_fg h 0
+check "peek waiting on a hung Redis: a reload is not held up" \
+    bash -c "grep -q 'event=reload result=ok' '$T/h.log' && kill -0 $cpid"
+kill -TERM "$FGPID_h"
+for _ in $(seq 1 300); do grep -q 'event=draining' "$T/h.log" && break; sleep 0.01; done
+check "peek waiting on a hung Redis: a drain is not held up" \
+    bash -c "grep -q 'event=draining' '$T/h.log' && kill -0 $cpid"
+kill -CONT "$RPID"
+wait "$cpid"
+hcode=$(cat "$T/hpeek.code")
+check "the peek is answered all the same (Redis woke up in time: $hcode)" \
+    test "$hcode" = 200
+wait "$FGPID_h"
+expect_eq "the server exits 0 once the peek is answered" "$?" 0
+
 # ---- the token file's errors, at start ----------------------------------
 start_bad() { # NAME WANT TOKENFILE [ADMIN_LISTEN]
     local name=$1 want=$2 file=$3

@@ -210,6 +210,7 @@ static void handle(fg__hreq *req, void *arg)
     long nl = fg__query_get(req->query, "limit", name, sizeof(name));
     long kl = fg__query_get(req->query, "key", key, cfg->max_key_bytes + 2);
     const char *bad = nl == -1 || nl == 0 ? "missing limit parameter"
+                      : nl == -4          ? "limit parameter given twice"
                       : nl < 0            ? "bad limit parameter"
                       : kl == -1          ? "missing key parameter"
                       : kl == -2          ? "key too long"

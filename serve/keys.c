@@ -72,7 +72,10 @@ int fg__keysrc_parse(const char *s, fg__keysrc *out, char *err, size_t errlen)
         name = s + 6;
     } else {
         return seterr(err, errlen,
-                      "key must be header:NAME, ip or query:NAME, not ", s);
+                      *s ? "key must be header:NAME, query:NAME, ip or ip/N, "
+                           "not "
+                         : "key must be header:NAME, query:NAME, ip or ip/N",
+                      *s ? s : NULL);
     }
     if (!valid_name(name))
         return seterr(err, errlen, "bad name in key = ", s);

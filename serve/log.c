@@ -7,6 +7,23 @@
 
 #include "log.h"
 
+/* The length of the UTF-8 character at 's' (of 'n' bytes), 0 if the
+ * bytes there are not one (a stray continuation, a cut or overlong
+ * sequence, a surrogate, beyond U+10FFFF). */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    size_t len = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : 2;
+    if (s[0] < 0xc2 || s[0] > 0xf4 || n < len)
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] > 0x9f) ||
+        (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] > 0x8f))
+        return 0;
+    return len;
+}
+
 const char *fg__log_value(const char *v, char *out, unsigned long outlen)
 {
     size_t n = strlen(v), o = 0;
@@ -30,8 +47,19 @@ const char *fg__log_value(const char *v, char *out, unsigned long outlen)
             out[o++] = (char)ch;
         } else if (ch < ' ' || ch == 0x7f) {
             o += (size_t)snprintf(out + o, outlen - o, "\\x%02x", ch);
-        } else {
+        } else if (ch < 0x80) {
             out[o++] = (char)ch;
+        } else {
+            size_t u = utf8_len((const unsigned char *)v + i, n - i);
+            if (!u) {
+                o += (size_t)snprintf(out + o, outlen - o, "\\x%02x", ch);
+            } else if (o + u + 1 < outlen) {
+                memcpy(out + o, v + i, u);
+                o += u;
+                i += u - 1;
+            } else {
+                break;
+            }
         }
     }
     out[o++] = '"';

@@ -9,7 +9,8 @@ void fg__log(const char *event, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* Write 'v' into 'out' as a log value: bare when it is a simple token,
- * else double-quoted with '"', '\' and control characters escaped. */
+ * else double-quoted with '"', '\', control characters and bytes that are
+ * not UTF-8 escaped (so that a line is always valid UTF-8). */
 const char *fg__log_value(const char *v, char *out, unsigned long outlen);
 
 #endif

@@ -99,6 +99,15 @@ curl -s -m 5 "$M/metrics" >"$T/metrics.txt"
 check "metrics without the token" sh -c "! grep -q -e '$TOKEN' -e '$NEW' '$T/metrics.txt'"
 check "log without the token" sh -c "! grep -q -e '$TOKEN' -e '$NEW' -e 'wrong-' '$T/m.log'"
 check "admin calls logged" grep -q 'event=admin route=reset limit=fw key=ann status=200' "$T/m.log"
+# A key's UTF-8 is logged as it is, a byte that is not UTF-8 escaped: a
+# log line stays valid UTF-8.
+http GET "$A/v1/peek?limit=fw&key=caf%C3%A9%FF" -H "$AUTH" >/dev/null
+check "a key's stray byte logged escaped, its UTF-8 as it is" \
+    grep -qF $'event=admin route=peek limit=fw key="caf\xc3\xa9\\xff" status=200' "$T/m.log"
+check "the log is valid UTF-8" iconv -f UTF-8 -t UTF-8 -o /dev/null "$T/m.log"
+expect_eq "limit given twice: 400" \
+    "$(http GET "$A/v1/peek?limit=fw&limit=fw&key=k" -H "$AUTH")" 400
+expect_eq "limit given twice: says so" "$(cat "$T/b")" '{"error":"limit parameter given twice"}'
 # Refused calls past the token are logged too (a trail of resets tried).
 check "405 logged" grep -q 'event=admin route=reset status=405 peer=127.0.0.1 error="method not allowed"' "$T/m.log"
 check "unknown limit logged" grep -q 'event=admin route=peek status=404 peer=127.0.0.1 error="unknown limit"' "$T/m.log"

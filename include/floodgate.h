@@ -615,8 +615,9 @@ unsigned fg_limiter_pending(const fg_limiter *l);
  * left the store half a round trip before, and while the next sync is in
  * flight, a round trip; the others' usage reaches the store within an
  * interval and half a round trip), and never more than 'over_cap' = (servers -
- * 1) * limit, a token bucket's burst (each server stops at the limit as it
- * sees it). With A requests a
+ * 1) * limit (each server stops at the limit as it sees it); for a token
+ * bucket (servers - 1) * (burst + rate * over_window), since each server's
+ * view refills at the rate meanwhile. With A requests a
  * second for the key, spread evenly: over <= min(A * (servers - 1) / servers *
  * over_window + servers - 1, over_cap). A fixed or sliding window's overshoot
  * is per window; a token bucket's is a debt the store keeps, and is paid back

@@ -4,7 +4,8 @@
  *
  * sync: fg_limit_bound says that the servers admit beyond the limit at most
  * what the other servers admit in its window W (two intervals and two
- * round trips), and never more than over_cap = (servers - 1) * limit. What the
+ * round trips), and never more than over_cap = (servers - 1) * (limit +
+ * what the bucket refills in W). What the
  * others admit in W is at most what arrives at them in W. The scalper
  * sends 'burst' requests evenly within 'spread' and nothing after, so the
  * arrival rate averaged over any stretch of W is at most

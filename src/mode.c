@@ -175,6 +175,17 @@ int fg_limit_bound(const fg_limit *lim, unsigned servers, uint64_t rtt_us,
     case FG_MODE_SYNC:
         out->over_window_us = sat_add(sat_mul(2, (uint64_t)lim->sync_ms * 1000),
                                       sat_mul(2, rtt_us));
+        /* Each other server admits at most the limit as it sees it in a
+         * window; a token bucket's view also refills over W, and each
+         * server may spend that too. */
+        if (lim->algorithm == FG_TOKEN_BUCKET) {
+            unsigned __int128 r =
+                ((unsigned __int128)lim->limit * out->over_window_us +
+                 lim->period_us - 1) /
+                lim->period_us;
+            max_cost =
+                sat_add(max_cost, r > UINT64_MAX ? UINT64_MAX : (uint64_t)r);
+        }
         out->over_cap = sat_mul(others, max_cost);
         break;
     case FG_MODE_LEASE: {

@@ -30,9 +30,10 @@ static void test_sync_short_burst(void)
     CHECK_EQ(fg__lab_bound_of(FG__LAB_SYNC, &p, &b), 0);
     CHECK_EQ(b.kind, 1);
     CHECK_EQ(b.over_window_ms, 404); /* 2 x (200 ms + 2 ms) */
-    CHECK_EQ(b.over_cap, 70);        /* 7 others x 10 */
-    CHECK_EQ(b.in_window, 77);       /* 80 x 7 / 8, + one a server */
-    CHECK_EQ(b.bound, 70);
+    /* 7 others x (10, and 10/s x 404 ms = 4.04, 5 whole, refilled) */
+    CHECK_EQ(b.over_cap, 105);
+    CHECK_EQ(b.in_window, 77); /* 80 x 7 / 8, + one a server */
+    CHECK_EQ(b.bound, 77);
     p.burst = 20; /* 20 x 7 / 8 = 17.5: 17 whole, + 7 */
     CHECK_EQ(fg__lab_bound_of(FG__LAB_SYNC, &p, &b), 0);
     CHECK_EQ(b.in_window, 24);
@@ -40,7 +41,7 @@ static void test_sync_short_burst(void)
     p.burst = 200; /* 175 arrive, but no server passes the limit */
     CHECK_EQ(fg__lab_bound_of(FG__LAB_SYNC, &p, &b), 0);
     CHECK_EQ(b.in_window, 182);
-    CHECK_EQ(b.bound, 70);
+    CHECK_EQ(b.bound, 105);
 }
 
 /* A burst longer than the window: A = burst / spread. */
@@ -61,7 +62,7 @@ static void test_sync_long_burst(void)
     p.sync_ms = 10;
     CHECK_EQ(fg__lab_bound_of(FG__LAB_SYNC, &p, &b), 0);
     CHECK_EQ(b.over_window_ms, 22);
-    CHECK_EQ(b.over_cap, 140);
+    CHECK_EQ(b.over_cap, 147); /* 7 x (20, and 20/s x 22 ms = 0.44: 1) */
     CHECK_EQ(b.bound, 103);
     /* The largest run: no overflow. 10,000 at once on 64 servers. */
     p = params(64, 10000, 0, 1000, 1000000);

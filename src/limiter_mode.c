@@ -48,6 +48,7 @@ typedef struct mode_req {
     void *data;
     uint64_t cost;
     fg_local_ask ask;
+    unsigned takes; /* answered for it: after a few, decided exactly */
     size_t keylen;
     char key[FG_MAX_KEY + 1];
 } mode_req;
@@ -290,6 +291,7 @@ static uint64_t ask_age(const fg_local_ask *a)
     return a->op == FG_LOCAL_ADD ? a->age_us : 0;
 }
 static void run_req(mode_req *r, uint64_t now);
+static void run_exact(mode_req *r, uint64_t now);
 
 /* Answer 'r': it is done with first, since the callback may free the
  * limiter (fg_limiter_pending no longer counts the check). */
@@ -329,6 +331,11 @@ static void on_take(int rc, const fg_decision *d, void *data)
         rc = fg__decide_by_policy(l, rc, r->key, r->keylen, r->cost, &pd);
         fg__shadow_decision(l, rc, &pd);
         finish(r, rc, &pd);
+    } else if (++r->takes > 3) {
+        /* Its takes keep coming back too late to be spent (a round trip
+         * longer than a window): the store decides it, as a blocking
+         * limiter does after as many rounds. */
+        run_exact(r, now);
     } else {
         run_req(r, now);
     }
@@ -381,17 +388,29 @@ static void run_req(mode_req *r, uint64_t now)
         return;
     }
     if (rc == FG_ENOMEM) {
-        /* The store decides this one exactly (no room here, or a sync's
-         * view too old while its sync is in flight); the views hold its
-         * units meanwhile, since the store may count them before a view
-         * answered holds them. */
-        fg_local_deciding(m->lc, r->key, r->keylen, r->cost, now);
-        if (fg__check_async_exact(l, r->key, r->keylen, r->cost, on_exact, r) ==
-            FG_OK)
-            return;
-        fg_local_decided(m->lc, r->key, r->keylen, r->cost, 0, now);
+        run_exact(r, now);
+        return;
     }
     rc = fg__decide_by_policy(l, rc, r->key, r->keylen, r->cost, &d);
+    fg__shadow_decision(l, rc, &d);
+    finish(r, rc, &d);
+}
+
+/* The store decides 'r' exactly (no room here, a sync's view too old
+ * while its sync is in flight, or takes that came back too late); the
+ * views hold its units meanwhile, since the store may count them before a
+ * view answered holds them. */
+static void run_exact(mode_req *r, uint64_t now)
+{
+    fg_limiter *l = r->l;
+    struct fg__mode *m = l->mode;
+    fg_local_deciding(m->lc, r->key, r->keylen, r->cost, now);
+    if (fg__check_async_exact(l, r->key, r->keylen, r->cost, on_exact, r) ==
+        FG_OK)
+        return;
+    fg_local_decided(m->lc, r->key, r->keylen, r->cost, 0, now);
+    fg_decision d;
+    int rc = fg__decide_by_policy(l, FG_ENOMEM, r->key, r->keylen, r->cost, &d);
     fg__shadow_decision(l, rc, &d);
     finish(r, rc, &d);
 }
@@ -417,6 +436,7 @@ int fg__mode_check_async(fg_limiter *l, const char *key, size_t keylen,
     r->cb = cb;
     r->data = data;
     r->cost = cost;
+    r->takes = 0;
     r->keylen = keylen;
     if (keylen)
         memcpy(r->key, key, keylen);

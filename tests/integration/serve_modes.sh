@@ -377,6 +377,26 @@ echo "lease, store slow for 1.2 s: admitted $before + $during + $after of 100/h,
 check "lease, takes timed out: at most a chunk and a unit a failed take lost ($lost <= $bound)" \
     test "$lost" -le "$bound" -a "$failed" -ge 3
 
+# 7c. A fixed window's lease behind a round trip longer than its window
+# (150 ms against 100 ms): every take comes back after its window ended,
+# its units dead. After four takes the store decides the check exactly
+# (it once asked again and again, and the request was never answered).
+pxctl "latency 150 0"
+printf '[server]\nworkers = 1\n[store]\nurl = redis://127.0.0.1:%s\nprefix = w1%s:\ntimeout = 1s\n[limit lw]\nkey = query:k\nalgorithm = fixed_window\nrate = 50/100ms\nmode = lease\nfallback_servers = 1\n' \
+    "$PXPORT" $$ >"$T/w1.ini"
+start_fg w1 -c "$T/w1.ini" --listen 127.0.0.1:0 || { bad "server w1 starts"; finish; }
+codes=""
+t0=$(date +%s%N)
+for _ in 1 2 3; do
+    codes="$codes $(http POST "http://127.0.0.1:$FGPORT_w1/v1/check?limit=lw&key=late" -m 5)"
+done
+ms=$((($(date +%s%N) - t0) / 1000000))
+expect_eq "lease, takes later than their window: answered" "$codes" " 200 200 200"
+check "lease, takes later than their window: by the store" grep -q '"source":"store"' "$T/b"
+check "lease, takes later than their window: about five round trips a check ($ms ms for 3)" \
+    test "$ms" -lt 6000
+pxctl "latency 0 0"
+
 # 8. A mode the server cannot run is refused at start with the reason.
 printf '[limit x]\nrate = 5/s\nkey = ip\nmode = lease:9\n' >"$T/bad.ini"
 "$FLOODGATE" serve -c "$T/bad.ini" --listen 127.0.0.1:0 2>"$T/bad.err"

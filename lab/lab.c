@@ -19,9 +19,8 @@
 
 #include "lab.h"
 
-/* Generous next to --rtt (at most a few tens of ms): the lab measures the
- * race, not timeouts. A dead Redis is refused at once by the proxy. */
-#define STORE_TIMEOUT_MS 250
+/* (FG__LAB_STORE_TIMEOUT_MS: a dead Redis is refused at once by the
+ * proxy.) */
 #define START_TIMEOUT_MS 5000
 #define URL_LINE         "url = "
 
@@ -528,7 +527,7 @@ static int write_serve_config(fg__lab *lab, int s, int i, int port,
         fprintf(f,
                 "prefix = fglab:%s:\n"
                 "timeout = %dms\n",
-                names[s], STORE_TIMEOUT_MS);
+                names[s], FG__LAB_STORE_TIMEOUT_MS);
     write_limit(f, s, p);
     return config_close(f, path, err, errlen);
 }

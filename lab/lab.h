@@ -55,6 +55,11 @@ int fg__lab_uses_redis(int s);
 int fg__lab_approximate(int s);
 
 /* One experiment's parameters. */
+/* Every lab server's limit timeout: generous next to --rtt (at most a few
+ * tens of ms in the real lab), so that the lab measures the race, not
+ * timeouts; the simulation's servers have the same. */
+#define FG__LAB_STORE_TIMEOUT_MS 250
+
 typedef struct fg__lab_params {
     int servers;
     int burst;

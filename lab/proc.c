@@ -302,13 +302,14 @@ int fg__lab_writable(const char *me, const char *path)
         unlink(path);
         return 0;
     }
+    /* Without waiting for a reader: a FIFO no one reads fails at once. */
     if (errno == EEXIST)
-        fd = open(path, O_WRONLY | O_CLOEXEC);
+        fd = open(path, O_WRONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd >= 0) {
         close(fd);
         return 0;
     }
     fprintf(stderr, "%s: cannot write the chart to %s: %s\n", me, path,
-            strerror(errno));
+            errno == ENXIO ? "a FIFO that no process reads" : strerror(errno));
     return -1;
 }

@@ -41,7 +41,9 @@ void fg__sim_arrivals_init(fg__sim_arrivals *a, int kind, uint64_t start_us,
     a->kind = kind;
     a->start_us = start_us;
     a->span_us = span_us;
-    a->gap_us = rate_per_s > 0 ? 1e6 / rate_per_s : 0;
+    /* A rate so low that its gap is not a number: no arrivals. */
+    a->gap_us =
+        rate_per_s > 0 && isfinite(1e6 / rate_per_s) ? 1e6 / rate_per_s : 0;
     a->count = count;
     a->rng = seed;
 }
@@ -75,7 +77,7 @@ int fg__sim_arrivals_next(fg__sim_arrivals *a, uint64_t *at_us)
     default:
         return 0;
     }
-    if (t >= (double)a->span_us)
+    if (!(t < (double)a->span_us)) /* NaN too */
         return 0;
     *at_us = a->start_us + (uint64_t)t;
     a->n++;

@@ -46,7 +46,9 @@ static void usage(FILE *f)
            "  --burst N       burst: how many requests (default 40)\n"
            "  --spread D      burst: sent evenly within D (default 40ms)\n"
            "  --rtt D         a round trip to the store (default 2ms, at most\n"
-           "                  1s); the store acts halfway\n"
+           "                  1s); the store acts halfway; an answer later\n"
+           "                  than the servers' 250 ms timeout is a failure\n"
+           "                  (on_failure open decides)\n"
            "  --sync D        sync's interval, 10ms to 10s (default 200ms)\n"
            "  --chunk N       lease's largest chunk (default: half the limit)\n"
            "  --seed N        poisson arrivals, random balance and the\n"
@@ -147,7 +149,14 @@ static int parse_servers(const char *s, opts *o)
         if (o->nservers == FG__SIM_MAX_RUNS ||
             parse_u64(t, 1, FG__SIM_MAX_SERVERS, &v) < 0)
             return -1;
-        o->servers[o->nservers++] = (unsigned)v;
+        /* Kept in order, so that the table and the chart's lines go
+         * from few servers to many. */
+        int at = o->nservers++;
+        while (at > 0 && o->servers[at - 1] > (unsigned)v) {
+            o->servers[at] = o->servers[at - 1];
+            at--;
+        }
+        o->servers[at] = (unsigned)v;
     }
     return o->nservers > 0 ? 0 : -1;
 }
@@ -304,6 +313,7 @@ static int parse_args(int argc, char **argv, opts *o)
     snprintf(o->p.lim.name, sizeof o->p.lim.name, "simulated");
     o->p.lim.algorithm = FG_TOKEN_BUCKET;
     o->p.lim.on_failure = FG_FAIL_OPEN;
+    o->p.lim.timeout_ms = FG__LAB_STORE_TIMEOUT_MS;
     o->p.lim.sync_ms = 200;
     o->p.arrival = FG__SIM_STEADY;
     o->p.load = 2;
@@ -464,8 +474,7 @@ int fg__lab_simulate(int argc, char **argv)
         double slow = 0;
         size_t at = 0;
         for (size_t i = 0; i < n; i++) {
-            double w = rs[i].wall_us > 0 ? (double)rs[i].wall_us : 1;
-            double x = (double)fg__sim_span_us(&o.p) / w;
+            double x = fg__sim_speed(&o.p, &rs[i]);
             if (i == 0 || x < slow)
                 slow = x, at = i;
         }

@@ -33,10 +33,11 @@ static double per_request(const fg__sim_result *r)
 }
 
 /* Simulated seconds of arrivals per second of wall time. */
-static double speed(const fg__sim_params *p, const fg__sim_result *r)
+double fg__sim_speed(const fg__sim_params *p, const fg__sim_result *r)
 {
     double wall = r->wall_us > 0 ? (double)r->wall_us : 1;
-    return (double)fg__sim_span_us(p) / wall;
+    uint64_t span = fg__sim_span_us(p);
+    return (double)(r->sim_us > span ? r->sim_us : span) / wall;
 }
 
 /* 1 when the measured overshoot, or under-admission, is beyond the bound
@@ -88,7 +89,7 @@ void fg__sim_print_table(FILE *f, const fg__sim_params *p,
             fg__sim_arrival_name(p->arrival), p->load, p->duration_us / 1e6);
     fprintf(f,
             "simulated: one user, limit %llu/%llums %s; %s;\n"
-            "  store round trip %.3g ms; balance %s; seed %llu\n",
+            "  store round trip %g ms; balance %s; seed %llu\n",
             (unsigned long long)lim->limit,
             (unsigned long long)(lim->period_us / 1000),
             fg_algorithm_name(lim->algorithm), arrivals, p->rtt_us / 1000.0,
@@ -130,6 +131,16 @@ void fg__sim_print_table(FILE *f, const fg__sim_params *p,
     }
     if (marked)
         fprintf(f, "\n  * beyond the bound fg_limit_bound states for it\n");
+    uint64_t policy = 0, decided = 0;
+    for (size_t i = 0; i < n; i++)
+        policy += rs[i].policy, decided += rs[i].decided;
+    if (policy)
+        fprintf(f,
+                "\n  %llu of %llu decisions made by on_failure (%s): the "
+                "store answered later\n  than the servers' %u ms timeout\n",
+                (unsigned long long)policy, (unsigned long long)decided,
+                lim->on_failure == FG_FAIL_OPEN ? "open, allowed" : "closed",
+                lim->timeout_ms);
     if (windows)
         fprintf(f,
                 "\n  over and under per window of %llu ms: the worst "
@@ -187,7 +198,7 @@ void fg__sim_print_json(FILE *f, const fg__sim_params *p,
             (unsigned long long)r->store_commands, per_request(r),
             r->wait_max_us / 1000.0, wait_mean_ms(r), r->arrival_rate,
             (unsigned long long)r->policy, (unsigned long long)r->events,
-            r->sim_us / 1000.0, r->wall_us / 1000.0, speed(p, r));
+            r->sim_us / 1000.0, r->wall_us / 1000.0, fg__sim_speed(p, r));
     fprintf(f,
             "\"params\":{\"limit\":%llu,\"period_ms\":%llu,"
             "\"algorithm\":\"%s\",\"arrival\":\"%s\",\"load\":%g,"
@@ -372,7 +383,7 @@ int fg__sim_write_svg(const char *path, const fg__sim_params *p,
             "<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n"
             "<text x=\"70\" y=\"24\" font-size=\"15\" font-weight=\"bold\">"
             "floodgate lab --simulate: %llu/%llums %s, %s arrivals, "
-            "%.3g ms round trip</text>\n",
+            "%g ms round trip</text>\n",
             W, H, W, H, (unsigned long long)lim->limit,
             (unsigned long long)(lim->period_us / 1000),
             fg_algorithm_name(lim->algorithm), fg__sim_arrival_name(p->arrival),

@@ -56,7 +56,8 @@ typedef struct req {
     fg_local_waiter w; /* first: a waiter is its request */
     uint64_t arrived_us;
     uint32_t server;
-    uint32_t id; /* its index in the pool; the next free one while free */
+    uint32_t id;    /* its index in the pool; the next free one while free */
+    uint32_t takes; /* answered for it: after a few, decided exactly */
 } req;
 
 /* A store command in flight, and its answer. */
@@ -82,7 +83,13 @@ typedef struct sim {
     int strategy;
     unsigned nsrv;
     uint64_t t0, period_us, tick_us, act_us;
-    uint64_t store_now; /* the memory store's clock */
+    /* A reply later than the limit's timeout is a failure at the timeout
+     * (the store still acts on the command, as Redis does). */
+    uint64_t answer_us;
+    int late;
+    uint64_t waiting;     /* requests not yet decided */
+    uint64_t last_answer; /* when the last decision reached its server */
+    uint64_t store_now;   /* the memory store's clock */
     fg_store *st;
     /* atomic, sync, lease: the shared store's exact limit; local and
      * split: every server's own, each on a key of its own. */
@@ -147,11 +154,13 @@ static req *req_get(sim *s)
     req *q = req_at(s, id);
     s->req_free = q->id;
     q->id = id;
+    s->waiting++;
     return q;
 }
 
 static void req_put(sim *s, req *q)
 {
+    s->waiting--;
     uint32_t id = q->id;
     q->id = s->req_free;
     s->req_free = id;
@@ -232,6 +241,8 @@ static void decided(sim *s, uint64_t arrived, uint64_t at, uint64_t answered,
                     int allowed)
 {
     uint64_t wait = answered - arrived;
+    if (answered > s->last_answer)
+        s->last_answer = answered;
     s->r->decided++;
     s->r->wait_sum_us += wait;
     if (wait > s->r->wait_max_us)
@@ -248,7 +259,8 @@ static void decided(sim *s, uint64_t arrived, uint64_t at, uint64_t answered,
     }
 }
 
-/* The failure policy's decision, for a check the store could not make. */
+/* The failure policy's decision at 'now', for a check the store could
+ * not make. */
 static void by_policy(sim *s, uint64_t arrived, uint64_t now)
 {
     s->r->policy++;
@@ -280,7 +292,9 @@ static void store_do(sim *s, uint32_t slot, uint64_t now)
     }
     s->r->store_commands++;
     s->srv[pd->server].inflight++;
-    push(s, now + s->p->rtt_us, EV_REPLY, pd->server, slot);
+    if (s->late)
+        pd->rc = FG_EBACKEND;
+    push(s, now + s->answer_us, EV_REPLY, pd->server, slot);
 }
 
 static void send_ask(sim *s, uint32_t server, const fg_local_ask *a,
@@ -310,12 +324,14 @@ static void exact_check(sim *s, uint64_t now, uint64_t arrived, uint32_t server)
     fg_local_deciding(lc, s->key, s->keylen, 1, now);
     int rc = fg_check(s->lim, s->key, s->keylen, 1, &d);
     s->r->store_commands++;
+    if (s->late)
+        rc = FG_EBACKEND;
     fg_local_decided(lc, s->key, s->keylen, 1, rc == FG_OK && d.allowed,
-                     now + s->p->rtt_us);
+                     now + s->answer_us);
     if (rc == FG_OK)
-        decided(s, arrived, s->store_now, now + s->p->rtt_us, d.allowed);
+        decided(s, arrived, s->store_now, now + s->answer_us, d.allowed);
     else
-        by_policy(s, arrived, now);
+        by_policy(s, arrived, now + s->answer_us);
 }
 
 /* ---- the servers --------------------------------------------------------- */
@@ -404,15 +420,28 @@ static void reply(sim *s, uint32_t slot, uint64_t now)
         if (rc != FG_OK) {
             by_policy(s, q->arrived_us, now);
             req_put(s, q);
+        } else if (++q->takes > 3) {
+            /* Its takes keep coming back after their window (a round
+             * trip longer than it): decided exactly, as the limiter does
+             * after as many. */
+            exact_check(s, now, q->arrived_us, i);
+            req_put(s, q);
         } else {
             check_req(s, q, now);
         }
     }
     /* Woken in order; a waiter checked again may wait anew, which rewrites
-     * its 'next': read it first. */
+     * its 'next': read it first. A waiter woken by as many takes is
+     * decided exactly too. */
     while (wake) {
         fg_local_waiter *next = wake->next;
-        check_req(s, (req *)wake, now);
+        req *w = (req *)wake;
+        if (++w->takes > 3) {
+            exact_check(s, now, w->arrived_us, i);
+            req_put(s, w);
+        } else {
+            check_req(s, w, now);
+        }
         wake = next;
     }
     wake_server(s, i, now);
@@ -471,6 +500,7 @@ static void arrive(sim *s, uint64_t now)
         }
         q->arrived_us = now;
         q->server = i;
+        q->takes = 0;
         check_req(s, q, now);
     }
 }
@@ -533,10 +563,16 @@ static void judge(sim *s, fg_limit *lim)
     case FG__SIM_SYNC: {
         r->has_over_bound = 1;
         double cap = (double)b.over_cap;
-        if (p->arrival == FG__SIM_BURST && span == 0) {
+        /* A burst arrives at burst / spread, and nothing after: over any
+         * span of W, at burst / max(spread, W) (lab/bound.c). */
+        double rate = r->arrival_rate;
+        if (p->arrival == FG__SIM_BURST)
+            rate = (double)p->burst * 1e6 /
+                   (double)(span > b.over_window_us ? span : b.over_window_us);
+        if (p->arrival == FG__SIM_BURST && span == 0 && b.over_window_us == 0) {
             r->over_bound = cap;
         } else {
-            double others = r->arrival_rate * (s->nsrv - 1) / s->nsrv;
+            double others = rate * (s->nsrv - 1) / s->nsrv;
             /* A rate times the span, plus at most one request per
              * other server (fg_limit_bound). */
             double v =
@@ -601,6 +637,8 @@ int fg__sim_run(const fg__sim_params *p, int strategy, unsigned servers,
     s.t0 = (1000000000ull / lim.period_us + 1) * lim.period_us;
     s.store_now = s.t0;
     s.act_us = lim.algorithm == FG_FIXED_WINDOW ? 0 : p->rtt_us / 2;
+    s.late = p->rtt_us > (uint64_t)lim.timeout_ms * 1000;
+    s.answer_us = s.late ? (uint64_t)lim.timeout_ms * 1000 : p->rtt_us;
     if (strategy == FG__SIM_LOCAL || strategy == FG__SIM_SPLIT)
         s.act_us = 0;
     uint64_t span = fg__sim_span_us(p);
@@ -654,16 +692,25 @@ int fg__sim_run(const fg__sim_params *p, int strategy, unsigned servers,
     fg__sim_arrivals_init(&arr, p->arrival, s.t0, span, rate, p->burst,
                           p->seed);
     uint64_t at, last = s.t0;
-    if (fg__sim_arrivals_next(&arr, &at))
+    int arriving = fg__sim_arrivals_next(&arr, &at);
+    if (arriving)
         push(&s, at, EV_ARRIVE, 0, 0);
+    /* Once every request is decided, what is left to send (the last
+     * syncs, the give-backs of leases, at most a second long) is sent
+     * and answered within this; a store that answers no command in time
+     * would keep the syncs of what failed going for ever. */
+    uint64_t tail = 1000000 + 4 * (s.tick_us + s.answer_us);
     fg__sim_event ev;
     while (!s.oom && fg__sim_heap_pop(&s.heap, &ev)) {
+        if (!arriving && !s.waiting && ev.at_us > s.last_answer + tail)
+            break;
         r->events++;
         last = ev.at_us;
         switch (ev.kind) {
         case EV_ARRIVE:
             arrive(&s, ev.at_us);
-            if (fg__sim_arrivals_next(&arr, &at))
+            arriving = fg__sim_arrivals_next(&arr, &at);
+            if (arriving)
                 push(&s, at, EV_ARRIVE, 0, 0);
             break;
         case EV_TICK:
@@ -676,7 +723,9 @@ int fg__sim_run(const fg__sim_params *p, int strategy, unsigned servers,
     }
     if (s.oom)
         goto oom;
-    r->sim_us = last - s.t0;
+    /* To the last event, or the last answer (an exact check's is no
+     * event of its own). */
+    r->sim_us = (last > s.last_answer ? last : s.last_answer) - s.t0;
     judge(&s, &lim);
     sim_free(&s);
     return 0;

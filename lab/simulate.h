@@ -149,6 +149,9 @@ uint64_t fg__sim_span_us(const fg__sim_params *p);
 
 /* ---- output (sim_report.c) ---------------------------------------------- */
 
+/* Simulated seconds per wall second of run 'r': the arrivals' span, or
+ * the simulated time when the last answers came later. */
+double fg__sim_speed(const fg__sim_params *p, const fg__sim_result *r);
 void fg__sim_print_table(FILE *f, const fg__sim_params *p,
                          const fg__sim_result *rs, size_t n);
 void fg__sim_print_json(FILE *f, const fg__sim_params *p,

@@ -232,12 +232,14 @@ static int check_locked(fg_limiter *l, const char *key, size_t keylen,
         if (rc == FG_LOCAL_WAITED) {
             /* Another thread's take for this key: its answer decides (a
              * failed one at once, by the policy, as it would have this
-             * check's own take). */
+             * check's own take). Woken as many times as it would have
+             * taken, it is decided exactly. */
             while (!bw.woken)
                 pthread_cond_wait(&m->taken, &m->mu);
             if (bw.rc != FG_OK)
                 return fg__decide_by_policy(l, bw.rc, key, keylen, cost, out);
-            round--;
+            if (round == 3)
+                return exact_held(l, key, keylen, cost, out);
             continue;
         }
         if (rc == FG_OK) {
@@ -339,9 +341,16 @@ static void on_take(int rc, const fg_decision *d, void *data)
     } else {
         run_req(r, now);
     }
+    /* A waiter woken by as many takes is decided exactly too (a flood
+     * whose takes each bring back fewer units than wait for them would
+     * otherwise keep the last of them waiting, take after take). */
     while (wake) {
         fg_local_waiter *next = wake->next;
-        run_req((mode_req *)wake, now);
+        mode_req *w = (mode_req *)wake;
+        if (++w->takes > 3)
+            run_exact(w, now);
+        else
+            run_req(w, now);
         wake = next;
     }
 }

@@ -175,6 +175,52 @@ check "--json --svg: the chart's path on stderr" grep -qF "chart: $work/chart.sv
 sim --servers 10 --svg "$work/nodir/x.svg" >"$work/out" 2>"$work/err"
 check "--svg into a missing folder: exit 2 before any run" [ $? -eq 2 -a ! -s "$work/out" ]
 check "--svg into a missing folder: says so" grep -q "No such file" "$work/err"
+mkfifo "$work/fifo"
+sim --servers 10 --svg "$work/fifo" >"$work/out" 2>"$work/err"
+check "--svg to a FIFO no one reads: exit 2 at once, not a wait" [ $? -eq 2 -a ! -s "$work/out" ]
+check "--svg to a FIFO no one reads: says so" grep -q "a FIFO that no process reads" "$work/err"
+
+# A store slower than the servers' 250 ms timeout: every decision is the
+# failure policy's (open), at the timeout, and the run ends (the syncs of
+# what failed, retried at each tick, once kept it going for ever).
+for algo in fixed_window sliding_window token_bucket; do
+    sim --rtt 1s --algorithm $algo --json >"$work/late.json" 2>"$work/err"
+    check "--rtt 1s, $algo: the runs end (exit $?)" [ -s "$work/late.json" ]
+    check "--rtt 1s, $algo: all decided by on_failure, within the timeout" rows "$work/late.json" \
+        'r["strategy"] in ("local", "split") or (r["policy"] == r["requests"] and r["wait_max_ms"] <= 250)'
+done
+sim --rtt 1s --strategy atomic >"$work/late.txt"
+check "--rtt 1s: the table says on_failure decided" grep -q "200 of 200 decisions made by on_failure (open, allowed)" "$work/late.txt"
+# Takes that come back after their window (a round trip longer than a
+# window of 100 ms): a request is decided exactly after four, not asked
+# again for ever.
+sim --strategy lease --algorithm fixed_window --limit 5/100ms --rtt 200ms --servers 2 --json >"$work/lapse.json"
+check "lease, takes later than their window: every request decided in five round trips" rows "$work/lapse.json" \
+    'r["requests"] > 0 and r["wait_max_ms"] <= 5 * 200 + 1'
+# A flood on a sliding window's lease: waiters woken take after take are
+# decided exactly after four too, so none waits long and none is decided
+# in a later window than it would be (which once let lease admit 8x what
+# atomic did on the same arrivals, with waits of a minute).
+sim --strategy atomic,lease --algorithm sliding_window --limit 10000/s --load 10 --servers 8 --duration 3s --json >"$work/flood.json"
+check "lease, a flood: waits of a few round trips, about atomic's admissions" python3 - "$work/flood.json" <<'PY'
+import json, sys
+rs = {r["strategy"]: r for r in map(json.loads, open(sys.argv[1]))}
+a, l = rs["atomic"], rs["lease"]
+print("     atomic %d, lease %d allowed; lease's longest wait %.1f ms" % (a["allowed"], l["allowed"], l["wait_max_ms"]))
+sys.exit(0 if l["allowed"] <= a["allowed"] * 1.05 and l["wait_max_ms"] <= 100 else 1)
+PY
+# A load so small that its gap between arrivals is no number: no arrival.
+sim --load 1e-320 --strategy atomic --json >"$work/tiny.json"
+check "--load 1e-320: no arrivals, a run all the same" rows "$work/tiny.json" 'r["requests"] == 0'
+# A burst: the rate over any span of W is burst / max(spread, W), as the
+# real lab states it (lab/bound.c): 400 in 40 ms on 8 servers, W = 404 ms:
+# 400 x 7/8 + 7 = 357, not 400 / 40 ms x 7/8 x 404 ms + 7.
+sim --strategy sync --limit 1000/s --arrival burst --burst 400 --spread 40ms --servers 8 --json >"$work/b.json"
+check "sync, a burst: its bound as the real lab's (357)" rows "$work/b.json" 'abs(r["over_bound"] - 357) < 0.5'
+# The servers in order, whatever order they are given in.
+sim --servers 1000,10,100 --strategy atomic >"$work/order"
+order=$(grep -oE '^ +[0-9]+ +atomic' "$work/order" | awk '{print $1}' | tr '\n' ' ')
+check "--servers in any order: rows from few to many ($order)" [ "$order" = "10 100 1000 " ]
 
 # The table: a header and one row per run.
 sim --servers 8 >"$work/table"

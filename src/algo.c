@@ -438,8 +438,8 @@ int fg__token_debt(const fg__algo_params *p, const fg__algo_state *s,
     return au < cu || (au == cu && af <= cf);
 }
 
-/* GCRA: TAT moves to max(TAT, now) + units * T, at most two bucket depths
- * ahead of now. The Lua twin is the token script's 'add' branch. */
+/* GCRA: TAT moves to max(TAT, now) + units * T, at most the cap ahead of
+ * now (and never back). The Lua twin is the token script's 'add' branch. */
 static int add_token(const fg__algo_params *p, fg__algo_state *s, uint64_t now,
                      uint64_t units, fg_decision *d, uint64_t *expires)
 {
@@ -468,6 +468,13 @@ static int add_token(const fg__algo_params *p, fg__algo_state *s, uint64_t now,
         nf = cf;
     } else {
         nu = (uint64_t)nu128;
+    }
+    /* Never below what is stored: a caller whose clock lags (clock =
+     * client) sees the debt deeper than the cap, and lowering it to the
+     * cap from its 'now' would give the others a full bucket. */
+    if (au > nu || (au == nu && af > nf)) {
+        nu = au;
+        nf = af;
     }
     if (now > UINT64_MAX - nu - 1)
         return FG_ERANGE;

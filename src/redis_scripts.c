@@ -255,6 +255,7 @@ static const char lua_token[] = LUA_COMMON LUA_MULQR LUA_TAT
     "    else nf = af + cr end\n"
     "    local cu, cf = cap(du, df, sc)\n"
     "    if nu > cu or (nu == cu and nf > cf) then nu, nf = cu, cf end\n"
+    "    if au > nu or (au == nu and af > nf) then nu, nf = au, af end\n"
     "    s[1], s[2], s[3] = now + nu, nf, tag\n"
     "    ttl[k] = cdiv(nu + 1, 1000) + 1\n"
     "    local o4 = i * 4 - 4\n"

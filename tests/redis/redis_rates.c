@@ -691,6 +691,37 @@ static void adds(const char *url)
             fg_limiter_free(la);
         }
     }
+    /* A caller whose clock lags by 10 s (clock = client, 10/s): its add,
+     * even of nothing, sees the bucket's debt deeper than the most an add
+     * leaves (8 buckets), and must not lower it: the others, on time,
+     * still find the bucket empty. The twins agree on it. */
+    {
+        char name[64];
+        snprintf(name, sizeof name, "lag%u", run_id());
+        fg_limiter *l = limiter(bs, name, "10/s", FG_TOKEN_BUCKET, 0);
+        CHECK(l != NULL);
+        if (l) {
+            const fg__algo_params *p = &l->p;
+            fg__algo_state s = {0, 0, 0};
+            uint64_t exp, t = T2026;
+            fg_decision c, r;
+            fake_now = t;
+            for (int i = 0; i < 10; i++) {
+                fg__algo_check(p, &s, fake_now, 1, &c, &exp);
+                compare("lag: fill", l, 1, &c, fg_check(l, "k", 1, 1, &r), &r);
+            }
+            fake_now = t - 10000000;
+            fg__algo_add(p, &s, fake_now, 0, 0, &c, &exp);
+            compare("lag: add of nothing 10 s behind", l, 0, &c,
+                    fg_add_at(l, "k", 1, 0, 0, &r), &r);
+            fake_now = t + 1000;
+            fg__algo_check(p, &s, fake_now, 1, &c, &exp);
+            int rc = fg_check(l, "k", 1, 1, &r);
+            compare("lag: on time again", l, 1, &c, rc, &r);
+            CHECK(rc == FG_OK && !r.allowed);
+            fg_limiter_free(l);
+        }
+    }
     printf("adds: %d cases, %d steps, %d adds beyond the limit, %d "
            "mismatches\n",
            cases, steps, over, mismatches);

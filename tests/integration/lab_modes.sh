@@ -60,11 +60,12 @@ check "lease servers run mode = lease:$chunk with on_failure = local" \
 # parameters: sync's from fg_limit_bound's statement (window 2 x (interval +
 # round trip); the burst's rate averaged over the window, burst /
 # max(spread, window); (servers - 1) / servers of it at the other servers;
-# at most (servers - 1) x limit), lease's (servers - 1) x chunk, at most the
-# limit. One line per check, then the table.
+# at most (servers - 1) x (limit + what the bucket refills in the window)),
+# lease's (servers - 1) x chunk, at most the limit. One line per check,
+# then the table.
 cat "$work"/x*.json >"$work/all.json"
-node - "$work/all.json" "$servers" "$limit" "$chunk" "$sync_ms" "$spread_ms" >"$work/judged.txt" <<'JS'
-const [file, N, limit, chunk, syncMs, spreadMs] = process.argv.slice(2).map((v, i) => i ? Number(v) : v);
+node - "$work/all.json" "$servers" "$limit" "$chunk" "$sync_ms" "$spread_ms" "${period%s}000" >"$work/judged.txt" <<'JS'
+const [file, N, limit, chunk, syncMs, spreadMs, periodMs] = process.argv.slice(2).map((v, i) => i ? Number(v) : v);
 const rs = require('fs').readFileSync(file, 'utf8').trim().split('\n').map(JSON.parse);
 const out = (ok, what) => console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
 const key = (r) => `${r.params.burst}/${r.params.rtt_ms}`;
@@ -99,7 +100,7 @@ for (const r of rs) {
   } else {
     const w = 2 * (syncMs + r.params.rtt_ms);
     const arriving = Math.floor(r.params.burst * (N - 1) * w / (N * Math.max(spreadMs, w))) + (N - 1);
-    bound = Math.min(arriving, (N - 1) * limit);
+    bound = Math.min(arriving, (N - 1) * (limit + Math.ceil(limit * w / periodMs)));
     out(r.bound === bound && r.bound_of === 'over' && r.interval_ms === syncMs &&
         r.over_window_ms === w,
         `sync ${c}: the stated bound is ${bound} (${r.bound} ${r.bound_of}, window ${r.over_window_ms} ms)`);

@@ -87,7 +87,7 @@ typedef struct fg__lab_bound {
     int kind;                /* 0 none, 1 over (sync), 2 under (lease) */
     uint64_t bound;          /* requests: over at most, or under at most */
     uint64_t over_window_ms; /* sync: fg_limit_bound's window */
-    uint64_t over_cap;       /* sync: (servers - 1) * limit */
+    uint64_t over_cap;       /* sync: (servers - 1) * (limit + refill in W) */
     uint64_t in_window;      /* sync: arrivals at the others in it */
     uint64_t under_cap;      /* lease: what the other servers may hold */
     uint64_t chunk;          /* lease: the largest chunk of this run */

@@ -185,8 +185,12 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         if (refused) {
             fg__gen_unref(g);
             FG_INC(srv->reload_errors);
-            fg__log("reload", "result=error reason=\"%s\" kept=running",
-                    refused);
+            char fv[600];
+            fg__log("reload", "result=error reason=\"%s\" kept=running%s%s",
+                    refused, srv->config_path ? " file=" : "",
+                    srv->config_path
+                        ? fg__log_value(srv->config_path, fv, sizeof(fv))
+                        : "");
             return;
         }
         if (strcmp(old->listen, g->cfg.listen) != 0 ||

@@ -155,6 +155,7 @@ mconf 1024 1s 0 memory
 line=$(reload_m)
 check "blocked_cache change refused with its reason ($line)" \
     grep -q 'result=error reason="blocked_cache changes only on restart" kept=running' <<<"$line"
+check "a refused reload names its file" grep -qF " file=$T/" <<<"$line"
 mconf 1024 1s 1024 'memory?max_keys=10'
 line=$(reload_m)
 check "memory store options change refused with its reason ($line)" \

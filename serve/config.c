@@ -609,11 +609,20 @@ static int list_goes_on(parser *p, const char *k, const char *v)
     size_t size = !strcmp(k, "url")               ? sizeof(p->c->store_url)
                   : !strcmp(k, "trusted_proxies") ? sizeof(p->proxies)
                                                   : sizeof(p->c->demo_limits);
+    /* A list's entries hold no '=': such a line is a key indented by
+     * mistake, which would be read as the list's next entry. */
+    if (strcmp(k, "url") != 0 && strchr(v, '='))
+        return fail(p, p->line,
+                    "an indented line continues the list of '%s' (line %d): "
+                    "a key goes at the start of its line",
+                    k,
+                    !strcmp(k, "trusted_proxies") ? p->proxies_line
+                                                  : p->c->demo_line);
     size_t have = strlen(buf);
     while (have > 0 && buf[have - 1] == ' ')
         buf[--have] = '\0';
-    const char *sep = !strcmp(k, "url") || (have && buf[have - 1] == ',')
-                          ? (strcmp(k, "url") ? " " : "")
+    const char *sep = !strcmp(k, "url") || !have || buf[have - 1] == ','
+                          ? (strcmp(k, "url") && have ? " " : "")
                           : ", ";
     if (have + strlen(sep) + strlen(v) >= size) {
         if (!strcmp(k, "url"))

@@ -326,6 +326,18 @@ static void test_duplicates(void)
                    "[limit c]\nrate = 1/s\nkey = ip\n"),
              0);
     CHECK_EQ(cfg.demo_nchain, 3);
+    /* A list may start on the line after its key; a key indented under a
+     * list is said to be one, not read as an entry. */
+    CHECK_EQ(parse("[server]\ntrusted_proxies =\n  10.0.0.1,\n  10.0.0.2\n"),
+             0);
+    CHECK_EQ(cfg.nproxies, 2);
+    CHECK_EQ(parse("[server]\ndemo_limits =\n  a, b\n[limit a]\nrate = 1/s\n"
+                   "key = ip\n[limit b]\nrate = 1/s\nkey = ip\n"),
+             0);
+    CHECK_EQ(cfg.demo_nchain, 2);
+    refused("[server]\ntrusted_proxies = 10.0.0.1\n  id = x\n", 3,
+            "an indented line continues the list of 'trusted_proxies' "
+            "(line 2): a key goes at the start of its line");
     /* Indented keys right under their header are plain keys. */
     CHECK_EQ(parse("[server]\n  id = a\n"), 0);
     CHECK_STR(cfg.id, "a");

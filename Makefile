@@ -95,9 +95,15 @@ format:
 	clang-format -i $(LIB_SRC) $(BIN_SRC) $(TEST_SRC) $(BENCH_SRC) \
 	    $(wildcard include/*.h src/*.h cli/*.h serve/*.h lab/*.h tests/*.h)
 
-# The default build, make asan's and make fuzz's, and the BUILD given.
+# The default build, make asan's and make fuzz's, and the BUILD given when
+# it is a folder of its own inside the tree (never the tree, a folder
+# above it or outside it, nor a source folder).
+SOURCE_DIRS := .git src include cli serve lab tests docs man mk scripts \
+               examples bench
+CLEAN_BUILD  = $(if $(filter /% . .. ../%,$(BUILD))$(filter $(SOURCE_DIRS),\
+                 $(firstword $(subst /, ,$(BUILD)))),,$(BUILD))
 clean:
-	rm -rf build build-asan build-fuzz $(BUILD)
+	rm -rf build build-asan build-fuzz $(CLEAN_BUILD)
 
 -include mk/*.mk
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

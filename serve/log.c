@@ -33,14 +33,15 @@ const char *fg__log_value(const char *v, char *out, unsigned long outlen)
         if (ch <= ' ' || ch == '"' || ch == '\\' || ch == '=' || ch >= 0x7f)
             plain = 0;
     }
-    if (outlen < 3)
+    if (outlen < 8)
         return "";
     if (plain && n < outlen) {
         memcpy(out, v, n + 1);
         return out;
     }
     out[o++] = '"';
-    for (size_t i = 0; i < n && o + 5 < outlen; i++) {
+    size_t i = 0;
+    for (; i < n && o + 8 < outlen; i++) {
         unsigned char ch = (unsigned char)v[i];
         if (ch == '"' || ch == '\\') {
             out[o++] = '\\';
@@ -53,14 +54,17 @@ const char *fg__log_value(const char *v, char *out, unsigned long outlen)
             size_t u = utf8_len((const unsigned char *)v + i, n - i);
             if (!u) {
                 o += (size_t)snprintf(out + o, outlen - o, "\\x%02x", ch);
-            } else if (o + u + 1 < outlen) {
+            } else {
                 memcpy(out + o, v + i, u);
                 o += u;
                 i += u - 1;
-            } else {
-                break;
             }
         }
+    }
+    /* Cut short (a value that does not fit escaped): said, not hidden. */
+    if (i < n) {
+        memcpy(out + o, "...", 3);
+        o += 3;
     }
     out[o++] = '"';
     out[o] = '\0';
@@ -69,9 +73,10 @@ const char *fg__log_value(const char *v, char *out, unsigned long outlen)
 
 void fg__log(const char *event, const char *fmt, ...)
 {
-    /* Room for the longest key escaped (every byte a '"': 2 * FG_MAX_KEY
-     * + 2) and the fields around it, so that a line is never cut; and no
-     * more than PIPE_BUF, which a pipe writes whole. */
+    /* Room for the longest key escaped a character for two (every byte a
+     * '"': 2 * FG_MAX_KEY + 2) and the fields around it; and no more than
+     * PIPE_BUF, which a pipe writes whole. A key of bytes escaped as \xNN
+     * is cut shorter, marked "..." (fg__log_value). */
     char line[4096];
     struct timespec ts;
     struct tm tm;

@@ -10,7 +10,8 @@ void fg__log(const char *event, const char *fmt, ...)
 
 /* Write 'v' into 'out' as a log value: bare when it is a simple token,
  * else double-quoted with '"', '\', control characters and bytes that are
- * not UTF-8 escaped (so that a line is always valid UTF-8). */
+ * not UTF-8 escaped (so that a line is always valid UTF-8), and ending in
+ * "..." when cut to fit 'out' ('outlen' at least 8; "" if less). */
 const char *fg__log_value(const char *v, char *out, unsigned long outlen);
 
 #endif

@@ -87,9 +87,9 @@ typedef struct sim {
      * (the store still acts on the command, as Redis does). */
     uint64_t answer_us;
     int late;
-    uint64_t waiting;     /* requests not yet decided */
-    uint64_t last_answer; /* when the last decision reached its server */
-    uint64_t store_now;   /* the memory store's clock */
+    uint64_t waiting;        /* requests not yet decided */
+    uint64_t last_answer_us; /* when the last decision reached its server */
+    uint64_t store_now;      /* the memory store's clock */
     fg_store *st;
     /* atomic, sync, lease: the shared store's exact limit; local and
      * split: every server's own, each on a key of its own. */
@@ -241,8 +241,8 @@ static void decided(sim *s, uint64_t arrived, uint64_t at, uint64_t answered,
                     int allowed)
 {
     uint64_t wait = answered - arrived;
-    if (answered > s->last_answer)
-        s->last_answer = answered;
+    if (answered > s->last_answer_us)
+        s->last_answer_us = answered;
     s->r->decided++;
     s->r->wait_sum_us += wait;
     if (wait > s->r->wait_max_us)
@@ -569,16 +569,12 @@ static void judge(sim *s, fg_limit *lim)
         if (p->arrival == FG__SIM_BURST)
             rate = (double)p->burst * 1e6 /
                    (double)(span > b.over_window_us ? span : b.over_window_us);
-        if (p->arrival == FG__SIM_BURST && span == 0 && b.over_window_us == 0) {
-            r->over_bound = cap;
-        } else {
-            double others = rate * (s->nsrv - 1) / s->nsrv;
-            /* A rate times the span, plus at most one request per
-             * other server (fg_limit_bound). */
-            double v =
-                others * (double)b.over_window_us / 1e6 + (double)(s->nsrv - 1);
-            r->over_bound = v < cap ? v : cap;
-        }
+        double others = rate * (s->nsrv - 1) / s->nsrv;
+        /* A rate times the span, plus at most one request per other
+         * server (fg_limit_bound). */
+        double v =
+            others * (double)b.over_window_us / 1e6 + (double)(s->nsrv - 1);
+        r->over_bound = v < cap ? v : cap;
         break;
     }
     case FG__SIM_LEASE:
@@ -699,10 +695,10 @@ int fg__sim_run(const fg__sim_params *p, int strategy, unsigned servers,
      * syncs, the give-backs of leases, at most a second long) is sent
      * and answered within this; a store that answers no command in time
      * would keep the syncs of what failed going for ever. */
-    uint64_t tail = 1000000 + 4 * (s.tick_us + s.answer_us);
+    uint64_t tail_us = 1000000 + 4 * (s.tick_us + s.answer_us);
     fg__sim_event ev;
     while (!s.oom && fg__sim_heap_pop(&s.heap, &ev)) {
-        if (!arriving && !s.waiting && ev.at_us > s.last_answer + tail)
+        if (!arriving && !s.waiting && ev.at_us > s.last_answer_us + tail_us)
             break;
         r->events++;
         last = ev.at_us;
@@ -725,7 +721,7 @@ int fg__sim_run(const fg__sim_params *p, int strategy, unsigned servers,
         goto oom;
     /* To the last event, or the last answer (an exact check's is no
      * event of its own). */
-    r->sim_us = (last > s.last_answer ? last : s.last_answer) - s.t0;
+    r->sim_us = (last > s.last_answer_us ? last : s.last_answer_us) - s.t0;
     judge(&s, &lim);
     sim_free(&s);
     return 0;

@@ -320,6 +320,7 @@ static int bind_listen(const char *listen_addr, char *addr, size_t addrlen,
     return fd;
 }
 
+/* Wake the admin thread's loop (on_wake reads what was handed over). */
 static void wake(fg__admin *a)
 {
     uint64_t one = 1;
@@ -327,6 +328,7 @@ static void wake(fg__admin *a)
     (void)r; /* a full counter still wakes the loop */
 }
 
+/* The HTTP bounds of the configuration in force here. */
 static void apply_http(fg__admin *a)
 {
     const fg__serve_config *c = &a->cur->cfg;
@@ -355,6 +357,7 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
         event_base_loopexit(a->base, NULL);
 }
 
+/* The admin thread: its loop, until fg__admin_free asks it to stop. */
 static void *admin_main(void *arg)
 {
     fg__admin *a = arg;
@@ -389,10 +392,8 @@ fg__admin *fg__admin_start(fg__server *srv, const char *listen, char *addr,
     fg__gen_ref(srv->gen);
     a->cur = srv->gen;
     int fd = bind_listen(listen, addr, addrlen, err, errlen);
-    if (fd < 0) {
-        fg__admin_free(a);
-        return NULL;
-    }
+    if (fd < 0)
+        goto fail; /* the reason in 'err' */
     a->base = event_base_new();
     a->http = a->base ? fg__http_new(a->base, fd, handle, a) : NULL;
     a->sweep = a->base ? event_new(a->base, -1, EV_PERSIST, on_sweep, a) : NULL;
@@ -405,8 +406,7 @@ fg__admin *fg__admin_start(fg__server *srv, const char *listen, char *addr,
         snprintf(err, errlen, "out of memory");
         if (!a->http)
             close(fd);
-        fg__admin_free(a);
-        return NULL;
+        goto fail;
     }
     apply_http(a);
     fg__http_set_cap(a->http, NULL, ADMIN_MAX_CONNECTIONS,
@@ -422,10 +422,12 @@ fg__admin *fg__admin_start(fg__server *srv, const char *listen, char *addr,
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (!a->running) {
         snprintf(err, errlen, "cannot start a thread");
-        fg__admin_free(a);
-        return NULL;
+        goto fail;
     }
     return a;
+fail:
+    fg__admin_free(a);
+    return NULL;
 }
 
 void fg__admin_free(fg__admin *a)

@@ -279,9 +279,10 @@ static uint64_t view_wait(const fg_local *lc, const entry *e, uint64_t now,
         uint64_t held = e->counted + e->deciding;
         if (e->synced && now < e->tat && units + held <= lc->max_cost) {
             uint64_t room = lc->max_cost - units - held;
-            unsigned __int128 early =
+            unsigned __int128 early_us =
                 (unsigned __int128)room * lc->period_us / lc->lim.limit;
-            return early >= e->tat - now ? 0 : e->tat - now - (uint64_t)early;
+            return early_us >= e->tat - now ? 0
+                                            : e->tat - now - (uint64_t)early_us;
         }
         return muldiv_up(units - avail, lc->period_us, lc->lim.limit);
     }

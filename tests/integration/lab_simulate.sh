@@ -185,7 +185,8 @@ check "--svg to a FIFO no one reads: says so" grep -q "a FIFO that no process re
 # what failed, retried at each tick, once kept it going for ever).
 for algo in fixed_window sliding_window token_bucket; do
     sim --rtt 1s --algorithm $algo --json >"$work/late.json" 2>"$work/err"
-    check "--rtt 1s, $algo: the runs end (exit $?)" [ -s "$work/late.json" ]
+    rc=$?
+    check "--rtt 1s, $algo: the runs end (exit $rc)" [ "$rc" -eq 0 -a -s "$work/late.json" ]
     check "--rtt 1s, $algo: all decided by on_failure, within the timeout" rows "$work/late.json" \
         'r["strategy"] in ("local", "split") or (r["policy"] == r["requests"] and r["wait_max_ms"] <= 250)'
 done

@@ -227,7 +227,13 @@ kill -STOP "$RPID"
 curl -s -m 20 -o "$T/hpeek" -w '%{http_code}' "$AH/v1/peek?limit=slow&key=k" \
     -H "$AUTH" >"$T/hpeek.code" &
 cpid=$!
-sleep 0.3
+# Until the peek is connected (then sent at once, and read by the admin
+# thread, which then waits on Redis).
+for _ in $(seq 1 300); do
+    [ -n "$(ss -Htn state established "( dport = :${AH##*:} )" 2>/dev/null)" ] && break
+    sleep 0.01
+done
+sleep 0.1
 reload_fg h 0
 check "peek waiting on a hung Redis: a reload is not held up" \
     bash -c "grep -q 'event=reload result=ok' '$T/h.log' && kill -0 $cpid"

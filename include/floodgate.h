@@ -445,10 +445,12 @@ typedef struct fg_set_result {
 int fg_check_set(const fg_set_item *items, unsigned n, uint64_t cost,
                  fg_set_result *out);
 
-/* A blocked-key cache, for the asynchronous sets of one event loop: once
- * the store refuses 'cost' units of a key until T, a set that asks as much
- * or more of that key before T is refused here, at once, as the store would
- * refuse it, with source FG_SOURCE_CACHE. (T is read on this process's
+/* A blocked-key cache, for the asynchronous sets of one event loop
+ * (fg_check_set_async only: fg_check, fg_check_async and fg_check_set do
+ * not consult it): once the store refuses 'cost' units of a key until T,
+ * or allows a check that leaves fewer than 'cost' until T, a set that asks
+ * as much or more of that key before T is refused here, at once, as the
+ * store would refuse it, with source FG_SOURCE_CACHE. (T is read on this process's
  * clock: a decision made on Redis TIME is placed in the middle of its round
  * trip, so with uneven delays the block may end up to half a round trip
  * after the store's, or before it: then the store refuses.) When the block

@@ -450,9 +450,9 @@ int fg_check_set(const fg_set_item *items, unsigned n, uint64_t cost,
  * not consult it): once the store refuses 'cost' units of a key until T,
  * or allows a check that leaves fewer than 'cost' until T, a set that asks
  * as much or more of that key before T is refused here, at once, as the
- * store would refuse it, with source FG_SOURCE_CACHE. (T is read on this process's
- * clock: a decision made on Redis TIME is placed in the middle of its round
- * trip, so with uneven delays the block may end up to half a round trip
+ * store would refuse it, with source FG_SOURCE_CACHE. (T is read on this
+ * process's clock: a decision made on Redis TIME is placed in the middle of its
+ * round trip, so with uneven delays the block may end up to half a round trip
  * after the store's, or before it: then the store refuses.) When the block
  * ends one request asks the store (the probe) and the others for that key
  * wait for its answer instead of stampeding the store. At most 'entries'

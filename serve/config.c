@@ -603,33 +603,32 @@ static int parse_proxies(parser *p)
  * comma, unless the line above ends in one). */
 static int list_goes_on(parser *p, const char *k, const char *v)
 {
-    char *buf = !strcmp(k, "url")               ? p->c->store_url
-                : !strcmp(k, "trusted_proxies") ? p->proxies
-                                                : p->c->demo_limits;
-    size_t size = !strcmp(k, "url")               ? sizeof(p->c->store_url)
-                  : !strcmp(k, "trusted_proxies") ? sizeof(p->proxies)
-                                                  : sizeof(p->c->demo_limits);
+    fg__serve_config *c = p->c;
+    if (!strcmp(k, "url")) {
+        size_t have = strlen(c->store_url);
+        if (have + strlen(v) >= sizeof(c->store_url))
+            return fail(p, p->line, "url must be 1..%zu characters",
+                        sizeof(c->store_url) - 1);
+        strcpy(c->store_url + have, v);
+        return 1;
+    }
+    int px = !strcmp(k, "trusted_proxies");
+    char *buf = px ? p->proxies : c->demo_limits;
+    size_t size = px ? sizeof(p->proxies) : sizeof(c->demo_limits);
     /* A list's entries hold no '=': such a line is a key indented by
      * mistake, which would be read as the list's next entry. */
-    if (strcmp(k, "url") != 0 && strchr(v, '='))
+    if (strchr(v, '='))
         return fail(p, p->line,
                     "an indented line continues the list of '%s' (line %d): "
                     "a key goes at the start of its line",
-                    k,
-                    !strcmp(k, "trusted_proxies") ? p->proxies_line
-                                                  : p->c->demo_line);
+                    k, px ? p->proxies_line : c->demo_line);
     size_t have = strlen(buf);
     while (have > 0 && buf[have - 1] == ' ')
         buf[--have] = '\0';
-    const char *sep = !strcmp(k, "url") || !have || buf[have - 1] == ','
-                          ? (strcmp(k, "url") && have ? " " : "")
-                          : ", ";
-    if (have + strlen(sep) + strlen(v) >= size) {
-        if (!strcmp(k, "url"))
-            return fail(p, p->line, "url must be 1..%zu characters", size - 1);
+    const char *sep = !have ? "" : buf[have - 1] == ',' ? " " : ", ";
+    if (have + strlen(sep) + strlen(v) >= size)
         return fail(p, p->line, "%s too long (at most %zu characters)", k,
                     size - 1);
-    }
     strcat(strcat(buf, sep), v);
     return 1;
 }

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
 
 #include "redis_url.h"
 #include "store.h"
@@ -307,9 +308,19 @@ static int parse_unix(fg__redis_url *u, const char *rest, char *err,
     if (n < 2 || rest[0] != '/')
         return fg__seterr(err, errlen, FG_EINVAL,
                           "unix url: expected unix:///absolute/path.sock");
-    u->path = fg__strndup(rest, n);
-    if (!u->path)
+    int rc = dup_decoded(rest, n, &u->path);
+    if (rc == FG_ENOMEM)
         return fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
+    if (rc != FG_OK)
+        return fg__seterr(err, errlen, FG_EINVAL,
+                          "unix url: bad percent-encoding in the path");
+    /* The kernel's limit: a longer path would be cut to another one. */
+    size_t max = sizeof(((struct sockaddr_un *)0)->sun_path) - 1;
+    if (strlen(u->path) > max)
+        return fg__seterr(err, errlen, FG_EINVAL,
+                          "unix url: the socket path is %zu bytes, over the "
+                          "system's %zu",
+                          strlen(u->path), max);
     return q ? parse_query(u, q + 1, 0, err, errlen) : FG_OK;
 }
 

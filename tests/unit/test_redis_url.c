@@ -80,6 +80,27 @@ static void test_forms(void)
     CHECK_STR(where, "/run/redis.sock db 5");
     fg__redis_url_free(&u);
 
+    /* A unix path is percent-decoded, as the rest of a URL is: a '?' in a
+     * socket's name is %3F. */
+    CHECK_EQ(fg__redis_url_parse("unix:///tmp/a%3Fb%25c.sock?db=1", &u, err,
+                                 sizeof err),
+             FG_OK);
+    CHECK_STR(u.path, "/tmp/a?b%c.sock");
+    CHECK_EQ(u.db, 1);
+    fg__redis_url_free(&u);
+
+    /* The longest path the kernel takes (107 bytes), and one byte more:
+     * that one is refused, not cut to another socket's path. */
+    char path[160] = "unix:///";
+    memset(path + 8, 's', 106);
+    CHECK_EQ(fg__redis_url_parse(path, &u, err, sizeof err), FG_OK);
+    CHECK_EQ(strlen(u.path), 107);
+    fg__redis_url_free(&u);
+    strcat(path, "s?db=1");
+    CHECK_EQ(fg__redis_url_parse(path, &u, err, sizeof err), FG_EINVAL);
+    CHECK(strstr(err, "108 bytes, over the system's 107") != NULL);
+    fg__redis_url_free(&u);
+
     /* An empty prefix is allowed: keys are then the limit name alone. */
     CHECK_EQ(fg__redis_url_parse("redis://h?prefix=", &u, err, sizeof err),
              FG_OK);
@@ -108,6 +129,8 @@ static void test_refusals(void)
         "redis://u:%4@h",
         "unix://relative.sock",
         "unix://",
+        "unix:///tmp/r%zz.sock",
+        "unix:///tmp/r%00.sock",
         NULL,
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {

@@ -318,7 +318,11 @@ static void tick(evutil_socket_t fd, short what, void *arg)
             w->synced = 1;
             fg__wgen_sync(w->cur);
         }
-        if (synced_all(w->cur, &w->resyncs)) {
+        /* The configurations a reload replaced too: theirs may still be
+         * out (a SIGTERM just after a SIGHUP), and their limiters are
+         * freed only once answered. */
+        free_retired(w);
+        if (!w->retired && synced_all(w->cur, &w->resyncs)) {
             event_base_loopexit(w->base, NULL);
             return;
         }
@@ -340,6 +344,19 @@ static void tick(evutil_socket_t fd, short what, void *arg)
         return;
     }
     tick_in(w, 5000);
+}
+
+/* Free 'wg' as the worker ends. A drain ends once every store command is
+ * answered, each within its limit's timeout; one still out (a drain
+ * abandoned) would be answered, as its store closes, to a limiter already
+ * freed: that configuration is left to the process's exit instead. */
+static void free_at_exit(fg__wgen *wg)
+{
+    if (wg && fg__wgen_pending(wg) != 0) {
+        fg__log("exit_pending", "store_calls=%u", fg__wgen_pending(wg));
+        return;
+    }
+    fg__wgen_free(wg);
 }
 
 /* A breaker gauge that a request's answer set is read again: else a
@@ -545,12 +562,12 @@ static void *worker_main(void *arg)
     /* Drained: close connections, then free what the loop used. */
     fg__http_free(w->http);
     w->http = NULL;
-    fg__wgen_free(w->cur);
+    free_at_exit(w->cur);
     w->cur = NULL;
     while (w->retired) {
         fg__wgen *wg = w->retired;
         w->retired = wg->next;
-        fg__wgen_free(wg);
+        free_at_exit(wg);
     }
     fg__routes_free_pool(w);
     return NULL;

@@ -166,14 +166,28 @@ static void log_modes(const fg__gen *g)
 
 static const char *redact(const char *url, char *out, size_t outlen);
 
+/* A reload refused closes the memory store it opened: the next one may
+ * open it with other options (it keeps those it was first opened with
+ * only once a configuration ran on it). */
+static void drop_new_mem(fg__server *srv, int had_mem)
+{
+    if (had_mem || !srv->mem)
+        return;
+    fg_store_close(srv->mem);
+    srv->mem = NULL;
+    srv->mem_url[0] = '\0';
+}
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
     (void)what;
     fg__server *srv = arg;
     if (sig == SIGHUP) {
         char err[512];
+        int had_mem = srv->mem != NULL;
         fg__gen *g = fg__gen_load(srv, err, sizeof(err));
         if (!g) {
+            drop_new_mem(srv, had_mem);
             FG_INC(srv->reload_errors);
             char v[600];
             fg__log("reload", "result=error reason=%s kept=running",
@@ -184,6 +198,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         const char *refused = reload_refusal(srv, g);
         if (refused) {
             fg__gen_unref(g);
+            drop_new_mem(srv, had_mem);
             FG_INC(srv->reload_errors);
             char fv[600];
             fg__log("reload", "result=error reason=\"%s\" kept=running%s%s",

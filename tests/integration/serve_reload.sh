@@ -117,15 +117,16 @@ key = query:k
 rate = 1000/min
 INI
 }
-reload_m() { # reload_m: SIGHUP and wait for its log line; prints it
-    local n0
-    n0=$(grep -c 'event=reload' "$T/m.log")
-    kill -HUP "$FGPID_m"
+reload_m() { # reload_m [NAME]: SIGHUP to serve NAME (m) and wait for its log line; prints it
+    local n=${1:-m} n0 pid
+    eval "pid=\$FGPID_$n"
+    n0=$(grep -c 'event=reload' "$T/$n.log")
+    kill -HUP "$pid"
     for _ in $(seq 1 300); do
-        [ "$(grep -c 'event=reload' "$T/m.log")" -gt "$n0" ] && break
+        [ "$(grep -c 'event=reload' "$T/$n.log")" -gt "$n0" ] && break
         sleep 0.01
     done
-    grep 'event=reload' "$T/m.log" | tail -1
+    grep 'event=reload' "$T/$n.log" | tail -1
 }
 { printf 'X-Big: '; head -c 4000 /dev/zero | tr '\0' a; printf '\n'; } >"$T/h4k"
 mconf 8192 10s 1024 memory
@@ -199,6 +200,20 @@ check "refused reloads counted" grep -q 'floodgate_reloads_total{result="error"}
 
 kill -TERM "$FGPID_m"
 for _ in $(seq 1 300); do kill -0 "$FGPID_m" 2>/dev/null || break; sleep 0.01; done
+
+# Started on Redis: a reload to memory?max_keys=10 refused for another
+# reason (blocked_cache) does not keep that store open, so a later reload
+# to plain memory is accepted (it was refused as a change of options).
+mconf 1024 1s 1024 "redis://127.0.0.1:$RPORT"
+start_fg rm -c "$T/m.ini" --listen 127.0.0.1:0 || { bad "Redis server starts"; finish; }
+mconf 1024 1s 2048 'memory?max_keys=10'
+line=$(reload_m rm)
+check "to memory?max_keys=10 with blocked_cache changed: refused ($line)" \
+    grep -q 'reason="blocked_cache changes only on restart"' <<<"$line"
+mconf 1024 1s 1024 memory
+line=$(reload_m rm)
+check "then to plain memory: accepted ($line)" grep -q 'event=reload result=ok' <<<"$line"
+kill -TERM "$FGPID_rm"
 
 # A reload that changes only a limit's mode (on_failure set, so it stays)
 # on the memory store is applied: after sync:100ms, exact mode decides

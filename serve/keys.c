@@ -141,6 +141,17 @@ int fg__cidr_parse(const char *s, fg__cidr *out, char *err, size_t errlen)
                      out->bits);
         return FG_EINVAL;
     }
+    /* An IPv4 block written mapped (::ffff:a.b.c.d/N, N >= 96) is that
+     * IPv4 block: a peer is matched in its IPv4 form. */
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0,    0,
+                                       0, 0, 0, 0, 0xff, 0xff};
+    if (out->family == AF_INET6 && out->bits >= 96 &&
+        memcmp(out->addr, mapped, 12) == 0) {
+        out->family = AF_INET;
+        memmove(out->addr, out->addr + 12, 4);
+        memset(out->addr + 4, 0, 12);
+        out->bits -= 96;
+    }
     return 0;
 }
 

@@ -92,6 +92,20 @@ static void test_client_ip(void)
     CHECK_EQ(fg__cidr_match(&v6, 1, "fe80::1"), 0);
     CHECK_EQ(fg__cidr_match(t, 2, "::ffff:10.9.9.9"), 1);
     CHECK_EQ(fg__cidr_match(t, 2, "11.0.0.1"), 0);
+    /* An IPv4 block written mapped is that block, for either form of the
+     * peer; a mapped block with host bits set is refused as any. */
+    fg__cidr m[2];
+    CHECK_EQ(fg__cidr_parse("::ffff:127.0.0.1", &m[0], NULL, 0), 0);
+    CHECK_EQ(fg__cidr_parse("::ffff:10.0.0.0/104", &m[1], NULL, 0), 0);
+    CHECK_EQ(fg__cidr_match(m, 2, "127.0.0.1"), 1);
+    CHECK_EQ(fg__cidr_match(m, 2, "::ffff:127.0.0.1"), 1);
+    CHECK_EQ(fg__cidr_match(m, 2, "10.200.0.1"), 1);
+    CHECK_EQ(fg__cidr_match(m, 2, "127.0.0.2"), 0);
+    CHECK_EQ(fg__cidr_match(m, 2, "11.0.0.1"), 0);
+    CHECK_EQ(fg__cidr_parse("::ffff:0:0/96", &m[0], NULL, 0), 0);
+    CHECK_EQ(fg__cidr_match(m, 1, "192.0.2.7"), 1);
+    CHECK_EQ(fg__cidr_match(m, 1, "2001:db8::1"), 0);
+    CHECK_EQ(fg__cidr_parse("::ffff:10.0.0.1/104", &m[0], NULL, 0), FG_EINVAL);
     CHECK_EQ(fg__cidr_parse("1.2.3.4/", &v6, NULL, 0), FG_EINVAL);
     CHECK_EQ(fg__cidr_parse("::1/129", &v6, NULL, 0), FG_EINVAL);
     CHECK_EQ(fg__cidr_parse("example.com", &v6, NULL, 0), FG_EINVAL);

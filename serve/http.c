@@ -274,12 +274,16 @@ static void conn_new(fg__http *h, int fd, const struct sockaddr_storage *ss)
     http_parser_init(&c->p, HTTP_REQUEST);
     c->p.data = c;
     c->deadline_us = fg_mono_us() + timeout_us(h);
+    /* An IPv4 peer of a dual-stack socket (::ffff:a.b.c.d) is written as
+     * IPv4, as the keys and logs name it. */
+    const struct in6_addr *a6 = &((const struct sockaddr_in6 *)ss)->sin6_addr;
     if (ss->ss_family == AF_INET)
         inet_ntop(AF_INET, &((const struct sockaddr_in *)ss)->sin_addr, c->peer,
                   sizeof(c->peer));
+    else if (ss->ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(a6))
+        inet_ntop(AF_INET, a6->s6_addr + 12, c->peer, sizeof(c->peer));
     else if (ss->ss_family == AF_INET6)
-        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ss)->sin6_addr,
-                  c->peer, sizeof(c->peer));
+        inet_ntop(AF_INET6, a6, c->peer, sizeof(c->peer));
     c->req.conn = c;
     c->req.peer = c->peer;
     c->next = h->conns;

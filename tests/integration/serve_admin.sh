@@ -280,6 +280,14 @@ start_bad spaced "the token must be printable ASCII, no spaces" "$T/spaced"
 printf '[server]\nadmin_listen = 127.0.0.1:0\n[limit a]\nkey = query:u\nrate = 1/s\n' >"$T/notoken.ini"
 out=$(timeout 5 "$FLOODGATE" serve -c "$T/notoken.ini" --listen 127.0.0.1:0 2>&1)
 case "$out" in *"notoken.ini:2: admin_listen needs admin_token_file"*) ok "admin_listen without a token file" ;; *) bad "no token file: $out" ;; esac
+# A dual-stack admin listener names an IPv4 peer as IPv4, as keys do.
+printf '[server]\nadmin_listen = [::]:0\nadmin_token_file = %s\n[limit a]\nkey = query:u\nrate = 1/s\n' \
+    "$T/token" >"$T/dual.ini"
+start_fg dual -c "$T/dual.ini" --listen 127.0.0.1:0 || bad "dual-stack admin server starts"
+curl -s -o /dev/null "http://127.0.0.1:$(admin_of dual)/v1/peek?limit=a&key=x"
+for _ in $(seq 1 100); do grep -q 'event=admin_denied' "$T/dual.log" && break; sleep 0.01; done
+check "a dual-stack admin listener logs an IPv4 peer as IPv4" \
+    grep -q 'event=admin_denied peer=127.0.0.1 ' "$T/dual.log"
 # Off by default: no admin listener at all.
 printf '[limit a]\nkey = query:u\nrate = 1/s\n' >"$T/plain.ini"
 start_fg plain -c "$T/plain.ini" --listen 127.0.0.1:0 || bad "plain server starts"

@@ -305,11 +305,13 @@ fg__token_bucket(const fg__algo_params *p, fg__algo_state *s, uint64_t now,
         return fg__token_bucket_wide(p, s, now, cost, d, expires);
     const uint64_t depth = p->depth, scale = p->scale;
     /* How far TAT is ahead of now, in scaled units. A debt of fg_add
-     * leaves it more than a full bucket ahead, and the wide code waits for
-     * all of it (fg__token_debt). So may a clock that stepped back, or a
-     * rate changed since TAT was written: clamp, so that the wait is never
-     * longer than draining the bucket; for a changed rate, store the
-     * clamp, so that the debt drains at this rate (fg__algo_state). */
+     * leaves it more than a full bucket ahead (up to fg__add_keep()
+     * buckets), and the wide code waits for all of it (fg__token_debt); a
+     * clock that stepped back by less looks the same, and waits the same.
+     * Further ahead, or written under another depth (a rate changed since
+     * TAT was written): clamp, so that the wait is a full drain; for a
+     * changed rate, store the clamp, so that the debt drains at this rate
+     * (fg__algo_state). */
     uint64_t ahead = 0;
     if (s->a >= now) {
         /* One unit onto a bucket already draining (the common case of a

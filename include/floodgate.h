@@ -284,7 +284,8 @@ fg_limiter *fg_limiter_new(fg_store *st, const fg_limit *lim, char *err,
  * policy, and returns FG_OK or a negative FG_E* code that says why the store
  * was not consulted (out->source then says who decided). Bad input (cost 0,
  * cost > limit or burst, cost >= FG_MAX_COUNT, key too long) returns
- * FG_ECOST or FG_EKEY with out->allowed = 0 and consumes nothing. */
+ * FG_ECOST or FG_EKEY with out->allowed = 0 and consumes nothing; its
+ * retry_after is 0, since no wait makes it fit: the caller's error. */
 int fg_check(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
              fg_decision *out);
 

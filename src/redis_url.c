@@ -1,6 +1,7 @@
 /* redis_url.c -- parsing of Redis store URLs (see redis_url.h). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <arpa/inet.h>
 #include <string.h>
 #include <sys/un.h>
 
@@ -263,6 +264,21 @@ static int parse_hostport(fg__redis_url *u, const char *s, size_t n, char *err,
     u->host = fg__strndup(h, hl);
     if (!u->host)
         return fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
+    /* An IPv6 address is named as inet_ntop writes it, an IPv4-mapped one
+     * as IPv4: one node has one name (a shard's place on the ring, and
+     * "listed twice"), however it was spelled. */
+    unsigned char a6[16];
+    char canon[INET6_ADDRSTRLEN];
+    static const unsigned char mapped[12] = {0, 0, 0, 0, 0,    0,
+                                             0, 0, 0, 0, 0xff, 0xff};
+    if (inet_pton(AF_INET6, u->host, a6) == 1) {
+        if (memcmp(a6, mapped, 12) == 0)
+            inet_ntop(AF_INET, a6 + 12, canon, sizeof(canon));
+        else
+            inet_ntop(AF_INET6, a6, canon, sizeof(canon));
+        if (strlen(canon) <= hl)
+            strcpy(u->host, canon);
+    }
     return FG_OK;
 }
 

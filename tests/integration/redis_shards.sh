@@ -99,6 +99,7 @@ out=$("$FLOODGATE" check --store "$SHARDS" --limit 5/min --key cli1 --count 7 --
 expect_eq "floodgate check on shards: 5 of 7" "$out" "allowed=5 limited=2"
 for bad in "shards=redis://127.0.0.1:${RP[0]}|at least 2 node URLs" \
     "shards=redis://127.0.0.1:${RP[0]},redis://127.0.0.1:${RP[0]}|listed twice" \
+    "shards=redis://127.0.0.1:${RP[0]},redis://[::ffff:127.0.0.1]:${RP[0]}|listed twice" \
     "shards=redis://127.0.0.1:${RP[0]},redis://127.0.0.1:${RP[1]}?prefix=x:|another prefix" \
     "shards=redis://127.0.0.1:${RP[0]},,redis://127.0.0.1:${RP[1]}|node 2: empty URL" \
     "shards=redis://127.0.0.1:${RP[0]}, redis://127.0.0.1:${RP[1]}|node 2 is not a redis:// or unix:// URL (it begins with a blank" \

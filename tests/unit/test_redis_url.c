@@ -69,6 +69,19 @@ static void test_forms(void)
     CHECK_STR(where, "[::1]:7000 db 2");
     fg__redis_url_free(&u);
 
+    /* A numeric address has one name however it is spelled. */
+    static const char *const spell[][2] = {
+        {"redis://[0:0:0:0:0:0:0:1]:7000", "::1"},
+        {"redis://[::FFFF:127.0.0.1]:7000", "127.0.0.1"},
+        {"redis://[2001:DB8:0::1]:7000", "2001:db8::1"},
+        {"redis://127.0.0.1:7000", "127.0.0.1"},
+    };
+    for (size_t i = 0; i < sizeof spell / sizeof *spell; i++) {
+        CHECK_EQ(fg__redis_url_parse(spell[i][0], &u, err, sizeof err), FG_OK);
+        CHECK_STR(u.host, spell[i][1]);
+        fg__redis_url_free(&u);
+    }
+
     CHECK_EQ(fg__redis_url_parse("unix:///run/redis.sock?db=5&prefix=x", &u,
                                  err, sizeof err),
              FG_OK);

@@ -366,6 +366,24 @@ static void api_defaults(web *w, struct evhttp_request *req)
     reply_json(req, 200, body, (size_t)n);
 }
 
+/* Whether the request comes from this page, or from no page at all (an
+ * address typed in, curl). Another page, even one served on loopback,
+ * could else start runs in the user's browser: an <img> or a form aimed
+ * here. The browser says where a request comes from in Sec-Fetch-Site
+ * (same-site covers another port of the same host) and, for scripts, in
+ * Origin, which must name the Host this request was sent to. */
+static int origin_ok(struct evhttp_request *req)
+{
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    const char *site = evhttp_find_header(in, "Sec-Fetch-Site");
+    if (site && strcmp(site, "same-origin") != 0 && strcmp(site, "none") != 0)
+        return 0;
+    const char *origin = evhttp_find_header(in, "Origin");
+    const char *host = evhttp_find_header(in, "Host");
+    return !origin || (host && strncmp(origin, "http://", 7) == 0 &&
+                       strcmp(origin + 7, host) == 0);
+}
+
 static void on_request(struct evhttp_request *req, void *arg)
 {
     web *w = arg;
@@ -376,8 +394,7 @@ static void on_request(struct evhttp_request *req, void *arg)
         return;
     }
     enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
-    if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD &&
-        cmd != EVHTTP_REQ_POST) {
+    if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD) {
         evhttp_send_error(req, 405, "method not allowed");
         return;
     }
@@ -385,6 +402,12 @@ static void on_request(struct evhttp_request *req, void *arg)
         reply_error(req, 403,
                     "the Host header must name this page on loopback "
                     "(127.0.0.1, [::1] or localhost, with its port)");
+        return;
+    }
+    if (!origin_ok(req)) {
+        reply_error(req, 403,
+                    "asked by another page: only this page (or the address "
+                    "typed in) starts runs");
         return;
     }
     if (strncmp(path, "/api/", 5) == 0) {
@@ -514,8 +537,7 @@ int fg__lab_web(fg__lab *lab, const char *listen, const fg__lab_params *p)
         goto done;
     }
     evhttp_set_gencb(http, on_request, &w);
-    evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD |
-                                         EVHTTP_REQ_POST);
+    evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
     evhttp_set_max_body_size(http, MAX_BODY);
     evhttp_set_max_headers_size(http, MAX_HEADERS);
     check = event_new(w.base, -1, EV_PERSIST, on_check, &w);

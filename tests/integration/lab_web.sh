@@ -146,8 +146,18 @@ got=$(api /api/defaults -H "Host: 127.0.0.1:$((port == 65535 ? 1 : port + 1))")
 check "a Host header naming another port is refused 403" grep -q ' 403$' <<<"$got"
 got=$(api /api/defaults -H "Host: localhost:$port")
 check "Host localhost:PORT is served" grep -q ' 200$' <<<"$got"
-got=$(head -c 2000000 /dev/zero | api /api/defaults --data-binary @- -o /dev/null)
+got=$(head -c 2000000 /dev/zero | api /api/defaults -X GET --data-binary @- -o /dev/null)
 check "a 2 MB body is refused 413, not read ($got)" [ "$got" = " 413" ]
+# Another page (even one on loopback, another port) cannot start runs in
+# the user's browser: an <img> sends Sec-Fetch-Site, a script Origin too.
+got=$(api "$run" -H "Sec-Fetch-Site: same-site" -o /dev/null)
+check "a run asked by another page (Sec-Fetch-Site: same-site) is refused 403 ($got)" [ "$got" = " 403" ]
+got=$(api "$run" -H "Origin: http://127.0.0.1:$((port == 65535 ? 1 : port + 1))" -o /dev/null)
+check "a run asked with another Origin is refused 403 ($got)" [ "$got" = " 403" ]
+got=$(api /api/defaults -H "Sec-Fetch-Site: same-origin" -H "Origin: ${url%/}" -o /dev/null)
+check "the page's own request (same-origin, its Origin) is served ($got)" [ "$got" = " 200" ]
+got=$(api "$run" -X POST -o /dev/null)
+check "POST is not a way to start a run ($got)" [ "$got" = " 501" ]
 got=$(api / -I -o /dev/null)
 check "HEAD / is answered 200 ($got)" [ "$got" = " 200" ]
 

@@ -109,6 +109,11 @@ async function slide(page, id, value) {
     check(t.strategy === 'local', 'first run is local', t.strategy);
     check(t.cards === 4, 'four server cards', t.cards);
     check(t.allowed > t.limit, 'local lets more than the limit through', `${t.allowed} / ${t.limit}`);
+    // Each visible slider is found by its name, as a screen reader names it.
+    for (const name of ['API servers', 'Requests in the burst', 'Redis round trip']) {
+      const n = await page.getByRole('slider', { name, exact: true }).count();
+      check(n === 1, `the slider "${name}" has its name`, n);
+    }
 
     // Eight servers: slide, wait for the debounced run.
     let n = await runs(page);

@@ -496,10 +496,10 @@ void fg__lab_print_cards(FILE *f, const fg__lab_result *rs, int n, int color)
         fprintf(f,
                 "%s  Stated bound: sync, over <= min(arrivals at the other "
                 "servers within the\n  library's window of 2 x (interval + "
-                "round trip), (servers - 1) x limit); lease,\n  never over, "
-                "under <= what the other servers may hold. Their Redis "
-                "figures\n  include the commands sent after the burst (syncs, "
-                "give-backs), waited for.%s\n",
+                "round trip), (servers - 1) x (limit +\n  its refill in that "
+                "window)); lease, never over, under <= what the other\n  "
+                "servers may hold. Their Redis figures include the commands "
+                "sent after\n  the burst (syncs, give-backs), waited for.%s\n",
                 color ? ansi[DIM] : "", color ? "\033[0m" : "");
 }
 

@@ -15,7 +15,7 @@ const DOWN = {naive: 'fails open: no protection',
               lease: 'spends the units it holds, then limit ÷ N per server'};
 const EXPLAIN = {
   local: 'Each server counts only what it sees. With N servers, the user really gets N × the limit.',
-  split: 'Each server gets limit ÷ N. The balancer does not spread one user evenly, so real requests are refused while the user is under the limit.',
+  split: 'Each server gets limit ÷ N (at least 1, so with more servers than the limit the user gets one a server: over). The balancer does not spread one user evenly, so real requests are refused while the user is under the limit.',
   naive: 'One shared counter in Redis, but read, decide and write are separate round trips: requests that read the same value all pass. Drag the round trip up.',
   atomic: 'One shared counter, checked and updated in one atomic step inside Redis (a Lua token bucket): exactly the limit, one round trip.',
   sync: 'Each server decides on its own view of the shared counter and sends its usage to Redis once per interval: few Redis commands, and an overshoot bounded by what the other servers admit within two intervals and a round trip. Move the interval.',
@@ -176,7 +176,8 @@ function renderBound(r) {
     $('bound').textContent = `≤ ${r.bound}`;
     $('bound-note').textContent = `overshoot: at most what the other servers admit in ` +
       `${r.over_window_ms} ms (2 × (${r.interval_ms} ms + round trip)): ` +
-      `${r.arrivals_in_window} of these arrivals; never more than ${r.over_cap}`;
+      `their share of the burst's rate × that window, plus one a server ` +
+      `(${r.arrivals_in_window}); never more than ${r.over_cap}`;
     tile.classList.add(r.over <= r.bound ? 'warn' : 'bad');
   } else if (r.bound_of === 'under') {
     $('measured').textContent = `+${r.over} · ${r.refused_under_limit} short`;

@@ -95,6 +95,7 @@ typedef struct opts {
     int web;
     const char *listen;
     int listen_given;
+    int strategy_given;
     char sweep_param[16];
     int sweep[FG__LAB_MAX_SWEEP];
     int nsweep;
@@ -292,6 +293,7 @@ static int parse_args(int argc, char **argv, opts *o)
         int bad = 0;
         if (strcmp(name, "--strategy") == 0) {
             bad = parse_strategies(val, &o->mask);
+            o->strategy_given = 1;
         } else if (strcmp(name, "--sync") == 0) {
             /* The library's range for mode = sync:INTERVAL, in whole ms. */
             int64_t us = 0;
@@ -379,6 +381,11 @@ static int parse_args(int argc, char **argv, opts *o)
                 "floodgate lab: %s does not apply with --web (the "
                 "page measures its own curve)\n",
                 o->nsweep > 0 ? "--sweep" : "--svg");
+        return 2;
+    }
+    if (o->web && o->strategy_given) {
+        fprintf(stderr, "floodgate lab: --strategy does not apply with --web "
+                        "(the page has a tab for each strategy)\n");
         return 2;
     }
     if (o->svg && o->nsweep == 0) {

@@ -63,6 +63,7 @@ usage_error "bad value for --listen: '0.0.0.0:0' (the page listens on loopback o
 usage_error "bad value for --listen: '[::]:0' (the page listens on loopback only" --web --listen '[::]:0'
 usage_error "--sweep does not apply with --web" --web --sweep rtt=1
 usage_error "--svg does not apply with --web" --web --svg "$work/x.svg"
+usage_error "--strategy does not apply with --web" --web --strategy lease
 usage_error "--svg applies to --sweep only" --svg "$work/x.svg"
 usage_error "cannot write the chart to $work/none/x.svg: No such file or directory" \
     --strategy local --servers 1 --burst 5 --sweep burst=5 --svg "$work/none/x.svg"

@@ -158,21 +158,28 @@ static int ask_blocking(fg_limiter *l, fg_local_ask *a, fg_decision *d,
  * hold it until answered), and answers each ask as it comes. A check that
  * finds another thread sending leaves the work to it; fg_limiter_sync
  * waits for that thread, then sends everything. Thousands of keys due at
- * once would otherwise hold every check for thousands of round trips. */
+ * once would otherwise hold every check for thousands of round trips.
+ * A check sends work for its limit's timeout at most, a few asks at a
+ * time, and leaves the rest due to the checks after it: 100,000 keys due
+ * at once held one check for seconds. (A key whose view grows older than
+ * an interval meanwhile is decided by the store, so the late ones cost
+ * round trips, not exactness.) */
+#define DUE_BATCH 8
 static int run_due_blocking(fg_limiter *l, uint64_t now, int all)
 {
     struct fg__mode *m = l->mode;
     fg_local_ask asks[ASK_BATCH];
     int first = FG_OK;
-    size_t n;
+    size_t n, batch = all ? ASK_BATCH : DUE_BATCH;
+    uint64_t until = now + (uint64_t)l->lim.timeout_ms * 1000;
     if (m->syncing && !all)
         return FG_OK;
     while (m->syncing)
         pthread_cond_wait(&m->synced, &m->mu);
     m->syncing = 1;
     do {
-        n = all ? fg_local_flush(m->lc, now, asks, ASK_BATCH)
-                : fg_local_due(m->lc, now, asks, ASK_BATCH);
+        n = all ? fg_local_flush(m->lc, now, asks, batch)
+                : fg_local_due(m->lc, now, asks, batch);
         for (size_t i = 0; i < n; i++) {
             fg_decision d;
             int rc = ask_blocking(l, &asks[i], &d, 1);
@@ -180,7 +187,7 @@ static int run_due_blocking(fg_limiter *l, uint64_t now, int all)
                 first = rc;
         }
         now = now_us();
-    } while (n == ASK_BATCH);
+    } while (n == batch && (all || now < until));
     m->syncing = 0;
     pthread_cond_broadcast(&m->synced);
     return first;

@@ -366,7 +366,7 @@ static void api_defaults(web *w, struct evhttp_request *req)
     reply_json(req, 200, body, (size_t)n);
 }
 
-/* Whether the request comes from this page, or from no page at all (an
+/* Whether an API request comes from this page, or from no page at all (an
  * address typed in, curl). Another page, even one served on loopback,
  * could else start runs in the user's browser: an <img> or a form aimed
  * here. The browser says where a request comes from in Sec-Fetch-Site
@@ -380,8 +380,8 @@ static int origin_ok(struct evhttp_request *req)
         return 0;
     const char *origin = evhttp_find_header(in, "Origin");
     const char *host = evhttp_find_header(in, "Host");
-    return !origin || (host && strncmp(origin, "http://", 7) == 0 &&
-                       strcmp(origin + 7, host) == 0);
+    return !origin || (host && strncasecmp(origin, "http://", 7) == 0 &&
+                       strcasecmp(origin + 7, host) == 0);
 }
 
 static void on_request(struct evhttp_request *req, void *arg)
@@ -393,18 +393,15 @@ static void on_request(struct evhttp_request *req, void *arg)
         evhttp_send_error(req, 400, "bad request");
         return;
     }
+    /* libevent answers other methods 501 (evhttp_set_allowed_methods). */
     enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
-    if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD) {
-        evhttp_send_error(req, 405, "method not allowed");
-        return;
-    }
     if (!host_ok(w, req)) {
         reply_error(req, 403,
                     "the Host header must name this page on loopback "
                     "(127.0.0.1, [::1] or localhost, with its port)");
         return;
     }
-    if (!origin_ok(req)) {
+    if (strncmp(path, "/api/", 5) == 0 && !origin_ok(req)) {
         reply_error(req, 403,
                     "asked by another page: only this page (or the address "
                     "typed in) starts runs");

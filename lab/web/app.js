@@ -176,7 +176,7 @@ function renderBound(r) {
     $('bound').textContent = `≤ ${r.bound}`;
     $('bound-note').textContent = `overshoot: at most what the other servers admit in ` +
       `${r.over_window_ms} ms (2 × (${r.interval_ms} ms + round trip)): ` +
-      `their share of the burst's rate × that window, plus one a server ` +
+      `their share of the burst's rate × that window, plus one for each other server ` +
       `(${r.arrivals_in_window}); never more than ${r.over_cap}`;
     tile.classList.add(r.over <= r.bound ? 'warn' : 'bad');
   } else if (r.bound_of === 'under') {

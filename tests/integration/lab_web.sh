@@ -154,6 +154,8 @@ got=$(api "$run" -H "Sec-Fetch-Site: same-site" -o /dev/null)
 check "a run asked by another page (Sec-Fetch-Site: same-site) is refused 403 ($got)" [ "$got" = " 403" ]
 got=$(api "$run" -H "Origin: http://127.0.0.1:$((port == 65535 ? 1 : port + 1))" -o /dev/null)
 check "a run asked with another Origin is refused 403 ($got)" [ "$got" = " 403" ]
+got=$(api / -H "Sec-Fetch-Site: same-site" -o /dev/null)
+check "the page itself, opened from a link on another page, is served ($got)" [ "$got" = " 200" ]
 got=$(api /api/defaults -H "Sec-Fetch-Site: same-origin" -H "Origin: ${url%/}" -o /dev/null)
 check "the page's own request (same-origin, its Origin) is served ($got)" [ "$got" = " 200" ]
 got=$(api "$run" -X POST -o /dev/null)

@@ -159,18 +159,17 @@ static int ask_blocking(fg_limiter *l, fg_local_ask *a, fg_decision *d,
  * finds another thread sending leaves the work to it; fg_limiter_sync
  * waits for that thread, then sends everything. Thousands of keys due at
  * once would otherwise hold every check for thousands of round trips.
- * A check sends work for its limit's timeout at most, a few asks at a
- * time, and leaves the rest due to the checks after it: 100,000 keys due
- * at once held one check for seconds. (A key whose view grows older than
- * an interval meanwhile is decided by the store, so the late ones cost
- * round trips, not exactness.) */
-#define DUE_BATCH 8
+ * A check sends work one ask at a time until its limit's timeout has
+ * passed, and leaves the rest due to the checks after it, so that no
+ * check waits for thousands of round trips either. (A key whose view
+ * grows older than an interval meanwhile is decided by the store: the
+ * late ones cost round trips, not exactness.) */
 static int run_due_blocking(fg_limiter *l, uint64_t now, int all)
 {
     struct fg__mode *m = l->mode;
     fg_local_ask asks[ASK_BATCH];
     int first = FG_OK;
-    size_t n, batch = all ? ASK_BATCH : DUE_BATCH;
+    size_t n, batch = all ? ASK_BATCH : 1;
     uint64_t until = now + (uint64_t)l->lim.timeout_ms * 1000;
     if (m->syncing && !all)
         return FG_OK;

@@ -4,9 +4,8 @@
  * - A lease whose every answer comes back after its window ended (a round
  *   trip longer than the window) is decided exactly after four takes, not
  *   asked again for ever.
- * - A sync limit with many keys due at once: a check sends them for about
- *   its timeout at most and leaves the rest to the checks after it (one
- *   check sent them all, for seconds). */
+ * - A sync limit with many keys due at once: a check sends them until its
+ *   timeout has passed and leaves the rest to the checks after it. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <time.h>
@@ -104,14 +103,14 @@ static void many_due(void)
     uint64_t t0 = fg_mono_us();
     CHECK_EQ(fg_check(lim, "z", 1, 1, &d), FG_OK);
     uint64_t took_ms = (fg_mono_us() - t0) / 1000;
-    CHECK(took_ms < 200);
-    if (took_ms >= 200)
+    CHECK(took_ms < 100);
+    if (took_ms >= 100)
         fprintf(stderr, "  one check with %d keys due took %llu ms\n", KEYS,
                 (unsigned long long)took_ms);
     /* The checks after it send the rest: every key's second use reaches
      * the store (fg_peek reads the store, whatever the mode). */
     atomic_store(&slow_ms, 0);
-    for (int i = 0; i < 2 * KEYS / 8 + 10; i++) {
+    for (int i = 0; i < 20; i++) {
         int n = snprintf(key, sizeof key, "y%d", i);
         fg_check(lim, key, (size_t)n, 1, &d);
         nanosleep(&(struct timespec){0, 6 * 1000 * 1000}, NULL);

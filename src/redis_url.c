@@ -276,8 +276,11 @@ static int parse_hostport(fg__redis_url *u, const char *s, size_t n, char *err,
             inet_ntop(AF_INET, a6 + 12, canon, sizeof(canon));
         else
             inet_ntop(AF_INET6, a6, canon, sizeof(canon));
-        if (strlen(canon) <= hl)
-            strcpy(u->host, canon);
+        char *c = fg__strndup(canon, strlen(canon));
+        if (!c)
+            return fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
+        fg__free(u->host);
+        u->host = c;
     }
     return FG_OK;
 }

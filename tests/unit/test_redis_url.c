@@ -81,6 +81,16 @@ static void test_forms(void)
         CHECK_STR(u.host, spell[i][1]);
         fg__redis_url_free(&u);
     }
+    /* Two spellings of one address, the first the shorter: one name. */
+    char first[64];
+    CHECK_EQ(fg__redis_url_parse("redis://[::a:b]", &u, err, sizeof err),
+             FG_OK);
+    snprintf(first, sizeof first, "%s", u.host);
+    fg__redis_url_free(&u);
+    CHECK_EQ(fg__redis_url_parse("redis://[::0.10.0.11]", &u, err, sizeof err),
+             FG_OK);
+    CHECK_STR(u.host, first);
+    fg__redis_url_free(&u);
 
     CHECK_EQ(fg__redis_url_parse("unix:///run/redis.sock?db=5&prefix=x", &u,
                                  err, sizeof err),

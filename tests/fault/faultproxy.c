@@ -32,6 +32,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -476,6 +477,9 @@ static void loopback(struct sockaddr_in *a, int port)
 int main(int argc, char **argv)
 {
     int lport = 0, cport = 0, uport = 0, o;
+    /* A write to a peer that has gone is an error to handle, not the
+     * proxy's end (SIGPIPE killed it in a trickle after a reset). */
+    signal(SIGPIPE, SIG_IGN);
     while ((o = getopt(argc, argv, "l:c:u:")) != -1) {
         if (o == 'l')
             lport = atoi(optarg);

@@ -10,12 +10,21 @@
 #   bash bench/nodes.sh            (make bench runs it)
 #   DURATION=5 ROUNDS=5 bash bench/nodes.sh
 set -u
+# --help: the comment above; no arguments (settings are the variables it
+# names).
+case ${1:-} in
+-h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;;
+?*) echo "$0: no arguments (settings are environment variables; see --help)" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 BUILD=$(realpath -m "${BUILD:-build}")
 FLOODGATE=${FLOODGATE:-$BUILD/floodgate}
 DURATION=${DURATION:-3}
 ROUNDS=${ROUNDS:-3}
 CONNS=${CONNS:-32}
+for v in DURATION ROUNDS CONNS; do
+    case ${!v} in '' | *[!0-9]* | 0) echo "bench/nodes.sh: $v must be a whole number, 1 or more, not '${!v}'" >&2; exit 2 ;; esac
+done
 for tool in wrk redis-server redis-cli "$FLOODGATE"; do
     command -v "$tool" >/dev/null || { echo "bench/nodes.sh: $tool not found"; exit 1; }
 done
@@ -29,7 +38,11 @@ cleanup() {
     rm -rf "$T"
 }
 trap cleanup EXIT
-trap 'exit 1' TERM INT
+# Ctrl-C or SIGTERM: cleaned up, then the script dies of the signal, so
+# that make bench stops too (a script that exits instead is taken to have
+# handled it, and the next benchmark would start).
+trap 'cleanup; trap - INT EXIT; kill -INT $$' INT
+trap 'cleanup; trap - TERM EXIT; kill -TERM $$' TERM
 free_port() {
     local p
     for _ in $(seq 1 50); do
@@ -154,6 +167,8 @@ done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
 cat <<EOF
+## floodgate serve on one Redis, on shards and on a Redis Cluster
+
 floodgate serve (1 worker) on one Redis, on \`shards=\` of 3 Redis and on a
 Redis Cluster of 3 masters (no replicas), all on this machine; \`wrk -t1
 -c$CONNS -d${DURATION}s --latency\`, token_bucket, 100,000 users at random;
@@ -192,3 +207,11 @@ echo
 echo "Rounds (store decisions commands cpu_s p99_ms req/s):"
 echo
 sed 's/^/    /' "$T/rounds"
+cat <<EOF
+
+More wrk connections (\`CONNS=256\`) do not close the gap: each of 3 nodes
+answers a smaller batch sooner, so the next batch waits for fewer checks,
+and the batches stay about a third as large. Only holding a node's batch
+back on purpose (adding latency to every check) would make them as large
+as one node's; floodgate does not.
+EOF

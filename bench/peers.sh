@@ -17,11 +17,20 @@
 #   bash bench/peers.sh            (make bench runs it)
 #   DURATION=5 CONNS=64 bash bench/peers.sh
 set -u
+# --help: the comment above; no arguments (settings are the variables it
+# names).
+case ${1:-} in
+-h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;;
+?*) echo "$0: no arguments (settings are environment variables; see --help)" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 BUILD=$(realpath -m "${BUILD:-build}")
 FLOODGATE=${FLOODGATE:-$BUILD/floodgate}
 DURATION=${DURATION:-3}
 CONNS=${CONNS:-32}
+for v in DURATION CONNS; do
+    case ${!v} in '' | *[!0-9]* | 0) echo "bench/peers.sh: $v must be a whole number, 1 or more, not '${!v}'" >&2; exit 2 ;; esac
+done
 NGINX=${NGINX:-/usr/sbin/nginx}
 for tool in wrk redis-server redis-cli curl ss "$NGINX" "$FLOODGATE"; do
     command -v "$tool" >/dev/null || { echo "bench/peers.sh: $tool not found"; exit 1; }
@@ -44,7 +53,11 @@ cleanup() {
     rm -rf "$T"
 }
 trap cleanup EXIT
-trap 'exit 1' TERM INT
+# Ctrl-C or SIGTERM: cleaned up, then the script dies of the signal, so
+# that make bench stops too (a script that exits instead is taken to have
+# handled it, and the next benchmark would start).
+trap 'cleanup; trap - INT EXIT; kill -INT $$' INT
+trap 'cleanup; trap - TERM EXIT; kill -TERM $$' TERM
 
 free_port() {
     local p
@@ -245,7 +258,7 @@ beside \`floodgate serve\` on the same redis-server
 ($(redis-server --version | cut -d' ' -f3 | sed 's/v=//')) in exact mode. Both count a fixed
 window: rate-limiter-flexible runs a Lua script of SET NX EX, INCRBY and
 PTTL (its window starts at a key's first request); floodgate
-\`fixed_window\` sends INCRBY and PEXPIRE NX together, in one round trip
+\`fixed_window\` sends INCR and PEXPIRE NX together, in one round trip
 (windows aligned to the clock). The decision path at 1,000,000 a second (nearly every
 request allowed), then one key flooded far above 100 a second (nearly every
 request refused): floodgate's blocked-key cache answers known refusals

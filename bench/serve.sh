@@ -15,6 +15,12 @@
 #                                  (another binary; the req/s rows only)
 #   MODES=0 bash bench/serve.sh    (without the approximate modes)
 set -u
+# --help: the comment above; no arguments (settings are the variables it
+# names).
+case ${1:-} in
+-h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;;
+?*) echo "$0: no arguments (settings are environment variables; see --help)" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 BUILD=$(realpath -m "${BUILD:-build}")
 FLOODGATE=${FLOODGATE:-$BUILD/floodgate}
@@ -24,6 +30,9 @@ DURATION=${DURATION:-3}
 FLOOD_DURATION=${FLOOD_DURATION:-10}
 CONNS=${CONNS:-32}
 NGINX=${NGINX:-/usr/sbin/nginx}
+for v in DURATION FLOOD_DURATION CONNS; do
+    case ${!v} in '' | *[!0-9]* | 0) echo "bench/serve.sh: $v must be a whole number, 1 or more, not '${!v}'" >&2; exit 2 ;; esac
+done
 for tool in wrk redis-server redis-cli "$NGINX" "$FLOODGATE"; do
     command -v "$tool" >/dev/null || { echo "bench/serve.sh: $tool not found"; exit 1; }
 done
@@ -38,7 +47,11 @@ cleanup() {
 }
 trap cleanup EXIT
 [ -n "${KEEP:-}" ] && echo "temp: $T"
-trap 'exit 1' TERM INT
+# Ctrl-C or SIGTERM: cleaned up, then the script dies of the signal, so
+# that make bench stops too (a script that exits instead is taken to have
+# handled it, and the next benchmark would start).
+trap 'cleanup; trap - INT EXIT; kill -INT $$' INT
+trap 'cleanup; trap - TERM EXIT; kill -TERM $$' TERM
 
 free_port() {
     local p
@@ -191,8 +204,8 @@ of 1,000,000/s (every request allowed, so each is a decision); Redis
 commands per request are the \`INFO commandstats\` delta over floodgate's
 first round divided by its requests (a script's inner commands counted):
 token bucket checks go as one script call per batch of up to 64 checks (its
-TIME, GET/MGET and SET counted too), a fixed window's as INCRBY and
-PEXPIRE NX in one round trip.
+TIME, GET/MGET and SET counted too), a fixed window's as INCR (INCRBY for
+a cost above 1) and PEXPIRE NX in one round trip.
 
 | scenario | floodgate req/s | p99 ms | nginx req/s | nginx p99 ms | req/s ratio | p99 ratio | target | Redis commands / request |
 |---|---|---|---|---|---|---|---|---|

@@ -11,6 +11,7 @@
  * allowed and every decision is a full read-modify-write. */
 #include <event2/event.h>
 #include <hiredis/hiredis.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,10 +66,14 @@ static fg_limiter *bench_limiter(fg_store *st, const char *algo)
 {
     fg_limit lim;
     char err[256];
-    if (fg_limit_parse(rate, &lim) != FG_OK)
+    if (fg_limit_parse(rate, &lim) != FG_OK) {
+        fprintf(stderr, "redis_bench: bad rate '%s' (as 1000000/s)\n", rate);
         return NULL;
-    if (fg_algorithm_parse(algo, &lim.algorithm) != FG_OK)
+    }
+    if (fg_algorithm_parse(algo, &lim.algorithm) != FG_OK) {
+        fprintf(stderr, "redis_bench: unknown algorithm '%s'\n", algo);
         return NULL;
+    }
     snprintf(lim.name, sizeof lim.name, "bench");
     lim.timeout_ms = 1000;
     lim.on_failure = FG_FAIL_CLOSED;
@@ -125,6 +130,13 @@ static int sha(const char *url, const char *algo)
 {
     fg__redis_url u;
     char err[256];
+    if (strcmp(algo, "sliding_window") && strcmp(algo, "token_bucket")) {
+        fprintf(stderr,
+                "redis_bench: sha of sliding_window or token_bucket, "
+                "not '%s'\n",
+                algo);
+        return 2;
+    }
     int i =
         strcmp(algo, "sliding_window") == 0 ? FG__LUA_SLIDING : FG__LUA_TOKEN;
     if (fg__redis_url_parse(url, &u, err, sizeof err) != FG_OK)
@@ -144,16 +156,33 @@ static int sha(const char *url, const char *algo)
     return rc;
 }
 
+/* A whole number in 'lo'..'hi' in 's', or -1. */
+static long whole(const char *s, long lo, long hi)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    return *s >= '0' && *s <= '9' && !*end && !errno && v >= lo && v <= hi ? v
+                                                                           : -1;
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
     if (argc == 7)
         rate = argv[6];
-    if ((argc == 6 || argc == 7) && strcmp(argv[1], "run") == 0)
-        return bench(argv[2], argv[3], atoi(argv[4]), atof(argv[5]));
+    if ((argc == 6 || argc == 7) && strcmp(argv[1], "run") == 0) {
+        long depth = whole(argv[4], 1, 1024), secs = whole(argv[5], 1, 3600);
+        if (depth < 0 || secs < 0) {
+            fprintf(stderr, "redis_bench: DEPTH is 1 to 1024 and SECONDS 1 "
+                            "to 3600, whole numbers\n");
+            return 2;
+        }
+        return bench(argv[2], argv[3], (int)depth, (double)secs);
+    }
     if (argc == 4 && strcmp(argv[1], "sha") == 0)
         return sha(argv[2], argv[3]);
-    fprintf(stderr, "usage: redis_bench run URL ALGO DEPTH SECONDS | "
+    fprintf(stderr, "usage: redis_bench run URL ALGO DEPTH SECONDS [RATE] | "
                     "sha URL ALGO\n");
     return 2;
 }

@@ -23,8 +23,14 @@ int main(int argc, char **argv)
     for (int i = 0; i < 4; i++) {
         fg_decision d; /* always filled, even when the store fails */
         int rc = fg_check(l, "user81", 6, 1, &d);
-        if (rc != FG_OK)
+        if (rc != FG_OK) {
+            /* Decided by the limit's on_failure: 'remaining' and the
+             * waits say nothing of the key. */
             fprintf(stderr, "hello: store: %s\n", fg_strerror(rc));
+            printf("%s source=%s\n", d.allowed ? "allowed" : "limited",
+                   fg_source_name(d.source));
+            continue;
+        }
         printf("%s remaining=%llu retry_after_ms=%llu source=%s\n",
                d.allowed ? "allowed" : "limited",
                (unsigned long long)d.remaining,

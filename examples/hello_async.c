@@ -18,11 +18,19 @@ struct hello {
 static void on_decision(int rc, const fg_decision *d, void *data)
 {
     struct hello *h = data;
-    if (rc != FG_OK)
+    if (rc != FG_OK) {
+        /* Decided by the limit's on_failure: 'remaining' and the waits
+         * say nothing of the key. */
         fprintf(stderr, "hello_async: store: %s\n", fg_strerror(rc));
-    printf("%s remaining=%llu retry_after_ms=%llu source=%s\n",
-           d->allowed ? "allowed" : "limited", (unsigned long long)d->remaining,
-           (unsigned long long)d->retry_after_ms, fg_source_name(d->source));
+        printf("%s source=%s\n", d->allowed ? "allowed" : "limited",
+               fg_source_name(d->source));
+    } else {
+        printf("%s remaining=%llu retry_after_ms=%llu source=%s\n",
+               d->allowed ? "allowed" : "limited",
+               (unsigned long long)d->remaining,
+               (unsigned long long)d->retry_after_ms,
+               fg_source_name(d->source));
+    }
     if (--h->pending == 0)
         event_base_loopexit(h->base, NULL);
 }

@@ -239,6 +239,7 @@ void fg__gen_name_metrics(fg__gen *g, const fg__gen *old)
 
 fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
 {
+    srv->store_unopened = 0;
     fg__gen *g = calloc(1, sizeof(*g));
     if (!g) {
         snprintf(err, errlen, "out of memory");
@@ -370,6 +371,7 @@ fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
                                      sizeof(lazy_why));
             if (!st) {
                 bad_url(srv, c, why, err, errlen);
+                srv->store_unopened = 1;
                 goto fail;
             }
             char v[300];

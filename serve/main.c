@@ -47,7 +47,8 @@ static const char usage[] =
     "  -h, --help          this text\n"
     "\n"
     "SIGHUP reloads the file; SIGTERM drains and exits.\n"
-    "Exit status: 0 after a drain, 2 on a usage or configuration error.\n";
+    "Exit status: 0 after a drain, 1 when the store's host did not resolve\n"
+    "at start (it may later), 2 on a usage or configuration error.\n";
 
 /* What a reload cannot change in a running server (each is sized or
  * opened once at start): NULL, or the reason the reload is refused. */
@@ -422,6 +423,10 @@ int fg_cmd_serve(int argc, char **argv)
     srv.gen = fg__gen_load(&srv, err, sizeof(err));
     if (!srv.gen) {
         fprintf(stderr, "floodgate serve: %s\n", err);
+        /* A host that did not resolve (a resolver down at boot) is not a
+         * configuration error: a service manager may start it again. */
+        if (srv.store_unopened)
+            status = 1;
         goto out;
     }
     fg__gen_name_metrics(srv.gen, NULL);

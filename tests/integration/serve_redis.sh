@@ -360,4 +360,19 @@ check "after a BUSY start: the scripts are loaded again, checks use EVALSHA ($e 
     [ "$e" -le 2 -a "$s" -ge 18 ]
 redis-cli -p "$RPORT" config set busy-reply-threshold 5000 >/dev/null
 
+# A store host that does not resolve at start (here a resolver that is
+# down: a private /etc/resolv.conf naming a closed loopback port) is not a
+# configuration error: exit status 1, which a service manager restarts,
+# not 2. Needs unshare (root).
+if unshare -m true 2>/dev/null; then
+    printf 'nameserver 127.0.0.1\noptions timeout:1 attempts:1\n' >"$T/resolv.conf"
+    out=$(timeout 20 unshare -m sh -c "mount --bind '$T/resolv.conf' /etc/resolv.conf &&
+        exec '$FLOODGATE' serve --store redis://no-such-host.invalid:6379 --listen 127.0.0.1:0" 2>&1)
+    rc=$?
+    expect_eq "a store host that does not resolve: exit status 1 ($out)" "$rc" 1
+    check "a store host that does not resolve: the reason said" grep -q "cannot resolve the host" <<<"$out"
+else
+    echo "skip: unshare -m not permitted (the unresolved host's exit status)"
+fi
+
 finish

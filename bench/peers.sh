@@ -21,7 +21,7 @@ set -u
 # names).
 case ${1:-} in
 -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;;
-?*) echo "$0: no arguments (settings are environment variables; see --help)" >&2; exit 2 ;;
+*) [ $# -eq 0 ] || { echo "$0: no arguments (settings are environment variables; see --help)" >&2; exit 2; } ;;
 esac
 cd "$(dirname "$0")/.."
 BUILD=$(realpath -m "${BUILD:-build}")
@@ -29,7 +29,7 @@ FLOODGATE=${FLOODGATE:-$BUILD/floodgate}
 DURATION=${DURATION:-3}
 CONNS=${CONNS:-32}
 for v in DURATION CONNS; do
-    case ${!v} in '' | *[!0-9]* | 0) echo "bench/peers.sh: $v must be a whole number, 1 or more, not '${!v}'" >&2; exit 2 ;; esac
+    case ${!v} in '' | *[!0-9]* | 0*) echo "bench/peers.sh: $v must be a whole number, 1 or more, without leading zeros, not '${!v}'" >&2; exit 2 ;; esac
 done
 NGINX=${NGINX:-/usr/sbin/nginx}
 for tool in wrk redis-server redis-cli curl ss "$NGINX" "$FLOODGATE"; do

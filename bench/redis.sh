@@ -11,7 +11,7 @@ set -u
 # names).
 case ${1:-} in
 -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;;
-?*) echo "$0: no arguments (settings are environment variables; see --help)" >&2; exit 2 ;;
+*) [ $# -eq 0 ] || { echo "$0: no arguments (settings are environment variables; see --help)" >&2; exit 2; } ;;
 esac
 cd "$(dirname "$0")/.."
 # BUILD may be relative to the repository or absolute (make BUILD=/abs).
@@ -19,8 +19,8 @@ BUILD=$(realpath -m "${BUILD:-build}")
 TOOL=$BUILD/redis/redis_bench
 SECS=${FG_BENCH_SECS:-1}
 REPS=${FG_BENCH_REPS:-3}
-case $SECS in '' | *[!0-9]* | 0) echo "redis bench: FG_BENCH_SECS must be a whole number of seconds, 1 or more, not '$SECS'" >&2; exit 2 ;; esac
-case $REPS in '' | *[!0-9]* | 0) echo "redis bench: FG_BENCH_REPS must be a whole number, 1 or more, not '$REPS'" >&2; exit 2 ;; esac
+case $SECS in '' | *[!0-9]* | 0*) echo "redis bench: FG_BENCH_SECS must be a whole number of seconds, 1 or more, without leading zeros, not '$SECS'" >&2; exit 2 ;; esac
+case $REPS in '' | *[!0-9]* | 0*) echo "redis bench: FG_BENCH_REPS must be a whole number, 1 or more, without leading zeros, not '$REPS'" >&2; exit 2 ;; esac
 if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null ||
     ! command -v ss >/dev/null || [ ! -x "$TOOL" ]; then
     echo "redis bench: needs redis-server, redis-benchmark, ss (iproute2) and $TOOL (make all)"

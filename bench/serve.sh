@@ -19,7 +19,7 @@ set -u
 # names).
 case ${1:-} in
 -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;;
-?*) echo "$0: no arguments (settings are environment variables; see --help)" >&2; exit 2 ;;
+*) [ $# -eq 0 ] || { echo "$0: no arguments (settings are environment variables; see --help)" >&2; exit 2; } ;;
 esac
 cd "$(dirname "$0")/.."
 BUILD=$(realpath -m "${BUILD:-build}")
@@ -31,7 +31,7 @@ FLOOD_DURATION=${FLOOD_DURATION:-10}
 CONNS=${CONNS:-32}
 NGINX=${NGINX:-/usr/sbin/nginx}
 for v in DURATION FLOOD_DURATION CONNS; do
-    case ${!v} in '' | *[!0-9]* | 0) echo "bench/serve.sh: $v must be a whole number, 1 or more, not '${!v}'" >&2; exit 2 ;; esac
+    case ${!v} in '' | *[!0-9]* | 0*) echo "bench/serve.sh: $v must be a whole number, 1 or more, without leading zeros, not '${!v}'" >&2; exit 2 ;; esac
 done
 for tool in wrk redis-server redis-cli "$NGINX" "$FLOODGATE"; do
     command -v "$tool" >/dev/null || { echo "bench/serve.sh: $tool not found"; exit 1; }

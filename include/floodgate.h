@@ -757,7 +757,8 @@ void fg_local_forget(fg_local *lc, const char *key, size_t keylen);
 /* The store work due at 'now_us': syncs of the keys used since the last
  * one, give-backs of leases that ended. Writes up to 'max' asks; returns
  * how many (call again while it returns 'max'). fg_local_next_due says
- * when to call it next. */
+ * when to call it next (a time long past, 1, while work is left from a
+ * call that stopped short). */
 size_t fg_local_due(fg_local *lc, uint64_t now_us, fg_local_ask *asks,
                     size_t max);
 uint64_t fg_local_next_due(const fg_local *lc);

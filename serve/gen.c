@@ -371,7 +371,12 @@ fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
                                      sizeof(lazy_why));
             if (!st) {
                 bad_url(srv, c, why, err, errlen);
-                srv->store_unopened = 1;
+                /* Even a lazy open resolves the host: one that did not
+                 * resolve (the library's words) may later. Anything else
+                 * here (a Sentinel that monitors no such master, a node
+                 * that is not a Cluster's) is the configuration's. */
+                srv->store_unopened =
+                    strstr(lazy_why, "cannot resolve the host") != NULL;
                 goto fail;
             }
             char v[300];

@@ -110,9 +110,8 @@ struct fg__server {
     atomic_uint_fast32_t open_conns;
     uint32_t max_conns;
     uint64_t reloads, reload_errors;
-    /* The last load failed on a store whose URL parses but that could not
-     * be opened even lazily (its host did not resolve): a start may do
-     * better later (exit status 1, not 2). */
+    /* The last load failed on a store whose host did not resolve: a start
+     * may do better later (exit status 1, not 2). */
     int store_unopened;
     const char *config_path;
     const char *cli_listen, *cli_store;

@@ -97,6 +97,9 @@ uint64_t fg_local_held(const fg_local *lc)
 
 uint64_t fg_local_next_due(const fg_local *lc)
 {
+    /* Work left by a call that stopped short is due at once. */
+    if (lc && lc->draining)
+        return 1;
     return lc ? lc->next_due : 0;
 }
 

@@ -374,5 +374,10 @@ if unshare -m true 2>/dev/null; then
 else
     echo "skip: unshare -m not permitted (the unresolved host's exit status)"
 fi
+# A store that answers but cannot be used as configured stays a
+# configuration error: exit status 2.
+out=$(timeout 20 "$FLOODGATE" serve --store "cluster=redis://127.0.0.1:$RPORT" --listen 127.0.0.1:0 2>&1)
+rc=$?
+expect_eq "cluster= naming a plain Redis: exit status 2 ($out)" "$rc" 2
 
 finish

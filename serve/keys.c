@@ -94,6 +94,15 @@ static void keep_bits(uint8_t *a, unsigned len, unsigned bits)
     }
 }
 
+/* 1 when the IPv6 address 'a' is IPv4-mapped (::ffff:a.b.c.d): the IPv4
+ * address in its last 4 bytes, as a dual-stack socket shows IPv4 peers. */
+static int is_mapped(const uint8_t *a)
+{
+    static const uint8_t prefix[12] = {0, 0, 0, 0, 0,    0,
+                                       0, 0, 0, 0, 0xff, 0xff};
+    return memcmp(a, prefix, sizeof(prefix)) == 0;
+}
+
 int fg__cidr_parse(const char *s, fg__cidr *out, char *err, size_t errlen)
 {
     char buf[INET6_ADDRSTRLEN + 8];
@@ -143,10 +152,7 @@ int fg__cidr_parse(const char *s, fg__cidr *out, char *err, size_t errlen)
     }
     /* An IPv4 block written mapped (::ffff:a.b.c.d/N, N >= 96) is that
      * IPv4 block: a peer is matched in its IPv4 form. */
-    static const uint8_t mapped[12] = {0, 0, 0, 0, 0,    0,
-                                       0, 0, 0, 0, 0xff, 0xff};
-    if (out->family == AF_INET6 && out->bits >= 96 &&
-        memcmp(out->addr, mapped, 12) == 0) {
+    if (out->family == AF_INET6 && out->bits >= 96 && is_mapped(out->addr)) {
         out->family = AF_INET;
         memmove(out->addr, out->addr + 12, 4);
         memset(out->addr + 4, 0, 12);
@@ -180,8 +186,7 @@ int fg__cidr_match(const fg__cidr *set, unsigned n, const char *ip)
             return 1;
         /* An IPv4 peer seen through a dual-stack socket (::ffff:a.b.c.d)
          * matches IPv4 blocks. */
-        if (is6 && set[i].family == AF_INET && a6[10] == 0xff &&
-            a6[11] == 0xff && memcmp(a6, "\0\0\0\0\0\0\0\0\0\0", 10) == 0 &&
+        if (is6 && set[i].family == AF_INET && is_mapped(a6) &&
             in_block(&set[i], a6 + 12))
             return 1;
     }
@@ -236,9 +241,7 @@ static int canon_v6(const char *host, char *out, size_t outlen)
     uint8_t a[16];
     if (inet_pton(AF_INET6, host, a) != 1)
         return FG_IP_BAD;
-    static const uint8_t mapped[12] = {0, 0, 0, 0, 0,    0,
-                                       0, 0, 0, 0, 0xff, 0xff};
-    if (memcmp(a, mapped, sizeof(mapped)) == 0)
+    if (is_mapped(a))
         inet_ntop(AF_INET, a + 12, out, (socklen_t)outlen);
     else
         inet_ntop(AF_INET6, a, out, (socklen_t)outlen);

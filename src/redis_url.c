@@ -267,15 +267,13 @@ static int parse_hostport(fg__redis_url *u, const char *s, size_t n, char *err,
     /* An IPv6 address is named as inet_ntop writes it, an IPv4-mapped one
      * as IPv4: one node has one name (a shard's place on the ring, and
      * "listed twice"), however it was spelled. */
-    unsigned char a6[16];
+    struct in6_addr a6;
     char canon[INET6_ADDRSTRLEN];
-    static const unsigned char mapped[12] = {0, 0, 0, 0, 0,    0,
-                                             0, 0, 0, 0, 0xff, 0xff};
-    if (inet_pton(AF_INET6, u->host, a6) == 1) {
-        if (memcmp(a6, mapped, 12) == 0)
-            inet_ntop(AF_INET, a6 + 12, canon, sizeof(canon));
+    if (inet_pton(AF_INET6, u->host, &a6) == 1) {
+        if (IN6_IS_ADDR_V4MAPPED(&a6))
+            inet_ntop(AF_INET, a6.s6_addr + 12, canon, sizeof(canon));
         else
-            inet_ntop(AF_INET6, a6, canon, sizeof(canon));
+            inet_ntop(AF_INET6, &a6, canon, sizeof(canon));
         char *c = fg__strndup(canon, strlen(canon));
         if (!c)
             return fg__seterr(err, errlen, FG_ENOMEM, "out of memory");

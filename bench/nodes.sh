@@ -10,21 +10,15 @@
 #   bash bench/nodes.sh            (make bench runs it)
 #   DURATION=5 ROUNDS=5 bash bench/nodes.sh
 set -u
-# --help: the comment above; no arguments (settings are the variables it
-# names).
-case ${1:-} in
--h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;;
-*) [ $# -eq 0 ] || { echo "$0: no arguments (settings are environment variables; see --help)" >&2; exit 2; } ;;
-esac
+. "$(dirname "$0")/lib.bash"
+bench_args "$@"
 cd "$(dirname "$0")/.."
 BUILD=$(realpath -m "${BUILD:-build}")
 FLOODGATE=${FLOODGATE:-$BUILD/floodgate}
 DURATION=${DURATION:-3}
 ROUNDS=${ROUNDS:-3}
 CONNS=${CONNS:-32}
-for v in DURATION ROUNDS CONNS; do
-    case ${!v} in '' | *[!0-9]* | 0*) echo "bench/nodes.sh: $v must be a whole number, 1 or more, without leading zeros, not '${!v}'" >&2; exit 2 ;; esac
-done
+bench_whole DURATION ROUNDS CONNS
 for tool in wrk redis-server redis-cli "$FLOODGATE"; do
     command -v "$tool" >/dev/null || { echo "bench/nodes.sh: $tool not found"; exit 1; }
 done
@@ -37,12 +31,7 @@ cleanup() {
     for p in $PIDS; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
     rm -rf "$T"
 }
-trap cleanup EXIT
-# Ctrl-C or SIGTERM: cleaned up, then the script dies of the signal, so
-# that make bench stops too (a script that exits instead is taken to have
-# handled it, and the next benchmark would start).
-trap 'cleanup; trap - INT EXIT; kill -INT $$' INT
-trap 'cleanup; trap - TERM EXIT; kill -TERM $$' TERM
+bench_traps
 free_port() {
     local p
     for _ in $(seq 1 50); do

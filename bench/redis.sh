@@ -7,20 +7,16 @@
 # length (default 1), FG_BENCH_REPS how many runs each side's best is taken
 # from (default 3).
 set -u
-# --help: the comment above; no arguments (settings are the variables it
-# names).
-case ${1:-} in
--h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;;
-*) [ $# -eq 0 ] || { echo "$0: no arguments (settings are environment variables; see --help)" >&2; exit 2; } ;;
-esac
+. "$(dirname "$0")/lib.bash"
+bench_args "$@"
 cd "$(dirname "$0")/.."
 # BUILD may be relative to the repository or absolute (make BUILD=/abs).
 BUILD=$(realpath -m "${BUILD:-build}")
 TOOL=$BUILD/redis/redis_bench
-SECS=${FG_BENCH_SECS:-1}
-REPS=${FG_BENCH_REPS:-3}
-case $SECS in '' | *[!0-9]* | 0*) echo "redis bench: FG_BENCH_SECS must be a whole number of seconds, 1 or more, without leading zeros, not '$SECS'" >&2; exit 2 ;; esac
-case $REPS in '' | *[!0-9]* | 0*) echo "redis bench: FG_BENCH_REPS must be a whole number, 1 or more, without leading zeros, not '$REPS'" >&2; exit 2 ;; esac
+: "${FG_BENCH_SECS:=1}" "${FG_BENCH_REPS:=3}"
+bench_whole FG_BENCH_SECS FG_BENCH_REPS
+SECS=$FG_BENCH_SECS
+REPS=$FG_BENCH_REPS
 if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null ||
     ! command -v ss >/dev/null || [ ! -x "$TOOL" ]; then
     echo "redis bench: needs redis-server, redis-benchmark, ss (iproute2) and $TOOL (make all)"
@@ -32,12 +28,7 @@ cleanup() {
     sleep 0.1
     rm -rf "$DIR"
 }
-trap cleanup EXIT
-# Ctrl-C or SIGTERM: cleaned up, then the script dies of the signal, so
-# that make bench stops too (a script that exits instead is taken to have
-# handled it, and the next benchmark would start).
-trap 'cleanup; trap - INT EXIT; kill -INT $$' INT
-trap 'cleanup; trap - TERM EXIT; kill -TERM $$' TERM
+bench_traps
 # A loopback port no socket uses, below the ephemeral range.
 PORT=""
 for _ in $(seq 200); do

@@ -15,12 +15,8 @@
 #                                  (another binary; the req/s rows only)
 #   MODES=0 bash bench/serve.sh    (without the approximate modes)
 set -u
-# --help: the comment above; no arguments (settings are the variables it
-# names).
-case ${1:-} in
--h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;;
-*) [ $# -eq 0 ] || { echo "$0: no arguments (settings are environment variables; see --help)" >&2; exit 2; } ;;
-esac
+. "$(dirname "$0")/lib.bash"
+bench_args "$@"
 cd "$(dirname "$0")/.."
 BUILD=$(realpath -m "${BUILD:-build}")
 FLOODGATE=${FLOODGATE:-$BUILD/floodgate}
@@ -30,9 +26,7 @@ DURATION=${DURATION:-3}
 FLOOD_DURATION=${FLOOD_DURATION:-10}
 CONNS=${CONNS:-32}
 NGINX=${NGINX:-/usr/sbin/nginx}
-for v in DURATION FLOOD_DURATION CONNS; do
-    case ${!v} in '' | *[!0-9]* | 0*) echo "bench/serve.sh: $v must be a whole number, 1 or more, without leading zeros, not '${!v}'" >&2; exit 2 ;; esac
-done
+bench_whole DURATION FLOOD_DURATION CONNS
 for tool in wrk redis-server redis-cli "$NGINX" "$FLOODGATE"; do
     command -v "$tool" >/dev/null || { echo "bench/serve.sh: $tool not found"; exit 1; }
 done
@@ -45,13 +39,8 @@ cleanup() {
     for p in $PIDS; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
     rm -rf "$T"
 }
-trap cleanup EXIT
+bench_traps
 [ -n "${KEEP:-}" ] && echo "temp: $T"
-# Ctrl-C or SIGTERM: cleaned up, then the script dies of the signal, so
-# that make bench stops too (a script that exits instead is taken to have
-# handled it, and the next benchmark would start).
-trap 'cleanup; trap - INT EXIT; kill -INT $$' INT
-trap 'cleanup; trap - TERM EXIT; kill -TERM $$' TERM
 
 free_port() {
     local p

@@ -378,7 +378,8 @@ check "cluster up again (slot $dslot back on $downer): decided by the store ($st
 # Seeds of two clusters (a one-node cluster holding every slot): refused at
 # open, naming both, rather than moving to the other cluster whenever the
 # map is read from it.
-OPORT=$(free_port)
+# Its port from cluster_port: its bus port (+10000) must be free too.
+OPORT=$(cluster_port)
 mkdir -p "$T/other"
 redis-server --port "$OPORT" --bind 127.0.0.1 --save '' --appendonly no \
     --cluster-enabled yes --cluster-config-file "$T/other/nodes.conf" \

@@ -115,11 +115,6 @@ struct fg__lab {
     int maxconn;  /* HAProxy's, for the largest burst of this lab */
 };
 
-const char *fg__lab_dir(const fg__lab *lab)
-{
-    return lab->dir;
-}
-
 int fg__lab_own_store(const fg__lab *lab)
 {
     return lab->shards > 0;

@@ -285,7 +285,6 @@ int fg__lab_ensure_many(fg__lab *lab, unsigned mask, const fg__lab_params *p,
                         char *err, size_t errlen);
 /* Stop everything and remove the temporary folder. */
 void fg__lab_free(fg__lab *lab);
-const char *fg__lab_dir(const fg__lab *lab);
 
 /* ---- output (report.c) -------------------------------------------------- */
 

@@ -425,7 +425,6 @@ fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
             g->store_conns += *p == ',';
         fg_store_close(st);
     }
-    g->number = ++srv->gen_number;
     return g;
 fail:
     fg__gen_unref(g);

@@ -95,44 +95,15 @@ void fg__metrics_node_latency(fg__metrics *m, int node, uint64_t us)
     FG_ADD(nm->lat_sum_us, us);
 }
 
+/* The statuses counted apart; any other is counted as "other", last. */
+static const int http_status[FG_HTTP_N - 1] = {200, 204, 400, 403, 404,
+                                               405, 413, 429, 500, 503};
+
 void fg__metrics_http(fg__metrics *m, int status)
 {
-    int i;
-    switch (status) {
-    case 200:
-        i = FG_HTTP_200;
-        break;
-    case 204:
-        i = FG_HTTP_204;
-        break;
-    case 400:
-        i = FG_HTTP_400;
-        break;
-    case 403:
-        i = FG_HTTP_403;
-        break;
-    case 404:
-        i = FG_HTTP_404;
-        break;
-    case 405:
-        i = FG_HTTP_405;
-        break;
-    case 413:
-        i = FG_HTTP_413;
-        break;
-    case 429:
-        i = FG_HTTP_429;
-        break;
-    case 500:
-        i = FG_HTTP_500;
-        break;
-    case 503:
-        i = FG_HTTP_503;
-        break;
-    default:
-        i = FG_HTTP_OTHER;
-        break;
-    }
+    int i = 0;
+    while (i < FG_HTTP_N - 1 && http_status[i] != status)
+        i++;
     FG_INC(m->http[i]);
 }
 

@@ -19,21 +19,8 @@
 #define FG_LAT_BUCKETS  14
 #define FG_NODE_SLOTS   64
 
-/* HTTP responses are counted by status. */
-enum {
-    FG_HTTP_200,
-    FG_HTTP_204,
-    FG_HTTP_400,
-    FG_HTTP_403,
-    FG_HTTP_404,
-    FG_HTTP_405,
-    FG_HTTP_413,
-    FG_HTTP_429,
-    FG_HTTP_500,
-    FG_HTTP_503,
-    FG_HTTP_OTHER,
-    FG_HTTP_N
-};
+/* HTTP responses are counted by status: ten of them, and the others. */
+#define FG_HTTP_N 11
 
 typedef struct fg__lim_metrics {
     uint64_t decisions[2][FG__SOURCES]; /* [allowed][source] */

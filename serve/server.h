@@ -27,7 +27,6 @@ typedef struct fg__gen {
     fg_limiter *memlim[FG_SERVE_MAX_LIMITS]; /* shared, memory store only */
     struct fg__memref *memref[FG_SERVE_MAX_LIMITS]; /* their owners */
     int slot[FG_SERVE_MAX_LIMITS];                  /* metric slots */
-    uint32_t number;                                /* namespaces the cache */
     char url[5400];       /* store URL with the [store] prefix applied */
     char url_lazy[5900];  /* the same, not probing at open (workers) */
     int refs;             /* atomic */
@@ -103,7 +102,6 @@ struct fg__server {
     char mem_url[4096]; /* the URL it was opened with (its options) */
     fg__gen *gen;       /* the configuration in force */
     struct fg__admin *admin; /* the admin listener, or NULL */
-    uint32_t gen_number;
     int draining; /* atomic */
     /* Client connections open, in all workers, and their cap:
      * max_connections, or fewer under a low descriptor limit. */

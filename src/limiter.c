@@ -156,7 +156,7 @@ fg_limiter *fg_limiter_new(fg_store *st, const fg_limit *lim, char *err,
     return l;
 fail:
     fg__mode_free(l);
-    st->ops->limiter_free(st, l, l->store_data);
+    fg__free(l->store_data);
 fail_nostore:
     if (l->policy) {
         fg_store_close(l->policy->local_store);
@@ -171,7 +171,7 @@ void fg_limiter_free(fg_limiter *l)
     if (!l)
         return;
     fg__mode_free(l);
-    l->st->ops->limiter_free(l->st, l, l->store_data);
+    fg__free(l->store_data);
     fg_limiter_free(l->policy->local);
     fg_store_close(l->policy->local_store);
     fg__free(l->policy);

@@ -392,10 +392,10 @@ static void chain_fail(redis_store *st, aslot *s, int rc, const redisReply *r)
     }
 }
 
-/* Format the token script's call for the 'n' checks of the chain at
+/* Format the token script's call for the checks of the chain at
  * 'first' into 'st->bbuf' (grown as needed, then reused), with EVAL when
  * 'eval' or the SHA is not known. Its length, or 0 when out of memory. */
-static size_t batch_format(redis_store *st, aslot *first, int n, int eval)
+static size_t batch_format(redis_store *st, aslot *first, int eval)
 {
     const fg__rcheck *c[BATCH_MAX];
     const char *sha =
@@ -413,7 +413,6 @@ static size_t batch_format(redis_store *st, aslot *first, int n, int eval)
         st->bbuf = b;
         st->bcap = need;
     }
-    (void)n;
     return fg__rbatch_format(st->bbuf, c, i, sha, st->redirect != NULL);
 }
 
@@ -442,7 +441,7 @@ static void batch_emit(redis_store *st, fg__raconn *cn, aslot *first, int eval)
         chain_fail(st, live, cn->fail_rc, NULL);
         return;
     }
-    size_t len = batch_format(st, live, n, eval);
+    size_t len = batch_format(st, live, eval);
     if (!len) {
         chain_fail(st, live, FG_ENOMEM, NULL);
         return;

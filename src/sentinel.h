@@ -80,10 +80,9 @@ int fg__sentinel_event(const redisReply *r, const char *master, char *host,
                        size_t hostlen, int *port);
 
 /* For tests: how many times the store switched masters (1 after an open
- * that found one), and the current master's "host:port" ("" when none).
- * 0 / FG_EINVAL when 'st' is not a Sentinel store. */
+ * that found one); 0 when 'st' is not a Sentinel store (its master:
+ * fg_store_node_addr). */
 struct fg_store;
 unsigned long fg__store_sentinel_switches(struct fg_store *st);
-int fg__store_sentinel_master(struct fg_store *st, char *buf, size_t n);
 
 #endif

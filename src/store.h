@@ -11,12 +11,12 @@
 
 typedef struct fg__store_ops {
     const char *scheme;
-    /* Prepare per-limiter data in '*out' (may stay NULL), or refuse a limit
+    /* Prepare per-limiter data in '*out' (one fg__malloc block, freed with
+     * the limiter, or NULL), or refuse a limit
      * this store cannot enforce, with the reason in 'err'. It may set
      * 'l->check' (see struct fg_limiter). */
     int (*limiter_init)(fg_store *st, fg_limiter *l, void **out, char *err,
                         size_t errlen);
-    void (*limiter_free)(fg_store *st, fg_limiter *l, void *data);
     /* Decide 'cost' for 'key' (already validated) and fill 'd' but
      * 'd->source'. FG_OK, or a negative code when the store failed. A
      * cost with FG__COST_ADD is fg_add_at's, of units spent 'age_us' ago
@@ -75,9 +75,6 @@ struct fg_store {
 #define FG__MEMORY_MAX_KEYS ((uint64_t)1 << 40)
 fg_store *fg__store_memory_open(const fg_memory_options *opt, char *err,
                                 size_t errlen);
-/* How many lookups of a memory store did not find their key (a new key, or
- * a refund of a key not held); 0 for another store. For tests. */
-uint64_t fg__store_memory_slow_paths(fg_store *st);
 /* 'base' NULL for a blocking Redis store. */
 fg_store *fg__store_redis_open(const char *url, struct event_base *base,
                                char *err, size_t errlen);

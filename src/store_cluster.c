@@ -598,18 +598,6 @@ static int cluster_limiter_init(fg_store *s, fg_limiter *l, void **out,
     return first->ops->limiter_init(first, l, out, err, errlen);
 }
 
-static void cluster_limiter_free(fg_store *s, fg_limiter *l, void *data)
-{
-    fg_store *first = atomic_load(&((cluster_store *)s)->node[0]);
-    first->ops->limiter_free(first, l, data);
-}
-
-static uint64_t cluster_keys(fg_store *s)
-{
-    (void)s;
-    return 0;
-}
-
 static unsigned cluster_busy(fg_store *s)
 {
     cluster_store *st = (cluster_store *)s;
@@ -850,8 +838,7 @@ static const char *cluster_warning(fg_store *s)
 
 #define CLUSTER_OPS_COMMON                                                     \
     .scheme = "cluster", .limiter_init = cluster_limiter_init,                 \
-    .limiter_free = cluster_limiter_free, .check = cluster_check,              \
-    .refund = cluster_refund, .keys = cluster_keys, .close = cluster_close,    \
+    .check = cluster_check, .refund = cluster_refund, .close = cluster_close,  \
     .peek = cluster_peek, .reset = cluster_reset, .node_of = cluster_node_of,  \
     .node_name = cluster_node_name, .node_error = cluster_node_error,          \
     .warning = cluster_warning

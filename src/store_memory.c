@@ -77,7 +77,6 @@ typedef struct mem_stripe {
     mem_slot *slots; /* on cache lines, within 'mem' */
     uint8_t *tags;   /* 'size' bytes after the slots */
     uint64_t count;  /* keys held */
-    uint64_t misses; /* lookups that did not find their key */
     uint64_t cap;    /* this stripe's share of max_keys */
     uint64_t max_size;
     void *mem; /* the table's one allocation */
@@ -383,7 +382,6 @@ static __attribute__((noinline)) int
 stripe_insert(mem_store *m, mem_stripe *s, uint64_t h, uint64_t ident,
               const char *key, size_t keylen, uint64_t now_us, size_t *at)
 {
-    s->misses++;
     char *copy = NULL;
     if (keylen > INLINE_KEY) {
         copy = fg__malloc(keylen);
@@ -554,8 +552,6 @@ static int mem_refund(fg_store *st, fg_limiter *l, const char *key,
     size_t i = table_find(s, h, ident_of(l->id, keylen), key, keylen, &found);
     if (found)
         fg__algo_refund(&l->p, &s->slots[i].state, now, cost, t);
-    else
-        s->misses++;
     stripe_unlock(s);
     return FG_OK;
 }
@@ -597,23 +593,15 @@ static int mem_reset(fg_store *st, fg_limiter *l, const char *key,
 
 /* ---- the store --------------------------------------------------------- */
 
-/* The keys held and the lookups that missed, over every stripe. */
-static void stripes_tally(mem_store *m, uint64_t *keys, uint64_t *misses)
-{
-    *keys = *misses = 0;
-    for (uint64_t i = 0; i <= m->stripe_mask; i++) {
-        mem_stripe *s = &m->stripes[i];
-        stripe_lock(s);
-        *keys += s->count;
-        *misses += s->misses;
-        stripe_unlock(s);
-    }
-}
-
 static uint64_t mem_keys(fg_store *st)
 {
-    uint64_t keys, misses;
-    stripes_tally((mem_store *)st, &keys, &misses);
+    mem_store *m = (mem_store *)st;
+    uint64_t keys = 0;
+    for (uint64_t i = 0; i <= m->stripe_mask; i++) {
+        stripe_lock(&m->stripes[i]);
+        keys += m->stripes[i].count;
+        stripe_unlock(&m->stripes[i]);
+    }
     return keys;
 }
 
@@ -655,17 +643,9 @@ static int mem_limiter_init(fg_store *st, fg_limiter *l, void **out, char *err,
                       (int)l->p.algorithm);
 }
 
-static void mem_limiter_free(fg_store *st, fg_limiter *l, void *data)
-{
-    (void)st;
-    (void)l;
-    (void)data;
-}
-
 static const fg__store_ops mem_ops = {
     .scheme = "memory",
     .limiter_init = mem_limiter_init,
-    .limiter_free = mem_limiter_free,
     .check = mem_check,
     .check_async = mem_check_async,
     .refund = mem_refund,
@@ -675,18 +655,6 @@ static const fg__store_ops mem_ops = {
     .close = mem_close,
     .now = mem_now,
 };
-
-/* The lookups that did not find their key (a new key, or a refund of one
- * not held): for tests, which check that a key once inserted is found
- * again, across growths. */
-uint64_t fg__store_memory_slow_paths(fg_store *st)
-{
-    if (!st || st->ops != &mem_ops)
-        return 0;
-    uint64_t keys, misses;
-    stripes_tally((mem_store *)st, &keys, &misses);
-    return misses;
-}
 
 fg_store *fg__store_memory_open(const fg_memory_options *opt, char *err,
                                 size_t errlen)

@@ -390,19 +390,6 @@ static int redis_limiter_init(fg_store *s, fg_limiter *l, void **out, char *err,
     return FG_OK;
 }
 
-static void redis_limiter_free(fg_store *s, fg_limiter *l, void *data)
-{
-    (void)s;
-    (void)l;
-    fg__free(data);
-}
-
-static uint64_t redis_keys(fg_store *s)
-{
-    (void)s;
-    return 0;
-}
-
 static void redis_close(fg_store *s)
 {
     redis_store *st = (redis_store *)s;
@@ -602,12 +589,10 @@ static const char *redis_warning(fg_store *s)
 static const fg__store_ops redis_ops = {
     .scheme = "redis",
     .limiter_init = redis_limiter_init,
-    .limiter_free = redis_limiter_free,
     .check = redis_check,
     .refund = redis_refund,
     .peek = redis_peek,
     .reset = redis_reset,
-    .keys = redis_keys,
     .close = redis_close,
     .now = redis_now,
     .node_name = redis_node_name,
@@ -618,13 +603,11 @@ static const fg__store_ops redis_ops = {
 static const fg__store_ops redis_async_ops = {
     .scheme = "redis",
     .limiter_init = redis_limiter_init,
-    .limiter_free = redis_limiter_free,
     .check = redis_check,
     .check_async = fg__redis_check_async,
     .refund = fg__redis_refund_async,
     .peek = redis_peek,
     .reset = redis_reset,
-    .keys = redis_keys,
     .close = redis_close,
     .busy = fg__redis_busy,
     .now = redis_now,

@@ -558,19 +558,6 @@ static int sentinel_limiter_init(fg_store *s, fg_limiter *l, void **out,
     return FG_OK;
 }
 
-static void sentinel_limiter_free(fg_store *s, fg_limiter *l, void *data)
-{
-    (void)s;
-    (void)l;
-    fg__free(data);
-}
-
-static uint64_t sentinel_keys(fg_store *s)
-{
-    (void)s;
-    return 0;
-}
-
 static unsigned sentinel_busy(fg_store *s)
 {
     sentinel_store *st = (sentinel_store *)s;
@@ -801,20 +788,6 @@ unsigned long fg__store_sentinel_switches(fg_store *s)
     return is_sentinel(s) ? atomic_load(&((sentinel_store *)s)->switches) : 0;
 }
 
-int fg__store_sentinel_master(fg_store *s, char *buf, size_t n)
-{
-    if (!is_sentinel(s))
-        return FG_EINVAL;
-    sentinel_store *st = (sentinel_store *)s;
-    pthread_mutex_lock(&st->mu);
-    if (st->cur)
-        fg__sentinel_hostport(st->cur->host, st->cur->port, buf, n);
-    else if (n)
-        buf[0] = '\0';
-    pthread_mutex_unlock(&st->mu);
-    return FG_OK;
-}
-
 /* The current master's, copied under the lock (a failover retires it)
  * into the caller's thread's own buffer. */
 static const char *sentinel_warning(fg_store *s)
@@ -830,9 +803,8 @@ static const char *sentinel_warning(fg_store *s)
 
 #define SENTINEL_OPS_COMMON                                                    \
     .scheme = "sentinel", .limiter_init = sentinel_limiter_init,               \
-    .limiter_free = sentinel_limiter_free, .check = sentinel_check,            \
-    .refund = sentinel_refund, .keys = sentinel_keys, .close = sentinel_close, \
-    .peek = sentinel_peek, .reset = sentinel_reset,                            \
+    .check = sentinel_check, .refund = sentinel_refund,                        \
+    .close = sentinel_close, .peek = sentinel_peek, .reset = sentinel_reset,   \
     .node_name = sentinel_node_name, .node_error = sentinel_node_error,        \
     .node_addr = sentinel_node_addr, .warning = sentinel_warning
 

@@ -139,12 +139,6 @@ static int shards_limiter_init(fg_store *s, fg_limiter *l, void **out,
     return first->ops->limiter_init(first, l, out, err, errlen);
 }
 
-static void shards_limiter_free(fg_store *s, fg_limiter *l, void *data)
-{
-    fg_store *first = ((shards_store *)s)->node[0];
-    first->ops->limiter_free(first, l, data);
-}
-
 static int shards_check(fg_store *s, fg_limiter *l, const char *key,
                         size_t keylen, uint64_t cost, uint64_t age_us,
                         fg_decision *d)
@@ -179,12 +173,6 @@ static int shards_reset(fg_store *s, fg_limiter *l, const char *key,
 {
     fg_store *nd = node_of_key((shards_store *)s, key, keylen);
     return nd->ops->reset(nd, l, key, keylen);
-}
-
-static uint64_t shards_keys(fg_store *s)
-{
-    (void)s;
-    return 0;
 }
 
 static unsigned shards_busy(fg_store *s)
@@ -304,8 +292,7 @@ static const char *shards_warning(fg_store *s)
 
 #define SHARDS_OPS_COMMON                                                      \
     .scheme = "shards", .limiter_init = shards_limiter_init,                   \
-    .limiter_free = shards_limiter_free, .check = shards_check,                \
-    .refund = shards_refund, .keys = shards_keys, .close = shards_close,       \
+    .check = shards_check, .refund = shards_refund, .close = shards_close,     \
     .peek = shards_peek, .reset = shards_reset, .node_of = shards_node_of,     \
     .node_name = shards_node_name, .node_error = shards_node_error,            \
     .warning = shards_warning

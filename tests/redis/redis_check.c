@@ -2393,7 +2393,7 @@ static void retire(const char *url, pid_t pid)
     CHECK(fast && slow);
     if (!fast || !slow)
         return;
-    fg__store_sentinel_master(st, was, sizeof was);
+    snprintf(was, sizeof was, "%s", fg_store_node_addr(st, 0));
     unsigned long sw0 = fg__store_sentinel_switches(st);
     atomic_int stop = 0;
     retire_job jf = {.l = fast, .stop = &stop}, js = {.l = slow, .stop = &stop};
@@ -2413,7 +2413,7 @@ static void retire(const char *url, pid_t pid)
     atomic_store(&stop, 1);
     pthread_join(tf, NULL);
     pthread_join(ts, NULL);
-    fg__store_sentinel_master(st, now, sizeof now);
+    snprintf(now, sizeof now, "%s", fg_store_node_addr(st, 0));
     printf("retire: master %s -> %s after %.0f ms; slow thread %lu checks, "
            "longest %.0f ms; fast thread %lu checks\n",
            was, now, (double)(fg__mono_precise_us() - t0) / 1000.0, js.checks,

@@ -42,11 +42,6 @@ static int fake_init(fg_store *s, fg_limiter *l, void **out, char *err,
     return FG_OK;
 }
 
-static void fake_free(fg_store *s, fg_limiter *l, void *data)
-{
-    (void)s, (void)l, (void)data;
-}
-
 static int fake_check(fg_store *s, fg_limiter *l, const char *key,
                       size_t keylen, uint64_t cost, uint64_t age_us,
                       fg_decision *d)
@@ -95,7 +90,6 @@ static void fake_close(fg_store *s)
 static const fg__store_ops fake_ops = {
     .scheme = "fake",
     .limiter_init = fake_init,
-    .limiter_free = fake_free,
     .check = fake_check,
     .check_async = fake_check_async,
     .refund = fake_refund,

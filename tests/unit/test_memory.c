@@ -354,10 +354,8 @@ static void test_large_tables(void)
     const uint64_t n = 3600000;
     fg_store *st = open_store(4000000);
     fg_limiter *l = new_limiter(st, "1/h", FG_FIXED_WINDOW);
-    uint64_t first = 0, again = 0, slow = 0;
+    uint64_t first = 0, again = 0;
     for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1)
-            slow = fg__store_memory_slow_paths(st);
         for (uint64_t i = 0; i < n; i++) {
             char key[8];
             memcpy(key, &i, sizeof(key));
@@ -370,9 +368,6 @@ static void test_large_tables(void)
     }
     CHECK_EQ(first, n);
     CHECK_EQ(again, n);
-    /* Every new key missed; no known key did. */
-    CHECK(slow >= n);
-    CHECK_EQ(fg__store_memory_slow_paths(st), slow);
     CHECK_EQ(fg_store_keys(st), n);
     fg_limiter_free(l);
     fg_store_close(st);

@@ -28,16 +28,6 @@ struct fg_cache {
     entry *e;
 };
 
-/* The units an allowed store decision left, handed from
- * fg__blocked_from_decision to the fg__blocked_resolve that the worker
- * calls next for the same answer (on its own thread; 'now_us' ties them).
- * Any other call in between forgets it. Only a hint: wrong, it costs a
- * round trip, never a wrong decision. */
-static _Thread_local struct {
-    uint64_t now_us, remaining;
-    int set;
-} last_room;
-
 /* FNV-1a over the limit's name (its hash, the high half of 'lim') and the
  * key, then a final mix so that the low bits used for the set index depend
  * on every byte. The limiter's own number is left out: a key's set must
@@ -154,7 +144,6 @@ int fg__blocked_lookup(fg__blocked *c, fg__blocked_ident lim, const char *key,
                        fg__blocked_waiter *self, int may_wait,
                        fg__blocked_hit *hit)
 {
-    last_room.set = 0;
     entry *e = find(c, hash(c->seed, lim, key, len), lim, key, len);
     if (!e)
         return FG_BLOCKED_MISS;
@@ -205,7 +194,6 @@ int fg__blocked_put(fg__blocked *c, fg__blocked_ident lim, const char *key,
                     size_t len, uint64_t cost, uint64_t now_us,
                     const fg__blocked_hit *hit)
 {
-    last_room.set = 0;
     if (hit->until_us <= now_us)
         return 0;
     uint64_t h = hash(c->seed, lim, key, len);
@@ -250,14 +238,13 @@ int fg__blocked_put(fg__blocked *c, fg__blocked_ident lim, const char *key,
     return 0;
 }
 
-fg__blocked_waiter *
-fg__blocked_resolve(fg__blocked *c, fg__blocked_ident lim, const char *key,
-                    size_t len, fg__blocked_waiter *self, uint64_t cost,
-                    uint64_t now_us, const fg__blocked_hit *block, int refused)
+fg__blocked_waiter *fg__blocked_resolve(fg__blocked *c, fg__blocked_ident lim,
+                                        const char *key, size_t len,
+                                        fg__blocked_waiter *self, uint64_t cost,
+                                        uint64_t now_us,
+                                        const fg__blocked_hit *block,
+                                        int refused, uint64_t room)
 {
-    int room_known = last_room.set && last_room.now_us == now_us;
-    uint64_t room = last_room.remaining;
-    last_room.set = 0;
     entry *e = find(c, hash(c->seed, lim, key, len), lim, key, len);
     if (!e || e->probe != self)
         return NULL;
@@ -272,7 +259,7 @@ fg__blocked_resolve(fg__blocked *c, fg__blocked_ident lim, const char *key,
         e->hit = *block;
     } else if (refused) {
         e->hit.until_us = 0; /* over: the next request probes */
-    } else if (room_known) {
+    } else if (room != FG_BLOCKED_NO_ROOM) {
         /* Allowed with 'room' units left. Forgetting the key would let the
          * waiters, and any burst of requests that follows (a flood that
          * paused and resumed), all go to the store at once, and all but
@@ -315,14 +302,8 @@ int fg__blocked_from_decision(const fg_limit *lim, const fg_decision *d,
                               uint64_t cost, uint64_t sent_us, uint64_t now_us,
                               fg__blocked_hit *out, uint64_t *block_cost)
 {
-    last_room.set = 0;
     if (d->source != FG_SOURCE_STORE || now_us < sent_us)
         return 0;
-    if (d->allowed) {
-        last_room.now_us = now_us;
-        last_room.remaining = d->remaining;
-        last_room.set = 1;
-    }
     /* 'wait': from the decision until the store would allow; 'retry': what
      * clients are told, counted from 'now_us' (after the decision) so that
      * it is never early. The _us times are exact. */

@@ -97,18 +97,22 @@ int fg__blocked_put(fg__blocked *c, fg__blocked_ident lim, const char *key,
                     size_t len, uint64_t cost, uint64_t now_us,
                     const fg__blocked_hit *hit);
 
+/* 'room' of fg__blocked_resolve when the answer says nothing of it. */
+#define FG_BLOCKED_NO_ROOM UINT64_MAX
+
 /* The probe 'self' of 'key' has its answer: 'block' for 'cost', or NULL
  * when it gives no usable block; then 'refused' keeps the key's entry (the
  * next lookup probes again: one request at a time, no stampede), and 0
- * means the key has room: when fg__blocked_from_decision just read the
- * answer (same 'now_us'), lookups let that many units go to the store
- * unqueued and the request that takes the last one probes again; else the
- * entry is forgotten (everyone may ask). Returns the waiters, to be looked
- * up again. */
-fg__blocked_waiter *
-fg__blocked_resolve(fg__blocked *c, fg__blocked_ident lim, const char *key,
-                    size_t len, fg__blocked_waiter *self, uint64_t cost,
-                    uint64_t now_us, const fg__blocked_hit *block, int refused);
+ * means the key has room: 'room' units (an allowed store decision's
+ * 'remaining') go to the store unqueued and the request that takes the
+ * last one probes again; with FG_BLOCKED_NO_ROOM the entry is forgotten
+ * (everyone may ask). Returns the waiters, to be looked up again. */
+fg__blocked_waiter *fg__blocked_resolve(fg__blocked *c, fg__blocked_ident lim,
+                                        const char *key, size_t len,
+                                        fg__blocked_waiter *self, uint64_t cost,
+                                        uint64_t now_us,
+                                        const fg__blocked_hit *block,
+                                        int refused, uint64_t room);
 
 /* Forget 'key' (it was reset in the store). An entry with a probe in
  * flight stays for its probe and waiters, but blocks nothing any more. */
@@ -125,8 +129,7 @@ fg__blocked_waiter *fg__blocked_clear(fg__blocked *c);
  * answer came; the block runs from the instant the store decided (the send
  * for a decision on the caller's clock, else the middle of the round trip)
  * for the decision's exact microseconds. 1 with '*out' and '*block_cost'
- * filled, else 0. An allowed decision's 'remaining' is kept (per thread)
- * for the fg__blocked_resolve of the same answer. */
+ * filled, else 0. */
 int fg__blocked_from_decision(const fg_limit *lim, const fg_decision *d,
                               uint64_t cost, uint64_t sent_us, uint64_t now_us,
                               fg__blocked_hit *out, uint64_t *block_cost);

@@ -189,10 +189,10 @@ static void release_probes(fg_set_req *req, fg__blocked_waiter **all)
             continue;
         req->fg__probes &= ~(1u << k);
         const fg_set_item *it = &req->fg__items[k];
-        gather(all,
-               fg__blocked_resolve(fg__limiter_cache(it->l), cache_id(it->l),
-                                   it->key, it->keylen, &req->fg__node,
-                                   req->fg__cost, now, NULL, 1));
+        gather(all, fg__blocked_resolve(fg__limiter_cache(it->l),
+                                        cache_id(it->l), it->key, it->keylen,
+                                        &req->fg__node, req->fg__cost, now,
+                                        NULL, 1, FG_BLOCKED_NO_ROOM));
     }
 }
 
@@ -234,11 +234,15 @@ static void on_item(int rc, const fg_decision *d, void *data)
                                       req->fg__sent_us, now, &h, &bcost);
         if (req->fg__probes & (1u << k)) {
             req->fg__probes &= ~(1u << k);
-            int refused =
-                rc == FG_OK && !d->allowed && d->source == FG_SOURCE_STORE;
-            waiters = fg__blocked_resolve(cache, cache_id(it->l), it->key,
-                                          it->keylen, &req->fg__node, bcost,
-                                          now, blocks ? &h : NULL, refused);
+            int stored = rc == FG_OK && d->source == FG_SOURCE_STORE;
+            /* The room an allowed answer left, if it stands (the last
+             * limit: a later refusal would refund an earlier one). */
+            uint64_t room = stored && d->allowed && k + 1 == r->n
+                                ? d->remaining
+                                : FG_BLOCKED_NO_ROOM;
+            waiters = fg__blocked_resolve(
+                cache, cache_id(it->l), it->key, it->keylen, &req->fg__node,
+                bcost, now, blocks ? &h : NULL, stored && !d->allowed, room);
         } else if (blocks) {
             fg__blocked_put(cache, cache_id(it->l), it->key, it->keylen, bcost,
                             now, &h);

@@ -645,8 +645,10 @@ void fg_local_forget(fg_local *lc, const char *key, size_t keylen)
     if (!e)
         return;
     /* The store's counts of the key are gone: what was taken, counted or
-     * seen of them goes too. An ask in flight is answered as usual. */
-    lc->held -= e->units;
+     * seen of them goes too. An ask in flight is answered as usual.
+     * 'held' counts lease units only (a sync entry's are usage). */
+    if (lc->mode == FG_MODE_LEASE)
+        lc->held -= e->units;
     e->units = e->give = e->counted = e->granted = 0;
     e->used = e->last_used = e->refused_until = e->refused_need = 0;
     e->synced = e->refused = e->failed = 0;

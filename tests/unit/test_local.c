@@ -546,6 +546,10 @@ static void test_sync_one_server(void)
                (unsigned long long)s.asks);
         CHECK((double)s.allowed <= exact + 1);
         CHECK((double)s.allowed >= exact * c[i].at_least);
+        /* A sync view holds usage, not leased units: forgetting the key
+         * leaves fg_local_held at 0. */
+        fg_local_forget(s.lc[0], "u", 1);
+        CHECK_EQ(fg_local_held(s.lc[0]), 0);
         sim_free(&s);
     }
 }

@@ -384,13 +384,14 @@ static void add_window(const fg__algo_params *p, fg__algo_state *s,
     int to_prev = p->algorithm == FG_SLIDING_WINDOW && spent_w + 1 == w;
     if (spent_w != w && !to_prev)
         units = 0;
-    /* A sliding window's count stays exact in Lua's doubles; a fixed
-     * window's is an INCRBY on Redis, which stops at 2^63 - 1: so does
-     * this one, where a check's count + cost cannot wrap around. */
+    /* A sliding window's count stays exact in Lua's doubles (up to 2^53,
+     * which is no less than the limit); a fixed window's is an INCRBY on
+     * Redis, which stops at 2^63 - 1: so does this one, where a check's
+     * count + cost cannot wrap around. */
     uint64_t cap =
         p->algorithm == FG_SLIDING_WINDOW
             ? (p->limit < FG_MAX_COUNT / FG__ADD_KEEP ? FG__ADD_KEEP * p->limit
-                                                      : FG_MAX_COUNT - 1)
+                                                      : FG_MAX_COUNT)
             : (uint64_t)INT64_MAX;
     uint64_t cur = 0, prev = 0;
     if (s->a == w) {
@@ -399,8 +400,11 @@ static void add_window(const fg__algo_params *p, fg__algo_state *s,
     } else if (s->a + 1 == w) {
         prev = s->b;
     }
+    /* Held to the cap where units are added, as the script does: units
+     * too old to count leave both counts as they are. */
     uint64_t *n = to_prev ? &prev : &cur;
-    *n = units >= cap - (*n < cap ? *n : cap) ? cap : *n + units;
+    if (spent_w == w || units)
+        *n = units >= cap - (*n < cap ? *n : cap) ? cap : *n + units;
     s->a = w;
     s->b = cur;
     s->c = p->algorithm == FG_SLIDING_WINDOW ? prev : 0;

@@ -124,7 +124,7 @@ static const char lua_sliding[] = LUA_COMMON LUA_MULQR
     "if pr > 0 then wup = pq + 1 end\n"
     "if add then\n"
     "  local cap = " STR(FG__ADD_KEEP) " * limit\n"
-    "  if cap >= E then cap = E - 1 end\n"
+    "  if cap > E then cap = E end\n"
     "  local at = now - (tonumber(ARGV[5]) or 0)\n"
     "  if at < 0 then at = 0 end\n"
     "  local aw = idiv(at, period)\n"

@@ -755,6 +755,42 @@ static void adds(const char *url)
             fg_limiter_free(l);
         }
     }
+    /* A sliding window of 2^53 (the largest limit), full: adds of 0 and
+     * of 1 unit, now and two windows ago (counting nowhere), leave it
+     * full on both twins (the cap once held the count at 2^53 - 1, below
+     * the limit, and memory applied it to units too old to count). */
+    {
+        char name[64];
+        snprintf(name, sizeof name, "bigs%u", run_id());
+        fg_limiter *l =
+            limiter(bs, name, "9007199254740992/h", FG_SLIDING_WINDOW, 0);
+        CHECK(l != NULL);
+        if (l) {
+            const fg__algo_params *p = &l->p;
+            fg__algo_state s = {0, 0, 0};
+            uint64_t exp, big = ((uint64_t)1 << 53) - 1;
+            fg_decision c, r;
+            start_clock(T2026);
+            fg__algo_check(p, &s, fake_now, big, &c, &exp);
+            compare("bigs: check", l, big, &c, fg_check(l, "k", 1, big, &r),
+                    &r);
+            fg__algo_check(p, &s, fake_now, 1, &c, &exp);
+            compare("bigs: the last unit", l, 1, &c, fg_check(l, "k", 1, 1, &r),
+                    &r);
+            static const uint64_t units[] = {0, 1, 0, 1};
+            for (int i = 0; i < 4; i++) {
+                uint64_t age = i < 2 ? 2 * p->period_us : 0;
+                fg__algo_add(p, &s, fake_now, units[i], age, &c, &exp);
+                compare("bigs: add", l, units[i], &c,
+                        fg_add_at(l, "k", 1, units[i], age, &r), &r);
+                fg__algo_check(p, &s, fake_now, 1, &c, &exp);
+                int rc = fg_check(l, "k", 1, 1, &r);
+                compare("bigs: check after the add", l, 1, &c, rc, &r);
+                CHECK(rc == FG_OK && !r.allowed);
+            }
+            fg_limiter_free(l);
+        }
+    }
     printf("adds: %d cases, %d steps, %d adds beyond the limit, %d "
            "mismatches\n",
            cases, steps, over, mismatches);

@@ -21,7 +21,7 @@
  * starts small and grows by half before it would be more than 80% full, up
  * to its share; a growth copies the keys and frees the old table at once.
  * When a stripe holds its share, a new key takes the place of an
- * expired one among the next 16 a clock hand passes, or else of the least
+ * expired one among the 16 from its home slot on, or else of the least
  * recently used of them (as Redis approximates LRU), and the key removed
  * leaves no tombstone: the keys after it in its probe run shift back. */
 #include <sched.h>
@@ -72,7 +72,6 @@ _Static_assert(sizeof(mem_slot) == 64, "a slot is one cache line");
  * line, so threads in two stripes do not trade lines. */
 typedef struct mem_stripe {
     atomic_int lock;
-    uint32_t hand;   /* where the next eviction's sample starts */
     size_t size;     /* slots, not a power of two */
     mem_slot *slots; /* on cache lines, within 'mem' */
     uint8_t *tags;   /* 'size' bytes after the slots */
@@ -342,11 +341,16 @@ static void stripe_remove(mem_store *m, mem_stripe *s, size_t i)
     }
 }
 
-/* Make room for one key: reclaim an expired key among the next few the
- * clock hand passes, or else the least recently used of them. */
-static void stripe_evict(mem_store *m, mem_stripe *s, uint64_t now_us)
+/* Make room for a key whose hash is 'h': reclaim an expired key among the
+ * next few from its home slot on, or else the least recently used of
+ * them. Taken where the new key goes, a key's place keeps the table as
+ * evenly full as it was: a sweep in one direction would empty the slots
+ * behind it and crowd those ahead into one long run, which every removal
+ * there shifts back and every insert probes. */
+static void stripe_evict(mem_store *m, mem_stripe *s, uint64_t h,
+                         uint64_t now_us)
 {
-    size_t victim = SIZE_MAX, seen = 0, i = s->hand % s->size;
+    size_t victim = SIZE_MAX, seen = 0, i = home(h, s->size);
     uint32_t now_e = (uint32_t)(now_us >> EXPIRES_SHIFT);
     uint32_t now_t = (uint32_t)(now_us >> TOUCHED_SHIFT);
     int32_t oldest = 0;
@@ -368,7 +372,6 @@ static void stripe_evict(mem_store *m, mem_stripe *s, uint64_t now_us)
         }
         i = next(i, s->size);
     }
-    s->hand = (uint32_t)i;
     if (victim != SIZE_MAX)
         stripe_remove(m, s, victim);
 }
@@ -397,7 +400,7 @@ stripe_insert(mem_store *m, mem_stripe *s, uint64_t h, uint64_t ident,
             return FG_ENOMEM;
         }
     } else if (s->count >= s->cap) {
-        stripe_evict(m, s, now_us);
+        stripe_evict(m, s, h, now_us);
     } else if ((s->count + 1) * 5 > s->size * 4 && s->size < s->max_size) {
         if (stripe_grow(m, s) != FG_OK) {
             fg__free(copy);

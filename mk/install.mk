@@ -19,8 +19,9 @@ MANDIR       ?= $(PREFIX)/share/man
 DOCDIR       ?= $(PREFIX)/share/doc/floodgate
 INSTALL      ?= install
 
-# The package's version is the header's FG_VERSION. The library's file is
-# libfloodgate.so.ABI.MINOR.PATCH, and its soname libfloodgate.so.ABI: ABI
+# The package's version is the header's FG_VERSION (floodgate.pc's). The
+# library's file is libfloodgate.so.ABI.0.0, and its soname
+# libfloodgate.so.ABI: ABI
 # changes whenever a program built against the old header could not run
 # on the new library (a public struct changed size or layout). 1: fg_set_req
 # and fg_local_ask grew (refunds say when their units were taken). 2:

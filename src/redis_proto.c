@@ -413,7 +413,7 @@ static int incr_count(const redisReply *r, uint64_t *out)
 
 int fg__rcheck_reply(fg__rcheck *c, const redisReply *r, fg_decision *d)
 {
-    uint64_t count, before;
+    uint64_t count = 0, before = 0;
     int rc;
     switch (c->p->algorithm) {
     case FG_FIXED_WINDOW:

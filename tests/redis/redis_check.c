@@ -226,6 +226,7 @@ static int check_async(struct event_base *base, fg_limiter *l, const char *key,
 {
     result r = {0};
     pending++;
+    *d = r.d;
     int rc = fg_check_async(l, key, keylen, cost, on_done, &r);
     if (rc != FG_OK) {
         pending--;

@@ -190,7 +190,7 @@ static int check_hot(struct churner *c, int h)
     c->hot[h]++;
     uint64_t before = atomic_load(c->inserted);
     int bad = fg_check(c->l, key, (size_t)len, 1, &d) != FG_OK || !d.allowed;
-    uint64_t was = atomic_load(&c->seen[h]);
+    unsigned long long was = atomic_load(&c->seen[h]);
     while (was < before &&
            !atomic_compare_exchange_weak(&c->seen[h], &was, before))
         ;

@@ -75,6 +75,9 @@ struct fg_store {
 #define FG__MEMORY_MAX_KEYS ((uint64_t)1 << 40)
 fg_store *fg__store_memory_open(const fg_memory_options *opt, char *err,
                                 size_t errlen);
+/* The mean distance of a memory store's keys from their home slots, in
+ * hundredths of a slot; 0 for another store. For tests. */
+uint64_t fg__store_memory_probe_length(fg_store *st);
 /* 'base' NULL for a blocking Redis store. */
 fg_store *fg__store_redis_open(const char *url, struct event_base *base,
                                char *err, size_t errlen);

@@ -659,6 +659,29 @@ static const fg__store_ops mem_ops = {
     .now = mem_now,
 };
 
+/* The mean distance of the keys from their home slots, in hundredths of a
+ * slot: how long lookups probe. For tests. */
+uint64_t fg__store_memory_probe_length(fg_store *st)
+{
+    if (!st || st->ops != &mem_ops)
+        return 0;
+    mem_store *m = (mem_store *)st;
+    uint64_t keys = 0, dist = 0;
+    for (uint64_t i = 0; i <= m->stripe_mask; i++) {
+        mem_stripe *s = &m->stripes[i];
+        stripe_lock(s);
+        for (size_t j = 0; j < s->size; j++) {
+            if (!s->tags[j])
+                continue;
+            size_t k = home(slot_hash(m, &s->slots[j]), s->size);
+            dist += j >= k ? j - k : j + s->size - k;
+            keys++;
+        }
+        stripe_unlock(s);
+    }
+    return keys ? dist * 100 / keys : 0;
+}
+
 fg_store *fg__store_memory_open(const fg_memory_options *opt, char *err,
                                 size_t errlen)
 {

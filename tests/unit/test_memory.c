@@ -354,17 +354,19 @@ static double elapsed_ns(const struct timespec *t0)
 }
 
 /* A full store under fresh keys whose limits end soon (10/s): each new key
- * takes an expired one's place, and a check costs about what it cost
- * while the store filled. (An eviction that swept the table in one
- * direction crowded the keys ahead of it into one long run: 5 times as
- * slow, 20 times in serve.) Real time, best of four rounds. */
+ * takes an expired one's place, and the table stays as evenly filled as
+ * it was when the store filled up: keys as close to their home slots, so
+ * lookups probe as far. (An eviction that swept the table in one direction
+ * crowded the keys ahead of it into one long run, which every removal
+ * shifted back and every insert probed: 2 to 5 times as slow.) The times
+ * are printed, not judged. */
 static void test_churn_expiring(void)
 {
     const uint64_t max_keys = 100000;
     fake_now = 2000 * SEC;
     fg_store *st = open_store(max_keys);
     fg_limiter *l = new_limiter(st, "10/s", FG_TOKEN_BUCKET);
-    uint64_t k = 0, failed = 0;
+    uint64_t k = 0, failed = 0, filled = 0, churned = 0;
     double fill = 0, full = 0;
     for (int round = 0; round < 5; round++) {
         struct timespec t0;
@@ -378,25 +380,29 @@ static void test_churn_expiring(void)
                 fake_now += MS; /* 100,000 new keys a second */
         }
         double ns = elapsed_ns(&t0) / (double)max_keys;
-        if (round == 0)
+        if (round == 0) {
             fill = ns;
-        else if (full == 0 || ns < full)
+            filled = fg__store_memory_probe_length(st);
+        } else if (full == 0 || ns < full) {
             full = ns;
+        }
     }
+    churned = fg__store_memory_probe_length(st);
     CHECK_EQ(failed, 0);
     CHECK(fg_store_keys(st) <= max_keys);
-    printf("churn of expiring keys: %.0f ns per new key filling the store, "
-           "%.0f full (%.2fx)\n",
-           fill, full, fill > 0 ? full / fill : 0.0);
-    CHECK(full <= 1.5 * fill);
+    printf("churn of expiring keys: keys %.2f slots from home when the "
+           "store filled, %.2f after 4 times as many fresh keys; %.0f ns "
+           "per new key filling, %.0f full\n",
+           (double)filled / 100, (double)churned / 100, fill, full);
+    CHECK(filled > 0);
+    CHECK(churned <= filled + filled / 4);
     fg_limiter_free(l);
     fg_store_close(st);
 }
 
 /* Large tables: 3.6 million keys in a store of 4 million (about 14,000
  * keys and 19,500 slots in each of 256 stripes), each found again with its
- * count after every growth: every new key missed its lookup once, and no
- * key once inserted misses again. */
+ * count after every growth. */
 static void test_large_tables(void)
 {
     const uint64_t n = 3600000;

@@ -135,10 +135,6 @@ static void print_histogram(FILE *out, const char *metric, const char *label,
             cum);
 }
 
-static const char *http_code[FG_HTTP_N] = {"200", "204", "400",  "403",
-                                           "404", "405", "413",  "429",
-                                           "500", "503", "other"};
-
 void fg__metrics_render(FILE *out, fg__metrics *const *w, unsigned n,
                         const fg__metrics_info *info)
 {
@@ -280,9 +276,12 @@ void fg__metrics_render(FILE *out, fg__metrics *const *w, unsigned n,
         uint64_t v = 0;
         for (unsigned i = 0; i < n; i++)
             v += FG_GET(w[i]->http[c]);
+        char code[8] = "other";
+        if (c < FG_HTTP_N - 1)
+            snprintf(code, sizeof code, "%d", http_status[c]);
         fprintf(out,
                 "floodgate_http_responses_total{code=\"%s\"} %" PRIu64 "\n",
-                http_code[c], v);
+                code, v);
     }
     uint64_t slow = 0, conns = 0;
     for (unsigned i = 0; i < n; i++) {

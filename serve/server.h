@@ -102,7 +102,7 @@ struct fg__server {
     char mem_url[4096]; /* the URL it was opened with (its options) */
     fg__gen *gen;       /* the configuration in force */
     struct fg__admin *admin; /* the admin listener, or NULL */
-    int draining; /* atomic */
+    int draining;            /* atomic */
     /* Client connections open, in all workers, and their cap:
      * max_connections, or fewer under a low descriptor limit. */
     atomic_uint_fast32_t open_conns;

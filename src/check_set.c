@@ -398,8 +398,7 @@ int fg_check_set_async(fg_set_req *req, const fg_set_item *items, unsigned n,
 
 fg_cache *fg_cache_new(uint32_t entries)
 {
-    uint64_t seed = fg__mono_precise_us() * 0x9e3779b97f4a7c15ull;
-    return fg__blocked_new(entries, seed ^ (uint64_t)(uintptr_t)&seed);
+    return fg__blocked_new(entries, fg__hash_seed(&entries));
 }
 
 void fg_cache_free(fg_cache *c)

@@ -1,6 +1,7 @@
 /* hash.h -- the 64-bit key hash used by the memory store (and its baseline
  * benchmark). Not for anything that must resist an attacker who can see the
- * table; seeded per process so keys cannot be aimed at one chain offline.
+ * table; each table's seed is random, so keys cannot be aimed at one chain
+ * offline.
  *
  * Built on one step, the folded multiply: the 128-bit product of two words,
  * its halves xored. A key of up to 16 bytes is two (overlapping) words
@@ -22,6 +23,9 @@
 #define FG__HASH_K2 0x94d049bb133111ebull
 
 uint64_t fg__hash(const void *key, size_t len, uint64_t seed);
+/* A table's seed: from the kernel's random source, else from the clock
+ * and 'salt' (an address of the table's). */
+uint64_t fg__hash_seed(const void *salt);
 
 static inline uint64_t fg__hash_fold(uint64_t a, uint64_t b)
 {

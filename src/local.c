@@ -62,7 +62,7 @@ fg_local *fg_local_new(const fg_limit *lim, uint64_t max_keys, char *err,
         lc->life_us = min_u64(LEASE_LIFE_US, lim->period_us);
     }
     lc->max_keys = max_keys ? max_keys : 1000000;
-    lc->seed = (uint64_t)(uintptr_t)lc * FG__HASH_K0 ^ FG__HASH_K2;
+    lc->seed = fg__hash_seed(lc);
     lc->nbuckets = 64;
     lc->buckets = fg__calloc(lc->nbuckets, sizeof(entry *));
     if (!lc->buckets) {

@@ -702,7 +702,7 @@ fg_store *fg__store_memory_open(const fg_memory_options *opt, char *err,
     m->gettime = fg__clock_gettime_fn();
     uint64_t wall = fg__wall_us(), mono = fg__mono_us(NULL);
     m->wall_offset = wall > mono ? wall - mono : 0;
-    m->seed = (uint64_t)(uintptr_t)m ^ fg__wall_us() ^ 0x6a09e667f3bcc909ull;
+    m->seed = fg__hash_seed(m);
 
     /* Enough stripes that two threads rarely meet, few enough that each
      * holds its share of at least a thousand keys. */

@@ -6,6 +6,7 @@
 
 #include "cluster_map.h"
 #include "floodgate.h"
+#include "redis_url.h"
 
 uint16_t fg__crc16(const void *buf, size_t len)
 {
@@ -41,16 +42,6 @@ int fg__cluster_map_find(const fg__cluster_map *m, const char *addr)
     return -1;
 }
 
-/* 1 when 'h' can be a host: a name, an IPv4 or an IPv6 address. It goes
- * into a URL as it is, so nothing else ('?', '@', '/', '%'...) may. */
-static int host_ok(const char *h)
-{
-    for (const char *c = h; *c; c++)
-        if (!isalnum((unsigned char)*c) && !strchr(".-_:", *c))
-            return 0;
-    return *h != '\0';
-}
-
 /* "host:port" of a node's entry {host, port, id, ...} into 'out'. A null
  * or empty host is the node asked ('self'): Redis's unknown-endpoint. A
  * host of "?" (a host name the node does not know) cannot be reached:
@@ -69,7 +60,7 @@ static int node_addr(const redisReply *e, const char *self, char *out)
         return FG__CLUSTER_NO_ADDR;
     if (!*h)
         h = self;
-    if (!host_ok(h))
+    if (!fg__redis_host_ok(h))
         return FG_EPROTO;
     int n = snprintf(out, FG__CLUSTER_ADDR_MAX,
                      strchr(h, ':') ? "[%s]:%lld" : "%s:%lld", h,

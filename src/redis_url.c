@@ -1,4 +1,5 @@
 /* redis_url.c -- parsing of Redis store URLs (see redis_url.h). */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <arpa/inet.h>
@@ -403,6 +404,14 @@ static void pct_encode(char *buf, size_t n, size_t *o, const char *s,
             *o += (size_t)snprintf(buf + *o, n - *o, "%%%02X", c);
     }
     buf[*o] = '\0';
+}
+
+int fg__redis_host_ok(const char *h)
+{
+    for (const char *c = h; *c; c++)
+        if (!isalnum((unsigned char)*c) && !strchr(".-_:", *c))
+            return 0;
+    return *h != '\0';
 }
 
 int fg__redis_url_for(const fg__redis_url *u, const char *addr, char *buf,

@@ -47,6 +47,11 @@ void fg__redis_url_where(const fg__redis_url *u, char *buf, size_t n);
  * ("[v6]:port/db", "/path.sock/db"). */
 void fg__redis_url_name(const fg__redis_url *u, char *buf, size_t n);
 
+/* 1 when 'h', a host a server named (a Cluster node, a Sentinel's
+ * master), can be one: a name, an IPv4 or an IPv6 address. It goes into a
+ * URL as it is, so nothing else ('?', '@', '/', '%'...) may. */
+int fg__redis_host_ok(const char *h);
+
 /* A redis:// URL with the user, password, prefix and connect timeout of
  * 'u' for the node at 'addr' ("host:port", "[v6]:port"), lazy=1, into
  * 'buf' (percent-encoded). FG_OK, or FG_ERANGE when it does not fit. */

@@ -316,7 +316,9 @@ int fg__sentinel_addr_reply(const redisReply *r, char *host, size_t hostlen,
                           "unexpected reply to SENTINEL "
                           "get-master-addr-by-name");
     int p = parse_port(r->element[1]->str, r->element[1]->len);
-    if (!p || r->element[0]->len == 0 || r->element[0]->len >= hostlen)
+    if (!p || r->element[0]->len == 0 || r->element[0]->len >= hostlen ||
+        strlen(r->element[0]->str) != r->element[0]->len ||
+        !fg__redis_host_ok(r->element[0]->str))
         return fg__seterr(err, errlen, FG_EPROTO,
                           "the sentinel gave a bad master address");
     memcpy(host, r->element[0]->str, r->element[0]->len);
@@ -363,7 +365,7 @@ int fg__sentinel_event(const redisReply *r, const char *master, char *host,
         return 0;
     }
     if (p == 0 || p > 65535 || strcmp(name, master) != 0 ||
-        strlen(h) >= hostlen)
+        strlen(h) >= hostlen || !fg__redis_host_ok(h))
         return 0;
     strcpy(host, h);
     *port = (int)p;

@@ -152,6 +152,25 @@ static void test_replies(void)
     CHECK_EQ(fg__sentinel_addr_reply(&arr, host, sizeof host, &port, err,
                                      sizeof err),
              FG_EPROTO);
+    /* A host that would not stay a host in the master's URL: refused,
+     * not connected to somewhere else. */
+    static const char *const bad_hosts[] = {"a@evil.example", "h:1/5",
+                                            "10.0.0.5?db=7&x=", "a%40b", "a b"};
+    e[1] = str("6390");
+    for (size_t i = 0; i < sizeof bad_hosts / sizeof *bad_hosts; i++) {
+        e[0] = str(bad_hosts[i]);
+        CHECK_EQ(fg__sentinel_addr_reply(&arr, host, sizeof host, &port, err,
+                                         sizeof err),
+                 FG_EPROTO);
+    }
+    e[0] = str("redis-1.example");
+    CHECK_EQ(fg__sentinel_addr_reply(&arr, host, sizeof host, &port, err,
+                                     sizeof err),
+             FG_OK);
+    e[0] = str("::1");
+    CHECK_EQ(fg__sentinel_addr_reply(&arr, host, sizeof host, &port, err,
+                                     sizeof err),
+             FG_OK);
 
     redisReply nil = {0};
     nil.type = REDIS_REPLY_NIL;
@@ -191,6 +210,9 @@ static void test_replies(void)
              FG__SENTINEL_SWITCH);
     CHECK_STR(host, "127.0.0.1");
     CHECK_EQ(port, 6380);
+    e[2] = str("mymaster 127.0.0.1 6379 a@evil.example 6380");
+    CHECK_EQ(fg__sentinel_event(&arr, "mymaster", host, sizeof host, &port), 0);
+    e[2] = str("mymaster 127.0.0.1 6379 127.0.0.1 6380");
     CHECK_EQ(fg__sentinel_event(&arr, "other", host, sizeof host, &port), 0);
     CHECK_EQ(fg__sentinel_event(&arr, "mymast", host, sizeof host, &port), 0);
     e[1] = str("+failover-state-wait-promotion");

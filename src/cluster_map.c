@@ -124,23 +124,30 @@ void fg__cluster_redirect_parse(const char *s, size_t len, const char *self,
         !strrchr(end + 1, ':'))
         return;
     const char *a = end + 1, *colon = strrchr(a, ':');
-    for (const char *c = a; *c; c++)
-        if (!isalnum((unsigned char)*c) && !strchr(".-_:[]", *c))
-            return; /* it goes into a URL as it is */
-    int n = 0;
-    if (a == colon && (!self || !*self))
+    /* It goes into a URL as it is: a port, and a host (bracketed or not)
+     * that fg__redis_host_ok takes, or none. */
+    char host[FG__CLUSTER_ADDR_MAX];
+    size_t hl = (size_t)(colon - a);
+    int bracketed = hl >= 2 && a[0] == '[' && a[hl - 1] == ']';
+    memcpy(host, a + bracketed, hl - 2 * bracketed);
+    host[hl - 2 * bracketed] = '\0';
+    char *pend;
+    unsigned long port = strtoul(colon + 1, &pend, 10);
+    if (!isdigit((unsigned char)colon[1]) || *pend || port < 1 ||
+        port > 65535 || (hl && !fg__redis_host_ok(host)))
         return;
-    if (a == colon) /* no host: the node's that sent it */
+    int n;
+    if (!hl && (!self || !*self))
+        return;
+    if (!hl) /* no host: the node's that sent it */
         n = snprintf(rd->addr, sizeof(rd->addr),
-                     strchr(self, ':') ? "[%s]%s" : "%s%s", self, colon);
-    else if (a[0] != '[' && strchr(a, ':') != colon)
-        /* An IPv6 address, unbracketed as Redis sends it: bracketed, as
-         * the map holds it. */
-        n = snprintf(rd->addr, sizeof(rd->addr), "[%.*s]%s", (int)(colon - a),
-                     a, colon);
+                     strchr(self, ':') ? "[%s]:%lu" : "%s:%lu", self, port);
     else
-        strcpy(rd->addr, a);
-    if (n < 0 || (size_t)n >= sizeof(rd->addr) || !colon[1])
+        /* An IPv6 address, bracketed or not (as Redis sends it): bracketed,
+         * as the map holds it. */
+        n = snprintf(rd->addr, sizeof(rd->addr),
+                     strchr(host, ':') ? "[%s]:%lu" : "%s:%lu", host, port);
+    if (n < 0 || (size_t)n >= sizeof(rd->addr))
         return;
     rd->kind = kind;
     rd->slot = slot;

@@ -168,6 +168,14 @@ static void test_redirect(void)
                          "ERR MOVED 1 a:1",
                          "MOVED 1 x?lazy=0:7000",
                          "ASK 1 a@b:7000",
+                         "MOVED 1 127[::1]1:6381",
+                         "MOVED 1 [::1:6381",
+                         "MOVED 1 ::1]:6381",
+                         "MOVED 1 []:6381",
+                         "MOVED 1 a:b0",
+                         "MOVED 1 a:0",
+                         "MOVED 1 a:65536",
+                         "MOVED 1 a:+80",
                          "TRYAGAIN Multiple keys request during rehashing"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         fg__cluster_redirect_parse(bad[i], strlen(bad[i]), "10.0.0.9", &rd);

@@ -56,7 +56,12 @@ static const char ini[] = "[server]\n"
                           "[limit naive]\n"
                           "key = header:X-Key\n"
                           "algorithm = naive_get_set\n"
-                          "rate = 2/s\n";
+                          "rate = 2/s\n"
+                          "[limit block]\n"
+                          "key = ip/24\n"
+                          "algorithm = fixed_window\n"
+                          "rate = 2/s\n"
+                          "shadow = on\n";
 
 static fg__server srv;
 static fg__worker worker;

@@ -201,16 +201,24 @@ static entry *lookup(fg_local *lc, const char *key, size_t keylen, uint64_t now,
         }
     }
     if (lc->count >= lc->max_keys) {
-        entry *v = lc->oldest;
-        for (int i = 0; v && i < EVICT_TRIES; i++, v = v->newer) {
+        entry *v = NULL;
+        for (int i = 0; lc->oldest && i < EVICT_TRIES; i++) {
+            v = lc->oldest;
             /* A fixed window's lease is not on the due list: its units,
              * sending nothing, die here or at its key's next check. */
             if (lc->mode == FG_MODE_LEASE && v->units && now >= v->reset_at)
                 fg__lease_lapse(lc, v);
             if (evictable(v))
                 break;
+            /* Held (units, usage to send, an ask out): moved to the new
+             * end, so that the next insert looks past it. Left at the old
+             * end, a few keys leased to a long window's end would refuse
+             * every new key until then. */
+            lru_unlink(lc, v);
+            lru_push(lc, v);
+            v = NULL;
         }
-        if (!v || !evictable(v)) {
+        if (!v) {
             *rc = FG_ENOMEM;
             return NULL;
         }

@@ -1537,6 +1537,67 @@ static void test_bounded(void)
     fg_local_free(lc);
 }
 
+/* One check of 'key' at 'now', its takes granted (a fixed window that ends
+ * at 'window_end'): the code of the check that settled it. */
+static int leased_check(fg_local *lc, const char *key, uint64_t now,
+                        uint64_t window_end)
+{
+    for (int round = 0; round < 4; round++) {
+        fg_decision d, s;
+        fg_local_ask a;
+        fg_local_waiter w;
+        int rc = fg_local_check(lc, key, strlen(key), 1, now, &d, &a, &w);
+        if (rc != FG_LOCAL_ASKED)
+            return rc;
+        memset(&s, 0, sizeof s);
+        s.allowed = 1;
+        s.limit = 60000000;
+        s.remaining = 1000000;
+        s.reset_us = window_end - now;
+        s.source = FG_SOURCE_STORE;
+        fg_local_answer(lc, &a, now, FG_OK, &s, NULL);
+    }
+    return FG_EINVAL;
+}
+
+/* A full table whose oldest keys hold leases to the end of a long window
+ * (a fixed window's lease is not due before then) still takes new keys:
+ * an insert looks past the keys it cannot evict. */
+static void test_bounded_leases(void)
+{
+    fg_limit lim = lim_of("60000000/h", FG_FIXED_WINDOW, "lease");
+    const uint64_t max_keys = 64, end = 3600 * SEC;
+    fg_local *lc = fg_local_new(&lim, max_keys, NULL, 0);
+    uint64_t now = SEC;
+    char key[32];
+    /* 16 keys, each checked twice: the second take leases a chunk that
+     * lasts to the window's end. */
+    for (int i = 0; i < 16; i++) {
+        snprintf(key, sizeof key, "pin%d", i);
+        CHECK_EQ(leased_check(lc, key, now, end), FG_OK);
+        now += 100;
+        CHECK_EQ(leased_check(lc, key, now, end), FG_OK);
+    }
+    int refused = 0;
+    for (uint64_t i = 0; i < 4 * max_keys; i++) {
+        snprintf(key, sizeof key, "fresh%llu", (unsigned long long)i);
+        now += 10;
+        refused += leased_check(lc, key, now, end) == FG_ENOMEM;
+    }
+    int hot = 0;
+    for (int i = 0; i < 100; i++) {
+        now += 10;
+        hot += leased_check(lc, "hot", now, end) == FG_OK;
+    }
+    /* Each time the leased keys come round to the old end again (every
+     * 48 inserts here), two inserts move them on, 8 at a time, and find
+     * no room: 10 of these 256. */
+    CHECK(refused <= 12);
+    CHECK_EQ(hot, 100);
+    CHECK(fg_local_keys(lc) <= max_keys);
+    fg_local_free(lc);
+}
+
 /* The limiter in a mode on a blocking memory store: decided here, synced
  * by fg_limiter_sync; a refund gives the units back here. */
 static void test_limiter(void)
@@ -1663,6 +1724,7 @@ int main(void)
     test_lease_long_window();
     test_lease_refund_earlier();
     test_bounded();
+    test_bounded_leases();
     test_limiter();
     return TEST_DONE();
 }

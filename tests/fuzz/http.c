@@ -58,7 +58,7 @@ static const char ini[] = "[server]\n"
                           "algorithm = naive_get_set\n"
                           "rate = 2/s\n"
                           "[limit block]\n"
-                          "key = ip/24\n"
+                          "key = ip/64\n"
                           "algorithm = fixed_window\n"
                           "rate = 2/s\n"
                           "shadow = on\n";

@@ -22,15 +22,26 @@
 static fg__sentinel_url sentinel;
 static fg__cluster_map map;
 
-/* The same host: a name, or the same IPv6 address however written (the
- * URL keeps one spelling of each). */
+/* 'h' as the URL keeps it: an IPv6 address in one spelling, an
+ * IPv4-mapped one as IPv4; a name as it is. */
+static void canonical(const char *h, char *out, size_t n)
+{
+    struct in6_addr a;
+    if (inet_pton(AF_INET6, h, &a) != 1)
+        snprintf(out, n, "%s", h);
+    else if (IN6_IS_ADDR_V4MAPPED(&a))
+        inet_ntop(AF_INET, &a.s6_addr[12], out, (socklen_t)n);
+    else
+        inet_ntop(AF_INET6, &a, out, (socklen_t)n);
+}
+
 static int same_host(const char *a, const char *b)
 {
-    struct in6_addr x, y;
-    if (strchr(b, ':') && inet_pton(AF_INET6, a, &x) == 1 &&
-        inet_pton(AF_INET6, b, &y) == 1)
-        return memcmp(&x, &y, sizeof x) == 0;
-    return strcmp(a, b) == 0;
+    char x[INET6_ADDRSTRLEN + FG__SENTINEL_HOST_MAX],
+        y[INET6_ADDRSTRLEN + FG__SENTINEL_HOST_MAX];
+    canonical(a, x, sizeof x);
+    canonical(b, y, sizeof y);
+    return strcmp(x, y) == 0;
 }
 
 /* The master URL of 'host':'port' must parse back to them. */

@@ -16,6 +16,7 @@
 #include "redis_admin.h"
 #include "limiter.h"
 #include "redis_proto.h"
+#include "reader.h"
 
 #define MAX_REPLIES 16
 #define NLIMITS     7
@@ -185,23 +186,6 @@ static void run_batch(redisReply **r, size_t n)
     }
 }
 
-/* hiredis 0.14 allocates an array's element pointers as soon as it reads
- * the header: "*999999999" asks for 8 GB, which ASan refuses as a crash.
- * (The store meets only what Redis sends; on Linux such a calloc fails
- * cleanly, to a reader error, or maps pages it never touches.) Larger
- * arrays than any reply the store reads, 4 integers for each of a batch's
- * 64 checks, are refused here as hiredis refuses what it cannot
- * allocate. */
-#define MAX_ELEMENTS 4096
-
-static redisReplyObjectFunctions capped;
-static void *(*create_array)(const redisReadTask *, int);
-
-static void *capped_array(const redisReadTask *task, int elements)
-{
-    return elements > MAX_ELEMENTS ? NULL : create_array(task, elements);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static int ready;
@@ -209,15 +193,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         setup();
         ready = 1;
     }
-    redisReader *rd = redisReaderCreate();
+    redisReader *rd = fuzz_reader();
     if (!rd)
         return 0;
-    if (!create_array) {
-        capped = *rd->fn;
-        create_array = capped.createArray;
-        capped.createArray = capped_array;
-    }
-    rd->fn = &capped;
     redisReply *r[MAX_REPLIES];
     size_t n = 0;
     if (redisReaderFeed(rd, (const char *)data, size) == REDIS_OK) {

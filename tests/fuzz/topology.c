@@ -14,6 +14,7 @@
 
 #include "cluster_map.h"
 #include "floodgate.h"
+#include "reader.h"
 #include "redis_url.h"
 #include "sentinel.h"
 
@@ -103,20 +104,6 @@ static void read_reply(const redisReply *r)
         round_trip(host, port);
 }
 
-/* hiredis makes an array of as many elements as the reply announces
- * before it reads them (a Redis server's word is trusted): capped here,
- * as in redis_reply.c, so that an input's few bytes cannot make it
- * allocate gigabytes. */
-#define MAX_ELEMENTS 4096
-
-static redisReplyObjectFunctions capped;
-static void *(*create_array)(const redisReadTask *, int);
-
-static void *capped_array(const redisReadTask *task, int elements)
-{
-    return elements > MAX_ELEMENTS ? NULL : create_array(task, elements);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static int ready;
@@ -128,15 +115,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         ready = 1;
     }
-    redisReader *rd = redisReaderCreate();
+    redisReader *rd = fuzz_reader();
     if (!rd)
         return 0;
-    if (!create_array) {
-        capped = *rd->fn;
-        create_array = capped.createArray;
-        capped.createArray = capped_array;
-    }
-    rd->fn = &capped;
     if (redisReaderFeed(rd, (const char *)data, size) == REDIS_OK) {
         for (int n = 0; n < MAX_REPLIES; n++) {
             void *reply = NULL;

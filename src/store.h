@@ -12,9 +12,9 @@
 typedef struct fg__store_ops {
     const char *scheme;
     /* Prepare per-limiter data in '*out' (one fg__malloc block, freed with
-     * the limiter, or NULL), or refuse a limit
-     * this store cannot enforce, with the reason in 'err'. It may set
-     * 'l->check' (see struct fg_limiter). */
+     * the limiter, or NULL), or refuse a limit this store cannot enforce,
+     * with the reason in 'err'. It may set 'l->check' (see struct
+     * fg_limiter). */
     int (*limiter_init)(fg_store *st, fg_limiter *l, void **out, char *err,
                         size_t errlen);
     /* Decide 'cost' for 'key' (already validated) and fill 'd' but

@@ -43,7 +43,8 @@ extern "C" {
     X(EBUSY, -11, "backend busy")                                              \
     X(EBREAKER, -12, "circuit breaker open")                                   \
     X(ERANGE, -13, "value out of range")                                       \
-    X(ENOTSUP, -14, "not supported by this store")
+    X(ENOTSUP, -14, "not supported by this store")                             \
+    X(EPROCESS, -15, "store opened by another process (open after fork)")
 
 #define FG__ERR_ENUM(name, code, text) FG_##name = code,
 enum fg_error { FG_ERRORS(FG__ERR_ENUM) };
@@ -271,6 +272,12 @@ const char *fg_store_node_addr(fg_store *st, unsigned node);
  * masters a Cluster store learns later). */
 const char *fg_store_warning(fg_store *st);
 
+/* A store and its limiters are the process's that opened the store. After
+ * fork() the child must open its own: on the parent's, its checks, refunds,
+ * peeks, resets, adds and syncs return FG_EPROCESS (a refusal that consumes
+ * nothing) and fg_limiter_new fails, since their sockets, threads, counts
+ * and leases are the parent's; fg_limiter_free and fg_store_close leave
+ * them as they are. */
 void fg_store_close(fg_store *st);
 
 /* A limiter applies 'lim' through 'st'. The limit is copied. The store must
@@ -285,7 +292,8 @@ fg_limiter *fg_limiter_new(fg_store *st, const fg_limit *lim, char *err,
  * was not consulted (out->source then says who decided). Bad input (cost 0,
  * cost > limit or burst, cost >= FG_MAX_COUNT, key too long) returns
  * FG_ECOST or FG_EKEY with out->allowed = 0 and consumes nothing; its
- * retry_after is 0, since no wait makes it fit: the caller's error. */
+ * retry_after is 0, since no wait makes it fit: the caller's error. So
+ * does FG_EPROCESS: a limiter opened by another process (before fork). */
 int fg_check(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
              fg_decision *out);
 
@@ -428,7 +436,8 @@ typedef struct fg_set_result {
                        * (a refunded limit's 'remaining' counts the refund
                        * back; its 'reset' is as decided, an upper bound) */
     /* FG_OK, or why limit 'decided' could not be asked at all: bad input
-     * (FG_ECOST, FG_EKEY; FG_EINVAL for a NULL key of a length) or a
+     * (FG_ECOST, FG_EKEY; FG_EINVAL for a NULL key of a length;
+     * FG_EPROCESS for a limiter of another process) or a
      * check that could not be submitted
      * (FG_ENOMEM). d[decided] is then a refusal no store made. */
     int error;

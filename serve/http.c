@@ -213,7 +213,10 @@ static void reset_request(fg__hconn *c)
  * in hand: then it stays until the handler answers (into nothing), and
  * keeps its place under the cap meanwhile, so that clients who send a
  * request and go cannot pile up more memory than the cap allows while the
- * store is slow. */
+ * store is slow. The events go before the socket: the loop's changelist
+ * (EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST) then holds only a removal for
+ * this number, harmless when another worker's socket takes the number
+ * before this loop's next turn applies it. */
 static void conn_close(fg__hconn *c)
 {
     if (c->fd >= 0) {

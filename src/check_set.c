@@ -134,7 +134,7 @@ int fg_check_set(const fg_set_item *items, unsigned n, uint64_t cost,
                               &out->d[k]);
         out->asked |= 1u << k;
         if (out->rc[k] == FG_ECOST || out->rc[k] == FG_EKEY ||
-            out->rc[k] == FG_EINVAL)
+            out->rc[k] == FG_EINVAL || out->rc[k] == FG_EPROCESS)
             out->error = out->rc[k];
         if (stops(out, k))
             break;
@@ -220,7 +220,7 @@ static void on_item(int rc, const fg_decision *d, void *data)
     r->rc[k] = rc;
     r->d[k] = *d;
     r->asked |= 1u << k;
-    if (rc == FG_ECOST || rc == FG_EKEY)
+    if (rc == FG_ECOST || rc == FG_EKEY || rc == FG_EPROCESS)
         r->error = rc;
     if (cache) {
         uint64_t now = fg__mono_precise_us();

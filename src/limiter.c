@@ -8,6 +8,7 @@
 #include "blocked.h"
 #include "breaker.h"
 #include "mode.h"
+#include "process.h"
 #include "store.h"
 #include "alloc.h"
 #include "clock.h"
@@ -89,6 +90,12 @@ fg_limiter *fg_limiter_new(fg_store *st, const fg_limit *lim, char *err,
         fg__seterr(err, errlen, FG_EINVAL, "no store or limit given");
         return NULL;
     }
+    if (fg__process_other(st->process)) {
+        fg__seterr(err, errlen, FG_EPROCESS,
+                   "the store was opened by another process (before fork): "
+                   "open stores and limiters in each process");
+        return NULL;
+    }
     if (fg_limit_check(lim, err, errlen) != FG_OK)
         return NULL;
     fg_limiter *l = fg__calloc(1, sizeof(*l));
@@ -166,9 +173,11 @@ fail_nostore:
     return NULL;
 }
 
+/* Another process's limiter is left as it is, as its store (store.c):
+ * a lease's give-back or a sync would go out on the parent's sockets. */
 void fg_limiter_free(fg_limiter *l)
 {
-    if (!l)
+    if (!l || fg__process_other(l->st->process))
         return;
     fg__mode_free(l);
     fg__free(l->store_data);
@@ -259,6 +268,8 @@ static inline int validate(fg_limiter *l, const char *key, size_t keylen,
 {
     if (!l || (!key && keylen))
         return FG_EINVAL;
+    if (fg__process_other(l->st->process))
+        return FG_EPROCESS;
     if (keylen > FG_MAX_KEY)
         return FG_EKEY;
     return fg__algo_check_cost(&l->p, cost);
@@ -691,6 +702,7 @@ int fg_add_at(fg_limiter *l, const char *key, size_t keylen, uint64_t units,
     if (!l || !out)
         return FG_EINVAL;
     int rc = !key && keylen                       ? FG_EINVAL
+             : fg__process_other(l->st->process)  ? FG_EPROCESS
              : keylen > FG_MAX_KEY                ? FG_EKEY
              : units >= FG_MAX_COUNT              ? FG_ECOST
              : l->p.algorithm == FG_NAIVE_GET_SET ? FG_ENOTSUP
@@ -713,10 +725,11 @@ int fg_peek(fg_limiter *l, const char *key, size_t keylen, fg_decision *out)
 {
     if (!l || !out)
         return FG_EINVAL;
-    int rc = !key && keylen        ? FG_EINVAL
-             : keylen > FG_MAX_KEY ? FG_EKEY
-             : !l->st->ops->peek   ? FG_ENOTSUP
-                                   : FG_OK;
+    int rc = !key && keylen                      ? FG_EINVAL
+             : fg__process_other(l->st->process) ? FG_EPROCESS
+             : keylen > FG_MAX_KEY               ? FG_EKEY
+             : !l->st->ops->peek                 ? FG_ENOTSUP
+                                                 : FG_OK;
     if (rc == FG_OK)
         rc = l->st->ops->peek(l->st, l, key, keylen, out);
     if (rc != FG_OK) {
@@ -732,6 +745,8 @@ int fg_reset(fg_limiter *l, const char *key, size_t keylen)
 {
     if (!l || (!key && keylen))
         return FG_EINVAL;
+    if (fg__process_other(l->st->process))
+        return FG_EPROCESS;
     if (keylen > FG_MAX_KEY)
         return FG_EKEY;
     if (!l->st->ops->reset)
@@ -744,7 +759,8 @@ int fg_reset(fg_limiter *l, const char *key, size_t keylen)
 
 void fg_limiter_forget(fg_limiter *l, const char *key, size_t keylen)
 {
-    if (!l || (!key && keylen) || keylen > FG_MAX_KEY)
+    if (!l || (!key && keylen) || keylen > FG_MAX_KEY ||
+        fg__process_other(l->st->process))
         return;
     fg_cache_forget(l->policy->cache, l, key, keylen);
     if (l->mode)

@@ -14,6 +14,7 @@
 #include "clock.h"
 #include "error.h"
 #include "mode.h"
+#include "process.h"
 #include "store.h"
 
 /* Asks handed out by one call of fg_local_due or fg_local_flush. */
@@ -604,6 +605,8 @@ void fg__mode_forget(fg_limiter *l, const char *key, size_t keylen)
 
 int fg_limiter_sync(fg_limiter *l)
 {
+    if (l && fg__process_other(l->st->process))
+        return FG_EPROCESS;
     if (!l || !l->mode)
         return FG_OK;
     if (l->mode->base) {

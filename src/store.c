@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "process.h"
 #include "redis_store.h"
 #include "redis_url.h"
 #include "store.h"
@@ -105,8 +106,8 @@ int fg_store_url_check(const char *url, char *err, size_t errlen)
     return unknown_scheme(url, err, errlen);
 }
 
-static fg_store *open_any(const char *url, struct event_base *base, char *err,
-                          size_t errlen)
+static fg_store *open_scheme(const char *url, struct event_base *base,
+                             char *err, size_t errlen)
 {
     if (!url || !*url) {
         fg__seterr(err, errlen, FG_EINVAL, "no store URL given");
@@ -124,6 +125,15 @@ static fg_store *open_any(const char *url, struct event_base *base, char *err,
         return fg__store_sentinel_open(url, base, err, errlen);
     unknown_scheme(url, err, errlen);
     return NULL;
+}
+
+static fg_store *open_any(const char *url, struct event_base *base, char *err,
+                          size_t errlen)
+{
+    fg_store *st = open_scheme(url, base, err, errlen);
+    if (st)
+        st->process = fg__process_mark();
+    return st;
 }
 
 fg_store *fg_store_open(const char *url, char *err, size_t errlen)
@@ -205,9 +215,12 @@ uint64_t fg_store_keys(fg_store *st)
     return st && st->ops->keys ? st->ops->keys(st) : 0;
 }
 
+/* Another process's store (a parent's, before fork) is left as it is:
+ * its sockets and threads are the parent's, and freeing the copy of its
+ * memory would gain nothing. */
 void fg_store_close(fg_store *st)
 {
-    if (st)
+    if (st && !fg__process_other(st->process))
         st->ops->close(st);
 }
 

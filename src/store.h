@@ -68,6 +68,8 @@ struct fg_store {
     unsigned nodes; /* 1 unless ops->node_of */
     /* The loop of a store opened with fg_store_open_async, else NULL. */
     struct event_base *base;
+    /* The process that opened it (process.h): another's calls are refused. */
+    unsigned process;
 };
 
 /* Store constructors, by scheme. */

@@ -31,6 +31,7 @@
 #include <time.h>
 
 #include "hash.h"
+#include "process.h"
 #include "store.h"
 #include "alloc.h"
 #include "clock.h"
@@ -697,6 +698,7 @@ fg_store *fg__store_memory_open(const fg_memory_options *opt, char *err,
         goto nomem;
     m->base.ops = &mem_ops;
     m->base.nodes = 1;
+    m->base.process = fg__process_mark();
     m->clock = opt && opt->clock ? opt->clock : fg__mono_us;
     m->clock_ctx = opt ? opt->clock_ctx : NULL;
     m->gettime = fg__clock_gettime_fn();

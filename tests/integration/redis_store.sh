@@ -106,6 +106,9 @@ for algo in fixed_window sliding_window token_bucket naive_get_set; do
     done
 done
 
+# A store opened before fork(): refused in the children, exact overall.
+run fork "$URL"
+
 # 3. Threads sharing one store; SCRIPT FLUSH between checks; binary keys
 #    and the length limit; allocation failures.
 run threads "$URL"

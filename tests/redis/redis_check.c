@@ -5,6 +5,8 @@
  *   redis_check vectors URL          C algorithm vs Lua twin, sync + async
  *   redis_check race URL ALGO MODE P N LIMIT
  *                                     P processes x N checks on one key
+ *   redis_check fork URL             a store opened before fork(): the
+ *                                     children's calls refused, exact
  *   redis_check threads URL          8 threads sharing one blocking store
  *   redis_check flush URL            SCRIPT FLUSH between checks
  *   redis_check batch URL            async token bucket batches vs C
@@ -417,6 +419,122 @@ static int race(const char *url, const char *algo, const char *mode, int procs,
            mode, procs, n, limit, total);
     CHECK_EQ(broken, 0);
     return total;
+}
+
+/* ---- fork --------------------------------------------------------------- */
+
+/* A store opened (and used: a connection in its pool, a lease held)
+ * before fork(). The children's checks on it are refused, consuming
+ * nothing; each then opens its own store and checks the key, as the
+ * parent does meanwhile. Without the refusal, children and parent shared
+ * the parent's socket and read each other's replies: over the limit. */
+static void forked(const char *url)
+{
+    enum { KIDS = 4, N = 40, LIMIT = 100 };
+    char err[256], name[64], lname[64], key[64];
+    unique(name, sizeof name, "fork");
+    unique(lname, sizeof lname, "forklease");
+    unique(key, sizeof key, "user");
+    fg_store *st = fg_store_open(url, err, sizeof err);
+    CHECK(st != NULL);
+    if (!st)
+        return;
+    /* The caller's clock, mid-hour: no window ends during the test. */
+    fake_now = (fg__wall_us() / 3600000000ull) * 3600000000ull + 1800000000ull;
+    fg__store_redis_set_clock(st, fake_clock, NULL);
+    fg_limiter *l =
+        limiter(st, "100/h", FG_FIXED_WINDOW, 0, 1, FG_FAIL_CLOSED, 1000, name);
+    fg_limiter *lease = limiter(st, "100/h", FG_FIXED_WINDOW, 0, 1,
+                                FG_FAIL_CLOSED, 1000, lname);
+    fg_limit ll = *fg_limiter_limit(lease);
+    fg_limiter_free(lease);
+    CHECK_EQ(fg_mode_parse("lease", &ll, err, sizeof err), FG_OK);
+    lease = fg_limiter_new(st, &ll, err, sizeof err);
+    CHECK(l && lease);
+    if (!l || !lease)
+        return;
+    fg_decision d;
+    int allowed = 0, lease_allowed = 0, bad = 0;
+    for (int i = 0; i < 10; i++) {
+        bad += fg_check(l, key, strlen(key), 1, &d) != FG_OK;
+        allowed += d.allowed;
+        bad += fg_check(lease, key, strlen(key), 1, &d) != FG_OK;
+        lease_allowed += d.allowed;
+    }
+    int out[2];
+    if (pipe(out))
+        return;
+    fflush(NULL);
+    pid_t pids[KIDS];
+    for (int k = 0; k < KIDS; k++) {
+        pids[k] = fork();
+        if (pids[k] != 0)
+            continue;
+        /* The parent's: refused, and nothing sent on its sockets. */
+        int n[3] = {0, 0, 0}; /* refused as another's, allowed, errors */
+        for (int i = 0; i < N; i++) {
+            n[0] += fg_check(l, key, strlen(key), 1, &d) == FG_EPROCESS &&
+                    !d.allowed;
+            n[0] += fg_check(lease, key, strlen(key), 1, &d) == FG_EPROCESS &&
+                    !d.allowed;
+        }
+        fg_limiter_free(lease);
+        fg_limiter_free(l);
+        fg_store_close(st);
+        fg_store *own = fg_store_open(url, err, sizeof err);
+        if (own)
+            fg__store_redis_set_clock(own, fake_clock, NULL);
+        fg_limiter *m = own ? limiter(own, "100/h", FG_FIXED_WINDOW, 0, 1,
+                                      FG_FAIL_CLOSED, 1000, name)
+                            : NULL;
+        for (int i = 0; m && i < N; i++) {
+            int rc = fg_check(m, key, strlen(key), 1, &d);
+            n[1] += rc == FG_OK && d.allowed;
+            n[2] += rc != FG_OK;
+        }
+        fg_limiter_free(m);
+        fg_store_close(own);
+        if (!m)
+            n[2] = -1;
+        _exit(write(out[1], n, sizeof n) == sizeof n ? 0 : 1);
+    }
+    close(out[1]);
+    for (int i = 0; i < N; i++) {
+        bad += fg_check(l, key, strlen(key), 1, &d) != FG_OK;
+        allowed += d.allowed;
+        bad += fg_check(lease, key, strlen(key), 1, &d) != FG_OK;
+        lease_allowed += d.allowed;
+    }
+    int refused = 0, kids_bad = 0;
+    for (int k = 0; k < KIDS; k++) {
+        int n[3], status = -1;
+        if (read(out[0], n, sizeof n) == sizeof n) {
+            refused += n[0];
+            allowed += n[1];
+            kids_bad += n[2];
+        } else {
+            kids_bad++;
+        }
+        waitpid(pids[k], &status, 0);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    close(out[0]);
+    /* After the children: the parent's own connection still answers. */
+    CHECK_EQ(fg_peek(l, key, strlen(key), &d), FG_OK);
+    CHECK_EQ(d.remaining, 0);
+    printf("fork: %d of %d checks in %d children refused on the parent's "
+           "store; allowed %d of limit %d (parent and children), lease %d "
+           "(parent alone); errors %d parent, %d children\n",
+           refused, KIDS * 2 * N, KIDS, allowed, LIMIT, lease_allowed, bad,
+           kids_bad);
+    CHECK_EQ(refused, KIDS * 2 * N);
+    CHECK_EQ(allowed, LIMIT);
+    CHECK_EQ(lease_allowed, 10 + N);
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(kids_bad, 0);
+    fg_limiter_free(lease);
+    fg_limiter_free(l);
+    fg_store_close(st);
 }
 
 /* ---- threads sharing one blocking store -----------------------------------
@@ -2444,6 +2562,8 @@ int main(int argc, char **argv)
             CHECK_EQ(got, limit);
         else
             CHECK(got >= limit); /* shown, not asserted: it races */
+    } else if (argc >= 3 && strcmp(argv[1], "fork") == 0) {
+        forked(argv[2]);
     } else if (argc >= 3 && strcmp(argv[1], "threads") == 0) {
         threads(argv[2]);
     } else if (argc >= 3 && strcmp(argv[1], "flush") == 0) {

@@ -1,10 +1,14 @@
 /* test_limiter.c -- the limiter's policy on a real memory store: limits it
  * refuses, bad input that never fails open, the failure policy when the
- * store really fails (an allocation refused through fg_set_allocator), and
- * fg_check_async calling back exactly once with fg_check's decision. */
+ * store really fails (an allocation refused through fg_set_allocator),
+ * fg_check_async calling back exactly once with fg_check's decision, and
+ * a store opened before fork() refused in the child. */
 #include <event2/event.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../harness.h"
 #include "floodgate.h"
@@ -626,8 +630,77 @@ static void test_retry_after_debt(void)
     fg_store_close(st);
 }
 
+/* In the child of fork(), every call on the parent's store and limiters
+ * is refused and consumes nothing; the child's own store works; the
+ * parent's counts are as the parent left them. The child reports its
+ * failed checks in its exit status. */
+static void test_fork(void)
+{
+    fg_store *st = open_store();
+    fg_limit fw = limit_of("5/h", FG_FIXED_WINDOW, FG_FAIL_OPEN);
+    fg_limit lease = limit_of("5/h", FG_TOKEN_BUCKET, FG_FAIL_LOCAL);
+    char err[256];
+    CHECK_EQ(fg_mode_parse("lease", &lease, err, sizeof err), FG_OK);
+    fg_limiter *a = fg_limiter_new(st, &fw, NULL, 0);
+    fg_limiter *b = fg_limiter_new(st, &lease, NULL, 0);
+    CHECK(a && b);
+    fg_decision d;
+    CHECK_EQ(fg_check(a, "k", 1, 2, &d), FG_OK);
+    CHECK_EQ(fg_check(b, "k", 1, 1, &d), FG_OK); /* b holds a lease */
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        th_passed = th_failed = 0;
+        for (int i = 0; i < 2; i++) {
+            fg_limiter *l = i ? b : a;
+            d.allowed = 1;
+            CHECK_EQ(fg_check(l, "k", 1, 1, &d), FG_EPROCESS);
+            CHECK_EQ(d.allowed, 0);
+            CHECK_EQ(fg_peek(l, "k", 1, &d), FG_EPROCESS);
+            CHECK_EQ(fg_add(l, "k", 1, 1, &d), FG_EPROCESS);
+            CHECK_EQ(fg_refund(l, "k", 1, 1), FG_EPROCESS);
+            CHECK_EQ(fg_reset(l, "k", 1), FG_EPROCESS);
+            CHECK_EQ(fg_limiter_sync(l), FG_EPROCESS);
+            fg_set_item it = {.l = l, .key = "k", .keylen = 1};
+            fg_set_result r;
+            CHECK_EQ(fg_check_set(&it, 1, 1, &r), FG_OK);
+            CHECK_EQ(r.error, FG_EPROCESS);
+            CHECK_EQ(r.d[0].allowed, 0);
+        }
+        err[0] = '\0';
+        CHECK(fg_limiter_new(st, &fw, err, sizeof err) == NULL);
+        CHECK(strstr(err, "another process") != NULL);
+        fg_limiter_free(a); /* the parent's: left as they are */
+        fg_limiter_free(b);
+        fg_store_close(st);
+        fg_store *own = open_store();
+        fg_limiter *l = fg_limiter_new(own, &fw, NULL, 0);
+        CHECK_EQ(fg_check(l, "k", 1, 5, &d), FG_OK);
+        CHECK_EQ(d.allowed, 1);
+        fg_limiter_free(l);
+        fg_store_close(own);
+        _exit(th_failed ? 1 : 0);
+    }
+    int status = -1;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    /* The parent's: 3 left of a, and b's lease still spends. */
+    CHECK_EQ(fg_check(a, "k", 1, 3, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(fg_check(a, "k", 1, 1, &d), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(fg_check(b, "k", 1, 4, &d), FG_OK);
+    CHECK_EQ(d.allowed, 1);
+    CHECK_EQ(fg_check(b, "k", 1, 1, &d), FG_OK);
+    CHECK_EQ(d.allowed, 0);
+    fg_limiter_free(a);
+    fg_limiter_free(b);
+    fg_store_close(st);
+}
+
 int main(void)
 {
+    test_fork();
     test_retry_after_debt();
     test_add_saturates();
     test_refunds();

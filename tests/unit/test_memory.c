@@ -9,7 +9,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -222,18 +221,9 @@ static void test_binary_keys(void)
     CHECK_EQ(try_key(l, "", 0, 1), 1);
     CHECK_EQ(try_key(l, "", 0, 1), 0);
     CHECK_EQ(try_key(l, "x", 0, 1), 0);
-    /* A NULL key of length 0 is the empty key or FG_EINVAL, never
-     * undefined behaviour: run it in a child so that a sanitizer abort is
-     * reported as one failure rather than ending this program. */
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int r = try_key(l, NULL, 0, 1);
-        _exit(r == 0 || r == FG_EINVAL ? 0 : 1);
-    }
-    int status = -1;
-    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    /* A NULL key of length 0 is the empty key, never undefined behaviour
+     * (a sanitizer build would stop here). */
+    CHECK_EQ(try_key(l, NULL, 0, 1), 0);
     CHECK_EQ(fg_store_keys(st), 6);
     fg_limiter_free(l);
     fg_store_close(st);

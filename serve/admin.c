@@ -56,6 +56,10 @@ struct fg__admin {
     int stop;
     /* The configuration in force here (a reference held). */
     fg__gen *cur;
+    /* admin_denied lines this second, and those left out since the last. */
+    uint64_t denied_second;
+    unsigned denied_logged;
+    uint64_t denied_unlogged;
     /* For a Redis configuration: built for 'gen' (a reference held). */
     fg__gen *gen;
     fg_store *store;
@@ -144,6 +148,28 @@ static void log_refused(const fg__hreq *req, const char *route, int status,
             fg__log_value(error, ev, sizeof(ev)));
 }
 
+/* A request without the right token: one line each, up to
+ * DENIED_LOG_PER_S a second (anyone who reaches the port can send them,
+ * and lines must not flood the log); the next line says how many were
+ * left out. Calls with the token are all logged: the audit trail. */
+#define DENIED_LOG_PER_S 20
+static void log_denied(fg__admin *a, const fg__hreq *req, const char *reason)
+{
+    uint64_t second = fg_mono_us() / 1000000;
+    if (second != a->denied_second) {
+        a->denied_second = second;
+        a->denied_logged = 0;
+    }
+    if (a->denied_logged >= DENIED_LOG_PER_S) {
+        a->denied_unlogged++;
+        return;
+    }
+    a->denied_logged++;
+    fg__log("admin_denied", "peer=%s reason=%s suppressed=%" PRIu64,
+            req->peer[0] ? req->peer : "-", reason, a->denied_unlogged);
+    a->denied_unlogged = 0;
+}
+
 static void peek_answer(fg__hreq *req, const char *name, const fg_decision *d)
 {
     char mem[512];
@@ -181,11 +207,10 @@ static void handle(fg__hreq *req, void *arg)
         auths += !strcasecmp(req->name[i], "Authorization");
     if (auths != 1 || !fg__bearer_ok(fg__http_find(req, "Authorization"),
                                      g->admin_token, g->admin_token_len)) {
-        fg__log("admin_denied", "peer=%s reason=%s",
-                req->peer[0] ? req->peer : "-",
-                auths > 1 ? "repeated_authorization"
-                : auths   ? "wrong_token"
-                          : "no_token");
+        log_denied(a, req,
+                   auths > 1 ? "repeated_authorization"
+                   : auths   ? "wrong_token"
+                             : "no_token");
         fg__http_add_header(req, "WWW-Authenticate",
                             "Bearer realm=\"floodgate admin\"");
         reply_error(req, 401, "unauthorized");

@@ -3,6 +3,9 @@
 #ifndef FG_SERVE_LOG_H
 #define FG_SERVE_LOG_H
 
+/* From now on, never wait for stderr's reader (log.c). */
+void fg__log_nonblocking(void);
+
 /* 'fmt' continues the line after "event=NAME " with more key=value pairs;
  * the whole line goes out in one write(). */
 void fg__log(const char *event, const char *fmt, ...)

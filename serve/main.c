@@ -395,6 +395,7 @@ int fg_cmd_serve(int argc, char **argv)
         *dst = val;
     }
     signal(SIGPIPE, SIG_IGN);
+    fg__log_nonblocking();
     srv.main_base = event_base_new();
     if (!srv.main_base) {
         fprintf(stderr, "floodgate serve: out of memory\n");

@@ -26,6 +26,10 @@ struct fg_cache {
     uint64_t used; /* entries holding a key */
     uint32_t nsets;
     entry *e;
+    /* Bit s: set s holds a key. A clear (each reload) visits only those
+     * sets: the whole table would stall the loop and make every page of it
+     * resident (1.8 GB at the largest size). */
+    uint64_t *busy;
 };
 
 /* FNV-1a over the limit's name (its hash, the high half of 'lim') and the
@@ -61,7 +65,10 @@ fg__blocked *fg__blocked_new(uint32_t entries, uint64_t seed)
     if (c->nsets == 0)
         c->nsets = 1;
     c->e = fg__calloc((size_t)c->nsets * WAYS, sizeof(entry));
-    if (!c->e) {
+    c->busy = fg__calloc(c->nsets / 64 + 1, sizeof(uint64_t));
+    if (!c->e || !c->busy) {
+        fg__free(c->e);
+        fg__free(c->busy);
         fg__free(c);
         return NULL;
     }
@@ -70,10 +77,19 @@ fg__blocked *fg__blocked_new(uint32_t entries, uint64_t seed)
 
 static void drop(fg__blocked *c, entry *e)
 {
-    if (e->key)
-        c->used--;
+    int held = e->key != NULL;
     fg__free(e->key);
     memset(e, 0, sizeof(*e));
+    if (!held)
+        return;
+    c->used--;
+    size_t s = (size_t)(e - c->e) / WAYS;
+    entry *set = &c->e[s * WAYS];
+    int empty = 1;
+    for (int i = 0; i < WAYS; i++)
+        empty &= set[i].key == NULL;
+    if (empty)
+        c->busy[s / 64] &= ~(1ull << (s % 64));
 }
 
 /* Append the waiters of 'e' to '*list'. */
@@ -90,12 +106,14 @@ static void take_waiters(entry *e, fg__blocked_waiter **list)
 fg__blocked_waiter *fg__blocked_clear(fg__blocked *c)
 {
     fg__blocked_waiter *all = NULL;
-    for (size_t i = 0; i < (size_t)c->nsets * WAYS; i++) {
-        if (!c->e[i].key)
-            continue;
-        take_waiters(&c->e[i], &all);
-        drop(c, &c->e[i]);
-    }
+    for (size_t w = 0; w <= c->nsets / 64; w++)
+        while (c->busy[w]) {
+            size_t s = w * 64 + (size_t)__builtin_ctzll(c->busy[w]);
+            for (int i = 0; i < WAYS; i++) {
+                take_waiters(&c->e[s * WAYS + i], &all);
+                drop(c, &c->e[s * WAYS + i]);
+            }
+        }
     return all;
 }
 
@@ -105,6 +123,7 @@ void fg__blocked_free(fg__blocked *c)
         return;
     fg__blocked_clear(c);
     fg__free(c->e);
+    fg__free(c->busy);
     fg__free(c);
 }
 
@@ -226,6 +245,8 @@ int fg__blocked_put(fg__blocked *c, fg__blocked_ident lim, const char *key,
         memcpy(k, key, len);
         drop(c, e);
         c->used++;
+        size_t s = (size_t)(e - c->e) / WAYS;
+        c->busy[s / 64] |= 1ull << (s % 64);
         e->key = k;
         e->hash = h;
         e->lim = (uint32_t)lim;

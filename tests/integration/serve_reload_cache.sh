@@ -69,4 +69,21 @@ nm "$FLOODGATE" 2>/dev/null | grep -q __asan_init && budget=2048
 check "anonymous RSS grew by less than $((budget / 1024)) MB over $ROUNDS reloads" \
     test $((r1 - r0)) -lt $budget
 check "server alive" kill -0 "$FGPID_s"
+
+# A reload clears the cache by visiting only the sets that hold keys: a
+# large table (4,194,304 entries, 470 MB reserved) with a few keys blocked
+# stays unwritten. (Walking it all stalled the worker for over a second
+# and made all of it resident.)
+sed 's/^\[server\]$/[server]\nblocked_cache = 4194304/' "$T/s.ini" >"$T/big.ini"
+start_fg big -c "$T/big.ini" --listen 127.0.0.1:0 || { bad "large cache: server starts"; finish; }
+U="http://127.0.0.1:$FGPORT_big"
+block >/dev/null
+b0=$(rss_anon big)
+for _ in 1 2 3; do reload_fg big 0.1; done
+got=$(block)
+b1=$(rss_anon big)
+echo "large cache: anonymous RSS ${b0}k before 3 reloads, ${b1}k after"
+expect_eq "large cache: every key refused after the reloads" "$got" "429:$((2 * KEYS)) "
+check "large cache: a reload leaves the table unwritten (+$((b1 - b0))k < 32 MB)" \
+    test $((b1 - b0)) -lt 32768
 finish

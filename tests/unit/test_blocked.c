@@ -182,6 +182,64 @@ static void test_probe(void)
     fg__blocked_free(c);
 }
 
+/* clear empties every set it held keys in, across the table, and hands
+ * back the waiters of each; a second clear finds nothing; the cache works
+ * again after. (It visits only the sets that hold keys: a reload must not
+ * walk, nor make resident, the whole table.) */
+static void test_clear_many(void)
+{
+    fg__blocked *c = fg__blocked_new(1000, 9); /* 250 sets */
+    CHECK(c != NULL);
+    if (!c)
+        return;
+    uint64_t now = 1000;
+    fg__blocked_hit h = hit_until(now + 100), got;
+    char k[16];
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < 600; i++) {
+            int n = snprintf(k, sizeof(k), "u%d", i);
+            fg__blocked_put(c, 1, k, (size_t)n, 1, now, &h);
+        }
+        uint64_t held = fg__blocked_count(c);
+        CHECK(held > 400 && held <= 600);
+        /* Ten keys with a probe out and a waiter each, all over the table. */
+        fg__blocked_waiter probe[10], wait[10];
+        int waiting = 0;
+        for (int i = 0; i < 10; i++) {
+            int n = snprintf(k, sizeof(k), "p%d", i * 97);
+            fg__blocked_hit soon = hit_until(now + 1);
+            CHECK_EQ(fg__blocked_put(c, 2, k, (size_t)n, 1, now, &soon), 0);
+            fg__blocked_lookup(c, 2, k, (size_t)n, 1, now + 1, &probe[i], 1,
+                               &got);
+            waiting += fg__blocked_lookup(c, 2, k, (size_t)n, 1, now + 1,
+                                          &wait[i], 1, &got) == FG_BLOCKED_WAIT;
+        }
+        CHECK_EQ(waiting, 10);
+        int back = 0;
+        for (fg__blocked_waiter *w = fg__blocked_clear(c); w; w = w->next)
+            back++;
+        CHECK_EQ(back, 10);
+        CHECK_EQ(fg__blocked_count(c), 0);
+        int found = 0;
+        for (int i = 0; i < 600; i++) {
+            int n = snprintf(k, sizeof(k), "u%d", i);
+            found += fg__blocked_get(c, 1, k, (size_t)n, 1, now, &got);
+        }
+        CHECK_EQ(found, 0);
+        CHECK(fg__blocked_clear(c) == NULL);
+    }
+    /* A set emptied by forget is not visited again, nor lost: a key put
+     * there after is cleared. */
+    CHECK_EQ(fg__blocked_put(c, 1, "solo", 4, 1, now, &h), 0);
+    fg__blocked_forget(c, 1, "solo", 4);
+    CHECK_EQ(fg__blocked_count(c), 0);
+    CHECK_EQ(fg__blocked_put(c, 1, "solo", 4, 1, now, &h), 0);
+    fg__blocked_clear(c);
+    CHECK_EQ(fg__blocked_get(c, 1, "solo", 4, 1, now, &got), 0);
+    CHECK_EQ(fg__blocked_count(c), 0);
+    fg__blocked_free(c);
+}
+
 /* A key forgotten while its probe is out (a refund gave units back): the
  * probe's refusal, asked before, does not block it again; its waiters
  * still come back. */
@@ -462,6 +520,7 @@ int main(void)
     test_basic();
     test_bounded();
     test_probe();
+    test_clear_many();
     test_forget_during_probe();
     test_room();
     test_from_decision();

@@ -130,7 +130,7 @@ struct fg__http {
     void *arg;
     uint32_t max_header_bytes, timeout_ms;
     int closing;
-    fg__hconn *conns;
+    fg__hconn *conns, *oldest; /* newest first */
     uint64_t nconns;
     /* Sockets open (of this server, or of all that share its cap) and
      * the cap: accepting pauses there. */
@@ -140,6 +140,8 @@ struct fg__http {
     time_t date_t;
     char date[40];
     uint64_t next_log_us;
+    /* Idle connections closed at the cap since the last line saying so. */
+    uint64_t idle_closed, next_idle_log_us;
 };
 
 static http_parser_settings settings;
@@ -238,6 +240,8 @@ static void conn_close(fg__hconn *c)
         h->conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
+    else
+        h->oldest = c->prev;
     h->nconns--;
     free(c->in);
     free(c->out);
@@ -292,8 +296,43 @@ static void conn_new(fg__http *h, int fd, const struct sockaddr_storage *ss)
     c->next = h->conns;
     if (h->conns)
         h->conns->prev = c;
+    else
+        h->oldest = c;
     h->conns = c;
     h->nconns++;
+}
+
+/* At the cap, a connection waiting to be accepted takes the place of the
+ * oldest idle one, as nginx reuses its keep-alive connections: otherwise
+ * clients who open connections and let them idle would keep every other
+ * client out until request_timeout. Idle: nothing of a request came since
+ * its last answer, or nothing at all, for a second or more (a connection
+ * just accepted, whose request may not be read yet, is not), and nothing
+ * waits to be written. 1 when one was closed. The scan from the oldest
+ * passes over connections busy now, at most as many as requests in
+ * progress, and recent ones. */
+#define IDLE_MIN_US 1000000ull
+static int close_idle(fg__http *h)
+{
+    uint64_t now = fg_mono_us();
+    for (fg__hconn *c = h->oldest; c; c = c->prev) {
+        if (c->fd < 0 || c->pending || c->in_process || c->begun ||
+            c->writing || c->held || c->lingering || c->close_after ||
+            c->outoff != c->outlen || !c->deadline_us ||
+            c->deadline_us + IDLE_MIN_US > now + timeout_us(h))
+            continue;
+        conn_close(c);
+        h->idle_closed++;
+        if (now >= h->next_idle_log_us) {
+            h->next_idle_log_us = now + 1000000;
+            fg__log("idle_closed", "reason=\"%s\" connections=%llu",
+                    h->cap_why ? h->cap_why : "connection cap reached",
+                    (unsigned long long)h->idle_closed);
+            h->idle_closed = 0;
+        }
+        return 1;
+    }
+    return 0;
 }
 
 /* ---- the listener ---- */
@@ -332,9 +371,15 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
          * cap never pass it together; given back if nothing comes. */
         if (atomic_fetch_add(h->open, 1) >= h->max_open) {
             atomic_fetch_sub(h->open, 1);
+            if (close_idle(h)) {
+                if (atomic_fetch_add(h->open, 1) < h->max_open)
+                    goto accept;
+                atomic_fetch_sub(h->open, 1); /* another worker's now */
+            }
             accept_pause(h, h->cap_why ? h->cap_why : "connection cap reached");
             return;
         }
+    accept:;
         struct sockaddr_storage ss;
         socklen_t len = sizeof(ss);
         int fd = accept4(lfd, (struct sockaddr *)&ss, &len,

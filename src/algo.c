@@ -401,10 +401,13 @@ static void add_window(const fg__algo_params *p, fg__algo_state *s,
         prev = s->b;
     }
     /* Held to the cap where units are added, as the script does: units
-     * too old to count leave both counts as they are. */
+     * too old to count leave both counts as they are, and so does an add
+     * to a count already past the cap (another configuration of the
+     * limit, with a larger limit, counted it: lowering it would free its
+     * units). */
     uint64_t *n = to_prev ? &prev : &cur;
-    if (spent_w == w || units)
-        *n = units >= cap - (*n < cap ? *n : cap) ? cap : *n + units;
+    if ((spent_w == w || units) && *n < cap)
+        *n = units >= cap - *n ? cap : *n + units;
     s->a = w;
     s->b = cur;
     s->c = p->algorithm == FG_SLIDING_WINDOW ? prev : 0;

@@ -306,9 +306,13 @@ start_fg plain -c "$T/plain.ini" --listen 127.0.0.1:0 || bad "plain server start
 check "admin off by default" sh -c "! grep -q admin_listening '$T/plain.log'"
 
 # The admin listener's own cap (64 connections) says so when it is reached,
-# not max_connections (the public port's).
+# not max_connections (the public port's). Each connection is in the middle
+# of a request, so none is idle to close for a new one: accepting pauses.
 afds=""
-for _ in $(seq 1 66); do exec {fd}<>"/dev/tcp/127.0.0.1/$(admin_of m)" && afds="$afds $fd"; done
+ap=$(admin_of m)
+for _ in $(seq 1 66); do
+    exec {fd}<>"/dev/tcp/127.0.0.1/$ap" && afds="$afds $fd" && printf 'GET /v1/pe' >&"$fd"
+done
 for _ in $(seq 1 100); do grep -q 'event=accept_paused' "$T/m.log" && break; sleep 0.01; done
 check "admin cap reached: the log names it" \
     grep -q "event=accept_paused reason=\"admin_listen's cap of 64 connections reached\"" "$T/m.log"

@@ -333,8 +333,9 @@ for _ in $(seq 1 300); do grep -q event=listening "$T/cap.log" && break; sleep 0
 FGPORT_cap=$(grep -o 'event=listening addr=[^ ]*' "$T/cap.log" | head -1 | sed 's/.*://')
 base_sockets=$(sockets "$FGPID_cap")
 fds=""
+# Each in the middle of a request, so none is idle to close for a new one.
 for i in $(seq 1 40); do
-    exec {fd}<>/dev/tcp/127.0.0.1/$FGPORT_cap && fds="$fds $fd"
+    exec {fd}<>/dev/tcp/127.0.0.1/$FGPORT_cap && fds="$fds $fd" && printf 'GET /hea' >&"$fd"
 done
 sleep 0.2
 for _ in $(seq 1 100); do grep -q event=accept_paused "$T/cap.log" && break; sleep 0.01; done

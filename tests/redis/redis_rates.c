@@ -791,6 +791,46 @@ static void adds(const char *url)
             fg_limiter_free(l);
         }
     }
+    /* Two configurations of one limit at once (a rolling deploy): a count
+     * that a larger limit's checks took beyond a smaller limit's add cap
+     * (8 of its limits) is never lowered by the smaller one's adds, now
+     * or in the previous window (an add past the cap adds nothing, as
+     * always): it once dropped to that cap (900 -> 80), freeing the larger
+     * limit's units. */
+    {
+        char name[64];
+        snprintf(name, sizeof name, "drift%u", run_id());
+        fg_limiter *hi = limiter(bs, name, "1000/h", FG_SLIDING_WINDOW, 0);
+        fg_limiter *lo = limiter(bs, name, "10/h", FG_SLIDING_WINDOW, 0);
+        CHECK(hi && lo);
+        if (hi && lo) {
+            /* Key "k": the add in the current window; key "p": in the
+             * previous one, seen at the next window's start (where it
+             * weighs whole). */
+            for (int i = 0; i < 2; i++) {
+                const char *key = i ? "p" : "k";
+                uint64_t period = hi->p.period_us, age = i ? period : 0;
+                fg__algo_state s = {0, 0, 0};
+                uint64_t exp;
+                fg_decision c, r;
+                start_clock(T2026);
+                fg__algo_check(&hi->p, &s, fake_now, 900, &c, &exp);
+                compare("drift: the larger limit's check", hi, 900, &c,
+                        fg_check(hi, key, 1, 900, &r), &r);
+                if (i)
+                    fake_now = (fake_now / period + 1) * period;
+                fg__algo_add(&lo->p, &s, fake_now, 1, age, &c, &exp);
+                compare("drift: the smaller limit's add", lo, 1, &c,
+                        fg_add_at(lo, key, 1, 1, age, &r), &r);
+                fg__algo_peek(&hi->p, &s, fake_now, &c);
+                compare("drift: the larger limit's peek", hi, 1, &c,
+                        fg_peek(hi, key, 1, &r), &r);
+                CHECK_EQ(r.remaining, 100);
+            }
+        }
+        fg_limiter_free(hi);
+        fg_limiter_free(lo);
+    }
     printf("adds: %d cases, %d steps, %d adds beyond the limit, %d "
            "mismatches\n",
            cases, steps, over, mismatches);

@@ -336,6 +336,27 @@ static void vectors(const char *url, int async)
 
 /* ---- race -------------------------------------------------------------- */
 
+/* The caller's clock (fake_now), pinned in the middle of this hour: no
+ * hourly window ends during a test. */
+static void pin_mid_hour(void)
+{
+    fake_now = (fg__wall_us() / 3600000000ull) * 3600000000ull + 1800000000ull;
+}
+
+/* A blocking store on that clock; NULL (a failed check) if it cannot
+ * open. */
+static fg_store *open_pinned(const char *url)
+{
+    char err[256];
+    fg_store *st = fg_store_open(url, err, sizeof err);
+    CHECK(st != NULL);
+    if (st) {
+        pin_mid_hour();
+        fg__store_redis_set_clock(st, fake_clock, NULL);
+    }
+    return st;
+}
+
 static int child(const char *url, fg_algorithm a, int async, int n,
                  const char *rate, const char *name, const char *key, int gate)
 {
@@ -347,7 +368,7 @@ static int child(const char *url, fg_algorithm a, int async, int n,
         return 255;
     /* Fixed windows read the caller's clock: pin it mid-window so the
      * burst cannot straddle two windows. */
-    fake_now = (fg__wall_us() / 3600000000ull) * 3600000000ull + 1800000000ull;
+    pin_mid_hour();
     if (a == FG_FIXED_WINDOW || a == FG_NAIVE_GET_SET)
         fg__store_redis_set_clock(st, fake_clock, NULL);
     fg_limiter *l = limiter(st, rate, a, 0, 0, FG_FAIL_CLOSED, 1000, name);
@@ -435,13 +456,9 @@ static void forked(const char *url)
     unique(name, sizeof name, "fork");
     unique(lname, sizeof lname, "forklease");
     unique(key, sizeof key, "user");
-    fg_store *st = fg_store_open(url, err, sizeof err);
-    CHECK(st != NULL);
+    fg_store *st = open_pinned(url);
     if (!st)
         return;
-    /* The caller's clock, mid-hour: no window ends during the test. */
-    fake_now = (fg__wall_us() / 3600000000ull) * 3600000000ull + 1800000000ull;
-    fg__store_redis_set_clock(st, fake_clock, NULL);
     fg_limiter *l =
         limiter(st, "100/h", FG_FIXED_WINDOW, 0, 1, FG_FAIL_CLOSED, 1000, name);
     fg_limiter *lease = limiter(st, "100/h", FG_FIXED_WINDOW, 0, 1,
@@ -567,12 +584,9 @@ static void threads(const char *url)
     static const fg_algorithm algos[] = {FG_FIXED_WINDOW, FG_SLIDING_WINDOW,
                                          FG_TOKEN_BUCKET};
     char err[256];
-    fg_store *st = fg_store_open(url, err, sizeof err);
-    CHECK(st != NULL);
+    fg_store *st = open_pinned(url);
     if (!st)
         return;
-    fake_now = (fg__wall_us() / 3600000000ull) * 3600000000ull + 1800000000ull;
-    fg__store_redis_set_clock(st, fake_clock, NULL);
     for (int a = 0; a < 3; a++) {
         char name[64];
         unique(name, sizeof name, "threads");

@@ -61,7 +61,7 @@ size_t fg__redis_key(char *buf, const char *kp, size_t kplen, const char *key,
                      size_t keylen, int64_t window)
 {
     size_t n = kplen;
-    if (keylen > FG_MAX_KEY || kplen > FG__REDIS_PREFIX_MAX + FG_NAME_MAX + 2)
+    if (keylen > FG_MAX_KEY || kplen > FG__REDIS_KP_MAX)
         return 0;
     memcpy(buf, kp, kplen);
     if (keylen) /* an empty key may come as NULL */
@@ -190,13 +190,22 @@ uint64_t fg__redis_window_ttl_ms(const fg__algo_params *p, uint64_t now_us)
 fg__rlim *fg__rlim_new(const fg__algo_params *p, const char *prefix,
                        size_t prefixlen, const char *name, size_t namelen)
 {
-    fg__rlim *rl = fg__calloc(1, sizeof *rl + prefixlen + namelen + 3);
+    fg__rlim *rl = fg__calloc(1, sizeof *rl + prefixlen + namelen + 24);
     if (!rl)
         return NULL;
     memcpy(rl->kp, prefix, prefixlen);
     memcpy(rl->kp + prefixlen, name, namelen);
-    memcpy(rl->kp + prefixlen + namelen, ":{", 2);
-    rl->kplen = prefixlen + namelen + 2;
+    rl->kplen = prefixlen + namelen;
+    /* A token bucket's key holds its depth (burst / rate, whole us): two
+     * configurations of one limit whose buckets differ in depth, live at
+     * once while servers change over, each keep their own bucket. Sharing
+     * one, each read the other's debt in its own depth and undid it. */
+    if (p->algorithm == FG_TOKEN_BUCKET) {
+        rl->kp[rl->kplen++] = ':';
+        rl->kplen += fg__redis_u64(rl->kp + rl->kplen, p->depth_us);
+    }
+    memcpy(rl->kp + rl->kplen, ":{", 2);
+    rl->kplen += 2;
     rl->script = -1;
     if (p->algorithm == FG_SLIDING_WINDOW) {
         rl->script = FG__LUA_SLIDING;
@@ -301,8 +310,7 @@ int fg__rcheck_init(fg__rcheck *c, const fg__algo_params *p, const fg__rlim *rl,
     c->stage = FG__RS_FIRST;
     c->count = 0;
     /* fg__redis_key's own bounds, checked once. */
-    if (keylen > FG_MAX_KEY ||
-        rl->kplen > FG__REDIS_PREFIX_MAX + FG_NAME_MAX + 2)
+    if (keylen > FG_MAX_KEY || rl->kplen > FG__REDIS_KP_MAX)
         return FG_EKEY;
     return FG_OK;
 }

@@ -19,11 +19,16 @@
  * returned to a caller. */
 #define FG__REDIS_NOSCRIPT (-1000)
 
-/* The longest key the store builds: prefix, name, hash tag, window. */
+/* The longest key the store builds: prefix, name, a token bucket's depth,
+ * hash tag, window. */
 #define FG__REDIS_KEY_MAX (FG__REDIS_PREFIX_MAX + FG_NAME_MAX + FG_MAX_KEY + 32)
+/* The longest start of a key, before the user's: prefix + name + ":" and
+ * up to 20 digits of depth + ":{". */
+#define FG__REDIS_KP_MAX (FG__REDIS_PREFIX_MAX + FG_NAME_MAX + 23)
 
 /* Write the key for 'key' into 'buf' (FG__REDIS_KEY_MAX bytes):
- * 'kp' (prefix + name + ":{"), the key, "}", then ":" and 'window' when
+ * 'kp' (prefix + name + ":{", a token bucket's with its depth between),
+ * the key, "}", then ":" and 'window' when
  * 'window' >= 0, or a bare ":" when 'window' == -1 (the sliding window's
  * base, completed by the script). Returns the length, or 0 when the key is
  * longer than FG_MAX_KEY. */
@@ -92,7 +97,8 @@ typedef struct fg__rlim {
     char stat[6][21];
     size_t statlen[6];
     size_t kplen;
-    char kp[]; /* prefix + name + ":{" */
+    char kp[]; /* prefix + name + ":{"; a token bucket's prefix + name +
+                * ":" + depth + ":{" */
 } fg__rlim;
 
 /* A new fg__rlim for limit 'p' named 'name' ('namelen' bytes) under key

@@ -221,7 +221,7 @@ if [ "$rc" -eq 0 ]; then
         node=$(js "$f" "by('$s').store.node")
         where=""
         for p in $PORTS; do
-            n=$(redis-cli -p "$p" --scan --pattern "fglab:$s:bookings:{scalper-*" | wc -l)
+            n=$(redis-cli -p "$p" --scan --pattern "fglab:$s:bookings:*{scalper-*" | wc -l)
             [ "$n" -gt 0 ] && where="$where 127.0.0.1:$p/0($n)"
         done
         check "$s: its user's counter on $node alone (found on:$where)" [ "$where" = " $node(1)" ]
@@ -236,7 +236,7 @@ check "12 users' counters on more than one node ($(js "$work/sw2.json" 'new Set(
 agree=yes
 for p in $PORTS; do
     said=$(js "$work/sw2.json" "r.filter((x) => x.store.node === '127.0.0.1:$p/0').length")
-    found=$(redis-cli -p "$p" --scan --pattern 'fglab:atomic:bookings:{scalper-*' | wc -l)
+    found=$(redis-cli -p "$p" --scan --pattern 'fglab:atomic:bookings:*{scalper-*' | wc -l)
     # One more on the node of the first run's user (section 3's atomic).
     first=$(js "$f" "by('atomic').store.node === '127.0.0.1:$p/0' ? 1 : 0")
     [ "$found" -eq $((said + first)) ] || agree="no: $p holds $found, the JSON says $said + $first"
@@ -266,7 +266,7 @@ if start_cluster; then
     check "JSON: cluster, not the lab's, Redis-down skipped" \
         [ "$(js "$f" 'r.every((x) => x.store.kind === "cluster" && !x.store.own && x.redis_down === null && x.redis_down_skipped)')" = true ]
     node=$(js "$f" 'by("atomic").store.node')
-    m=$(redis-cli -p "${node##*:}" --scan --pattern 'fglab:atomic:bookings:{scalper-*' | wc -l)
+    m=$(redis-cli -p "${node##*:}" --scan --pattern 'fglab:atomic:bookings:*{scalper-*' | wc -l)
     check "atomic's counter on the master the JSON names ($node: $m)" [ "$m" -eq 1 ]
     # shellcheck disable=SC2086
     kill $OWN_PIDS 2>/dev/null; wait $OWN_PIDS 2>/dev/null; OWN_PIDS=""
@@ -300,7 +300,7 @@ check "lab --store sentinel://... exits 0 ($rc)" [ "$rc" -eq 0 ]
 check "atomic is exact through the sentinel's master, Redis-down skipped" \
     [ "$(js "$work/se.json" 'exact(r[0]) && r[0].limit === 10 && r[0].store.kind === "sentinel" && !r[0].store.own && r[0].redis_down === null')" = true ]
 check "its counter on the master" \
-    [ "$(redis-cli -p "$mp" --scan --pattern 'fglab:atomic:bookings:{scalper-*' | wc -l)" -eq 1 ]
+    [ "$(redis-cli -p "$mp" --scan --pattern 'fglab:atomic:bookings:*{scalper-*' | wc -l)" -eq 1 ]
 # shellcheck disable=SC2086
 kill $OWN_PIDS 2>/dev/null; wait $OWN_PIDS 2>/dev/null; OWN_PIDS=""
 nothing_left "after --store sentinel"

@@ -2106,7 +2106,8 @@ static void keys(const char *url)
     CHECK_EQ(fg_check_async(la, big, FG_MAX_KEY + 1, 1, on_done, NULL),
              FG_EKEY);
     free(big);
-    /* The key is stored exactly: prefix, name, hash tag, raw bytes. */
+    /* The key is stored exactly: prefix, name, the bucket's depth (1 h),
+     * hash tag, raw bytes. */
     fg__redis_url u;
     if (fg__redis_url_parse(url, &u, err, sizeof err) == FG_OK) {
         redisContext *c =
@@ -2114,7 +2115,7 @@ static void keys(const char *url)
         if (c && u.db)
             freeReplyObject(redisCommand(c, "SELECT %u", u.db));
         char k[256];
-        int n = snprintf(k, sizeof k, "%s%s:{", u.prefix, name);
+        int n = snprintf(k, sizeof k, "%s%s:3600000000:{", u.prefix, name);
         memcpy(k + n, "a\0b}", 4);
         const char *argv[2] = {"EXISTS", k};
         size_t len[2] = {6, (size_t)n + 4};

@@ -342,19 +342,22 @@ static void grid(const char *url)
 
 /* ---- a rate changed ------------------------------------------------------ */
 
-/* One key, one name, checked under one rate and then another, back and
- * forth, as serve does across a SIGHUP that changes a limit's rate: the
- * stored state means the same to the C algorithm and to the script. The
- * case of the issue first: 2/h used up, then 1000/s waits one unit (1 ms),
- * not an hour. */
+/* One name, checked under one rate and then another, back and forth, as
+ * serve does across a SIGHUP that changes a limit's rate, or as servers
+ * half way through such a change do at once: the stored state means the
+ * same to the C algorithm and to the script. Rates of one depth (burst /
+ * rate) share the key and its debt; of two depths, each has a key of its
+ * own (the C side keeps a state for each), so neither undoes the other's
+ * debt. The case of the issue first: 2/h used up, then 1000/s waits one
+ * unit (1 ms) at most, not an hour. */
 static void change(const char *url)
 {
-    static const char *const pairs[][2] = {{"2/h", "1000/s"},
-                                           {"1000/s", "2/h"},
-                                           {"13/h", "17/min"},
-                                           {"10/s", "100/min"},
-                                           {"7/3s", "9007199254740991/365day"},
-                                           {"1/ms", "1/365day"}};
+    static const char *const pairs[][2] = {
+        {"2/h", "1000/s"},    {"1000/s", "2/h"},
+        {"13/h", "17/min"},   {"10/s", "100/min"},
+        {"100/min", "5/s"},   {"10/s", "1000/s"},
+        {"2/min", "200/min"}, {"7/3s", "9007199254740991/365day"},
+        {"1/ms", "1/365day"}};
     char err[256];
     fg_store *st = fg_store_open(url, err, sizeof err);
     CHECK(st != NULL);
@@ -373,7 +376,8 @@ static void change(const char *url)
         CHECK(l[0] && l[1]);
         if (!l[0] || !l[1])
             continue;
-        fg__algo_state s = {0, 0, 0};
+        fg__algo_state st2[2] = {{0, 0, 0}, {0, 0, 0}};
+        int shared = l[0]->p.depth_us == l[1]->p.depth_us;
         fg_decision c, r;
         uint64_t exp, retry = 0;
         start_clock(T2026 + rng() % SEC);
@@ -386,7 +390,7 @@ static void change(const char *url)
             if (k == 0) {
                 /* Use the first rate up: its burst, and one more. */
                 uint64_t b = l[0]->p.burst;
-                fg__algo_check(&l[0]->p, &s, fake_now, b, &c, &exp);
+                fg__algo_check(&l[0]->p, &st2[0], fake_now, b, &c, &exp);
                 compare("change", l[0], b, &c, fg_check(l[0], "u", 1, b, &r),
                         &r);
                 cur = 1;
@@ -395,7 +399,7 @@ static void change(const char *url)
             const fg__algo_params *p = &l[cur]->p;
             step_clock(p, retry);
             uint64_t cost = some_cost(l[cur]);
-            fg__algo_check(p, &s, fake_now, cost, &c, &exp);
+            fg__algo_check(p, &st2[shared ? 0 : cur], fake_now, cost, &c, &exp);
             compare("change", l[cur], cost, &c,
                     fg_check(l[cur], "u", 1, cost, &r), &r);
             retry = c.retry_after_us;
@@ -407,6 +411,36 @@ static void change(const char *url)
         }
         fg_limiter_free(l[0]);
         fg_limiter_free(l[1]);
+    }
+    /* Two depths at once (a rolling deploy from 100/min to 5/s): the
+     * shallower one's checks leave the deeper one's debt whole. Sharing
+     * one key, a 5/s check rewrote 100/min's 60 s debt as 1 s, and
+     * 100/min then admitted 98 more. */
+    {
+        char name[64];
+        snprintf(name, sizeof name, "drift%u", run_id());
+        fg_limiter *a = limiter(st, name, "100/min", FG_TOKEN_BUCKET, 0);
+        fg_limiter *b = limiter(st, name, "5/s", FG_TOKEN_BUCKET, 0);
+        CHECK(a && b);
+        fg_decision r;
+        start_clock(T2026);
+        int more = 0;
+        if (a && b) {
+            CHECK_EQ(fg_check(a, "u", 1, 100, &r), FG_OK);
+            CHECK_EQ(r.allowed, 1);
+            for (int i = 0; i < 5; i++) {
+                CHECK_EQ(fg_check(b, "u", 1, 1, &r), FG_OK);
+                fake_now += 1000;
+                CHECK_EQ(fg_check(a, "u", 1, 1, &r), FG_OK);
+                more += r.allowed;
+            }
+        }
+        printf("change: 100/min used up, then 5 checks at 5/s each followed "
+               "by one at 100/min: %d of those admitted\n",
+               more);
+        CHECK_EQ(more, 0);
+        fg_limiter_free(a);
+        fg_limiter_free(b);
     }
     printf("change: %d steps, %d rate changes, %d mismatches\n", steps,
            switches, mismatches);
@@ -430,11 +464,13 @@ static void state(const char *url, const char *host, int port)
         return;
     CHECK_EQ(fg__store_redis_set_clock(st, fake_clock, NULL), FG_OK);
     snprintf(name, sizeof name, "st%u", run_id());
-    snprintf(key, sizeof key, "rt:%s:{u}", name);
     fg_limiter *l = limiter(st, name, "13/h", FG_TOKEN_BUCKET, 0);
     CHECK(l != NULL);
     if (!l)
         return;
+    /* The key holds the bucket's depth in whole us. */
+    snprintf(key, sizeof key, "rt:%s:%llu:{u}", name,
+             (unsigned long long)l->p.depth_us);
     const fg__algo_params *p = &l->p;
     fg_decision c, r;
     uint64_t exp;

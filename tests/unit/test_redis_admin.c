@@ -175,13 +175,13 @@ static void test_script_peeks(void)
     release(r);
     fg__free(rl);
 
-    /* Token bucket, caller's clock: the key ends at the hash tag; the
-     * state in both stored formats. */
+    /* Token bucket, caller's clock: the key holds the bucket's depth (1 s)
+     * and ends at the hash tag; the state in both stored formats. */
     p = params(FG_TOKEN_BUCKET, "10/s");
     rl = fg__rlim_new(&p, "fg:", 3, "api", 3);
     CHECK_EQ(fg__rpeek_init(&a, &p, rl, "u1", 2, NOW), FG_OK);
     fg__radmin_cmd(&a, &c);
-    CHECK(arg_is(&c, 3, "fg:api:{u1}"));
+    CHECK(arg_is(&c, 3, "fg:api:1000000:{u1}"));
     CHECK(arg_is(&c, 4, "1700000000123456"));
     CHECK(arg_is(&c, 5, ""));
     /* TAT 250 ms ahead: 7 tokens of 10 fit (floor 7.5). */
@@ -231,7 +231,7 @@ static void test_reset(void)
     fg__radmin_cmd(&a, &c);
     CHECK_EQ(c.argc, 2);
     CHECK(arg_is(&c, 0, "DEL"));
-    CHECK(arg_is(&c, 1, "fg:api:{u1}"));
+    CHECK(arg_is(&c, 1, "fg:api:1000000:{u1}"));
     redisReply *one = intr(1);
     CHECK_EQ(fg__radmin_reply(&a, one, NULL), FG_OK);
     fg__free(rl);

@@ -482,7 +482,8 @@ static void test_proto_script(void)
     fg__rcheck_cmd(&c, 0, &shas, &k);
     CHECK(strncmp(line(&k), "EVAL local fmod", 15) == 0);
     CHECK_EQ(k.argc, 12);
-    CHECK(k.len[3] == 10 && memcmp(k.argv[3], "fg:api:{u}", 10) == 0);
+    /* Its key holds its depth: 20 units at 10/s, 2 s. */
+    CHECK(k.len[3] == 18 && memcmp(k.argv[3], "fg:api:2000000:{u}", 18) == 0);
     CHECK_EQ(fg__rcheck_reply(&c, &arr, &d), FG_OK);
     CHECK_EQ(d.limit, 20);
     for (int i = 0; i < 4; i++)
@@ -507,8 +508,9 @@ static void test_proto_batch(void)
     size_t need = fg__rbatch_need(cs, 2, sha);
     size_t n = fg__rbatch_format(buf, cs, 2, sha, 0);
     CHECK(n > 0 && n <= need);
-    const char *argv[21] = {"EVALSHA", sha, "2", "fg:api:{x}", "fg:api:{yy}"};
-    size_t len[21] = {7, 40, 1, 10, 11};
+    const char *argv[21] = {"EVALSHA", sha, "2", "fg:api:1000000:{x}",
+                            "fg:api:1000000:{yy}"};
+    size_t len[21] = {7, 40, 1, 18, 19};
     int argc = 5;
     for (int i = 0; i < 2; i++) {
         for (int j = 0; j < tl->nstatic; j++) {
@@ -608,7 +610,8 @@ static void test_proto_refund(void)
     CHECK_EQ(fg__rrefund_init(&rf, &t, tl, "u", 1, 1, 0, &now), FG_OK);
     fg__rrefund_cmd(&rf, &shas);
     CHECK_EQ(rf.k.argc, 11);
-    CHECK(rf.k.len[3] == 10 && memcmp(rf.k.argv[3], "fg:api:{u}", 10) == 0);
+    CHECK(rf.k.len[3] == 18 &&
+          memcmp(rf.k.argv[3], "fg:api:1000000:{u}", 18) == 0);
     CHECK(rf.k.argv[4][0] == 't' && rf.k.len[6] == 0 && rf.k.len[10] == 0);
     fg__taken held = {200000, 150000};
     CHECK_EQ(fg__rrefund_init(&rf, &t, tl, "u", 1, 1, 0, &held), FG_OK);

@@ -114,6 +114,7 @@ struct fg__hconn {
     size_t lingered;   /* bytes dropped so far */
     uint64_t stall_us; /* when 'writing' began */
     uint64_t deadline_us; /* 0: stopped */
+    uint64_t idle_us;     /* accepted, or its last answer handed over */
     char *out;
     size_t outlen, outcap, outoff;
     size_t hdrslen;
@@ -280,7 +281,8 @@ static void conn_new(fg__http *h, int fd, const struct sockaddr_storage *ss)
     c->outcap = OUT_START;
     http_parser_init(&c->p, HTTP_REQUEST);
     c->p.data = c;
-    c->deadline_us = fg_mono_us() + timeout_us(h);
+    c->idle_us = fg_mono_us();
+    c->deadline_us = c->idle_us + timeout_us(h);
     /* An IPv4 peer of a dual-stack socket (::ffff:a.b.c.d) is written as
      * IPv4, as the keys and logs name it. */
     const struct in6_addr *a6 = &((const struct sockaddr_in6 *)ss)->sin6_addr;
@@ -303,14 +305,16 @@ static void conn_new(fg__http *h, int fd, const struct sockaddr_storage *ss)
 }
 
 /* At the cap, a connection waiting to be accepted takes the place of the
- * oldest idle one, as nginx reuses its keep-alive connections: otherwise
- * clients who open connections and let them idle would keep every other
- * client out until request_timeout. Idle: nothing of a request came since
- * its last answer, or nothing at all, for a second or more (a connection
- * just accepted, whose request may not be read yet, is not), and nothing
- * waits to be written. 1 when one was closed. The scan from the oldest
- * passes over connections busy now, at most as many as requests in
- * progress, and recent ones. */
+ * oldest idle one of this worker, as nginx reuses its keep-alive
+ * connections: otherwise clients who open connections and let them idle
+ * would keep every other client out until request_timeout. Idle: for a
+ * second or more nothing of a request came (since it was accepted, or
+ * since its last answer was handed over: one just accepted may not have
+ * been read yet), nothing waits to be written, and nothing waits to be
+ * read (a request that came in the same loop turn: closing would reset
+ * it). 1 when one was closed. The scan from the oldest passes over
+ * connections busy now, at most as many as requests in progress, and
+ * recent ones. */
 #define IDLE_MIN_US 1000000ull
 static int close_idle(fg__http *h)
 {
@@ -319,8 +323,12 @@ static int close_idle(fg__http *h)
         if (c->fd < 0 || c->pending || c->in_process || c->begun ||
             c->writing || c->held || c->lingering || c->close_after ||
             c->outoff != c->outlen || !c->deadline_us ||
-            c->deadline_us + IDLE_MIN_US > now + timeout_us(h))
+            now - c->idle_us < IDLE_MIN_US)
             continue;
+        char b;
+        ssize_t r = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (r > 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
+            continue; /* bytes to read (or an error the read will meet) */
         conn_close(c);
         h->idle_closed++;
         if (now >= h->next_idle_log_us) {
@@ -362,6 +370,18 @@ static void on_resume(evutil_socket_t fd, short what, void *arg)
         event_add(h->lev, NULL);
 }
 
+/* 1 when a client waits to be accepted: on the first turn the listener
+ * was readable (each worker has a socket of its own); after an accept the
+ * queue's length says (a listening socket's tcpi_unacked). */
+static int client_waiting(const fg__http *h, int turn)
+{
+    struct tcp_info ti;
+    socklen_t len = sizeof(ti);
+    return turn == 0 ||
+           (getsockopt(h->lfd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 &&
+            ti.tcpi_unacked > 0);
+}
+
 static void on_accept(evutil_socket_t lfd, short what, void *arg)
 {
     (void)what;
@@ -371,7 +391,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
          * cap never pass it together; given back if nothing comes. */
         if (atomic_fetch_add(h->open, 1) >= h->max_open) {
             atomic_fetch_sub(h->open, 1);
-            if (close_idle(h)) {
+            if (client_waiting(h, i) && close_idle(h)) {
                 if (atomic_fetch_add(h->open, 1) < h->max_open)
                     goto accept;
                 atomic_fetch_sub(h->open, 1); /* another worker's now */
@@ -693,8 +713,8 @@ static void request_done(fg__hconn *c)
         http_parser_pause(&c->p, 0);
     /* The next request's clock starts now, or went on since the output
      * stalled, if it did. */
-    c->deadline_us =
-        (c->writing ? c->stall_us : fg_mono_us()) + timeout_us(c->h);
+    c->idle_us = fg_mono_us();
+    c->deadline_us = (c->writing ? c->stall_us : c->idle_us) + timeout_us(c->h);
     resume_reading(c);
 }
 

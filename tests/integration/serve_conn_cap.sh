@@ -41,6 +41,37 @@ for i in 1 2 3 4 5 6; do
 done
 # A connection counts as idle after a second of it.
 sleep 1.2
+sockets() { find /proc/"$FGPID_fg"/fd -lname 'socket:*' 2>/dev/null | wc -l; }
+
+# One new client at the cap closes one idle connection, not more.
+s0=$(sockets)
+expect_eq "a new client at the cap answered" \
+    "$(curl -s -m 3 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$P/healthz")" 200
+sleep 0.2
+expect_eq "one idle connection closed for it" "$(sockets)" $((s0 - 1))
+
+# At the cap again. A request that reaches an idle connection in the loop
+# turn that closes one for a new client is not lost: the server is stopped
+# while a client connects and the oldest idle connection left (the first
+# one went for the client above) sends a request.
+trap '' PIPE
+exec {fd}<>"/dev/tcp/127.0.0.1/$P"
+idle+=("$fd")
+sleep 1.2
+kill -STOP "$FGPID_fg"
+curl -s -m 5 -o "$T/late" -w '%{http_code}' "http://127.0.0.1:$P/healthz" >"$T/late.code" &
+late=$!
+sleep 0.2
+printf "$REQ" >&"${idle[1]}"
+kill -CONT "$FGPID_fg"
+# (Past the rest of the first answer, whose status line alone was read.)
+answers=0
+while read -r -t 1 line <&"${idle[1]}"; do
+    [ "${line%$'\r'}" = "HTTP/1.1 200 OK" ] && answers=$((answers + 1)) && break
+done
+expect_eq "a request waiting on an idle connection is answered" "$answers" 1
+wait "$late"
+expect_eq "and the new client too" "$(cat "$T/late.code")" 200
 
 # 12 of 12 open: each new client closes an idle one and is answered.
 ok200=0

@@ -622,8 +622,9 @@ int fg_limiter_sync(fg_limiter *l)
 unsigned fg_limiter_pending(const fg_limiter *l)
 {
     /* Refunds (a set's, a lease's give-backs) are queued on the store:
-     * counted there, with any other refund of that store. */
-    if (!l)
+     * counted there, with any other refund of that store. Another
+     * process's (a parent's, before fork) has nothing in flight here. */
+    if (!l || fg__process_other(l->st->process))
         return 0;
     unsigned n = atomic_load(&((fg_limiter *)l)->inflight);
     return n + (l->mode ? l->mode->pending : 0) + fg__store_busy(l->st);

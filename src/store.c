@@ -106,8 +106,8 @@ int fg_store_url_check(const char *url, char *err, size_t errlen)
     return unknown_scheme(url, err, errlen);
 }
 
-static fg_store *open_scheme(const char *url, struct event_base *base,
-                             char *err, size_t errlen)
+static fg_store *open_any(const char *url, struct event_base *base, char *err,
+                          size_t errlen)
 {
     if (!url || !*url) {
         fg__seterr(err, errlen, FG_EINVAL, "no store URL given");
@@ -125,15 +125,6 @@ static fg_store *open_scheme(const char *url, struct event_base *base,
         return fg__store_sentinel_open(url, base, err, errlen);
     unknown_scheme(url, err, errlen);
     return NULL;
-}
-
-static fg_store *open_any(const char *url, struct event_base *base, char *err,
-                          size_t errlen)
-{
-    fg_store *st = open_scheme(url, base, err, errlen);
-    if (st)
-        st->process = fg__process_mark();
-    return st;
 }
 
 fg_store *fg_store_open(const char *url, char *err, size_t errlen)

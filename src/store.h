@@ -68,7 +68,9 @@ struct fg_store {
     unsigned nodes; /* 1 unless ops->node_of */
     /* The loop of a store opened with fg_store_open_async, else NULL. */
     struct event_base *base;
-    /* The process that opened it (process.h): another's calls are refused. */
+    /* The process that opened it (process.h): another's calls are refused.
+     * Set by each store's constructor, the inner stores of shards, Cluster
+     * and Sentinel too (a child closes those it opened). */
     unsigned process;
 };
 

@@ -33,6 +33,7 @@
 
 #include <event2/event.h>
 
+#include "process.h"
 #include "cluster_map.h"
 #include "redis_store.h"
 #include "redis_url.h"
@@ -749,6 +750,7 @@ fg_store *fg__store_cluster_open(const char *url, struct event_base *base,
     pthread_mutex_init(&st->mu, NULL);
     st->base.ops = base ? &cluster_async_ops : &cluster_ops;
     st->base.nodes = FG__CLUSTER_NODES_MAX + 1; /* and keys of no master */
+    st->base.process = fg__process_mark();
     st->evb = base;
     for (unsigned s = 0; s < FG__CLUSTER_SLOTS; s++)
         atomic_init(&st->slot[s], NO_NODE);

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "process.h"
 #include "redis_admin.h"
 #include "redis_async.h"
 #include "alloc.h"
@@ -419,6 +420,7 @@ fg_store *fg__store_redis_open_ex(const char *url, struct event_base *base,
     }
     st->base.ops = base ? &redis_async_ops : &redis_ops;
     st->base.nodes = 1;
+    st->base.process = fg__process_mark();
     st->clock = wall_clock;
     st->node.owner = st;
     if (fg__rnode_init(&st->node, url, base, err, errlen) != FG_OK) {

@@ -38,6 +38,7 @@
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
+#include "process.h"
 #include "redis_proto.h"
 #include "redis_store.h"
 #include "redis_url.h"
@@ -712,6 +713,7 @@ fg_store *fg__store_sentinel_open(const char *url, struct event_base *base,
     pthread_cond_init(&st->cv, NULL);
     st->base.ops = base ? &sentinel_async_ops : &sentinel_ops;
     st->base.nodes = 1;
+    st->base.process = fg__process_mark();
     st->evb = base;
     if (fg__sentinel_url_parse(url, &st->u, err, errlen) != FG_OK)
         goto fail;

@@ -14,6 +14,7 @@
 #include <ctype.h>
 #include <string.h>
 
+#include "process.h"
 #include "redis_store.h"
 #include "redis_url.h"
 #include "ring.h"
@@ -239,6 +240,7 @@ fg_store *fg__store_shards_open(const char *url, struct event_base *base,
     }
     st->base.ops = base ? &shards_async_ops : &shards_ops;
     st->base.nodes = p->n;
+    st->base.process = fg__process_mark();
     for (unsigned i = 0; i < p->n; i++)
         names[i] = p->names[i];
     if (fg__ring_init(&st->ring, names, p->n) != FG_OK) {

@@ -23,6 +23,7 @@
  *   redis_check open URL             open and report the error
  *   redis_check foreign               a server that speaks HTTP, not Redis */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <event2/event.h>
 #include <hiredis/hiredis.h>
@@ -444,6 +445,18 @@ static int race(const char *url, const char *algo, const char *mode, int procs,
 
 /* ---- fork --------------------------------------------------------------- */
 
+/* The descriptors open in this process. */
+static int open_fds(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    for (struct dirent *e; d && (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    if (d)
+        closedir(d);
+    return n;
+}
+
 /* A store opened (and used: a connection in its pool, a lease held)
  * before fork(). The children's checks on it are refused, consuming
  * nothing; each then opens its own store and checks the key, as the
@@ -488,7 +501,9 @@ static void forked(const char *url)
         if (pids[k] != 0)
             continue;
         /* The parent's: refused, and nothing sent on its sockets. */
-        int n[3] = {0, 0, 0}; /* refused as another's, allowed, errors */
+        /* Refused as another's, allowed, errors, descriptors left by
+         * stores opened and closed here. */
+        int n[4] = {0, 0, 0, 0};
         for (int i = 0; i < N; i++) {
             n[0] += fg_check(l, key, strlen(key), 1, &d) == FG_EPROCESS &&
                     !d.allowed;
@@ -513,6 +528,21 @@ static void forked(const char *url)
         fg_store_close(own);
         if (!m)
             n[2] = -1;
+        /* A store of stores opened here closes its inner ones: shards of
+         * two databases, five times. */
+        char shards[600];
+        snprintf(shards, sizeof shards, "shards=%s/1,%s/2", url, url);
+        int fds = open_fds();
+        for (int r = 0; r < 5; r++) {
+            fg_store *sh = fg_store_open(shards, err, sizeof err);
+            fg_limiter *x = sh ? limiter(sh, "100/h", FG_FIXED_WINDOW, 0, 0,
+                                         FG_FAIL_CLOSED, 1000, name)
+                               : NULL;
+            n[2] += !x || fg_check(x, key, strlen(key), 1, &d) != FG_OK;
+            fg_limiter_free(x);
+            fg_store_close(sh);
+        }
+        n[3] = open_fds() - fds;
         _exit(write(out[1], n, sizeof n) == sizeof n ? 0 : 1);
     }
     close(out[1]);
@@ -522,13 +552,14 @@ static void forked(const char *url)
         bad += fg_check(lease, key, strlen(key), 1, &d) != FG_OK;
         lease_allowed += d.allowed;
     }
-    int refused = 0, kids_bad = 0;
+    int refused = 0, kids_bad = 0, kids_fds = 0;
     for (int k = 0; k < KIDS; k++) {
-        int n[3], status = -1;
+        int n[4], status = -1;
         if (read(out[0], n, sizeof n) == sizeof n) {
             refused += n[0];
             allowed += n[1];
             kids_bad += n[2];
+            kids_fds += n[3];
         } else {
             kids_bad++;
         }
@@ -541,14 +572,16 @@ static void forked(const char *url)
     CHECK_EQ(d.remaining, 0);
     printf("fork: %d of %d checks in %d children refused on the parent's "
            "store; allowed %d of limit %d (parent and children), lease %d "
-           "(parent alone); errors %d parent, %d children\n",
+           "(parent alone); errors %d parent, %d children; descriptors "
+           "left by shards stores opened and closed in the children: %d\n",
            refused, KIDS * 2 * N, KIDS, allowed, LIMIT, lease_allowed, bad,
-           kids_bad);
+           kids_bad, kids_fds);
     CHECK_EQ(refused, KIDS * 2 * N);
     CHECK_EQ(allowed, LIMIT);
     CHECK_EQ(lease_allowed, 10 + N);
     CHECK_EQ(bad, 0);
     CHECK_EQ(kids_bad, 0);
+    CHECK_EQ(kids_fds, 0);
     fg_limiter_free(lease);
     fg_limiter_free(l);
     fg_store_close(st);

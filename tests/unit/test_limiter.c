@@ -661,6 +661,7 @@ static void test_fork(void)
             CHECK_EQ(fg_refund(l, "k", 1, 1), FG_EPROCESS);
             CHECK_EQ(fg_reset(l, "k", 1), FG_EPROCESS);
             CHECK_EQ(fg_limiter_sync(l), FG_EPROCESS);
+            CHECK_EQ(fg_limiter_pending(l), 0); /* nothing of it here */
             fg_set_item it = {.l = l, .key = "k", .keylen = 1};
             fg_set_result r;
             CHECK_EQ(fg_check_set(&it, 1, 1, &r), FG_OK);

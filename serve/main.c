@@ -353,6 +353,18 @@ static const char *redact(const char *url, char *out, size_t outlen)
     return out;
 }
 
+/* libevent's own warnings go to the log as lines of their own: they would
+ * otherwise be written to stderr with fprintf, waiting for the reader. */
+static void libevent_log(int severity, const char *msg)
+{
+    char v[600];
+    fg__log("libevent", "level=%s message=%s",
+            severity >= EVENT_LOG_ERR    ? "error"
+            : severity >= EVENT_LOG_WARN ? "warning"
+                                         : "info",
+            fg__log_value(msg, v, sizeof(v)));
+}
+
 int fg_cmd_serve(int argc, char **argv)
 {
     fg__server srv;
@@ -396,6 +408,7 @@ int fg_cmd_serve(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
     fg__log_nonblocking();
+    event_set_log_callback(libevent_log);
     srv.main_base = event_base_new();
     if (!srv.main_base) {
         fprintf(stderr, "floodgate serve: out of memory\n");

@@ -1037,7 +1037,7 @@ static void refunds(const char *url, int async)
         if (async) /* the reply comes after the refund's: it has run */
             twin_check(base, lm, lr, "w", 1, &diff);
         long long after = admin_int(admin, "DBSIZE", NULL);
-        snprintf(pattern, sizeof pattern, "%s%s:{nokey}*", u.prefix, name);
+        snprintf(pattern, sizeof pattern, "%s%s:*{nokey}*", u.prefix, name);
         r = redisCommand(admin, "KEYS %s", pattern);
         size_t nokeys = r && r->type == REDIS_REPLY_ARRAY ? r->elements : 99;
         freeReplyObject(r);
@@ -2414,7 +2414,7 @@ static void poison(const char *url)
         CHECK_EQ(d.allowed, 0);
         /* "p" checked once, then each of its keys made a hash. */
         CHECK_EQ(fg_check(l, "p", 1, 1, &d), FG_OK);
-        snprintf(pattern, sizeof pattern, "%s%s:{p}*", u.prefix, name);
+        snprintf(pattern, sizeof pattern, "%s%s:*{p}*", u.prefix, name);
         redisReply *r = redisCommand(admin, "KEYS %s", pattern);
         CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements > 0);
         for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements;

@@ -61,7 +61,7 @@ rb_rate() { # DEPTH N CMD...
 ref_cmd() {
     case $1 in
     sliding_window) echo "EVALSHA $SHA_SLIDING 1 fg:bench:{k__rand_int__}: 1000000 1000000 1" ;;
-    token_bucket) echo "EVALSHA $SHA_TOKEN 1 fg:bench:{k__rand_int__} $TOKEN_ARGS" ;;
+    token_bucket) echo "EVALSHA $SHA_TOKEN 1 fg:bench:1000000:{k__rand_int__} $TOKEN_ARGS" ;;
     esac
 }
 SHA_SLIDING=$("$TOOL" sha "$URL" sliding_window)

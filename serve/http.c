@@ -639,6 +639,9 @@ static int flush(fg__hconn *c)
     if (c->writing) {
         c->writing = 0;
         event_del(c->wev);
+        /* Idle from now, once its answers have all left. */
+        if (!c->pending)
+            c->idle_us = fg_mono_us();
         c->deadline_us = c->pending ? 0 : fg_mono_us() + timeout_us(c->h);
     }
     if (c->close_after && !c->pending) {

@@ -20,7 +20,8 @@
  * (fixed: the taking window's key, limit; sliding: period, age; token:
  * scale, unit_us, unit_frac, hold), one script for the three atomic
  * algorithms; naive_get_set has none.
- * Keys: prefix + name + ":{" + key + "}" + ":" window, binary-safe. */
+ * Keys: prefix + name + ":{" + key + "}" + ":" window, binary-safe; a
+ * token bucket's prefix + name + ":" + depth + ":{" + key + "}". */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>

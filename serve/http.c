@@ -640,9 +640,10 @@ static int flush(fg__hconn *c)
         c->writing = 0;
         event_del(c->wev);
         /* Idle from now, once its answers have all left. */
+        uint64_t now = fg_mono_us();
         if (!c->pending)
-            c->idle_us = fg_mono_us();
-        c->deadline_us = c->pending ? 0 : fg_mono_us() + timeout_us(c->h);
+            c->idle_us = now;
+        c->deadline_us = c->pending ? 0 : now + timeout_us(c->h);
     }
     if (c->close_after && !c->pending) {
         close_after_answers(c);

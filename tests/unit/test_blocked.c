@@ -184,8 +184,9 @@ static void test_probe(void)
 
 /* clear empties every set it held keys in, across the table, and hands
  * back the waiters of each; a second clear finds nothing; the cache works
- * again after. (It visits only the sets that hold keys: a reload must not
- * walk, nor make resident, the whole table.) */
+ * again after: the bitmap of sets that hold keys misses none. (That a
+ * clear leaves the rest of the table unwritten is judged by
+ * serve_reload_cache.sh, on a server's RSS.) */
 static void test_clear_many(void)
 {
     fg__blocked *c = fg__blocked_new(1000, 9); /* 250 sets */

@@ -151,7 +151,8 @@ static void log_refused(const fg__hreq *req, const char *route, int status,
 /* A request without the right token: one line each, up to
  * DENIED_LOG_PER_S a second (anyone who reaches the port can send them,
  * and lines must not flood the log); the next line says how many were
- * left out. Calls with the token are all logged: the audit trail. */
+ * left out, or, when none comes within the second, a line of the sweep. Calls
+ * with the token are all logged: the audit trail. */
 #define DENIED_LOG_PER_S 20
 static void log_denied(fg__admin *a, const fg__hreq *req, const char *reason)
 {
@@ -299,6 +300,13 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
     (void)what;
     fg__admin *a = arg;
     fg__http_sweep(a->http);
+    /* Denials left out in a second that has ended, and not yet counted by
+     * a later line: said now, not only with the next denial. */
+    if (a->denied_unlogged && fg_mono_us() / 1000000 != a->denied_second) {
+        fg__log("admin_denied_suppressed", "suppressed=%" PRIu64,
+                a->denied_unlogged);
+        a->denied_unlogged = 0;
+    }
 }
 
 /* A listening socket on 'listen' (an IP literal and a port). */

@@ -176,7 +176,8 @@ static int node_slot(fg__wgen *wg, const char *key, size_t keylen)
 
 /* Log a refusal that shadow mode allowed: one line each, up to
  * SHADOW_LOG_PER_S a second per worker (a flood of would-be refusals must
- * not become a flood of lines); the next line says how many it left out,
+ * not become a flood of lines); the next line says how many it left out
+ * (or the sweep's, fg__routes_flush_shadow_log),
  * and floodgate_shadow_refusals_total counts every one. */
 #define SHADOW_LOG_PER_S 20
 static void log_shadow(fg__ctx *c, unsigned k, uint64_t now)
@@ -203,6 +204,15 @@ static void log_shadow(fg__ctx *c, unsigned k, uint64_t now)
             w->index, c->wg->g->cfg.limits[c->idx[k]].lim.name,
             fg__log_value(key, v, sizeof(v)), d->remaining, d->reset_ms,
             fg_source_name(d->source), w->shadow_unlogged);
+    w->shadow_unlogged = 0;
+}
+
+void fg__routes_flush_shadow_log(fg__worker *w, uint64_t now)
+{
+    if (!w->shadow_unlogged || now < w->shadow_log_reset_us)
+        return;
+    fg__log("shadow_refusal_suppressed", "worker=%u suppressed=%" PRIu64,
+            w->index, w->shadow_unlogged);
     w->shadow_unlogged = 0;
 }
 

@@ -72,7 +72,7 @@ curl -s -m 5 "$S/metrics" >"$T/m.txt"
 expect_eq "metric for sh" "$(grep '^floodgate_shadow_refusals_total{limit="sh"}' "$T/m.txt" | cut -d" " -f2)" 4
 expect_eq "metric for one" "$(grep '^floodgate_shadow_refusals_total{limit="one"}' "$T/m.txt" | cut -d' ' -f2)" 1
 expect_eq "metric for en" "$(grep '^floodgate_shadow_refusals_total{limit="en"}' "$T/m.txt" | cut -d' ' -f2)" 0
-expect_eq "a log line each" "$(grep -c 'event=shadow_refusal' "$T/s.log")" 5
+expect_eq "a log line each" "$(grep -c 'event=shadow_refusal ' "$T/s.log")" 5
 check "the line names limit and key" grep -q 'event=shadow_refusal worker=0 limit=sh key=a remaining=0 ' "$T/s.log"
 # The longest key, each byte escaped (1024 '"', 2050 bytes logged): its
 # shadow_refusal and admin lines are whole, every field after it kept.
@@ -87,6 +87,22 @@ check "its last field is there" \
     bash -c "grep -F 'limit=one key=$esc' '$T/s.log' | grep -q ' suppressed=[0-9]*\$'"
 check "an admin line with the longest key is whole" \
     grep -qF "route=reset limit=one key=$esc status=200 peer=127.0.0.1" "$T/s.log"
+
+# A flood of would-be refusals: at most 20 lines a second per worker; the
+# next line, or within a second or two a line of its own, says how many
+# were left out, with no later request.
+l0=$(wc -l <"$T/s.log")
+curl -s -m 20 -o /dev/null -X POST "$S/v1/check?limit=sh&key=flood&n=[1-100]"
+for _ in $(seq 1 40); do
+    tail -n +"$((l0 + 1))" "$T/s.log" | grep -q 'event=shadow_refusal_suppressed' && break
+    sleep 0.1
+done
+tail -n +"$((l0 + 1))" "$T/s.log" | grep 'event=shadow_refusal' >"$T/flood.log"
+lines=$(grep -c 'event=shadow_refusal ' "$T/flood.log")
+left=$(grep -o 'suppressed=[0-9]*' "$T/flood.log" | cut -d= -f2 | awk '{ s += $1 } END { print s + 0 }')
+check "a flood of shadow refusals: few lines ($lines for 98)" [ "$lines" -le 80 ]
+expect_eq "a flood of shadow refusals: lines and those left out count all, unasked" "$((lines + left))" 98
+check "the count line names the worker" grep -q 'event=shadow_refusal_suppressed worker=[0-9]* suppressed=[0-9]*$' "$T/flood.log"
 
 # [server] shadow = on, Redis unreachable, on_failure = closed: the policy's
 # refusal is shadowed too (200, not 503); the same file without it: 503.

@@ -56,6 +56,10 @@ for f in gatepass.ini nginx-auth-request.conf floodgate.service hello.c \
     check "installed share/doc/floodgate/$f" test -f "$DOC/$f"
 done
 check "the man pages' docs/lab.md is installed" test -f "$DOC/docs/lab.md"
+# The README's listing is examples/hello.c, its opening comment aside.
+check "the README shows examples/hello.c as it is" \
+    cmp -s <(sed -n '/^```c$/,/^```$/p' "$REPO/README.md" | sed '1d;$d') \
+    <(sed -n '/^#include <floodgate.h>/,$p' "$REPO/examples/hello.c")
 mode=$(stat -c %a "$LIBDIR/libfloodgate.so.2.0.0")
 check "the shared library is mode 644 ($mode)" test "$mode" = 644
 check "the installed unit runs /usr/bin/floodgate" \

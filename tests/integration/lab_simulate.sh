@@ -79,6 +79,24 @@ for opt in $(grep -oE -- '--[a-z]+' "$work/help" | sort -u); do
 done
 check "every option of --simulate --help is in the man page and docs/lab.md${missing:+ (missing:$missing)}" [ -z "$missing" ]
 
+# docs/lab.md's example is what the simulator prints for its command (one
+# seed, one run), the wall-time column aside.
+docs_table() { sed 's/ *[0-9.]*$//'; }
+python3 - docs/lab.md >"$work/doc_table" <<'EOF'
+import sys
+s = open(sys.argv[1]).read()
+i = s.index("```\n", s.index("--servers 10,100,1000,10000 --limit 1000/s --load 10`")) + 4
+print(s[i:s.index("```\n", i)], end="")
+EOF
+sim --algorithm fixed_window --strategy atomic,sync,lease --servers 10,100,1000,10000 \
+    --limit 1000/s --load 10 | sed -n '/^  servers strategy/,/^$/p' | sed '/^$/d' >"$work/run_table"
+if diff <(docs_table <"$work/doc_table") <(docs_table <"$work/run_table") >"$work/table_diff"; then
+    ok "docs/lab.md's simulation example is what the simulator prints"
+else
+    bad "docs/lab.md's simulation example differs from a run:"
+    sed 's/^/     /' "$work/table_diff" | head -20
+fi
+
 # The usage is the second SYNOPSIS form of floodgate-lab(1), blanks aside.
 one_line() { tr -s ' \t\n' ' ' | sed 's/^ //; s/ $//'; }
 use=$(awk '/^usage: / { u = 1; sub(/^usage: /, ""); print; next }

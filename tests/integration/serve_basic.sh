@@ -378,6 +378,27 @@ PY
     check "requests whose clients went away hold the cap until the store answers (/healthz $code after $ms ms)" \
         [ "$code" = 200 -a "$ms" -ge 1200 ]
     kill -TERM "$FGPID_gone"
+    # docs/serve.md's reference configuration, as it is but for its
+    # addresses and the token file's path: it loads and runs.
+    python3 - docs/serve.md >"$T/ref.ini" <<'PY'
+import sys
+s = open(sys.argv[1]).read()
+i = s.index("```ini\n", s.index("\n## Configuration\n")) + 7
+print(s[i:s.index("```\n", i)], end="")
+PY
+    printf 'reference-token-%s\n' "$$" >"$T/ref.token"
+    chmod 600 "$T/ref.token"
+    sed -i -e "s|^admin_listen = [^ ]*|admin_listen = 127.0.0.1:0|" \
+        -e "s|^admin_token_file = [^ ]*|admin_token_file = $T/ref.token|" "$T/ref.ini"
+    if start_fg ref -c "$T/ref.ini" --listen 127.0.0.1:0 --store "redis://127.0.0.1:$RPORT/0"; then
+        ok "docs/serve.md's reference configuration runs"
+        code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' -X POST -H 'X-User-Id: u1' \
+            "http://127.0.0.1:$FGPORT_ref/bookings")
+        expect_eq "its POST /bookings answers" "$code" 200
+        kill -TERM "$FGPID_ref"
+    else
+        bad "docs/serve.md's reference configuration runs: $(head -c 300 "$T/ref.log")"
+    fi
 else
     bad "redis starts"
 fi

@@ -97,10 +97,11 @@ format:
 
 # The default build, make asan's and make fuzz's, and the BUILD given when
 # it is a folder of its own inside the tree (never the tree, a folder
-# above it or outside it, nor a source folder).
-SOURCE_DIRS := .git src include cli serve lab tests docs man mk scripts \
-               examples bench
-CLEAN_BUILD  = $(if $(filter /% . .. ../%,$(BUILD))$(filter $(SOURCE_DIRS),\
+# above it or outside it, nor a source folder or file).
+SOURCE_TOP := .git .ci src include cli serve lab tests docs man mk scripts \
+               examples bench Makefile README.md floodgate.pc.in \
+               .clang-format .gitignore
+CLEAN_BUILD  = $(if $(filter /% . .. ../%,$(BUILD))$(filter $(SOURCE_TOP),\
                  $(firstword $(subst /, ,$(BUILD)))),,$(BUILD))
 clean:
 	rm -rf build build-asan build-fuzz $(CLEAN_BUILD)

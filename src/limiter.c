@@ -63,7 +63,7 @@ int fg__is_store_failure(int rc)
 
 int fg_limit_check(const fg_limit *lim, char *err, size_t errlen)
 {
-    fg__algo_params p;
+    fg__algo_params p = {0};
     if (!lim)
         return fg__seterr(err, errlen, FG_EINVAL, "no limit given");
     if (!fg_limit_name_valid(lim->name, strnlen(lim->name, FG_NAME_MAX)))

@@ -41,6 +41,10 @@ typedef char node_name[300];
 static int split(const char *url, char *buf, size_t buflen, char **urls,
                  node_name *names, unsigned *n, char *err, size_t errlen)
 {
+    /* store.c found the prefix; said again here for GCC's LTO, which
+     * otherwise warns of a read past a shorter constant URL. */
+    if (strncmp(url, SHARDS_PREFIX, strlen(SHARDS_PREFIX)) != 0)
+        return fg__seterr(err, errlen, FG_EINVAL, "shards: not a shards= URL");
     const char *list = url + strlen(SHARDS_PREFIX);
     char prefix[FG__REDIS_PREFIX_MAX + 1] = "";
     if (strlen(list) >= buflen)

@@ -186,7 +186,7 @@ static void test_window_decision(void)
         seed = seed * 1103515245u + 12345u;
         uint64_t before = (seed >> 8) % 14, cost = 1 + (seed >> 20) % 10;
         uint64_t t = now + (seed >> 4) % 3000000;
-        fg_decision a, b;
+        fg_decision a = {0}, b = {0};
         fg__algo_state s = {t / p.period_us + 1, before > 10 ? 10 : before, 0};
         uint64_t exp;
         fg__redis_window_decision(&p, t, before, cost, &a);
@@ -384,7 +384,7 @@ static void test_proto_naive(void)
     CHECK_EQ(fg__rcheck_reply(&c, &got, &d), FG__RSTEP_AGAIN);
     fg__rcheck_cmd(&c, 0, &shas, &k);
     CHECK_STR(line(&k), "SET fg:api:{u}:7 6 PX 1750");
-    fg_decision u;
+    fg_decision u = {0};
     CHECK_EQ(fg__rcheck_unsent(&c, &u), FG_OK);
     CHECK_EQ(u.allowed, 1);
     char ok[] = "OK";

@@ -45,6 +45,25 @@ long fg__redis_pct_decode(const char *s, size_t n, char *out)
     return (long)o;
 }
 
+const char *fg__url_userinfo_end(const char *rest)
+{
+    static const char *const names[] = {
+        "prefix", "db",       "connect_timeout_ms", "lazy",
+        "user",   "password", "sentinel_user",      "sentinel_password"};
+    for (const char *q = strchr(rest, '?'); q; q = strchr(q + 1, '?'))
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+            size_t n = strlen(names[i]);
+            if (strncmp(q + 1, names[i], n) == 0 && q[1 + n] == '=') {
+                const char *at = NULL;
+                for (const char *p = rest; p < q; p++)
+                    if (*p == '@')
+                        at = p;
+                return at;
+            }
+        }
+    return strrchr(rest, '@');
+}
+
 /* A percent-decoded copy of 's' ('n' bytes) in '*out'. */
 static int dup_decoded(const char *s, size_t n, char **out)
 {
@@ -287,9 +306,7 @@ static int parse_hostport(fg__redis_url *u, const char *s, size_t n, char *err,
 static int parse_tcp(fg__redis_url *u, const char *rest, char *err,
                      size_t errlen)
 {
-    /* The password may hold '/', ':' or '?'; the host and the query never
-     * hold '@', so the last '@' ends the user info. */
-    const char *at = strrchr(rest, '@');
+    const char *at = fg__url_userinfo_end(rest);
     const char *q = strchr(at ? at : rest, '?');
     size_t n = q ? (size_t)(q - rest) : strlen(rest);
     int rc;

@@ -40,6 +40,12 @@ void fg__redis_url_free(fg__redis_url *u);
 /* Percent-decode 's' ('n' bytes) into 'out' (room for 'n' + 1 bytes).
  * Returns the decoded length, or -1 for a malformed escape or a NUL. */
 long fg__redis_pct_decode(const char *s, size_t n, char *out);
+/* In 'rest', a URL after its "scheme://": the '@' that ends the user
+ * info, or NULL when there is none. A password may hold '/', ':', '?' and
+ * '@' as they are, and so may a parameter's value: the first '?' followed
+ * by a parameter's name and '=' starts the query, and the user info ends
+ * at the last '@' before it (without such a '?', at the last '@'). */
+const char *fg__url_userinfo_end(const char *rest);
 
 /* Where 'u' points, for messages: "host:port db N" or "/path.sock db N". */
 void fg__redis_url_where(const fg__redis_url *u, char *buf, size_t n);

@@ -192,9 +192,8 @@ int fg__sentinel_url_parse(const char *url, fg__sentinel_url *u, char *err,
         return fg__seterr(err, errlen, FG_EINVAL,
                           "sentinel url: expected sentinel://");
     const char *rest = url + strlen(SCHEME);
-    /* As in a redis:// URL, the password may hold '/', ',' or '?'; the
-     * addresses and the query never hold '@', so the last '@' ends it. */
-    const char *at = strrchr(rest, '@');
+    /* As in a redis:// URL (the password may hold ',' too). */
+    const char *at = fg__url_userinfo_end(rest);
     if (at) {
         size_t n = (size_t)(at - rest);
         if (n >= sizeof u->userinfo)

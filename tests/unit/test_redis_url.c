@@ -59,6 +59,32 @@ static void test_forms(void)
     CHECK_EQ(u.db, 4);
     fg__redis_url_free(&u);
 
+    /* A raw '@' in a parameter's value: the query starts at its '?', and
+     * the host is what comes before it (not what follows the '@'). */
+    CHECK_EQ(fg__redis_url_parse("redis://127.0.0.1:5?password=SEC@def:6", &u,
+                                 err, sizeof err),
+             FG_OK);
+    CHECK(u.user == NULL);
+    CHECK_STR(u.password, "SEC@def:6");
+    CHECK_STR(u.host, "127.0.0.1");
+    CHECK_EQ(u.port, 5);
+    fg__redis_url_free(&u);
+    CHECK_EQ(fg__redis_url_parse("redis://u:p@w?x@h:7/1?db=2&password=a@b", &u,
+                                 err, sizeof err),
+             FG_EINVAL);
+    CHECK(strstr(err, "db given twice") != NULL);
+    CHECK_EQ(fg__redis_url_parse("redis://u:p@w?x@h:7?user=v@w&lazy=1", &u, err,
+                                 sizeof err),
+             FG_EINVAL);
+    CHECK(strstr(err, "user given twice") != NULL);
+    CHECK_EQ(
+        fg__redis_url_parse("redis://:p@w?x@h:7?lazy=1", &u, err, sizeof err),
+        FG_OK);
+    CHECK_STR(u.password, "p@w?x");
+    CHECK_STR(u.host, "h");
+    CHECK_EQ(u.lazy, 1);
+    fg__redis_url_free(&u);
+
     CHECK_EQ(fg__redis_url_parse("redis://[::1]:7000/2", &u, err, sizeof err),
              FG_OK);
     CHECK_STR(u.host, "::1");

@@ -56,6 +56,16 @@ static void test_forms(void)
     CHECK_STR(u.sentinel_user, "bob");
     CHECK_EQ(fg_store_url_check("sentinel://h:1,h:2/m", err, sizeof err),
              FG_OK);
+
+    /* A raw '@' in a parameter's value is not the end of a user info. */
+    CHECK_EQ(fg__sentinel_url_parse("sentinel://h:1/m?sentinel_password=S@x:2",
+                                    &u, err, sizeof err),
+             FG_OK);
+    CHECK_STR(u.userinfo, "");
+    CHECK_EQ(u.n, 1);
+    CHECK_STR(u.s[0].host, "h");
+    CHECK_STR(u.master, "m");
+    CHECK_STR(u.sentinel_password, "S@x:2");
 }
 
 static void test_bad(void)

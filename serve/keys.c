@@ -325,16 +325,28 @@ const char *fg__client_ip(const char *peer, const char *xff,
         while (b > a && (xff[b - 1] == ' ' || xff[b - 1] == '\t'))
             b--;
         char hop[INET6_ADDRSTRLEN];
-        int rc = fg__ip_canon(xff + a, b - a, hop, sizeof(hop));
-        /* An ambiguous address is refused rather than read one way: the
-         * client it names depends on the reader, and falling back to the
-         * proxy's address would lump every such client under one key. */
+        /* An empty element is no hop (an HTTP list may hold them). */
+        int rc = a == b ? FG_IP_OK
+                        : fg__ip_canon(xff + a, b - a, hop, sizeof(hop));
+        /* Where the client should be, what is not an address is refused
+         * rather than read one way: an ambiguous one names a client that
+         * depends on the reader, and falling back to the proxy's address
+         * ("unknown", a zone ID, a name) would lump every such client
+         * under one key. */
         if (rc == FG_IP_AMBIGUOUS)
             return "X-Forwarded-For: an IPv4 address with leading zeros or "
                    "in a short or hex form is ambiguous (read as octal or "
                    "hex by some parsers)";
         if (rc != FG_IP_OK)
-            break;
+            return "X-Forwarded-For: where the client is, a hop that is not "
+                   "an IP address (such as 'unknown', a name, or an IPv6 "
+                   "zone ID)";
+        if (a == b) {
+            if (start == 0)
+                break;
+            end = start - 1;
+            continue;
+        }
         memcpy(best, hop, strlen(hop) + 1);
         if (!fg__cidr_match(trusted, ntrusted, hop))
             break;

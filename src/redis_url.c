@@ -45,6 +45,37 @@ long fg__redis_pct_decode(const char *s, size_t n, char *out)
     return (long)o;
 }
 
+/* Whether [s, end) reads as addresses, up to a '/': HOST or HOST:PORT,
+ * comma-separated, a port all digits (so "user:password" does not). */
+static int looks_like_hosts(const char *s, const char *end)
+{
+    const char *slash = memchr(s, '/', (size_t)(end - s));
+    if (slash)
+        end = slash;
+    if (s == end)
+        return 0;
+    for (const char *p = s; p < end;) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        const char *e = comma ? comma : end;
+        const char *colon = NULL;
+        for (const char *c = p; c < e; c++)
+            if (*c == ':')
+                colon = c;
+        if (colon && e > p && p[0] == '[' &&
+            memchr(colon, ']', (size_t)(e - colon)))
+            colon = NULL; /* inside [IPv6] */
+        if (colon) {
+            if (colon + 1 == e)
+                return 0;
+            for (const char *d = colon + 1; d < e; d++)
+                if (*d < '0' || *d > '9')
+                    return 0;
+        }
+        p = e + (comma != NULL);
+    }
+    return 1;
+}
+
 const char *fg__url_userinfo_end(const char *rest)
 {
     static const char *const names[] = {
@@ -53,13 +84,17 @@ const char *fg__url_userinfo_end(const char *rest)
     for (const char *q = strchr(rest, '?'); q; q = strchr(q + 1, '?'))
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
             size_t n = strlen(names[i]);
-            if (strncmp(q + 1, names[i], n) == 0 && q[1 + n] == '=') {
-                const char *at = NULL;
-                for (const char *p = rest; p < q; p++)
-                    if (*p == '@')
-                        at = p;
+            if (strncmp(q + 1, names[i], n) != 0 || q[1 + n] != '=')
+                continue;
+            const char *at = NULL;
+            for (const char *p = rest; p < q; p++)
+                if (*p == '@')
+                    at = p;
+            /* "u:pw?prefix=x@h": a password holding "?prefix=", since
+             * "u:pw" is no address. */
+            if (at || looks_like_hosts(rest, q))
                 return at;
-            }
+            return strrchr(rest, '@');
         }
     return strrchr(rest, '@');
 }

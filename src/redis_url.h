@@ -43,8 +43,10 @@ long fg__redis_pct_decode(const char *s, size_t n, char *out);
 /* In 'rest', a URL after its "scheme://": the '@' that ends the user
  * info, or NULL when there is none. A password may hold '/', ':', '?' and
  * '@' as they are, and so may a parameter's value: the first '?' followed
- * by a parameter's name and '=' starts the query, and the user info ends
- * at the last '@' before it (without such a '?', at the last '@'). */
+ * by a parameter's name and '=' starts the query when an '@' comes before
+ * it (the user info ends at the last such) or when what comes before it
+ * reads as addresses (HOST[:PORT],...); otherwise the last '@' ends the
+ * user info ("u:pw?prefix=x@h": the password holds "?prefix=x"). */
 const char *fg__url_userinfo_end(const char *rest);
 
 /* Where 'u' points, for messages: "host:port db N" or "/path.sock db N". */

@@ -60,8 +60,17 @@ check_ip "every hop trusted: the leftmost" 10.0.0.1 \
     -H 'X-Forwarded-For: 10.0.0.1, 10.0.0.2'
 check_ip "an address with a port" 198.51.100.8 -H 'X-Forwarded-For: 198.51.100.8:5555'
 check_ip "IPv6, bracketed with a port" 2001:db8::1 -H 'X-Forwarded-For: [2001:db8::1]:443'
-check_ip "garbage stops the walk at the last good address" 127.0.0.1 \
-    -H 'X-Forwarded-For: 198.51.100.9, nonsense'
+# Where the client is, what is not an address is refused: read as the
+# proxy's, every such client would share one key.
+for bad_hop in 'nonsense' 'unknown' 'fe80::1%eth0' '[2001:db8::1%25eth0]:443'; do
+    expect_eq "a hop that is not an address, where the client is, refused ($bad_hop)" \
+        "$(http GET "$X/v1/auth?limit=ip" -H "X-Forwarded-For: 198.51.100.9, $bad_hop")" 400
+done
+case "$(cat "$T/b")" in *"not an IP address"*) ok "it says why" ;; *) bad "the reason: $(cat "$T/b")" ;; esac
+check_ip "garbage left of the client: not read" 198.51.100.9 \
+    -H 'X-Forwarded-For: nonsense, 198.51.100.9'
+check_ip "empty list elements are no hops" 198.51.100.10 \
+    -H 'X-Forwarded-For: 198.51.100.10, , 10.0.0.3,'
 check_ip "no header: the peer" 127.0.0.1
 # A peer that is not trusted (127.0.0.2: loopback, but not in the list) is
 # the client, whatever it writes.

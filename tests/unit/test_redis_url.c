@@ -84,6 +84,23 @@ static void test_forms(void)
     CHECK_STR(u.host, "h");
     CHECK_EQ(u.lazy, 1);
     fg__redis_url_free(&u);
+    /* What comes before the '?' is no address: the password holds it. */
+    CHECK_EQ(fg__redis_url_parse("redis://u:pw?prefix=x@h:8", &u, err,
+                                 sizeof err),
+             FG_OK);
+    CHECK_STR(u.user, "u");
+    CHECK_STR(u.password, "pw?prefix=x");
+    CHECK_STR(u.host, "h");
+    CHECK_EQ(u.port, 8);
+    fg__redis_url_free(&u);
+    CHECK_EQ(fg__redis_url_parse("redis://[::1]:9/3?password=a@b:c", &u, err,
+                                 sizeof err),
+             FG_OK);
+    CHECK_STR(u.host, "::1");
+    CHECK_EQ(u.port, 9);
+    CHECK_EQ(u.db, 3);
+    CHECK_STR(u.password, "a@b:c");
+    fg__redis_url_free(&u);
 
     CHECK_EQ(fg__redis_url_parse("redis://[::1]:7000/2", &u, err, sizeof err),
              FG_OK);

@@ -76,9 +76,26 @@ static void test_client_ip(void)
     fg__client_ip("127.0.0.1", "6.6.6.6, 198.51.100.7, 10.1.2.3", t, 2, out,
                   sizeof(out));
     CHECK_STR(out, "198.51.100.7");
-    /* Garbage stops the walk at the last good address. */
-    fg__client_ip("127.0.0.1", "198.51.100.7, nonsense", t, 2, out,
-                  sizeof(out));
+    /* Where the client is, what is not an address is refused, not read as
+     * the proxy's (every such client would share its key); left of the
+     * client nothing is read. Empty elements are no hops. */
+    CHECK(fg__client_ip("127.0.0.1", "198.51.100.7, nonsense", t, 2, out,
+                        sizeof(out)) != NULL);
+    CHECK(fg__client_ip("127.0.0.1", "unknown", t, 2, out, sizeof(out)) !=
+          NULL);
+    CHECK(fg__client_ip("127.0.0.1", "fe80::1%25eth0, 10.0.0.1", t, 2, out,
+                        sizeof(out)) != NULL);
+    CHECK(fg__client_ip("127.0.0.1", "2001:db8::1%eth0", t, 2, out,
+                        sizeof(out)) != NULL);
+    CHECK(fg__client_ip("127.0.0.1", "nonsense, 198.51.100.7", t, 2, out,
+                        sizeof(out)) == NULL);
+    CHECK_STR(out, "198.51.100.7");
+    CHECK(fg__client_ip("127.0.0.1", "198.51.100.6, , 10.0.0.1,", t, 2, out,
+                        sizeof(out)) == NULL);
+    CHECK_STR(out, "198.51.100.6");
+    CHECK(fg__client_ip("127.0.0.1", "", t, 2, out, sizeof(out)) == NULL);
+    CHECK_STR(out, "127.0.0.1");
+    CHECK(fg__client_ip("127.0.0.1", " , ", t, 2, out, sizeof(out)) == NULL);
     CHECK_STR(out, "127.0.0.1");
     /* All trusted: the leftmost. */
     fg__client_ip("127.0.0.1", "10.0.0.1,10.0.0.2", t, 2, out, sizeof(out));

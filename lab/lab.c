@@ -328,6 +328,10 @@ static void describe_store(fg__lab *lab, const char *url)
         const char *name = fg_store_node_name(lab->st, (unsigned)i);
         snprintf(d->name[i], sizeof d->name[i], "%s", name ? name : "?");
     }
+    /* A Cluster store keeps room for 64 masters and one node for slots
+     * with none: those not (yet) named are no nodes to show. */
+    while (d->nodes > 0 && !fg_store_node_name(lab->st, (unsigned)d->nodes - 1))
+        d->nodes--;
     d->node = -1;
 }
 

@@ -268,6 +268,9 @@ if start_cluster; then
     node=$(js "$f" 'by("atomic").store.node')
     m=$(redis-cli -p "${node##*:}" --scan --pattern 'fglab:atomic:bookings:*{scalper-*' | wc -l)
     check "atomic's counter on the master the JSON names ($node: $m)" [ "$m" -eq 1 ]
+    nodes=$(js "$f" 'by("atomic").store.nodes.map((x) => x.name).sort().join(" ")')
+    want=$(for p in "${CPORT[@]:0:3}"; do echo "127.0.0.1:$p"; done | sort | tr '\n' ' ' | sed 's/ $//')
+    check "JSON: the cluster's nodes are its 3 masters ($nodes)" [ "$nodes" = "$want" ]
     # shellcheck disable=SC2086
     kill $OWN_PIDS 2>/dev/null; wait $OWN_PIDS 2>/dev/null; OWN_PIDS=""
 else

@@ -216,15 +216,20 @@ void fg__routes_flush_shadow_log(fg__worker *w, uint64_t now)
     w->shadow_unlogged = 0;
 }
 
-/* A decision of the node that failed last ('store_failing'): once the
- * limiter's store calls to it succeed again (a sync or lease limit's view
- * or units may outlive the failure), the store has recovered. */
+/* A decision of the limit and node that failed last ('store_failing',
+ * 'failing_limit'): once that limiter's store calls to the node succeed
+ * again (a sync or lease limit's view or units may outlive the failure),
+ * the store has recovered. Not another limit's: its local decisions say
+ * nothing of the store, and its commands may work where the failing
+ * limit's do not (a server without EVALSHA runs a fixed window's). */
 static void note_recovery(fg__ctx *c, unsigned k)
 {
     fg__worker *w = c->w;
+    const char *name = c->wg->g->cfg.limits[c->idx[k]].lim.name;
     unsigned nd =
         fg_store_node_of(c->wg->store, c->items[k].key, c->items[k].keylen);
     if (nd + 1 != (unsigned)w->store_failing ||
+        strcmp(name, w->failing_limit) != 0 ||
         fg_limiter_node_failing(c->wg->lim[c->idx[k]], nd))
         return;
     w->store_failing = 0;
@@ -308,8 +313,11 @@ static void account(fg__ctx *c)
                                     : "",
                     rc == FG_ERANGE ? fg__log_value(key, v, sizeof v) : "");
             w->errors_unlogged = 0;
-            if (rc != FG_ERANGE)
+            if (rc != FG_ERANGE) {
                 w->store_failing = nd + 1;
+                snprintf(w->failing_limit, sizeof w->failing_limit, "%s",
+                         g->cfg.limits[c->idx[k]].lim.name);
+            }
         }
     }
     if (asked_store && !g->is_memory) {

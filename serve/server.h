@@ -86,6 +86,7 @@ typedef struct fg__worker {
     uint64_t errors_unlogged; /* store errors since the last store_error */
     int store_failing;        /* a store_error logged, no answer since from its
                                * node: the node's index + 1 */
+    char failing_limit[FG_NAME_MAX + 1]; /* the limit it was logged for */
     /* Shadow refusals logged this second, and left out since the last
      * line (routes.c). */
     uint64_t shadow_log_reset_us, shadow_unlogged;

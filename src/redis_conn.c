@@ -545,6 +545,13 @@ void fg__raconn_kill(fg__raconn *cn, int rc)
             "redis %.200s: protocol error (%.200s): is a Redis "
             "server listening there?",
             cn->ac->c.errstr);
+    } else if (rc == FG_EBACKEND && cn->ac->c.err &&
+               (cn->ac->c.flags & REDIS_CONNECTED)) {
+        /* A connection that worked, closed or broken: its checks fail
+         * for that, not for whatever the node said last (an OOM a minute
+         * ago). */
+        fg__rnode_set_error_as(st, rc, "redis %.200s: connection lost: %.200s",
+                               cn->ac->c.errstr);
     }
     cn->dead = 1;
     cn->fail_rc = rc;

@@ -374,6 +374,68 @@ if unshare -m true 2>/dev/null; then
 else
     echo "skip: unshare -m not permitted (the unresolved host's exit status)"
 fi
+# A store_error's detail is its own failure's: a connection the server
+# closed under a check, after an OOM error earlier, says it was lost, not
+# the OOM. (CLIENT PAUSE WRITE holds the check; CLIENT KILL still runs.)
+cat >"$T/det.ini" <<INI
+[server]
+workers = 1
+[store]
+url = redis://127.0.0.1:$RPORT
+prefix = det$$:
+[limit d]
+key = query:k
+rate = 1000/s
+timeout = 2s
+on_failure = open
+[limit f]
+key = query:k
+algorithm = fixed_window
+rate = 1000/s
+timeout = 2s
+on_failure = open
+INI
+if start_fg det -c "$T/det.ini" --listen 127.0.0.1:0; then
+    D="http://127.0.0.1:$FGPORT_det/v1/check?limit=d&key=a"
+    redis-cli -p "$RPORT" config set maxmemory 1 >/dev/null
+    http POST "$D" >/dev/null
+    redis-cli -p "$RPORT" config set maxmemory 0 >/dev/null
+    sleep 1.1 # store_error lines: at most one a second per worker
+    http POST "$D" >/dev/null
+    redis-cli -p "$RPORT" client pause 3000 write >/dev/null
+    curl -s -m 5 -o /dev/null -X POST "$D" &
+    cpid=$!
+    sleep 0.3
+    redis-cli -p "$RPORT" client kill type normal >/dev/null
+    wait "$cpid"
+    redis-cli -p "$RPORT" client unpause >/dev/null
+    check "an OOM's store_error says OOM" grep -q 'event=store_error .*detail=".*OOM' "$T/det.log"
+    last=$(grep 'event=store_error' "$T/det.log" | tail -n 1)
+    check "a lost connection's store_error says so, not the earlier OOM ($last)" \
+        grep -q 'error="backend unavailable" .*detail="redis [^"]*: connection lost: ' <<<"$last"
+    # store_recovered is the failing limit's: while its scripts are
+    # refused (an ACL without EVALSHA and EVAL), another limit's commands
+    # that work (a fixed window's INCRBY) are no recovery.
+    http POST "$D" >/dev/null
+    sleep 1.1
+    redis-cli -p "$RPORT" acl setuser default -evalsha -eval >/dev/null
+    http POST "$D" >/dev/null
+    for _ in 1 2 3; do http POST "${D/limit=d/limit=f}" >/dev/null; done
+    after=$(sed -n '/event=store_error .*limit=d .*NOPERM/,$p' "$T/det.log")
+    check "a limit refused its scripts: store_error" grep -q 'event=store_error' <<<"$after"
+    check "another limit's answers are no store_recovered" \
+        sh -c "! grep -q 'event=store_recovered' <<'EOF'
+$after
+EOF"
+    redis-cli -p "$RPORT" acl setuser default +@all >/dev/null
+    http POST "$D" >/dev/null
+    check "the failing limit's next answer is" \
+        grep -q 'event=store_recovered worker=0 limit=d$' <(sed -n '/NOPERM/,$p' "$T/det.log")
+    kill -TERM "$FGPID_det"
+else
+    bad "server det starts"
+fi
+
 # A store that answers but cannot be used as configured stays a
 # configuration error: exit status 2.
 out=$(timeout 20 "$FLOODGATE" serve --store "cluster=redis://127.0.0.1:$RPORT" --listen 127.0.0.1:0 2>&1)

@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "dns.h"
 #include "redis_conn.h"
 #include "store.h"
 #include "alloc.h"
@@ -735,10 +736,13 @@ fail:
 
 /* Resolve the URL's host into 'st->addr', once: the first IPv4 address,
  * else the first IPv6 one (hiredis's own preference). A numeric host
- * resolves without DNS. */
+ * resolves without DNS. A blocking getaddrinfo(): an async store resolves
+ * on its loop only what it was given at open; the hosts it learns later
+ * (Sentinel's masters, Cluster's nodes) are looked up without blocking
+ * (dns.c) and given to it as numeric addresses. */
 static int resolve(fg__rnode *st, char *err, size_t errlen)
 {
-    struct addrinfo hints, *res = NULL, *pick = NULL;
+    struct addrinfo hints, *res = NULL;
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -747,18 +751,7 @@ static int resolve(fg__rnode *st, char *err, size_t errlen)
         return fg__seterr(err, errlen, FG_EBACKEND,
                           "redis %s: cannot resolve the host: %s", st->where,
                           gai_strerror(gai));
-    for (struct addrinfo *a = res; a; a = a->ai_next)
-        if (a->ai_family == AF_INET || (!pick && a->ai_family == AF_INET6)) {
-            pick = a;
-            if (a->ai_family == AF_INET)
-                break;
-        }
-    const void *in =
-        !pick ? NULL
-        : pick->ai_family == AF_INET
-            ? (const void *)&((struct sockaddr_in *)pick->ai_addr)->sin_addr
-            : (const void *)&((struct sockaddr_in6 *)pick->ai_addr)->sin6_addr;
-    int ok = in && inet_ntop(pick->ai_family, in, st->addr, sizeof st->addr);
+    int ok = fg__dns_pick(res, st->addr);
     freeaddrinfo(res);
     if (!ok)
         return fg__seterr(err, errlen, FG_EBACKEND,

@@ -12,6 +12,7 @@
 #include <event2/event.h>
 #include <hiredis/async.h>
 
+#include "dns.h"
 #include "redis_url.h"
 #include "sentinel.h"
 #include "store.h"
@@ -69,7 +70,7 @@ typedef struct fg__sentinel_store {
     redisAsyncContext *q; /* the question in flight */
     struct event *q_timer;
     /* 0 idle, 1 asking sentinel q_idx, 2 checking 'cand', 3 waiting to
-     * check it again (a promotion not done yet) */
+     * check it again (a promotion not done yet), 4 looking up its name */
     int q_phase;
     unsigned q_idx;
     int q_hint;            /* 'cand' comes from a promotion event */
@@ -84,6 +85,11 @@ typedef struct fg__sentinel_store {
     uint64_t q_end_us; /* when the last lookup ended */
     char cand[FG__SENTINEL_HOST_MAX];
     int cand_port;
+    /* The names Sentinel gives (announce-hostnames) are looked up without
+     * blocking the loop, once a candidate: its address, "" until known. */
+    fg__dns *dns;
+    fg__dns_q *q_dns;
+    char cand_addr[INET6_ADDRSTRLEN];
     /* Subscribed to +switch-master and the promotion event, one connection
      * a sentinel, each tried again RETRY_US after it failed. */
     redisAsyncContext *sub[FG__SENTINELS_MAX];
@@ -98,10 +104,13 @@ void fg__sentinel_set_error(fg__sentinel_store *st, const char *fmt, ...)
 /* "host:port", "[v6]:port" for messages. */
 void fg__sentinel_hostport(const char *host, int port, char *buf, size_t n);
 
-/* Open a Redis store for 'host':'port' ('lazy': without probing it). */
+/* Open a Redis store for the master 'host':'port', connecting to 'addr'
+ * (its numeric address; NULL: 'host', resolved by a blocking getaddrinfo)
+ * ('lazy': without probing it). */
 fg__sentinel_inner *fg__sentinel_inner_open(fg__sentinel_store *st,
                                             const char *host, int port,
-                                            int lazy, char *err, size_t errlen);
+                                            const char *addr, int lazy,
+                                            char *err, size_t errlen);
 /* Route new checks to 'in'; the old master's store retires. */
 void fg__sentinel_install(fg__sentinel_store *st, fg__sentinel_inner *in);
 /* Whether the current master is 'host':'port'. */

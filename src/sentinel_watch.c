@@ -2,10 +2,13 @@
  *
  * A lookup asks the sentinels in turn for the master's address (hiredis
  * async, one question at a time, each with a deadline by timer), then asks
- * the candidate its ROLE before installing it. One connection a sentinel
- * subscribes to +switch-master and the promotion event, so that a failover
- * is followed as it starts. A tick closes retired stores, restarts lost
- * subscriptions and retries a lookup while checks fail. Nothing here
+ * the candidate its ROLE before installing it. Sentinel may name the
+ * candidate by host name (announce-hostnames): it is looked up by evdns
+ * (dns.c), and connected to by its numeric address, as is its store: hiredis
+ * would resolve the name with a blocking getaddrinfo(). One connection a
+ * sentinel subscribes to +switch-master and the promotion event, so that a
+ * failover is followed as it starts. A tick closes retired stores, restarts
+ * lost subscriptions and retries a lookup while checks fail. Nothing here
  * blocks the loop. */
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -133,11 +136,14 @@ fail:
     return NULL;
 }
 
-/* Drop the question in flight (its callbacks then see another context). */
+/* Drop the question in flight (its callbacks then see another context),
+ * or the candidate's lookup. */
 static void q_drop(sentinel_store *st)
 {
     redisAsyncContext *ac = st->q;
     st->q = NULL;
+    fg__dns_cancel(st->q_dns);
+    st->q_dns = NULL;
     evtimer_del(st->q_timer);
     if (ac)
         redisAsyncFree(ac); /* deferred by hiredis inside its callback */
@@ -247,15 +253,49 @@ static void on_addr(redisAsyncContext *ac, void *reply, void *priv)
         lookup_end(st); /* no failover (yet), or not seen by the sentinel */
         return;
     }
+    st->cand_addr[0] = '\0';
     verify_cand(st);
 }
 
-/* Ask 'cand' for its ROLE (on_role). */
+/* The candidate's name looked up: ask it its ROLE; not found or too late:
+ * as a question that failed. */
+static void on_cand_addr(int rc, const char *addr, const char *why, void *data)
+{
+    sentinel_store *st = data;
+    char m[300];
+    st->q_dns = NULL;
+    if (rc != FG_OK) {
+        fg__sentinel_hostport(st->cand, st->cand_port, m, sizeof m);
+        fg__sentinel_set_error(st, "sentinel: master %s: %s", m, why);
+        ask_failed(st);
+        return;
+    }
+    snprintf(st->cand_addr, sizeof st->cand_addr, "%s", addr);
+    verify_cand(st);
+}
+
+/* Ask 'cand' for its ROLE (on_role), once its address is known. */
 static void verify_cand(sentinel_store *st)
 {
     const char *argv[] = {"ROLE"};
-    st->q = async_ask(st, st->cand, st->cand_port, st->r.user, st->r.password,
-                      1, argv, on_role);
+    char why[200], m[300];
+    if (!st->cand_addr[0]) {
+        int rc = fg__dns_lookup(st->dns, st->cand, on_cand_addr, st, &st->q_dns,
+                                st->cand_addr, why, sizeof why);
+        if (rc == 1) {
+            st->q_phase = 4; /* until on_cand_addr */
+            return;
+        }
+        if (rc != FG_OK) {
+            fg__sentinel_hostport(st->cand, st->cand_port, m, sizeof m);
+            fg__sentinel_set_error(st, "sentinel: master %s: %s", m, why);
+            st->q_idx++;
+            ask_next(st);
+            return;
+        }
+    }
+    st->q = async_ask(st, st->cand_addr, st->cand_port, st->r.user,
+                      st->r.password, 1, argv, on_role);
     if (!st->q) {
         st->q_idx++;
         ask_next(st);
@@ -303,8 +343,8 @@ static void on_role(redisAsyncContext *ac, void *reply, void *priv)
         return;
     }
     inner *old = st->cur;
-    inner *in = fg__sentinel_inner_open(st, st->cand, st->cand_port, 1, why,
-                                        sizeof why);
+    inner *in = fg__sentinel_inner_open(st, st->cand, st->cand_port,
+                                        st->cand_addr, 1, why, sizeof why);
     if (in) {
         if (st->q_hint && old) {
             snprintf(st->prev, sizeof st->prev, "%s", old->host);
@@ -341,6 +381,7 @@ static void follow_promotion(sentinel_store *st, const char *host, int port)
     q_drop(st);
     snprintf(st->cand, sizeof st->cand, "%s", host);
     st->cand_port = port;
+    st->cand_addr[0] = '\0';
     st->q_hint = 1;
     st->q_idx = st->u.n; /* if it fails, the lookup ends */
     st->hint_wait_us = fg__mono_precise_us() + PROMOTION_WAIT_US;
@@ -416,7 +457,8 @@ int fg__sentinel_watch_init(sentinel_store *st)
 {
     st->tick = event_new(st->evb, -1, EV_PERSIST, on_tick, st);
     st->q_timer = evtimer_new(st->evb, on_q_timer, st);
-    return st->tick && st->q_timer ? FG_OK : FG_ENOMEM;
+    st->dns = fg__dns_new(st->evb);
+    return st->tick && st->q_timer && st->dns ? FG_OK : FG_ENOMEM;
 }
 
 void fg__sentinel_watch_start(sentinel_store *st)

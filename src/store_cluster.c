@@ -21,9 +21,17 @@
  * A check that cannot be placed fails with FG_EBACKEND, which its limit's
  * failure policy answers.
  *
+ * Masters named by host name (cluster-preferred-endpoint-type hostname):
+ * at open, and in a blocking store, the name is resolved by getaddrinfo();
+ * an async store, once open, looks it up with evdns (dns.c), never
+ * blocking its loop: until the answer (at most FG__DNS_TIMEOUT_MS) that
+ * master is unknown, its slots' checks fail (their limits' policy), and
+ * the map is read again once it is known.
+ *
  * Threads: blocking checks may run on many threads; the map is bytes read
  * and written with relaxed atomics, and the table of masters only grows,
  * under 'mu'. An async store belongs to its loop's thread. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -35,6 +43,7 @@
 
 #include "process.h"
 #include "cluster_map.h"
+#include "dns.h"
 #include "redis_store.h"
 #include "redis_url.h"
 #include "store.h"
@@ -48,6 +57,7 @@
 #define REFRESH_IDLE_US 1000000u
 #define REFRESH_WAIT_US 1000000u /* for a node's CLUSTER SLOTS answer */
 #define NO_NODE         255
+#define LOOKUPS_MAX     8 /* masters' names looked up at once */
 
 typedef struct cluster_store {
     fg_store base;
@@ -82,6 +92,14 @@ typedef struct cluster_store {
     uint64_t err_seen;       /* the nodes' errors at the last reading */
     uint64_t err_changed_us; /* when they last changed */
     int closing;
+    /* Async, once open: the masters' names being looked up. */
+    int on_loop;
+    fg__dns *dns;
+    struct name_lookup {
+        struct cluster_store *st;
+        fg__dns_q *q; /* NULL: a free entry */
+        char addr[FG__CLUSTER_ADDR_MAX];
+    } look[LOOKUPS_MAX];
 } cluster_store;
 
 static const fg__store_ops cluster_ops, cluster_async_ops;
@@ -99,25 +117,32 @@ static int key_slot(const char *key, size_t keylen)
     return (int)(fg__crc16(key, n) & (FG__CLUSTER_SLOTS - 1));
 }
 
-/* The index of the master at 'addr', opening its store when new; -1 when
- * the table is full or the store cannot be made. */
-static int node_for(cluster_store *st, const char *addr)
+/* The index of the master at 'addr' among those known, or -1. */
+static int node_known(cluster_store *st, const char *addr)
 {
     unsigned n = atomic_load(&st->nnodes);
     for (unsigned i = 0; i < n; i++)
         if (strcmp(st->addr[i], addr) == 0)
             return (int)i;
+    return -1;
+}
+
+/* The host of 'addr' ("host:port", "[v6]:port"), and its port. */
+static void addr_host(const char *addr, char *host, size_t n);
+
+/* Open the store of the master 'addr', connecting to 'at' ("host:port",
+ * numeric when looked up already), unless it is known: its index, or -1
+ * when the table is full or the store cannot be made. */
+static int node_add(cluster_store *st, const char *addr, const char *at)
+{
     pthread_mutex_lock(&st->mu);
-    int found = -1;
-    n = atomic_load(&st->nnodes);
-    for (unsigned i = 0; i < n && found < 0; i++)
-        if (strcmp(st->addr[i], addr) == 0)
-            found = (int)i;
+    int found = node_known(st, addr);
+    unsigned n = atomic_load(&st->nnodes);
     if (found < 0 && n < FG__CLUSTER_NODES_MAX &&
         strlen(addr) < FG__CLUSTER_ADDR_MAX) {
         char url[1024], why[256];
         fg_store *nd = NULL;
-        if (fg__redis_url_for(&st->url, addr, url, sizeof url) == FG_OK)
+        if (fg__redis_url_for(&st->url, at, url, sizeof url) == FG_OK)
             nd = fg__store_redis_open(url, st->evb, why, sizeof why);
         if (nd) {
             fg__store_redis_set_cluster(nd, on_redirect, st);
@@ -129,6 +154,68 @@ static int node_for(cluster_store *st, const char *addr)
     }
     pthread_mutex_unlock(&st->mu);
     return found;
+}
+
+/* "ADDR:PORT" of the numeric address 'num' and the port of 'addr'. */
+static void numeric_at(const char *addr, const char *num, char *at, size_t n)
+{
+    const char *colon = strrchr(addr, ':');
+    snprintf(at, n, strchr(num, ':') ? "[%s]%s" : "%s%s", num,
+             colon ? colon : "");
+}
+
+static void refresh_async(cluster_store *st);
+
+/* A master's name looked up: its store is opened, and the map read again
+ * to give it its slots. */
+static void on_node_addr(int rc, const char *num, const char *why, void *data)
+{
+    struct name_lookup *l = data;
+    cluster_store *st = l->st;
+    char at[FG__CLUSTER_ADDR_MAX + INET6_ADDRSTRLEN];
+    (void)why;
+    l->q = NULL;
+    if (rc != FG_OK || st->closing)
+        return; /* asked again when a map or MOVED names it */
+    numeric_at(l->addr, num, at, sizeof at);
+    if (node_add(st, l->addr, at) >= 0) {
+        st->err_changed_us = fg__mono_us(NULL);
+        refresh_async(st);
+    }
+}
+
+/* The index of the master at 'addr', opening its store when new; -1 when
+ * the table is full or the store cannot be made, or (async, once open)
+ * while its name is looked up. */
+static int node_for(cluster_store *st, const char *addr)
+{
+    char host[FG__CLUSTER_ADDR_MAX], num[INET6_ADDRSTRLEN], why[200];
+    char at[FG__CLUSTER_ADDR_MAX + INET6_ADDRSTRLEN];
+    unsigned char buf[sizeof(struct in6_addr)];
+    int k = node_known(st, addr);
+    if (k >= 0)
+        return k;
+    addr_host(addr, host, sizeof host);
+    if (!st->on_loop || inet_pton(AF_INET, host, buf) == 1 ||
+        inet_pton(AF_INET6, host, buf) == 1)
+        return node_add(st, addr, addr); /* getaddrinfo(), if a name */
+    struct name_lookup *l = NULL;
+    for (unsigned i = 0; i < LOOKUPS_MAX; i++) {
+        if (st->look[i].q && !strcmp(st->look[i].addr, addr))
+            return -1; /* on its way */
+        if (!st->look[i].q && !l)
+            l = &st->look[i];
+    }
+    if (!l || strlen(addr) >= sizeof l->addr)
+        return -1;
+    strcpy(l->addr, addr);
+    l->st = st;
+    int rc = fg__dns_lookup(st->dns, host, on_node_addr, l, &l->q, num, why,
+                            sizeof why);
+    if (rc != FG_OK)
+        return -1; /* on its way (1), or not found */
+    numeric_at(addr, num, at, sizeof at);
+    return node_add(st, addr, at);
 }
 
 /* Take the slot map 'm' (read from node 'from') as the cluster's. */
@@ -612,6 +699,9 @@ static void cluster_close(fg_store *s)
 {
     cluster_store *st = (cluster_store *)s;
     st->closing = 1;
+    for (unsigned i = 0; i < LOOKUPS_MAX; i++)
+        fg__dns_cancel(st->look[i].q);
+    fg__dns_free(st->dns);
     while (st->retry_head) {
         fg__req *q = st->retry_head;
         st->retry_head = q->next;
@@ -767,7 +857,8 @@ fg_store *fg__store_cluster_open(const char *url, struct event_base *base,
         }
     if (base) {
         st->timer = evtimer_new(base, on_timer, st);
-        if (!st->timer) {
+        st->dns = fg__dns_new(base);
+        if (!st->timer || !st->dns) {
             fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
             goto fail;
         }
@@ -819,6 +910,7 @@ fg_store *fg__store_cluster_open(const char *url, struct event_base *base,
             fg__store_redis_eviction_probe(atomic_load(&st->node[i]), mine);
         }
     }
+    st->on_loop = base != NULL; /* from now on, names without blocking */
     return &st->base;
 fail:
     cluster_close(&st->base);

@@ -252,9 +252,11 @@ static int sync_lookup(sentinel_store *st, uint32_t timeout_ms, char *host,
 
 /* ---- Masters ------------------------------------------------------------ */
 
-/* Open a Redis store for 'host':'port' ('lazy': without probing it). */
+/* Open a Redis store for the master 'host':'port', at 'addr' when given
+ * ('lazy': without probing it). */
 inner *fg__sentinel_inner_open(sentinel_store *st, const char *host, int port,
-                               int lazy, char *err, size_t errlen)
+                               const char *addr, int lazy, char *err,
+                               size_t errlen)
 {
     char url[2048];
     inner *in = fg__calloc(1, sizeof *in);
@@ -262,8 +264,8 @@ inner *fg__sentinel_inner_open(sentinel_store *st, const char *host, int port,
         fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
         return NULL;
     }
-    if (fg__sentinel_master_url(&st->u, host, port, lazy, url, sizeof url) !=
-        FG_OK) {
+    if (fg__sentinel_master_url(&st->u, addr ? addr : host, port, lazy, url,
+                                sizeof url) != FG_OK) {
         fg__seterr(err, errlen, FG_EINVAL, "sentinel: master URL too long");
         fg__free(in);
         return NULL;
@@ -381,8 +383,8 @@ static void *monitor(void *arg)
         if (rc != FG_OK) {
             fg__sentinel_set_error(st, "%s", why);
         } else if (role == 1 && !fg__sentinel_same_master(st, host, port)) {
-            inner *in =
-                fg__sentinel_inner_open(st, host, port, 1, why, sizeof why);
+            inner *in = fg__sentinel_inner_open(st, host, port, NULL, 1, why,
+                                                sizeof why);
             if (in)
                 fg__sentinel_install(st, in);
             else
@@ -586,6 +588,8 @@ static void sentinel_close(fg_store *s)
         st->q = NULL;
         redisAsyncFree(ac);
     }
+    fg__dns_cancel(st->q_dns);
+    st->q_dns = NULL;
     for (unsigned i = 0; i < st->u.n; i++) {
         if (st->sub[i]) {
             redisAsyncContext *ac = st->sub[i];
@@ -607,6 +611,7 @@ static void sentinel_close(fg_store *s)
         event_free(st->tick);
     if (st->q_timer)
         event_free(st->q_timer);
+    fg__dns_free(st->dns);
     pthread_cond_destroy(&st->cv);
     pthread_mutex_destroy(&st->mu);
     fg__redis_url_free(&st->r);
@@ -736,8 +741,8 @@ fg_store *fg__store_sentinel_open(const char *url, struct event_base *base,
         t = LAZY_OPEN_TIMEOUT_MS;
     rc = sync_lookup(st, t, host, &port, &role, why, sizeof why);
     if (rc == FG_OK) {
-        inner *in = fg__sentinel_inner_open(st, host, port, st->r.lazy, why,
-                                            sizeof why);
+        inner *in = fg__sentinel_inner_open(st, host, port, NULL, st->r.lazy,
+                                            why, sizeof why);
         if (!in) {
             char m[300];
             fg__sentinel_hostport(host, port, m, sizeof m);

@@ -1,0 +1,206 @@
+/* dns.c -- host names looked up without blocking an event loop (dns.h).
+ *
+ * libevent's evdns: evdns_base_new() with EVDNS_BASE_INITIALIZE_NAMESERVERS
+ * reads /etc/resolv.conf (nameservers, search, ndots, timeout, attempts)
+ * and /etc/hosts; evdns_getaddrinfo() answers a numeric address or a name of
+ * /etc/hosts at once, and asks A and AAAA of the nameservers otherwise.
+ *
+ * Lifetimes: evdns finishes a request (answered, cancelled, or one of its
+ * two questions given up) from callbacks it defers to the loop, and some of
+ * them still read the evdns_base. So a lookup given up is only marked (its
+ * owner's callback is not called), and the resolver is freed once evdns
+ * has finished every lookup, from a callback of its own on the loop. */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <event2/util.h>
+
+#include "floodgate.h"
+#include "dns.h"
+#include "alloc.h"
+#include "error.h"
+
+struct fg__dns {
+    struct event_base *evb;
+    struct evdns_base *base;
+    unsigned live; /* lookups evdns has not finished */
+    int freeing;   /* freed by its owner: gone once 'live' is 0 */
+};
+
+struct fg__dns_q {
+    fg__dns *d;
+    fg__dns_cb cb; /* NULL once given up */
+    void *data;
+    struct evdns_getaddrinfo_request *req;
+    struct event *timer;
+    int inside; /* within evdns_getaddrinfo(): an answer at once */
+    int rc;
+    char addr[INET6_ADDRSTRLEN];
+    char why[160];
+};
+
+int fg__dns_pick(const struct addrinfo *res, char addr[INET6_ADDRSTRLEN])
+{
+    const struct addrinfo *pick = NULL;
+    for (const struct addrinfo *a = res; a; a = a->ai_next)
+        if (a->ai_family == AF_INET || (!pick && a->ai_family == AF_INET6)) {
+            pick = a;
+            if (a->ai_family == AF_INET)
+                break;
+        }
+    if (!pick)
+        return 0;
+    const void *in =
+        pick->ai_family == AF_INET
+            ? (const void *)&((struct sockaddr_in *)pick->ai_addr)->sin_addr
+            : (const void *)&((struct sockaddr_in6 *)pick->ai_addr)->sin6_addr;
+    return inet_ntop(pick->ai_family, in, addr, INET6_ADDRSTRLEN) != NULL;
+}
+
+fg__dns *fg__dns_new(struct event_base *evb)
+{
+    fg__dns *d = fg__calloc(1, sizeof *d);
+    if (!d)
+        return NULL;
+    d->evb = evb;
+    /* Without DISABLE_WHEN_INACTIVE the nameservers' sockets would keep
+     * the loop from ever running out of events. */
+    d->base = evdns_base_new(evb, EVDNS_BASE_INITIALIZE_NAMESERVERS |
+                                      EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+    if (!d->base) {
+        fg__free(d);
+        return NULL;
+    }
+    return d;
+}
+
+static void free_now(fg__dns *d)
+{
+    evdns_base_free(d->base, 0);
+    fg__free(d);
+}
+
+static void free_later(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    free_now(arg);
+}
+
+void fg__dns_free(fg__dns *d)
+{
+    if (!d)
+        return;
+    d->freeing = 1;
+    if (!d->live)
+        free_now(d);
+}
+
+static void q_free(fg__dns_q *q)
+{
+    if (q->timer)
+        event_free(q->timer);
+    fg__free(q);
+}
+
+/* evdns's answer, once per lookup (EVUTIL_EAI_CANCEL for one given up). */
+static void on_answer(int result, struct evutil_addrinfo *res, void *arg)
+{
+    fg__dns_q *q = arg;
+    fg__dns *d = q->d;
+    if (result == 0 && fg__dns_pick(res, q->addr)) {
+        q->rc = FG_OK;
+    } else {
+        q->rc = FG_EBACKEND;
+        snprintf(q->why, sizeof q->why, "cannot resolve the host: %s",
+                 result ? evutil_gai_strerror(result)
+                        : "no IPv4 or IPv6 address");
+    }
+    if (res)
+        evutil_freeaddrinfo(res);
+    d->live--;
+    if (q->inside)
+        return; /* fg__dns_lookup answers */
+    fg__dns_cb cb = q->cb;
+    void *data = q->data;
+    char addr[INET6_ADDRSTRLEN], why[sizeof q->why];
+    int rc = q->rc;
+    memcpy(addr, q->addr, sizeof addr);
+    memcpy(why, q->why, sizeof why);
+    q_free(q);
+    if (d->freeing && !d->live) {
+        /* Not from here: evdns may still read its base after this. */
+        struct timeval now = {0, 0};
+        if (event_base_once(d->evb, -1, EV_TIMEOUT, free_later, d, &now))
+            free_now(d); /* out of memory: the lesser risk than a leak */
+    }
+    if (cb)
+        cb(rc, addr, why, data);
+}
+
+static void on_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    fg__dns_q *q = arg;
+    (void)fd;
+    (void)what;
+    fg__dns_cb cb = q->cb;
+    void *data = q->data;
+    q->cb = NULL;
+    evdns_getaddrinfo_cancel(q->req); /* on_answer frees 'q' later */
+    if (cb)
+        cb(FG_ETIMEOUT, NULL, "cannot resolve the host: no answer in time",
+           data);
+}
+
+int fg__dns_lookup(fg__dns *d, const char *host, fg__dns_cb cb, void *data,
+                   fg__dns_q **out, char addr[INET6_ADDRSTRLEN], char *why,
+                   size_t whylen)
+{
+    struct evutil_addrinfo hints;
+    fg__dns_q *q = fg__calloc(1, sizeof *q);
+    *out = NULL;
+    if (q)
+        q->timer = evtimer_new(d->evb, on_timeout, q);
+    if (!q || !q->timer) {
+        if (q)
+            q_free(q);
+        return fg__seterr(why, whylen, FG_ENOMEM, "out of memory");
+    }
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    q->d = d;
+    q->cb = cb;
+    q->data = data;
+    q->inside = 1;
+    d->live++;
+    q->req = evdns_getaddrinfo(d->base, host, NULL, &hints, on_answer, q);
+    q->inside = 0;
+    if (!q->req) { /* answered already (on_answer ran) */
+        int rc = q->rc;
+        if (rc == FG_OK)
+            memcpy(addr, q->addr, INET6_ADDRSTRLEN);
+        else
+            fg__seterr(why, whylen, rc, "%s", q->why);
+        q_free(q);
+        return rc;
+    }
+    struct timeval tv = {FG__DNS_TIMEOUT_MS / 1000,
+                         (FG__DNS_TIMEOUT_MS % 1000) * 1000};
+    evtimer_add(q->timer, &tv);
+    *out = q;
+    return 1;
+}
+
+void fg__dns_cancel(fg__dns_q *q)
+{
+    if (!q || !q->cb)
+        return;
+    q->cb = NULL;
+    evtimer_del(q->timer);
+    evdns_getaddrinfo_cancel(q->req);
+}

@@ -1,0 +1,56 @@
+/* dns.h -- host names looked up without blocking an event loop (dns.c).
+ *
+ * An async store learns addresses as it runs: Sentinel announces masters
+ * and replicas, and Cluster its nodes, by host name when so configured
+ * (resolve-hostnames / announce-hostnames, cluster-announce-hostname).
+ * hiredis 0.14 and getaddrinfo() would resolve them with a blocking call on
+ * the store's loop, so such a store looks them up with libevent's evdns
+ * (the nameservers and search list of /etc/resolv.conf, the names of
+ * /etc/hosts) and connects to the numeric address. A blocking store keeps
+ * getaddrinfo(): it blocks by nature. */
+#ifndef FG_DNS_H
+#define FG_DNS_H
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdint.h>
+
+#include <event2/event.h>
+
+/* How long a name's answer is waited for: later, the lookup fails (and
+ * is tried again as the store's lookups are). */
+#define FG__DNS_TIMEOUT_MS 1000u
+
+typedef struct fg__dns fg__dns;
+typedef struct fg__dns_q fg__dns_q;
+
+/* The answer to a lookup: FG_OK with the numeric address in 'addr', else a
+ * negative FG_E* code (FG_ETIMEOUT: no answer in time) and the reason in
+ * 'why'. */
+typedef void (*fg__dns_cb)(int rc, const char *addr, const char *why,
+                           void *data);
+
+/* A resolver on 'evb', set up from /etc/resolv.conf and /etc/hosts (read
+ * now). NULL when out of memory. */
+fg__dns *fg__dns_new(struct event_base *evb);
+/* Free 'd' once its lookups are over: a lookup given up (fg__dns_cancel)
+ * is finished by evdns on the loop later, which then frees what is left. */
+void fg__dns_free(fg__dns *d);
+
+/* Look up 'host' (a name, or a numeric address). FG_OK with the address in
+ * 'addr' when known at once (a numeric address, a name in /etc/hosts); 1
+ * when the answer will come to 'cb' on the loop, within
+ * FG__DNS_TIMEOUT_MS, with '*q' set to cancel it; else a negative FG_E*
+ * code with the reason in 'why' ('cb' is never called then). */
+int fg__dns_lookup(fg__dns *d, const char *host, fg__dns_cb cb, void *data,
+                   fg__dns_q **q, char addr[INET6_ADDRSTRLEN], char *why,
+                   size_t whylen);
+/* Give up lookup 'q' before its answer: 'cb' is not called. */
+void fg__dns_cancel(fg__dns_q *q);
+
+/* The address to connect to among getaddrinfo()'s answers 'res': the first
+ * IPv4 one, else the first IPv6 one (hiredis's own preference), written
+ * numerically into 'addr'. 0 when there is none. */
+int fg__dns_pick(const struct addrinfo *res, char addr[INET6_ADDRSTRLEN]);
+
+#endif

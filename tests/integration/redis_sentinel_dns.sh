@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# sentinel:// with hosts announced by name (Sentinel's resolve-hostnames and
+# announce-hostnames, as on Kubernetes), behind a slow DNS server: a small
+# UDP server on a 127.x address that answers names under .test 300 ms late,
+# named by a private /etc/resolv.conf (and an /etc/hosts of localhost only)
+# bind-mounted in a mount namespace of this test's own (unshare -m: root).
+# A master, a replica and three sentinels, real servers on free ports; one
+# floodgate serve (timeout 50 ms, on_failure open) under one check every
+# 5 ms while SENTINEL FAILOVER moves the master:
+#   - no check waits beyond its timeout + 40 ms while the names resolve
+#     slowly (a name resolved on the event loop would stall it 300 ms);
+#   - the failover is followed: event=store_switched to the new master;
+#   - exact after it: the new master holds every check made since.
+FG_TEST_BOUND=${FG_TEST_BOUND:-50}
+if [ -z "${FG_DNS_NS:-}" ]; then
+    if ! unshare -m true 2>/dev/null; then
+        echo "skip: unshare -m not permitted (a private resolv.conf needs it)"
+        echo "0 passed, 0 failed"
+        exit 0
+    fi
+    FG_DNS_NS=1 exec unshare -m bash "$0" "$@"
+fi
+. "$(dirname "$0")/../serve/lib.sh"
+
+DELAY_MS=300
+TIMEOUT_MS=50
+SLACK_MS=40
+MASTER=fgdns$$
+ms() { echo $(($(date +%s%N) / 1000000)); }
+wait_until() { # wait_until TENTHS CMD...: retry CMD every 0.1 s
+    local n=$1; shift
+    for _ in $(seq 1 "$n"); do "$@" && return 0; sleep 0.1; done
+    return 1
+}
+
+# ---- The slow DNS server, and this namespace's resolver files ------------
+cat >"$T/slowdns.py" <<'PY'
+import socket, struct, sys, threading, time
+addr, delay, log = sys.argv[1], float(sys.argv[2]) / 1000, open(sys.argv[3], "a")
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((addr, 53))
+print("ready", flush=True)
+def answer(d, a):
+    i, labels = 12, []
+    while d[i]:
+        labels.append(d[i + 1:i + 1 + d[i]].decode().lower())
+        i += d[i] + 1
+    name, qtype = ".".join(labels), struct.unpack(">H", d[i + 1:i + 3])[0]
+    q, an, rcode = d[12:i + 5], b"", 3  # NXDOMAIN unless under .test
+    if name.endswith(".test"):
+        rcode = 0
+        log.write("%.3f %s %d\n" % (time.time(), name, qtype)); log.flush()
+        time.sleep(delay)
+        if qtype == 1:  # A: 127.0.0.1; AAAA: none
+            an = b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 5, 4) + bytes([127, 0, 0, 1])
+    hdr = d[:2] + struct.pack(">HHHHH", 0x8180 | rcode, 1, 1 if an else 0, 0, 0)
+    s.sendto(hdr + q + an, a)
+while True:
+    d, a = s.recvfrom(512)
+    threading.Thread(target=answer, args=(d, a), daemon=True).start()
+PY
+NS=127.53.$((RANDOM % 250 + 1)).$((RANDOM % 250 + 1))
+python3 "$T/slowdns.py" "$NS" "$DELAY_MS" "$T/dns.queries" >"$T/dns.out" 2>"$T/dns.log" &
+PIDS="$PIDS $!"
+wait_until 50 grep -q ready "$T/dns.out" || { bad "the DNS server starts on $NS:53"; finish; }
+printf 'nameserver %s\noptions timeout:2 attempts:1\n' "$NS" >"$T/resolv.conf"
+printf '127.0.0.1 localhost\n::1 localhost\n' >"$T/hosts"
+mount --bind "$T/resolv.conf" /etc/resolv.conf && mount --bind "$T/hosts" /etc/hosts ||
+    { bad "private resolv.conf and hosts"; finish; }
+t0=$(ms)
+check "m.test resolves to 127.0.0.1, slowly" sh -c 'getent ahostsv4 m.test | grep -q "^127.0.0.1 "'
+echo "a lookup took $(($(ms) - t0)) ms"
+
+# ---- Redis and Sentinel, every host named ---------------------------------
+start_node() { # start_node PORT NAME [master-port]: a redis-server
+    local port=$1 name=$2 extra=()
+    [ $# -gt 2 ] && extra=(--replicaof 127.0.0.1 "$3")
+    mkdir -p "$T/r$port"
+    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+        --dir "$T/r$port" --logfile "$T/r$port/log" --replica-announce-ip "$name" \
+        --repl-diskless-sync-delay 0 "${extra[@]}" &
+    PIDS="$PIDS $!"
+    wait_until 50 sh -c "redis-cli -p $port ping 2>/dev/null | grep -q PONG"
+}
+synced() { redis-cli -p "$1" info replication | grep -q 'master_link_status:up'; }
+MP=$(free_port) && start_node "$MP" m.test || { bad "master starts"; finish; }
+RP=$(free_port) && start_node "$RP" r.test "$MP" || { bad "replica starts"; finish; }
+wait_until 50 synced "$RP" || bad "replica in sync"
+SP=()
+for i in 0 1 2; do
+    SP[$i]=$(free_port)
+    mkdir -p "$T/s$i"
+    cat >"$T/s$i/sentinel.conf" <<CONF
+port ${SP[$i]}
+bind 127.0.0.1
+dir $T/s$i
+logfile $T/s$i/log
+sentinel resolve-hostnames yes
+sentinel announce-hostnames yes
+sentinel monitor $MASTER m.test $MP 2
+sentinel down-after-milliseconds $MASTER 1000
+sentinel failover-timeout $MASTER 3000
+CONF
+    redis-server "$T/s$i/sentinel.conf" --sentinel &
+    PIDS="$PIDS $!"
+done
+ready() { # every sentinel knows the replica and the two other sentinels
+    local i info
+    for i in 0 1 2; do
+        info=$(redis-cli -p "${SP[$i]}" sentinel master "$MASTER" 2>/dev/null | paste - - | tr '\t' ' ')
+        echo "$info" | grep -q '^num-slaves 1$' || return 1
+        echo "$info" | grep -q '^num-other-sentinels 2$' || return 1
+    done
+}
+wait_until 150 ready || { bad "sentinels know each other and the replica"; finish; }
+expect_eq "the sentinels name the master by its host name" \
+    "$(redis-cli -p "${SP[0]}" sentinel get-master-addr-by-name "$MASTER" | head -1)" m.test
+
+# ---- floodgate serve, a failover under load -------------------------------
+cat >"$T/fg.ini" <<INI
+[server]
+workers = 1
+[store]
+url = sentinel://127.0.0.1:${SP[0]},127.0.0.1:${SP[1]},127.0.0.1:${SP[2]}/$MASTER
+timeout = ${TIMEOUT_MS}ms
+[limit c]
+key = query:k
+algorithm = fixed_window
+rate = 1000000/h
+on_failure = open
+[limit ex]
+key = query:k
+algorithm = fixed_window
+rate = 5/day
+on_failure = closed
+INI
+start_fg fg -c "$T/fg.ini" --listen 127.0.0.1:0 || { bad "serve starts"; finish; }
+U="http://127.0.0.1:$FGPORT_fg"
+q0=$(wc -l <"$T/dns.queries")
+steal_mark
+"$FGLOAD" -d 7000 -c 1 -r 200 "$U/v1/check?limit=c&key=load" >"$T/load" 2>"$T/load.err" &
+LP=$!
+PIDS="$PIDS $LP"
+sleep 1
+t_fo=$(ms)
+expect_eq "SENTINEL FAILOVER" "$(redis-cli -p "${SP[0]}" sentinel failover "$MASTER")" OK
+switched() {
+    grep -q "event=store_switched .*node=sentinel/$MASTER from=m.test:$MP to=r.test:$RP" "$T/fg.log"
+}
+wait_until 60 switched
+check "the failover is followed: event=store_switched from m.test:$MP to r.test:$RP" switched
+t_sw=$(grep -m1 -o 'ts=[^ ]* event=store_switched' "$T/fg.log" | cut -d' ' -f1 | cut -d= -f2)
+[ -n "$t_sw" ] && echo "switched $(($(date -d "$t_sw" +%s%3N) - t_fo)) ms after SENTINEL FAILOVER was sent"
+wait "$LP"
+out=$(cat "$T/load")
+echo "load: $out"
+echo "names looked up meanwhile: $(($(wc -l <"$T/dns.queries") - q0)) DNS questions"
+check "every check answered 200 (on_failure open), no error" \
+    test "$(field "$out" s200)" = "$(field "$out" sent)" -a "$(field "$out" errors)" = 0 \
+    -a "$(field "$out" sent)" -gt 500
+timed "no check waited beyond its timeout + $SLACK_MS ms while names resolve slowly (max $(field "$out" max_us) us)" \
+    test "$(field "$out" max_us)" -le $(((TIMEOUT_MS + SLACK_MS) * 1000))
+
+n_new=$(redis-cli -p "$RP" get "$(redis-cli -p "$RP" --scan --pattern '*c:{load}*' | head -1)")
+echo "the load's key: $(field "$out" s200) admitted, $n_new counted by the new master (the difference: taken by the old one after the promotion, before the switch)"
+
+# ---- Exact after the failover ---------------------------------------------
+out=$("$FGLOAD" -n 40 -c 1 "$U/v1/check?limit=c&key=after")
+got=$(redis-cli -p "$RP" --scan --pattern "*c:{after}*" | head -1)
+expect_eq "after: 40 checks allowed" "$(field "$out" s200)" 40
+expect_eq "after: the new master counts exactly 40" "$(redis-cli -p "$RP" get "$got")" 40
+out=$("$FGLOAD" -n 7 -c 1 "$U/v1/check?limit=ex&key=after")
+expect_eq "after: a limit of 5 admits 5 of 7" "$(field "$out" s200) $(field "$out" s429)" "5 2"
+grep -E 'event=store_(switched|error)' "$T/fg.log" | head -5
+finish

@@ -55,7 +55,7 @@ const char *fg_strerror(int code);
 
 /* Limits go up to FG_MAX_COUNT (2^53); a cost must be below it. Counts must
  * stay exact in every store, and Redis's Lua numbers are doubles. */
-#define FG_MAX_COUNT ((uint64_t)1 << 53)
+#define FG_MAX_COUNT (UINT64_C(1) << 53)
 /* The longest key accepted by any store, in bytes. */
 #define FG_MAX_KEY 1024
 

@@ -3,8 +3,10 @@
 #   make install [PREFIX=/usr/local] [DESTDIR=]   make uninstall (the same)
 #
 # libfloodgate.so is built from its own objects, $(BUILD)/pic/src/*.o
-# (-fPIC, -fvisibility=hidden), so that the static library and the binary
-# stay as they were. Hidden visibility by default, with include/floodgate.h
+# (-fPIC, -fvisibility=hidden), so that the binary and the tests' static
+# library stay as they were; the installed libfloodgate.a is made of the
+# same objects, so that it links into a shared object too (a server's
+# module, a language's extension). Hidden visibility by default, with include/floodgate.h
 # pushing default visibility around its declarations, exports exactly the
 # public fg_ calls; the fg__ functions shared between the library's files
 # stay internal. The man pages are installed when mk/man.mk defines
@@ -32,6 +34,7 @@ FG_ABI        := 2
 FG_SONAME     := libfloodgate.so.$(FG_ABI)
 SO            := $(BUILD)/libfloodgate.so.$(FG_ABI).0.0
 PIC_OBJ       := $(LIB_SRC:%.c=$(BUILD)/pic/%.o)
+PIC_LIB       := $(BUILD)/pic/libfloodgate.a
 # What the library itself links (see floodgate.pc.in); the binary needs more.
 SO_LDLIBS     := -lhiredis -levent -lpthread
 
@@ -75,21 +78,28 @@ $(SO): $(PIC_OBJ)
 	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,$(FG_SONAME) -Wl,-z,defs \
 	    $(PIC_OBJ) $(SO_LDLIBS) -o $@
 
-# The .pc carries PREFIX and LIBDIR, so it is written at each install.
-install: $(LIB) $(SO) $(BIN)
+$(PIC_LIB): $(PIC_OBJ)
+	rm -f $@
+	$(AR) rcs $@ $(PIC_OBJ)
+
+# The .pc carries PREFIX and LIBDIR (relative to ${prefix} when under it,
+# for pkg-config --define-prefix), so it is written at each install.
+install: $(PIC_LIB) $(SO) $(BIN)
 	$(INSTALL_CHECK)
 	$(if $(MAN_PAGES),$(MAKE) --no-print-directory BUILD=$(BUILD) man)
 	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) \
 	    $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(DOCDIR) \
 	    $(DESTDIR)$(DOCDIR)/docs
 	$(INSTALL) -m 755 $(BIN) $(DESTDIR)$(BINDIR)/floodgate
-	$(INSTALL) -m 644 $(LIB) $(DESTDIR)$(LIBDIR)/libfloodgate.a
+	$(INSTALL) -m 644 $(PIC_LIB) $(DESTDIR)$(LIBDIR)/libfloodgate.a
 	$(INSTALL) -m 644 $(SO) $(DESTDIR)$(LIBDIR)/$(notdir $(SO))
 	ln -sf $(notdir $(SO)) $(DESTDIR)$(LIBDIR)/$(FG_SONAME)
 	ln -sf $(FG_SONAME) $(DESTDIR)$(LIBDIR)/libfloodgate.so
 	$(INSTALL) -m 644 include/floodgate.h $(DESTDIR)$(INCLUDEDIR)/floodgate.h
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
-	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(FG_SO_VERSION)|' \
+	sed -e 's|@PREFIX@|$(PREFIX)|' \
+	    -e 's|@LIBDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR))|' \
+	    -e 's|@INCLUDEDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(INCLUDEDIR))|' \
+	    -e 's|@VERSION@|$(FG_SO_VERSION)|' \
 	    floodgate.pc.in >$(DESTDIR)$(PKGCONFIGDIR)/floodgate.pc
 	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/floodgate.pc
 	$(INSTALL) -m 644 $(filter-out %.service,$(INSTALL_DOCS)) README.md \

@@ -107,6 +107,11 @@ echo "libfloodgate.so.2: $(wc -l <"$T/exported") symbols exported," \
 check "floodgate.h compiles as C++ (-Wall -Wextra -Werror -pedantic)" \
     g++ -fsyntax-only -x c++ -std=c++11 -Wall -Wextra -Werror -pedantic \
     "$ROOT/usr/include/floodgate.h"
+# Its macros too, under C++'s stricter warnings.
+printf '#include <floodgate.h>\nunsigned long long max_count() { return FG_MAX_COUNT; }\n' >"$T/macros.cc"
+check "its macros compile as C++ (-Wold-style-cast)" \
+    g++ -fsyntax-only -std=c++11 -Wall -Wextra -Werror -pedantic \
+    -Wold-style-cast -I"$ROOT/usr/include" "$T/macros.cc"
 
 # ---- the examples, built with pkg-config -----------------------------------
 
@@ -168,6 +173,22 @@ for p in hello_static hello_async_static; do
     check "$p holds fg_check" \
         sh -c "nm '$T/$p' | grep -q ' T fg_check$'"
 done
+# The static library links into a shared object (a server's module, a
+# language's extension): position-independent, its internals hidden.
+printf '#include <floodgate.h>\nint plugin_check(fg_limiter *l) { fg_decision d; return fg_check(l, "k", 1, 1, &d); }\n' >"$T/plugin.c"
+check "libfloodgate.a links into a shared object" \
+    sh -c "cc $SAN -shared -fPIC $(pkg-config --cflags floodgate) '$T/plugin.c' '$LIBDIR/libfloodgate.a' -lhiredis -levent -lpthread -Wl,-z,defs -o '$T/plugin.so' 2>'$T/plugin.err'"
+[ -s "$T/plugin.err" ] && head -3 "$T/plugin.err"
+check "the shared object exports none of its fg__ internals" \
+    sh -c "! nm -D --defined-only '$T/plugin.so' | grep -q ' fg__'"
+# The .pc names its folders from \${prefix}: an unpacked tree is found
+# with --define-prefix, no sysroot needed.
+check "floodgate.pc: libdir and includedir under \${prefix}" \
+    sh -c "grep -qx 'libdir=\\\${prefix}/lib' '$LIBDIR/pkgconfig/floodgate.pc' &&
+           grep -qx 'includedir=\\\${prefix}/include' '$LIBDIR/pkgconfig/floodgate.pc'"
+dp=$(PKG_CONFIG_SYSROOT_DIR= pkg-config --define-prefix --cflags --libs floodgate 2>&1)
+check "pkg-config --define-prefix finds the tree ($dp)" \
+    test "$(echo $dp)" = "-I$ROOT/usr/include -L$ROOT/usr/lib -lfloodgate"
 
 # ---- the examples against a real Redis -------------------------------------
 

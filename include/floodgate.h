@@ -265,10 +265,11 @@ const char *fg_store_node_error(fg_store *st, unsigned node);
 const char *fg_store_node_addr(fg_store *st, unsigned node);
 
 /* A setting of the store's servers, found when it was opened, that can
- * make its limits over-admit, in a sentence for logs; NULL when none. Said
- * today of a Redis server with a maxmemory and an evicting
+ * make its limits over-admit or fail, in a sentence for logs; NULL when
+ * none. Said today of a Redis server with a maxmemory and an evicting
  * maxmemory-policy (its keys, counters among them, are dropped when it is
- * full). Only servers probed at open are asked (not with lazy=1, nor the
+ * full), and of one that refuses EVALSHA (every check that runs a script
+ * fails). Only servers probed at open are asked (not with lazy=1, nor the
  * masters a Cluster store learns later). */
 const char *fg_store_warning(fg_store *st);
 

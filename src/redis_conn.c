@@ -830,7 +830,7 @@ int fg__rnode_eval_check(fg__rnode *st, fg__rsconn *sc, uint64_t deadline,
     return rc;
 }
 
-void fg__rnode_eviction_check(fg__rnode *st, fg__rsconn *sc, uint64_t deadline)
+void fg__rnode_settings_check(fg__rnode *st, fg__rsconn *sc, uint64_t deadline)
 {
     fg__rcmd k = {
         .argc = 3, .argv = {"CONFIG", "GET", "maxmemory*"}, .len = {6, 3, 10}};
@@ -849,6 +849,25 @@ void fg__rnode_eviction_check(fg__rnode *st, fg__rsconn *sc, uint64_t deadline)
                      "counter is evicted starts again from zero and "
                      "over-admits; set noeviction",
                      st->where, policy, max);
+    }
+    freeReplyObject(r);
+    r = NULL;
+    static const char none[] = "0000000000000000000000000000000000000000";
+    fg__rcmd e = {.argc = 3,
+                  .argv = {"EVALSHA", none, "0"},
+                  .len = {7, sizeof none - 1, 1}};
+    if (fg__rsync_append(sc, &e) != FG_OK ||
+        fg__rsync_exchange(sc, 1, &r, deadline) != FG_OK)
+        return;
+    if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) != 0) {
+        size_t o = strlen(st->warning);
+        snprintf(st->warning + o, sizeof st->warning - o,
+                 "%sredis %.100s: EVALSHA is refused (%.*s): every check of "
+                 "a token_bucket or sliding_window limit, and of a sync or "
+                 "lease mode, fails (they run scripts); allow EVALSHA and "
+                 "EVAL",
+                 o ? "; " : "", st->where, (int)strcspn(r->str, ",\r\n"),
+                 r->str);
     }
     freeReplyObject(r);
 }

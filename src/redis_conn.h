@@ -54,9 +54,9 @@ typedef struct fg__rnode {
      * otherwise such a user would fail for good). */
     atomic_int scripts_lost;
     int in_cluster; /* a node of the Cluster store (set before any check) */
-    /* Set at open, when the server would evict floodgate's keys
-     * (fg__rnode_eviction_check); "" otherwise. */
-    char warning[400];
+    /* Set at open, when the server would evict floodgate's keys or
+     * refuses EVALSHA (fg__rnode_settings_check); "" otherwise. */
+    char warning[700];
 
     pthread_mutex_t mu; /* guards what follows, up to the async part */
     fg__rsconn idle[FG__RPOOL_MAX];
@@ -155,8 +155,11 @@ int fg__rsync_append(fg__rsconn *sc, fg__rcmd *k);
 /* Ask the server on 'sc' for its maxmemory settings; when it has a
  * maxmemory and a policy other than noeviction, say in 'st->warning'
  * that it evicts keys, a limit's counter among them. Anything refused
- * (a user without +config|get, a proxy) leaves no warning. */
-void fg__rnode_eviction_check(fg__rnode *st, fg__rsconn *sc, uint64_t deadline);
+ * (a user without +config|get, a proxy) leaves no warning. Then ask it an
+ * EVALSHA of no script: unless it answers NOSCRIPT (the command exists and
+ * may be run), say so too (a rename-command, an ACL without +evalsha):
+ * every check that runs a script would fail. */
+void fg__rnode_settings_check(fg__rnode *st, fg__rsconn *sc, uint64_t deadline);
 /* When the scripts could not be loaded at connect: whether the server runs
  * scripts at all (EVAL). A server that knows no EVAL (a Sentinel) is
  * FG_EINVAL with the reason in 'err'; anything else FG_OK (a proxy that

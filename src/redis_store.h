@@ -57,11 +57,12 @@ int fg__store_redis_check_ex(fg_store *st, fg_limiter *l, const char *key,
 redisReply *fg__store_redis_command(fg_store *st, uint64_t deadline_us,
                                     int argc, const char **argv, int *rc);
 
-/* Ask the server of 'st' for its maxmemory settings by 'deadline_us'
- * (monotonic), as a store opened with a probe does (fg_store_warning): for
+/* Ask the server of 'st' for its maxmemory settings and EVALSHA by
+ * 'deadline_us' (monotonic), as a store opened with a probe does
+ * (fg_store_warning): for
  * a store opened lazily, such as a Redis Cluster's masters. Not thread-
  * safe: call it before the store is used. */
-void fg__store_redis_eviction_probe(fg_store *st, uint64_t deadline_us);
+void fg__store_redis_settings_probe(fg_store *st, uint64_t deadline_us);
 
 /* Send 'cmd' (no arguments) on the async connection of 'st'; 'fn' gets its
  * reply, or NULL if the connection goes away first. FG_OK, or a negative

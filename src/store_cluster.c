@@ -907,7 +907,7 @@ fg_store *fg__store_cluster_open(const char *url, struct event_base *base,
             uint64_t now = fg__mono_precise_us();
             uint64_t mine =
                 now < deadline ? now + (deadline - now) / (nn - i) : now;
-            fg__store_redis_eviction_probe(atomic_load(&st->node[i]), mine);
+            fg__store_redis_settings_probe(atomic_load(&st->node[i]), mine);
         }
     }
     st->on_loop = base != NULL; /* from now on, names without blocking */

@@ -460,7 +460,7 @@ fg_store *fg__store_redis_open_ex(const char *url, struct event_base *base,
             redis_close(&st->base);
             return NULL;
         }
-        fg__rnode_eviction_check(&st->node, &c, deadline);
+        fg__rnode_settings_check(&st->node, &c, deadline);
         if (base || c.broken)
             redisFree(c.c);
         else
@@ -547,13 +547,13 @@ redisReply *fg__store_redis_command(fg_store *s, uint64_t deadline_us, int argc,
     return *rc == FG_OK ? r : NULL;
 }
 
-void fg__store_redis_eviction_probe(fg_store *s, uint64_t deadline_us)
+void fg__store_redis_settings_probe(fg_store *s, uint64_t deadline_us)
 {
     redis_store *st = (redis_store *)s;
     fg__rsconn c;
     if (fg__rpool_get(&st->node, deadline_us, &c) != FG_OK)
         return;
-    fg__rnode_eviction_check(&st->node, &c, deadline_us);
+    fg__rnode_settings_check(&st->node, &c, deadline_us);
     fg__rpool_put(&st->node, &c);
 }
 

@@ -38,6 +38,12 @@ out=$("$FLOODGATE" check --store "redis://nosha:pw@127.0.0.1:$RPORT" --limit 5/s
     --timeout 500 2>&1)
 check "no EVALSHA: floodgate check gives Redis's NOPERM ($out)" \
     grep -q "check failed: NOPERM .*'evalsha'" <<<"$out"
+check "no EVALSHA: said at open, with what fails" \
+    grep -q "floodgate check: warning: redis .*EVALSHA is refused (NOPERM .*token_bucket or sliding_window" <<<"$out"
+out=$("$FLOODGATE" check --store "$LIM" --limit 5/s --key a --timeout 500 2>&1)
+check "EVALSHA allowed: no such warning ($out)" sh -c "! grep -q warning <<'EOF'
+$out
+EOF"
 
 # A user without PEXPIRE: a fixed window's INCRBY counts but its key would
 # never expire. The check fails (its policy decides) and says why, on
@@ -146,6 +152,22 @@ check "evicting Redis: serve logs store_warning" \
 redis-cli -p "$RPORT" config set maxmemory-policy noeviction >/dev/null
 out=$("$FLOODGATE" check --store "redis://127.0.0.1:$RPORT" --limit 5/s --key ev 2>&1)
 check "noeviction: no warning ($out)" test -z "$(grep warning <<<"$out")"
+
+# A server whose EVALSHA is renamed away: serve says at start that every
+# script's check will fail; a fixed window, which runs none, works.
+EPORT=$(free_port)
+mkdir -p "$T/nosha"
+redis-server --port "$EPORT" --bind 127.0.0.1 --save '' --appendonly no \
+    --dir "$T/nosha" --logfile "$T/nosha/log" --rename-command EVALSHA '' &
+PIDS="$PIDS $!"
+for _ in $(seq 1 100); do redis-cli -p "$EPORT" ping 2>/dev/null | grep -q PONG && break; sleep 0.02; done
+printf '[store]\nurl = redis://127.0.0.1:%s\n[limit a]\nkey = query:k\nalgorithm = fixed_window\nrate = 5/s\n' "$EPORT" >"$T/nosha.ini"
+start_fg nosha -c "$T/nosha.ini" --listen 127.0.0.1:0 || bad "serve nosha starts"
+check "EVALSHA renamed: serve logs store_warning" \
+    grep -q "event=store_warning level=warning reason=\"redis .*EVALSHA is refused (ERR unknown command 'EVALSHA')" "$T/nosha.log"
+out=$(curl -s -X POST "http://127.0.0.1:$FGPORT_nosha/v1/check?limit=a&key=k")
+check "EVALSHA renamed: a fixed window is still decided by the store ($out)" \
+    grep -q '"allowed":true,.*"source":"store"' <<<"$out"
 
 # A server whose SCRIPT is renamed away (as some proxies run EVAL but not
 # SCRIPT): it opens, and checks are decided with EVAL, exactly.

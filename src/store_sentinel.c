@@ -674,7 +674,8 @@ int fg__store_sentinel_url_check(const char *url, char *err, size_t errlen)
     return rc;
 }
 
-/* Resolve each sentinel's host once (no check waits on DNS later). */
+/* Resolve each sentinel's host once (no check waits on DNS later), to the
+ * address a redis:// URL's host would get (fg__dns_pick). */
 static int resolve(sentinel_store *st, char *err, size_t errlen)
 {
     for (unsigned i = 0; i < st->u.n; i++) {
@@ -687,13 +688,7 @@ static int resolve(sentinel_store *st, char *err, size_t errlen)
             return fg__seterr(err, errlen, FG_EBACKEND,
                               "sentinel %s: cannot resolve the host: %s",
                               st->u.s[i].host, gai_strerror(gai));
-        const void *in =
-            res->ai_family == AF_INET
-                ? (const void *)&((struct sockaddr_in *)res->ai_addr)->sin_addr
-                : (const void *)&((struct sockaddr_in6 *)res->ai_addr)
-                      ->sin6_addr;
-        int ok = inet_ntop(res->ai_family, in, st->addr[i],
-                           sizeof st->addr[i]) != NULL;
+        int ok = fg__dns_pick(res, st->addr[i]);
         freeaddrinfo(res);
         if (!ok)
             return fg__seterr(err, errlen, FG_EBACKEND,

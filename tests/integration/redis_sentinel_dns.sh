@@ -10,7 +10,8 @@
 #   - no check waits beyond its timeout + 40 ms while the names resolve
 #     slowly (a name resolved on the event loop would stall it 300 ms);
 #   - the failover is followed: event=store_switched to the new master;
-#   - exact after it: the new master holds every check made since.
+#   - exact after it: the new master holds every check made since;
+#   - a sentinel named by a host with IPv4 and IPv6 addresses: the IPv4 one.
 FG_TEST_BOUND=${FG_TEST_BOUND:-50}
 if [ -z "${FG_DNS_NS:-}" ]; then
     if ! unshare -m true 2>/dev/null; then
@@ -172,4 +173,12 @@ expect_eq "after: the new master counts exactly 40" "$(redis-cli -p "$RP" get "$
 out=$("$FGLOAD" -n 7 -c 1 "$U/v1/check?limit=ex&key=after")
 expect_eq "after: a limit of 5 admits 5 of 7" "$(field "$out" s200) $(field "$out" s429)" "5 2"
 grep -E 'event=store_(switched|error)' "$T/fg.log" | head -5
+
+# A sentinel named by a host with an IPv4 and an IPv6 address (localhost
+# here: both in this namespace's hosts) is reached at its IPv4 one, as a
+# redis:// host is: these sentinels listen on 127.0.0.1 only.
+out=$("$FLOODGATE" check --store "sentinel://localhost:${SP[0]}/$MASTER" \
+    --limit 5/s --key dual --timeout 1000 2>&1)
+check "sentinel://localhost: its IPv4 address, as for redis:// ($out)" \
+    grep -q '^allowed remaining=4 ' <<<"$out"
 finish

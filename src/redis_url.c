@@ -299,12 +299,20 @@ static int parse_hostport(fg__redis_url *u, const char *s, size_t n, char *err,
         }
     } else {
         const char *colon = memchr(s, ':', n);
+        if (colon && memchr(colon + 1, ':', (size_t)(s + n - colon - 1)))
+            return fg__seterr(err, errlen, FG_EINVAL,
+                              "redis url: an IPv6 address goes in brackets: "
+                              "redis://[::1]:6379");
         hl = colon ? (size_t)(colon - s) : n;
         if (colon)
             port = colon + 1;
     }
     if (hl == 0)
         return fg__seterr(err, errlen, FG_EINVAL, "redis url: no host");
+    if (h != s && memchr(h, '%', hl))
+        return fg__seterr(err, errlen, FG_EINVAL,
+                          "redis url: an IPv6 zone ID (%%) is not supported: "
+                          "give a global or loopback address");
     if (port) {
         unsigned long p;
         if (parse_uint(port, (size_t)(s + n - port), 65535, &p) != FG_OK ||

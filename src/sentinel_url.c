@@ -58,6 +58,11 @@ static int parse_addr(fg__sentinel_addr *a, const char *s, size_t n, unsigned i,
         colon = rb + 1;
     } else {
         colon = memchr(s, ':', n);
+        if (colon && memchr(colon + 1, ':', (size_t)(s + n - colon - 1)))
+            return fg__seterr(err, errlen, FG_EINVAL,
+                              "sentinel url: sentinel %u: an IPv6 address "
+                              "goes in brackets: [::1]:26379",
+                              i);
         if (!colon)
             return fg__seterr(err, errlen, FG_EINVAL,
                               "sentinel url: sentinel %u: expected host:port "
@@ -70,6 +75,11 @@ static int parse_addr(fg__sentinel_addr *a, const char *s, size_t n, unsigned i,
         return fg__seterr(err, errlen, FG_EINVAL,
                           "sentinel url: sentinel %u: no host or host too "
                           "long",
+                          i);
+    if (h != s && memchr(h, '%', hl))
+        return fg__seterr(err, errlen, FG_EINVAL,
+                          "sentinel url: sentinel %u: an IPv6 zone ID (%%) is "
+                          "not supported",
                           i);
     a->port = parse_port(colon + 1, pl);
     if (!a->port)

@@ -85,9 +85,9 @@ static void test_forms(void)
     CHECK_EQ(u.lazy, 1);
     fg__redis_url_free(&u);
     /* What comes before the '?' is no address: the password holds it. */
-    CHECK_EQ(fg__redis_url_parse("redis://u:pw?prefix=x@h:8", &u, err,
-                                 sizeof err),
-             FG_OK);
+    CHECK_EQ(
+        fg__redis_url_parse("redis://u:pw?prefix=x@h:8", &u, err, sizeof err),
+        FG_OK);
     CHECK_STR(u.user, "u");
     CHECK_STR(u.password, "pw?prefix=x");
     CHECK_STR(u.host, "h");
@@ -232,6 +232,8 @@ static void test_given_twice(void)
         {"redis://alice:pw@h?user=bob", "user given twice"},
         {"redis://:pw@h?password=other", "password given twice"},
         {"unix:///tmp/r.sock?db=1&db=1", "db given twice"},
+        {"redis://::1:6379", "an IPv6 address goes in brackets"},
+        {"redis://[fe80::1%25eth0]:6379", "zone ID (%) is not supported"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         fg__redis_url u;

@@ -87,6 +87,8 @@ static void test_bad(void)
         {"sentinel://h:1,H:1/m", "sentinel 2 is sentinel 1 again"},
         {"sentinel://h:1,h:2,[::1]:3,[::1]:3/m", "sentinel 4 is sentinel 3"},
         {"sentinel://[::1/m", "expected [address]:port"},
+        {"sentinel://::1:26379/m", "an IPv6 address goes in brackets"},
+        {"sentinel://[fe80::1%eth0]:1/m", "zone ID (%) is not supported"},
         {"sentinel://h:1/a/b", "may hold only"},
         {"sentinel://h:1/m?bogus=1", "unknown parameter 'bogus'"},
         {"sentinel://h:1/m?db=x", "db must be a number"},

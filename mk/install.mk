@@ -24,8 +24,9 @@ INSTALL      ?= install
 # The package's version is the header's FG_VERSION (floodgate.pc's). The
 # library's file is libfloodgate.so.ABI.0.0 and its soname
 # libfloodgate.so.ABI. ABI changes whenever a program built against the old
-# header could not run on the new library (a public struct changed size or
-# layout). 1: fg_set_req and fg_local_ask grew (refunds say when their
+# header could not run on the new library: a public struct changed size or
+# layout, a function was removed or its signature changed, an enum's or a
+# macro's value changed (adding a function or an error code does not). 1: fg_set_req and fg_local_ask grew (refunds say when their
 # units were taken). 2: fg_set_req grew again (a set that waited for a
 # failed probe).
 FG_SO_VERSION := $(shell sed -n 's/^\#define FG_VERSION "\(.*\)"/\1/p' \

@@ -16,10 +16,7 @@
 
 #include "log.h"
 
-/* The length of the UTF-8 character at 's' (of 'n' bytes), 0 if the
- * bytes there are not one (a stray continuation, a cut or overlong
- * sequence, a surrogate, beyond U+10FFFF). */
-static size_t utf8_len(const unsigned char *s, size_t n)
+unsigned long fg__utf8_len(const unsigned char *s, unsigned long n)
 {
     size_t len = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : 2;
     if (s[0] < 0xc2 || s[0] > 0xf4 || n < len)
@@ -60,7 +57,7 @@ const char *fg__log_value(const char *v, char *out, unsigned long outlen)
         } else if (ch < 0x80) {
             out[o++] = (char)ch;
         } else {
-            size_t u = utf8_len((const unsigned char *)v + i, n - i);
+            size_t u = fg__utf8_len((const unsigned char *)v + i, n - i);
             if (!u) {
                 o += (size_t)snprintf(out + o, outlen - o, "\\x%02x", ch);
             } else {

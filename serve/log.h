@@ -11,6 +11,11 @@ void fg__log_nonblocking(void);
 void fg__log(const char *event, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* The length of the UTF-8 character at 's' (of 'n' bytes, 'n' > 0), 0 if
+ * the bytes there are not one (a stray continuation, a cut or overlong
+ * sequence, a surrogate, beyond U+10FFFF). */
+unsigned long fg__utf8_len(const unsigned char *s, unsigned long n);
+
 /* Write 'v' into 'out' as a log value: bare when it is a simple token,
  * else double-quoted with '"', '\', control characters and bytes that are
  * not UTF-8 escaped (so that a line is always valid UTF-8), and ending in

@@ -53,17 +53,27 @@ int fg__metric_node_slot(const char *name)
 }
 
 /* 'in' as a label value's inside: a backslash, double quote and line
- * break escaped (a socket path may hold any of them). */
+ * break escaped (a socket path may hold any of them), and a byte that is
+ * not UTF-8 written as the text \xNN (the format's values are UTF-8: one
+ * such byte would cost a Prometheus server the whole scrape). */
 static const char *label_value(const char *in, char *out, size_t len)
 {
-    size_t o = 0;
-    for (; *in && o + 3 < len; in++) {
-        if (*in == '\\' || *in == '"' || *in == '\n') {
+    size_t o = 0, n = strlen(in);
+    for (size_t i = 0; i < n && o + 7 < len;) {
+        unsigned char ch = (unsigned char)in[i];
+        size_t u =
+            ch < 0x80 ? 1 : fg__utf8_len((const unsigned char *)in + i, n - i);
+        if (ch == '\\' || ch == '"' || ch == '\n') {
             out[o++] = '\\';
-            out[o++] = *in == '\n' ? 'n' : *in;
+            out[o++] = ch == '\n' ? 'n' : (char)ch;
+        } else if (u == 0) {
+            o += (size_t)snprintf(out + o, len - o, "\\\\x%02x", ch);
+            u = 1;
         } else {
-            out[o++] = *in;
+            memcpy(out + o, in + i, u);
+            o += u;
         }
+        i += u;
     }
     out[o] = '\0';
     return out;
@@ -96,8 +106,8 @@ void fg__metrics_node_latency(fg__metrics *m, int node, uint64_t us)
 }
 
 /* The statuses counted apart; any other is counted as "other", last. */
-static const int http_status[FG_HTTP_N - 1] = {200, 204, 400, 403, 404,
-                                               405, 413, 429, 500, 503};
+static const int http_status[FG_HTTP_N - 1] = {200, 204, 400, 403, 404, 405,
+                                               413, 429, 431, 500, 503, 505};
 
 void fg__metrics_http(fg__metrics *m, int status)
 {
@@ -231,7 +241,7 @@ void fg__metrics_render(FILE *out, fg__metrics *const *w, unsigned n,
     pthread_mutex_lock(&slot_mu);
     int nodes = node_used;
     pthread_mutex_unlock(&slot_mu);
-    char esc[2 * sizeof node_name[0]];
+    char esc[5 * sizeof node_name[0] + 8];
     static const struct {
         const char *metric, *help;
     } per_node[] = {

@@ -20,7 +20,7 @@
 #define FG_NODE_SLOTS   64
 
 /* HTTP responses are counted by status: ten of them, and the others. */
-#define FG_HTTP_N 11
+#define FG_HTTP_N 13
 
 typedef struct fg__lim_metrics {
     uint64_t decisions[2][FG__SOURCES]; /* [allowed][source] */

@@ -284,6 +284,7 @@ check "metrics: requests by limit and decision" grep -q '^floodgate_requests_tot
 check "metrics: allowed" grep -q '^floodgate_requests_total{limit="bookings",decision="allowed",source="store"} 17$' "$T/b"
 check "metrics: latency histogram" grep -q '^floodgate_store_latency_seconds_bucket{le="+Inf"}' "$T/b"
 check "metrics: http 400s counted" grep -q '^floodgate_http_responses_total{code="400"} [1-9]' "$T/b"
+check "metrics: http 431s counted under their code" grep -q '^floodgate_http_responses_total{code="431"} [1-9]' "$T/b"
 check "metrics: slow requests closed" grep -q '^floodgate_slow_requests_closed_total [1-9]' "$T/b"
 
 # Reload with a good file: the new rate applies.

@@ -485,6 +485,8 @@ for v in 2.0 0.9; do
     check "HTTP/$v: one-line JSON error" json_error
     conn_close
 done
+check "505s counted under their code" \
+    test "$(metric "$M" 'floodgate_http_responses_total{code="505"}')" -ge 2
 conn "$M"
 send 'GET /healthz HTTP/1.9\r\nHost: x\r\n\r\n'
 resp

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The per-node metrics of floodgate serve against real redis-servers: a
-# node whose name holds a quote and a backslash (a socket path) is a series
-# of its own with its label escaped; each histogram's +Inf bucket is its
+# node whose name holds a quote, a backslash and a byte that is not UTF-8
+# (a socket path) is a series of its own with its label escaped, the page
+# valid UTF-8; each histogram's +Inf bucket is its
 # _count; past the 64 node names metrics are kept for, the first node left
 # without them is logged once.
 . "$(dirname "$0")/../serve/lib.sh"
 
 start_redis || { bad "redis starts"; finish; }
-SOCK="$T/we\"ird\\sock"
+SOCK="$T/we\"ird\\sock"$'\xff'
 mkdir -p "$T/r2"
 redis-server --port 0 --unixsocket "$SOCK" --save '' --appendonly no \
     --databases 80 --dir "$T/r2" --logfile "$T/r2/log" &
@@ -16,7 +17,7 @@ for _ in $(seq 1 100); do
     redis-cli -s "$SOCK" ping 2>/dev/null | grep -q PONG && break
     sleep 0.02
 done
-check "redis on a socket named with a quote and a backslash" \
+check "redis on a socket named with a quote, a backslash and a byte 0xff" \
     sh -c "redis-cli -s '$SOCK' ping | grep -q PONG"
 
 conf() { # conf URL
@@ -39,13 +40,14 @@ for i in $(seq 1 40); do http POST "$A/v1/check?limit=l&key=k$i" >/dev/null; don
 curl -s -m 5 "$A/metrics" >"$T/metrics"
 on_sock=$(redis-cli -s "$SOCK" dbsize)
 on_tcp=$(redis-cli -p "$RPORT" dbsize)
-esc="$T/we\\\"ird\\\\sock/0"
+esc="$T/we\\\"ird\\\\sock\\\\xff/0"
 sock_calls=$(grep -F "floodgate_store_node_calls_total{node=\"$esc\"} " "$T/metrics" | awk '{ print $2 }')
 tcp_calls=$(grep -F "floodgate_store_node_calls_total{node=\"127.0.0.1:$RPORT/0\"} " "$T/metrics" | awk '{ print $2 }')
 check "the socket node's label is escaped, its calls its own ($sock_calls calls, $on_sock keys)" \
     test -n "$sock_calls" -a "$sock_calls" = "$on_sock"
 check "the TCP node is a series of its own ($tcp_calls calls, $on_tcp keys)" \
     test -n "$tcp_calls" -a "$tcp_calls" = "$on_tcp"
+check "the page is valid UTF-8" iconv -f UTF-8 -t UTF-8 -o /dev/null "$T/metrics"
 check "no unescaped quote in a label value" \
     bash -c "! grep -F 'we\"ird' '$T/metrics' | grep -qvF 'we\\\"ird'"
 # Every histogram: its +Inf bucket and its _count are one figure.
@@ -67,6 +69,6 @@ done
 expect_eq "the first node without metrics is logged once" \
     "$(grep -c 'event=metrics_full level=warning node=' "$T/m.log")" 1
 check "it names that node (db 63) and the cap" \
-    grep -qF "node=\"$T/we\\\"ird\\\\sock/63\" cap=64" "$T/m.log"
+    grep -qF "node=\"$T/we\\\"ird\\\\sock\\xff/63\" cap=64" "$T/m.log"
 expect_eq "a check on that node is answered" "$(http POST "$A/v1/check?limit=l&key=last")" 200
 finish

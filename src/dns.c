@@ -63,15 +63,33 @@ int fg__dns_pick(const struct addrinfo *res, char addr[INET6_ADDRSTRLEN])
 
 fg__dns *fg__dns_new(struct event_base *evb)
 {
+    return fg__dns_new_conf(evb, "/etc/resolv.conf");
+}
+
+fg__dns *fg__dns_new_conf(struct event_base *evb, const char *resolv_conf)
+{
     fg__dns *d = fg__calloc(1, sizeof *d);
     if (!d)
         return NULL;
     d->evb = evb;
     /* Without DISABLE_WHEN_INACTIVE the nameservers' sockets would keep
-     * the loop from ever running out of events. */
-    d->base = evdns_base_new(evb, EVDNS_BASE_INITIALIZE_NAMESERVERS |
-                                      EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+     * the loop from ever running out of events. resolv.conf is read apart
+     * from evdns_base_new: given INITIALIZE_NAMESERVERS, that fails when
+     * the file is missing or names no nameserver, where glibc (and this
+     * parse) falls back to 127.0.0.1; the store would not open at all. */
+    d->base = evdns_base_new(evb, EVDNS_BASE_DISABLE_WHEN_INACTIVE);
     if (!d->base) {
+        fg__free(d);
+        return NULL;
+    }
+    (void)evdns_base_resolv_conf_parse(d->base, DNS_OPTIONS_ALL, resolv_conf);
+    /* A lookup asks A of one nameserver and AAAA of the next, and gives
+     * up at FG__DNS_TIMEOUT_MS: each try must time out well within it, so
+     * that a nameserver that does not answer is passed over (and marked
+     * down) rather than failing every lookup it takes part in. */
+    if (evdns_base_set_option(d->base, "timeout:", FG__DNS_TRY_TIMEOUT) ||
+        evdns_base_set_option(d->base, "attempts:", FG__DNS_TRIES)) {
+        evdns_base_free(d->base, 0);
         fg__free(d);
         return NULL;
     }

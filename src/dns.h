@@ -20,6 +20,9 @@
 /* How long a name's answer is waited for: later, the lookup fails (and
  * is tried again as the store's lookups are). */
 #define FG__DNS_TIMEOUT_MS 1000u
+/* Each question's try: its timeout (seconds) and how many, within it. */
+#define FG__DNS_TRY_TIMEOUT "0.25"
+#define FG__DNS_TRIES       "3"
 
 typedef struct fg__dns fg__dns;
 typedef struct fg__dns_q fg__dns_q;
@@ -33,6 +36,9 @@ typedef void (*fg__dns_cb)(int rc, const char *addr, const char *why,
 /* A resolver on 'evb', set up from /etc/resolv.conf and /etc/hosts (read
  * now). NULL when out of memory. */
 fg__dns *fg__dns_new(struct event_base *evb);
+/* The same with another file than /etc/resolv.conf (tests). A file that is
+ * missing or names no nameserver leaves 127.0.0.1, as glibc does. */
+fg__dns *fg__dns_new_conf(struct event_base *evb, const char *resolv_conf);
 /* Free 'd' once its lookups are over: a lookup given up (fg__dns_cancel)
  * is finished by evdns on the loop later, which then frees what is left. */
 void fg__dns_free(fg__dns *d);

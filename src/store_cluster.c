@@ -100,6 +100,9 @@ typedef struct cluster_store {
         fg__dns_q *q; /* NULL: a free entry */
         char addr[FG__CLUSTER_ADDR_MAX];
     } look[LOOKUPS_MAX];
+    /* Why the last lookup of a master's name failed ("" since one
+     * succeeded): the reason its slots have no master (the loop's). */
+    char dns_why[256];
 } cluster_store;
 
 static const fg__store_ops cluster_ops, cluster_async_ops;
@@ -173,10 +176,16 @@ static void on_node_addr(int rc, const char *num, const char *why, void *data)
     struct name_lookup *l = data;
     cluster_store *st = l->st;
     char at[FG__CLUSTER_ADDR_MAX + INET6_ADDRSTRLEN];
-    (void)why;
     l->q = NULL;
-    if (rc != FG_OK || st->closing)
-        return; /* asked again when a map or MOVED names it */
+    if (st->closing)
+        return;
+    if (rc != FG_OK) {
+        /* Asked again when a map or MOVED names it. */
+        snprintf(st->dns_why, sizeof st->dns_why, "cluster: master %.100s: %s",
+                 l->addr, why);
+        return;
+    }
+    st->dns_why[0] = '\0';
     numeric_at(l->addr, num, at, sizeof at);
     if (node_add(st, l->addr, at) >= 0) {
         st->err_changed_us = fg__mono_us(NULL);
@@ -212,6 +221,9 @@ static int node_for(cluster_store *st, const char *addr)
     l->st = st;
     int rc = fg__dns_lookup(st->dns, host, on_node_addr, l, &l->q, num, why,
                             sizeof why);
+    if (rc < 0)
+        snprintf(st->dns_why, sizeof st->dns_why, "cluster: master %.100s: %s",
+                 addr, why);
     if (rc != FG_OK)
         return -1; /* on its way (1), or not found */
     numeric_at(addr, num, at, sizeof at);
@@ -736,9 +748,11 @@ static const char *cluster_node_error(fg_store *s, unsigned node)
 {
     cluster_store *st = (cluster_store *)s;
     if (node == FG__CLUSTER_NODES_MAX)
-        return "cluster: no master known for the key's slot (the slot map "
-               "names none, or could not be read; read again while keys "
-               "fail)";
+        return st->dns_why[0]
+                   ? st->dns_why
+                   : "cluster: no master known for the key's slot (the slot "
+                     "map names none, or could not be read; read again while "
+                     "keys fail)";
     if (node >= atomic_load(&st->nnodes))
         return NULL;
     return fg__store_redis_last_error(atomic_load(&st->node[node]));

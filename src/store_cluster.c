@@ -102,7 +102,7 @@ typedef struct cluster_store {
     } look[LOOKUPS_MAX];
     /* Why the last lookup of a master's name failed ("" since one
      * succeeded): the reason its slots have no master (the loop's). */
-    char dns_why[256];
+    char dns_why[400];
 } cluster_store;
 
 static const fg__store_ops cluster_ops, cluster_async_ops;
@@ -181,8 +181,8 @@ static void on_node_addr(int rc, const char *num, const char *why, void *data)
         return;
     if (rc != FG_OK) {
         /* Asked again when a map or MOVED names it. */
-        snprintf(st->dns_why, sizeof st->dns_why, "cluster: master %.100s: %s",
-                 l->addr, why);
+        snprintf(st->dns_why, sizeof st->dns_why,
+                 "cluster: master %.100s: %.200s", l->addr, why);
         return;
     }
     st->dns_why[0] = '\0';
@@ -222,8 +222,8 @@ static int node_for(cluster_store *st, const char *addr)
     int rc = fg__dns_lookup(st->dns, host, on_node_addr, l, &l->q, num, why,
                             sizeof why);
     if (rc < 0)
-        snprintf(st->dns_why, sizeof st->dns_why, "cluster: master %.100s: %s",
-                 addr, why);
+        snprintf(st->dns_why, sizeof st->dns_why,
+                 "cluster: master %.100s: %.200s", addr, why);
     if (rc != FG_OK)
         return -1; /* on its way (1), or not found */
     numeric_at(addr, num, at, sizeof at);

@@ -76,27 +76,26 @@ static int looks_like_hosts(const char *s, const char *end)
     return 1;
 }
 
-const char *fg__url_userinfo_end(const char *rest)
+int fg__url_userinfo_end(const char *rest, const char **at)
 {
     static const char *const names[] = {
         "prefix", "db",       "connect_timeout_ms", "lazy",
         "user",   "password", "sentinel_user",      "sentinel_password"};
+    *at = strrchr(rest, '@');
     for (const char *q = strchr(rest, '?'); q; q = strchr(q + 1, '?'))
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
             size_t n = strlen(names[i]);
             if (strncmp(q + 1, names[i], n) != 0 || q[1 + n] != '=')
                 continue;
-            const char *at = NULL;
-            for (const char *p = rest; p < q; p++)
-                if (*p == '@')
-                    at = p;
-            /* "u:pw?prefix=x@h": a password holding "?prefix=", since
-             * "u:pw" is no address. */
-            if (at || looks_like_hosts(rest, q))
-                return at;
-            return strrchr(rest, '@');
+            if (!*at || *at < q)
+                return FG_OK; /* no '@' in the query: the last one */
+            /* An '@' in the query: the password's, in "u:pw?prefix=x@h"
+             * ("u:pw" is no address, and no '@' ends a user info before
+             * the '?'); else either reading could be meant. */
+            int before = memchr(rest, '@', (size_t)(q - rest)) != NULL;
+            return before || looks_like_hosts(rest, q) ? FG_EINVAL : FG_OK;
         }
-    return strrchr(rest, '@');
+    return FG_OK;
 }
 
 /* A percent-decoded copy of 's' ('n' bytes) in '*out'. */
@@ -349,7 +348,12 @@ static int parse_hostport(fg__redis_url *u, const char *s, size_t n, char *err,
 static int parse_tcp(fg__redis_url *u, const char *rest, char *err,
                      size_t errlen)
 {
-    const char *at = fg__url_userinfo_end(rest);
+    const char *at;
+    if (fg__url_userinfo_end(rest, &at) != FG_OK)
+        return fg__seterr(err, errlen, FG_EINVAL,
+                          "redis url: an '@' after a parameter's '?NAME=' "
+                          "may end a password or be part of the parameter: "
+                          "write '@' in a password or a parameter as %%40");
     const char *q = strchr(at ? at : rest, '?');
     size_t n = q ? (size_t)(q - rest) : strlen(rest);
     int rc;

@@ -40,14 +40,14 @@ void fg__redis_url_free(fg__redis_url *u);
 /* Percent-decode 's' ('n' bytes) into 'out' (room for 'n' + 1 bytes).
  * Returns the decoded length, or -1 for a malformed escape or a NUL. */
 long fg__redis_pct_decode(const char *s, size_t n, char *out);
-/* In 'rest', a URL after its "scheme://": the '@' that ends the user
- * info, or NULL when there is none. A password may hold '/', ':', '?' and
- * '@' as they are, and so may a parameter's value: the first '?' followed
- * by a parameter's name and '=' starts the query when an '@' comes before
- * it (the user info ends at the last such) or when what comes before it
- * reads as addresses (HOST[:PORT],...); otherwise the last '@' ends the
- * user info ("u:pw?prefix=x@h": the password holds "?prefix=x"). */
-const char *fg__url_userinfo_end(const char *rest);
+/* In 'rest', a URL after its "scheme://": in '*at' the '@' that ends the
+ * user info (the last one), or NULL when there is none. A password may
+ * hold '/', ':', '?' and '@' as they are. FG_EINVAL when an '@' comes after
+ * the first '?' followed by a parameter's name and '=', and another '@' or
+ * what reads as addresses (HOST[:PORT],...) comes before that '?': the
+ * '@' may then end a password or be a parameter's ("h:1?password=a@b"),
+ * and is refused rather than guessed (the error must quote neither). */
+int fg__url_userinfo_end(const char *rest, const char **at);
 
 /* Where 'u' points, for messages: "host:port db N" or "/path.sock db N". */
 void fg__redis_url_where(const fg__redis_url *u, char *buf, size_t n);

@@ -203,7 +203,12 @@ int fg__sentinel_url_parse(const char *url, fg__sentinel_url *u, char *err,
                           "sentinel url: expected sentinel://");
     const char *rest = url + strlen(SCHEME);
     /* As in a redis:// URL (the password may hold ',' too). */
-    const char *at = fg__url_userinfo_end(rest);
+    const char *at;
+    if (fg__url_userinfo_end(rest, &at) != FG_OK)
+        return fg__seterr(err, errlen, FG_EINVAL,
+                          "sentinel url: an '@' after a parameter's '?NAME=' "
+                          "may end a password or be part of the parameter: "
+                          "write '@' in a password or a parameter as %%40");
     if (at) {
         size_t n = (size_t)(at - rest);
         if (n >= sizeof u->userinfo)

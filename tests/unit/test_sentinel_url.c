@@ -57,11 +57,17 @@ static void test_forms(void)
     CHECK_EQ(fg_store_url_check("sentinel://h:1,h:2/m", err, sizeof err),
              FG_OK);
 
-    /* A raw '@' in a parameter's value is not the end of a user info. */
+    /* A raw '@' in a parameter's value that could end a user info is
+     * refused, quoting neither reading; written %40 it reads one way. */
     CHECK_EQ(fg__sentinel_url_parse("sentinel://h:1/m?sentinel_password=S@x:2",
                                     &u, err, sizeof err),
-             FG_OK);
-    CHECK_STR(u.userinfo, "");
+             FG_EINVAL);
+    CHECK(strstr(err, "as %40") != NULL);
+    CHECK(strstr(err, "S@x") == NULL && strstr(err, "x:2") == NULL);
+    CHECK_EQ(
+        fg__sentinel_url_parse("sentinel://h:1/m?sentinel_password=S%40x:2", &u,
+                               err, sizeof err),
+        FG_OK);
     CHECK_EQ(u.n, 1);
     CHECK_STR(u.s[0].host, "h");
     CHECK_STR(u.master, "m");

@@ -25,5 +25,6 @@ check "make all with dpkg-buildflags (LTO, hardening) builds" [ "$rc" = 0 ]
 out=$("$B/floodgate" check --limit 2/s --key a --count 3 2>&1 | tail -n 1)
 expect_eq "its floodgate decides" "$out" "allowed=2 limited=1"
 "$B/tests/test_limiter" >"$T/unit.log" 2>&1
-check "its test_limiter passes ($(tail -n 1 "$T/unit.log"))" [ $? = 0 ]
+urc=$?
+check "its test_limiter passes ($(tail -n 1 "$T/unit.log"))" [ "$urc" = 0 ]
 finish

@@ -387,7 +387,7 @@ fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
          * maxmemory-policy): said at start and on each reload. */
         const char *warn = fg_store_warning(st);
         if (warn) {
-            char v[600];
+            char v[1500]; /* a warning (700 bytes) escaped */
             fg__log("store_warning", "level=warning reason=%s",
                     fg__log_value(warn, v, sizeof(v)));
         }

@@ -859,14 +859,19 @@ void fg__rnode_settings_check(fg__rnode *st, fg__rsconn *sc, uint64_t deadline)
     if (fg__rsync_append(sc, &e) != FG_OK ||
         fg__rsync_exchange(sc, 1, &r, deadline) != FG_OK)
         return;
-    if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) != 0) {
+    /* Only a refusal for good: not LOADING, BUSY or a proxy's own words. */
+    if (r->type == REDIS_REPLY_ERROR &&
+        (!strncmp(r->str, "NOPERM", 6) ||
+         !strncmp(r->str, "ERR unknown command", 19))) {
         size_t o = strlen(st->warning);
         snprintf(st->warning + o, sizeof st->warning - o,
                  "%sredis %.100s: EVALSHA is refused (%.*s): every check of "
                  "a token_bucket or sliding_window limit, and of a sync or "
                  "lease mode, fails (they run scripts); allow EVALSHA and "
                  "EVAL",
-                 o ? "; " : "", st->where, (int)strcspn(r->str, ",\r\n"),
+                 o ? "; " : "", st->where,
+                 (int)(strcspn(r->str, ",\r\n") < 120 ? strcspn(r->str, ",\r\n")
+                                                      : 120),
                  r->str);
     }
     freeReplyObject(r);

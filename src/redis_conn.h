@@ -156,9 +156,9 @@ int fg__rsync_append(fg__rsconn *sc, fg__rcmd *k);
  * maxmemory and a policy other than noeviction, say in 'st->warning'
  * that it evicts keys, a limit's counter among them. Anything refused
  * (a user without +config|get, a proxy) leaves no warning. Then ask it an
- * EVALSHA of no script: unless it answers NOSCRIPT (the command exists and
- * may be run), say so too (a rename-command, an ACL without +evalsha):
- * every check that runs a script would fail. */
+ * EVALSHA of no script: when it answers that there is no such command or
+ * that the user may not run it (a rename-command, an ACL without
+ * +evalsha), say so too: every check that runs a script would fail. */
 void fg__rnode_settings_check(fg__rnode *st, fg__rsconn *sc, uint64_t deadline);
 /* When the scripts could not be loaded at connect: whether the server runs
  * scripts at all (EVAL). A server that knows no EVAL (a Sentinel) is

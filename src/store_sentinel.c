@@ -794,7 +794,7 @@ unsigned long fg__store_sentinel_switches(fg_store *s)
  * into the caller's thread's own buffer. */
 static const char *sentinel_warning(fg_store *s)
 {
-    static _Thread_local char copy[512];
+    static _Thread_local char copy[1024]; /* a node's warning: 700 */
     sentinel_store *st = (sentinel_store *)s;
     pthread_mutex_lock(&st->mu);
     const char *w = st->cur ? fg_store_warning(st->cur->st) : NULL;

@@ -449,6 +449,10 @@ static void adopt(fg__worker *w, fg__gen *g)
     w->cur = wg;
     apply_http(w, &wg->g->cfg);
     fg_cache_clear(w->cache);
+    /* A store_error's limit that is gone will never say it recovered. */
+    if (w->store_failing && fg__config_find(&wg->g->cfg, w->failing_limit,
+                                            strlen(w->failing_limit)) < 0)
+        w->store_failing = 0;
     if (old) {
         fg__wgen_sync(old);
         old->next = w->retired;

@@ -316,6 +316,16 @@ static void conn_new(fg__http *h, int fd, const struct sockaddr_storage *ss)
  * connections busy now, at most as many as requests in progress, and
  * recent ones. */
 #define IDLE_MIN_US 1000000ull
+
+/* 1 when bytes wait in 'c''s socket that the loop has not read yet (or an
+ * error its read will meet). */
+static int unread_waiting(const fg__hconn *c)
+{
+    char b;
+    ssize_t r = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return r > 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
 static int close_idle(fg__http *h)
 {
     uint64_t now = fg_mono_us();
@@ -325,9 +335,7 @@ static int close_idle(fg__http *h)
             c->outoff != c->outlen || !c->deadline_us ||
             now - c->idle_us < IDLE_MIN_US)
             continue;
-        char b;
-        ssize_t r = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (r > 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
+        if (unread_waiting(c))
             continue; /* bytes to read (or an error the read will meet) */
         conn_close(c);
         h->idle_closed++;
@@ -525,11 +533,16 @@ unsigned fg__http_sweep(fg__http *h)
     fg__hconn *c = h->conns;
     while (c) {
         fg__hconn *next = c->next;
-        if (c->fd >= 0 && c->deadline_us && now >= c->deadline_us) {
+        if (c->fd >= 0 && c->deadline_us && now >= c->deadline_us &&
+            !(!c->writing && !c->held && !c->lingering && !c->read_off &&
+              unread_waiting(c))) {
             /* Slow: part of a request came and the rest is overdue. An
              * idle connection (nothing sent yet, or nothing after its last
              * answer but blank lines), a client that does not read its
-             * answers, or one lingering after its last, is only closed. */
+             * answers, or one lingering after its last, is only closed.
+             * Not one whose bytes wait for this loop to read them: the
+             * loop was late (the process stopped, the host froze), not
+             * the client; the read comes next, and a later sweep judges. */
             closed += c->begun && !c->writing && !c->held && !c->lingering;
             conn_close(c);
         }

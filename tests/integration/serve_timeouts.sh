@@ -7,7 +7,9 @@
 # pipelines without reading its answers (tests/serve/fggreedy.c), closed
 # request_timeout after its answers began to wait. Slow ones are closed and
 # counted: half a request line; an answer, then half a head; a whole head
-# and 3 of 10 body bytes. Loopback only; about 6 s (30 s at most).
+# and 3 of 10 body bytes. A serve stopped (SIGSTOP) past its clients'
+# deadlines reads the requests they sent in time before judging them.
+# Loopback only; about 8 s (30 s at most).
 FG_TEST_BOUND=${FG_TEST_BOUND:-30}
 . "$(dirname "$0")/../serve/lib.sh"
 
@@ -87,4 +89,47 @@ expect_eq "three slow requests counted" "$(slow)" $((before + 3))
 kill -TERM "$FGPID_fg"
 wait "$FGPID_fg"
 expect_eq "exits 0 on SIGTERM" "$?" 0
+# A server that stops (SIGSTOP: a frozen host or container) does not hold
+# its own lateness against clients: 10 keep-alive connections, idle 0.6 s
+# after an answer (request_timeout 1 s), send their next request while
+# serve is stopped, 0.2 s into a 1 s stop (0.8 s after their answer); serve
+# resumes past their deadline, with the requests unread in its sockets.
+# Each is answered, none reset.
+start_fg st -c "$T/fg.ini" --listen 127.0.0.1:0 || { bad "server st starts"; finish; }
+out=$(timeout 20 python3 - "$FGPORT_st" "$FGPID_st" <<'PY'
+import os, signal, socket, sys, time
+port, pid = int(sys.argv[1]), int(sys.argv[2])
+req = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+ss = []
+for _ in range(10):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(req)
+    s.recv(4096)
+    ss.append(s)
+time.sleep(0.6)
+os.kill(pid, signal.SIGSTOP)
+try:
+    time.sleep(0.2)
+    for s in ss:
+        s.sendall(req)
+    time.sleep(0.8)
+finally:
+    os.kill(pid, signal.SIGCONT)
+ok = reset = other = 0
+for s in ss:
+    s.settimeout(5)
+    try:
+        d = s.recv(4096)
+        if d.startswith(b"HTTP/1.1 200"):
+            ok += 1
+        else:
+            other += 1
+    except ConnectionResetError:
+        reset += 1
+print("answered=%d reset=%d other=%d" % (ok, reset, other))
+PY
+)
+expect_eq "a stopped server's late sweep cuts no request that came in time" "$out" "answered=10 reset=0 other=0"
+kill -TERM "$FGPID_st"
+wait "$FGPID_st"
 finish

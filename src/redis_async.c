@@ -185,14 +185,26 @@ static void stalled(redis_store *st)
 }
 
 /* Deadlines: fail every check whose deadline has passed (its late reply
- * will be dropped), and replace a connection that stopped answering. */
+ * will be dropped), and replace a connection that stopped answering. A
+ * timer that fires LATE_US or more after its time means the loop itself
+ * was late (the process stopped, the host froze): replies may wait unread
+ * in the socket, and the loop's next turn reads them first, so the
+ * judging waits for it (once). */
+#define LATE_US 50000u
 static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
     redis_store *st = arg;
     uint64_t now = fg__mono_precise_us(), next = 0, due = now + TIMER_SLACK_US;
     (void)fd;
     (void)what;
+    uint64_t was_at = st->timer_at;
     st->timer_at = 0;
+    if (was_at && now >= was_at + LATE_US && !st->looked_again) {
+        st->looked_again = 1;
+        timer_arm(st, now + 1000, now);
+        return;
+    }
+    st->looked_again = 0;
     int late = 0;
     for (aslot *s = st->head; s; s = s->next) {
         if (!s->req)

@@ -21,6 +21,7 @@ typedef struct fg__redis_store {
     /* Asynchronous client (node.evb != NULL); the loop's thread only. */
     struct event *timer;
     uint64_t timer_at;             /* 0: not armed */
+    int looked_again;              /* on_timer deferred once: it was late */
     struct fg__aslot *head, *tail; /* awaiting replies, oldest first */
     struct fg__aslot *free_slots;
     struct fg__rfund *free_refunds; /* records of refunds no longer in flight */

@@ -554,11 +554,19 @@ void fg__raconn_kill(fg__raconn *cn, int rc)
         fg__rnode_set_error_as(st, rc, "redis %.200s: connection lost: %.200s",
                                cn->ac->c.errstr);
     }
+    /* One the server closed after a second or more of use (its idle
+     * timeout, CLIENT KILL, a restart) is replaced at the next check, not
+     * after a backoff that would fail the checks meanwhile (and open the
+     * breaker): a server that refuses the new one backs off then. */
+    int closed = rc == FG_EBACKEND && cn->ac->c.err == REDIS_ERR_EOF &&
+                 (cn->ac->c.flags & REDIS_CONNECTED) &&
+                 fg__mono_precise_us() >= cn->opened_us + 1000000u;
     cn->dead = 1;
     cn->fail_rc = rc;
     if (st->conn == cn)
         st->conn = NULL;
-    backoff(st);
+    if (!closed)
+        backoff(st);
 }
 
 /* hiredis frees the context: every callback has run (with NULL replies for
@@ -681,6 +689,7 @@ fg__raconn *fg__raconn_get(fg__rnode *st, int *rc)
         goto fail;
     cn->st = st;
     cn->ac = ac;
+    cn->opened_us = fg__mono_precise_us();
     cn->rev = event_new(st->evb, ac->c.fd, EV_READ | EV_PERSIST, ev_read, cn);
     cn->wev = event_new(st->evb, ac->c.fd, EV_WRITE, ev_write, cn);
     cn->flush = event_new(st->evb, -1, 0, ev_flush, cn);

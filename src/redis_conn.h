@@ -96,9 +96,10 @@ typedef struct fg__raconn {
     redisAsyncContext *ac;
     struct event *rev, *wev, *flush;
     int reading, writing, flush_pending;
-    int dead;    /* takes no more commands */
-    int fail_rc; /* what its unanswered checks fail with */
-    int hs_left; /* handshake replies still awaited */
+    int dead;           /* takes no more commands */
+    int fail_rc;        /* what its unanswered checks fail with */
+    int hs_left;        /* handshake replies still awaited */
+    uint64_t opened_us; /* when its connect began (monotonic) */
     /* The pipeline's: token bucket checks waiting for the next write, in
      * order, and the batches sent and not answered. */
     struct fg__aslot *bhead, *btail;

@@ -359,7 +359,7 @@ static void *monitor(void *arg)
         if (!want || fg__mono_precise_us() - last < RETRY_US) {
             /* Pace the lookups, and close retired stores meanwhile. */
             struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
+            clock_gettime(CLOCK_MONOTONIC, &ts); /* the cv's clock */
             ts.tv_nsec += RETRY_US / 2 * 1000;
             if (ts.tv_nsec >= 1000000000) {
                 ts.tv_sec++;
@@ -710,7 +710,13 @@ fg_store *fg__store_sentinel_open(const char *url, struct event_base *base,
         return NULL;
     }
     pthread_mutex_init(&st->mu, NULL);
-    pthread_cond_init(&st->cv, NULL);
+    /* Waits paced on the monotonic clock: a wall clock stepped back would
+     * stretch them by the step. */
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&st->cv, &ca);
+    pthread_condattr_destroy(&ca);
     st->base.ops = base ? &sentinel_async_ops : &sentinel_ops;
     st->base.nodes = 1;
     st->base.process = fg__process_mark();

@@ -574,6 +574,11 @@ static void *worker_main(void *arg)
         w->retired = wg->next;
         free_at_exit(wg);
     }
+    /* A store closed while it looked up a host name (a Sentinel failover
+     * or a Cluster master announced by name) frees that lookup from its
+     * loop's next turns (dns.c): let them run. */
+    for (int i = 0; i < 4; i++)
+        event_base_loop(w->base, EVLOOP_NONBLOCK);
     fg__routes_free_pool(w);
     return NULL;
 }

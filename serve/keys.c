@@ -325,12 +325,9 @@ const char *fg__client_ip(const char *peer, const char *xff,
         while (b > a && (xff[b - 1] == ' ' || xff[b - 1] == '\t'))
             b--;
         char hop[INET6_ADDRSTRLEN];
-        /* An empty element is no hop (an HTTP list may hold them), nor is
-         * "unix:", which nginx writes for a request its trusted proxy
-         * took on a unix socket: a hop within that proxy's host. */
-        int skip = a == b || (b - a == 5 && !memcmp(xff + a, "unix:", 5));
-        int rc =
-            skip ? FG_IP_OK : fg__ip_canon(xff + a, b - a, hop, sizeof(hop));
+        /* An empty element is no hop (an HTTP list may hold them). */
+        int rc = a == b ? FG_IP_OK
+                        : fg__ip_canon(xff + a, b - a, hop, sizeof(hop));
         /* Where the client should be, what is not an address is refused
          * rather than read one way: an ambiguous one names a client that
          * depends on the reader, and falling back to the proxy's address
@@ -344,7 +341,7 @@ const char *fg__client_ip(const char *peer, const char *xff,
             return "X-Forwarded-For: where the client is, a hop that is not "
                    "an IP address (such as 'unknown', a name, or an IPv6 "
                    "zone ID)";
-        if (skip) {
+        if (a == b) {
             if (start == 0)
                 break;
             end = start - 1;

@@ -564,7 +564,13 @@ static void *worker_main(void *arg)
     if (!w->cur)
         return NULL;
     event_base_dispatch(w->base);
-    /* Drained: close connections, then free what the loop used. */
+    /* Drained: the worker's own events end here (the loop turns below are
+     * the stores'), then its connections close and what the loop used is
+     * freed. */
+    event_del(w->sweep_ev);
+    event_del(w->tick_ev);
+    event_del(w->reap_ev);
+    event_del(w->cmd_ev);
     fg__http_free(w->http);
     w->http = NULL;
     free_at_exit(w->cur);
@@ -576,7 +582,8 @@ static void *worker_main(void *arg)
     }
     /* A store closed while it looked up a host name (a Sentinel failover
      * or a Cluster master announced by name) frees that lookup from its
-     * loop's next turns (dns.c): let them run. */
+     * loop's next turns (dns.c): let them run (the worker's own events are
+     * gone: nothing of its freed state is called). */
     for (int i = 0; i < 4; i++)
         event_base_loop(w->base, EVLOOP_NONBLOCK);
     fg__routes_free_pool(w);

@@ -114,6 +114,7 @@ struct fg__hconn {
     size_t lingered;   /* bytes dropped so far */
     uint64_t stall_us; /* when 'writing' began */
     uint64_t deadline_us; /* 0: stopped */
+    uint64_t spared_us;   /* the deadline a sweep let pass once (unread) */
     uint64_t idle_us;     /* accepted, or its last answer handed over */
     char *out;
     size_t outlen, outcap, outoff;
@@ -533,16 +534,23 @@ unsigned fg__http_sweep(fg__http *h)
     fg__hconn *c = h->conns;
     while (c) {
         fg__hconn *next = c->next;
-        if (c->fd >= 0 && c->deadline_us && now >= c->deadline_us &&
-            !(!c->writing && !c->held && !c->lingering && !c->read_off &&
-              unread_waiting(c))) {
+        if (c->fd < 0 || !c->deadline_us || now < c->deadline_us) {
+            c = next;
+            continue;
+        }
+        /* Bytes that wait for this loop to read them, on a connection it
+         * reads: the loop may have been late (the process stopped, the
+         * host froze), not the client. The read comes next, and the next
+         * sweep judges: once a deadline (a client that floods blank lines
+         * faster than they are read is closed at the next). */
+        if (c->spared_us != c->deadline_us && !c->writing && !c->held &&
+            !c->lingering && !c->read_off && unread_waiting(c)) {
+            c->spared_us = c->deadline_us;
+        } else {
             /* Slow: part of a request came and the rest is overdue. An
              * idle connection (nothing sent yet, or nothing after its last
              * answer but blank lines), a client that does not read its
-             * answers, or one lingering after its last, is only closed.
-             * Not one whose bytes wait for this loop to read them: the
-             * loop was late (the process stopped, the host froze), not
-             * the client; the read comes next, and a later sweep judges. */
+             * answers, or one lingering after its last, is only closed. */
             closed += c->begun && !c->writing && !c->held && !c->lingering;
             conn_close(c);
         }

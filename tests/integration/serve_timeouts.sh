@@ -132,4 +132,26 @@ PY
 expect_eq "a stopped server's late sweep cuts no request that came in time" "$out" "answered=10 reset=0 other=0"
 kill -TERM "$FGPID_st"
 wait "$FGPID_st"
+
+# A client that floods blank lines (never a request) faster than they are
+# read is still closed near request_timeout: the sweep spares unread bytes
+# once a deadline, not for as long as they keep coming.
+start_fg fl -c "$T/fg.ini" --listen 127.0.0.1:0 || { bad "server fl starts"; finish; }
+out=$(timeout 20 python3 - "$FGPORT_fl" <<'PY'
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+chunk = b"\r\n" * 32768
+t0 = time.monotonic()
+try:
+    while time.monotonic() - t0 < 6:
+        s.sendall(chunk)
+except OSError:
+    pass
+print("%.1f" % (time.monotonic() - t0))
+PY
+)
+check "a blank-line flood is closed near request_timeout (after ${out} s; 1 s)" \
+    awk -v t="$out" 'BEGIN { exit !(t > 0.5 && t < 3) }'
+kill -TERM "$FGPID_fl"
+wait "$FGPID_fl"
 finish

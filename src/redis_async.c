@@ -10,6 +10,7 @@
  * What is sent and how a reply becomes a decision is redis_proto.c. */
 #include <stdint.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "redis_async.h"
 #include "alloc.h"
@@ -184,12 +185,22 @@ static void stalled(redis_store *st)
     redisAsyncFree(cn->ac);
 }
 
+/* 1 when the connection has bytes (or its end) that the loop has not read
+ * yet. */
+static int unread_waiting(const redis_store *st)
+{
+    const fg__raconn *cn = st->node.conn;
+    char b;
+    return cn && !cn->dead &&
+           recv(cn->ac->c.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0;
+}
+
 /* Deadlines: fail every check whose deadline has passed (its late reply
  * will be dropped), and replace a connection that stopped answering. A
- * timer that fires LATE_US or more after its time means the loop itself
- * was late (the process stopped, the host froze): replies may wait unread
- * in the socket, and the loop's next turn reads them first, so the
- * judging waits for it (once). */
+ * timer that fires LATE_US or more after its time, with bytes waiting
+ * unread on the connection, means the loop itself was late (the process
+ * stopped, the host froze) and the replies came: the loop's next turn
+ * reads them first, so the judging waits for it (once). */
 #define LATE_US 50000u
 static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
@@ -199,7 +210,8 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     (void)what;
     uint64_t was_at = st->timer_at;
     st->timer_at = 0;
-    if (was_at && now >= was_at + LATE_US && !st->looked_again) {
+    if (was_at && now >= was_at + LATE_US && !st->looked_again &&
+        unread_waiting(st)) {
         st->looked_again = 1;
         timer_arm(st, now + 1000, now);
         return;

@@ -326,8 +326,8 @@ const char *fg__client_ip(const char *peer, const char *xff,
             b--;
         char hop[INET6_ADDRSTRLEN];
         /* An empty element is no hop (an HTTP list may hold them). */
-        int rc = a == b ? FG_IP_OK
-                        : fg__ip_canon(xff + a, b - a, hop, sizeof(hop));
+        int rc =
+            a == b ? FG_IP_OK : fg__ip_canon(xff + a, b - a, hop, sizeof(hop));
         /* Where the client should be, what is not an address is refused
          * rather than read one way: an ambiguous one names a client that
          * depends on the reader, and falling back to the proxy's address

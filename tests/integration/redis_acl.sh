@@ -153,14 +153,23 @@ redis-cli -p "$RPORT" config set maxmemory-policy noeviction >/dev/null
 out=$("$FLOODGATE" check --store "redis://127.0.0.1:$RPORT" --limit 5/s --key ev 2>&1)
 check "noeviction: no warning ($out)" test -z "$(grep warning <<<"$out")"
 
+# renamed_redis NAME COMMAND: a redis-server without COMMAND, in $T/NAME;
+# prints its port.
+renamed_redis() {
+    local port
+    port=$(free_port)
+    mkdir -p "$T/$1"
+    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+        --dir "$T/$1" --logfile "$T/$1/log" --rename-command "$2" '' >/dev/null 2>&1 &
+    echo "$!" >"$T/$1/pid"
+    for _ in $(seq 1 100); do redis-cli -p "$port" ping 2>/dev/null | grep -q PONG && break; sleep 0.02; done
+    echo "$port"
+}
+
 # A server whose EVALSHA is renamed away: serve says at start that every
 # script's check will fail; a fixed window, which runs none, works.
-EPORT=$(free_port)
-mkdir -p "$T/nosha"
-redis-server --port "$EPORT" --bind 127.0.0.1 --save '' --appendonly no \
-    --dir "$T/nosha" --logfile "$T/nosha/log" --rename-command EVALSHA '' &
-PIDS="$PIDS $!"
-for _ in $(seq 1 100); do redis-cli -p "$EPORT" ping 2>/dev/null | grep -q PONG && break; sleep 0.02; done
+EPORT=$(renamed_redis nosha EVALSHA)
+PIDS="$PIDS $(cat "$T/nosha/pid")"
 printf '[store]\nurl = redis://127.0.0.1:%s\n[limit a]\nkey = query:k\nalgorithm = fixed_window\nrate = 5/s\n' "$EPORT" >"$T/nosha.ini"
 start_fg nosha -c "$T/nosha.ini" --listen 127.0.0.1:0 || bad "serve nosha starts"
 check "EVALSHA renamed: serve logs store_warning" \
@@ -171,12 +180,8 @@ check "EVALSHA renamed: a fixed window is still decided by the store ($out)" \
 
 # A server whose SCRIPT is renamed away (as some proxies run EVAL but not
 # SCRIPT): it opens, and checks are decided with EVAL, exactly.
-SPORT=$(free_port)
-mkdir -p "$T/noscript"
-redis-server --port "$SPORT" --bind 127.0.0.1 --save '' --appendonly no \
-    --dir "$T/noscript" --logfile "$T/noscript/log" --rename-command SCRIPT '' &
-PIDS="$PIDS $!"
-for _ in $(seq 1 100); do redis-cli -p "$SPORT" ping 2>/dev/null | grep -q PONG && break; sleep 0.02; done
+SPORT=$(renamed_redis noscript SCRIPT)
+PIDS="$PIDS $(cat "$T/noscript/pid")"
 for i in 1 2 3; do
     "$FLOODGATE" check --store "redis://127.0.0.1:$SPORT" --algorithm sliding_window \
         --timeout 2000 --limit 2/h --key ns 2>&1

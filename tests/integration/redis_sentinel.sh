@@ -13,6 +13,7 @@
 #   - a blocking check waiting in the master's store across a failover.
 FG_TEST_BOUND=${FG_TEST_BOUND:-120}
 . "$(dirname "$0")/../serve/lib.sh"
+. "$(dirname "$0")/../lib/sentinel.sh"
 
 MASTER=fgm$$
 start_node() { # start_node PORT [replicaof-port]: a redis-server
@@ -30,18 +31,9 @@ start_node() { # start_node PORT [replicaof-port]: a redis-server
     done
     return 1
 }
-synced() { # synced PORT: the replica at PORT replicates from its master
-    redis-cli -p "$1" info replication | grep -q 'master_link_status:up'
-}
-wait_until() { # wait_until TENTHS CMD...: retry CMD every 0.1 s
-    local n=$1; shift
-    for _ in $(seq 1 "$n"); do "$@" && return 0; sleep 0.1; done
-    return 1
-}
 master_addr() { # the master's port, as sentinel 1 says
     redis-cli -p "${SP[0]}" sentinel get-master-addr-by-name "$MASTER" | tail -1
 }
-ms() { echo $(($(date +%s%N) / 1000000)); }
 
 MP=$(free_port) && start_node "$MP" || { bad "master starts"; finish; }
 RP=$(free_port) && start_node "$RP" "$MP" || { bad "replica starts"; finish; }
@@ -63,15 +55,7 @@ CONF
     redis-server "$T/s$i/sentinel.conf" --sentinel &
     PIDS="$PIDS $!"
 done
-ready() { # every sentinel knows the replica and the two other sentinels
-    local i info
-    for i in 0 1 2; do
-        info=$(redis-cli -p "${SP[$i]}" sentinel master "$MASTER" 2>/dev/null | paste - - | tr '\t' ' ')
-        echo "$info" | grep -q '^num-slaves 1$' || return 1
-        echo "$info" | grep -q '^num-other-sentinels 2$' || return 1
-    done
-}
-wait_until 100 ready || { bad "sentinels know each other and the replica"; finish; }
+wait_until 100 sentinels_ready || { bad "sentinels know each other and the replica"; finish; }
 S="sentinel://127.0.0.1:${SP[0]},127.0.0.1:${SP[1]},127.0.0.1:${SP[2]}/$MASTER"
 
 # ---- Bad input, and floodgate check through Sentinel --------------------

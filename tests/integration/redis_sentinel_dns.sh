@@ -22,17 +22,12 @@ if [ -z "${FG_DNS_NS:-}" ]; then
     FG_DNS_NS=1 exec unshare -m bash "$0" "$@"
 fi
 . "$(dirname "$0")/../serve/lib.sh"
+. "$(dirname "$0")/../lib/sentinel.sh"
 
 DELAY_MS=300
 TIMEOUT_MS=50
 SLACK_MS=40
 MASTER=fgdns$$
-ms() { echo $(($(date +%s%N) / 1000000)); }
-wait_until() { # wait_until TENTHS CMD...: retry CMD every 0.1 s
-    local n=$1; shift
-    for _ in $(seq 1 "$n"); do "$@" && return 0; sleep 0.1; done
-    return 1
-}
 
 # ---- The slow DNS server, and this namespace's resolver files ------------
 cat >"$T/slowdns.py" <<'PY'
@@ -83,7 +78,6 @@ start_node() { # start_node PORT NAME [master-port]: a redis-server
     PIDS="$PIDS $!"
     wait_until 50 sh -c "redis-cli -p $port ping 2>/dev/null | grep -q PONG"
 }
-synced() { redis-cli -p "$1" info replication | grep -q 'master_link_status:up'; }
 MP=$(free_port) && start_node "$MP" m.test || { bad "master starts"; finish; }
 RP=$(free_port) && start_node "$RP" r.test "$MP" || { bad "replica starts"; finish; }
 wait_until 50 synced "$RP" || bad "replica in sync"
@@ -105,15 +99,7 @@ CONF
     redis-server "$T/s$i/sentinel.conf" --sentinel &
     PIDS="$PIDS $!"
 done
-ready() { # every sentinel knows the replica and the two other sentinels
-    local i info
-    for i in 0 1 2; do
-        info=$(redis-cli -p "${SP[$i]}" sentinel master "$MASTER" 2>/dev/null | paste - - | tr '\t' ' ')
-        echo "$info" | grep -q '^num-slaves 1$' || return 1
-        echo "$info" | grep -q '^num-other-sentinels 2$' || return 1
-    done
-}
-wait_until 150 ready || { bad "sentinels know each other and the replica"; finish; }
+wait_until 150 sentinels_ready || { bad "sentinels know each other and the replica"; finish; }
 expect_eq "the sentinels name the master by its host name" \
     "$(redis-cli -p "${SP[0]}" sentinel get-master-addr-by-name "$MASTER" | head -1)" m.test
 

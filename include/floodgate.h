@@ -247,12 +247,14 @@ const char *fg_store_last_error(fg_store *st);
 uint64_t fg_store_keys(fg_store *st);
 
 /* The servers of a store: how many (1 but for shards), which one holds
- * 'key', each one's name ("host:port/db"; "memory") and last error ("" when
- * none, as fg_store_last_error). A node index out of range gives NULL. A
- * node's circuit breaker and failures concern its own keys only. On Redis
- * Cluster the nodes are the masters as they are learned (at most 64), and
- * keys of a slot with no master known (a failover) count on one more,
- * which has no name. */
+ * 'key' (0 for a key it cannot read: NULL with a length, or longer than
+ * FG_MAX_KEY), each one's name ("host:port/db"; "memory") and last error
+ * ("" when none, as fg_store_last_error). A node index out of range gives
+ * NULL. A node's circuit breaker and failures concern its own keys only.
+ * On Redis Cluster fg_store_nodes is 65 from the start: nodes 0 to 63 are
+ * the masters as they are learned, a node not learned yet has a NULL name,
+ * address and error, and node 64 counts the keys of a slot with no master
+ * known (a failover): it has no name, but an error. */
 unsigned fg_store_nodes(fg_store *st);
 unsigned fg_store_node_of(fg_store *st, const char *key, size_t keylen);
 const char *fg_store_node_name(fg_store *st, unsigned node);

@@ -78,6 +78,13 @@ int fg_limit_check(const fg_limit *lim, char *err, size_t errlen)
                           "timeout must be 1 to 60000 ms, not %" PRIu32
                           " (0 would fail every check of a remote store)",
                           lim->timeout_ms);
+    const int flags[] = {lim->clock_client, lim->durable, lim->shadow};
+    const char *flag_names[] = {"clock_client", "durable", "shadow"};
+    for (int i = 0; i < 3; i++)
+        if (flags[i] != 0 && flags[i] != 1)
+            return fg__seterr(err, errlen, FG_EINVAL,
+                              "%s must be 0 or 1, not %d", flag_names[i],
+                              flags[i]);
     if (fg__algo_params_init(lim, &p, err, errlen) != FG_OK)
         return FG_EINVAL;
     return fg__mode_valid(lim, p.max_cost, err, errlen);

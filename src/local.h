@@ -52,6 +52,9 @@ typedef struct fg__local_entry {
      * earliest take's send time), and until when a token bucket's debt
      * holds them (that send time plus the take's reset). */
     uint64_t held_at, held_until, give_at, give_until;
+    /* lease: when a give-back of the key was last answered: a take sent
+     * before then and refused may have reached the store ahead of it. */
+    uint64_t gave_at;
     /* lease, sliding window: the end of the window the units held were
      * taken in (their lease may end sooner: its life is 1 s at most). */
     uint64_t win_end;

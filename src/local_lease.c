@@ -203,8 +203,13 @@ int fg__lease_answer(fg_local *lc, entry *e, fg_local_ask *ask, uint64_t now,
         uint64_t from = lc->algorithm == FG_FIXED_WINDOW && e->take_at <= now
                             ? e->take_at
                             : now;
-        e->refused_until = from + (wait ? wait : 1);
-        e->refused_need = e->need;
+        /* A give-back answered since the take was sent may have come to
+         * the store after it (another connection, a blocking store's
+         * pool): the next check asks again rather than wait. */
+        if (!e->gave_at || e->gave_at < e->take_at) {
+            e->refused_until = from + (wait ? wait : 1);
+            e->refused_need = e->need;
+        }
         e->failed = 0;
     } else {
         e->failed = 1;

@@ -171,7 +171,9 @@ unsigned fg_store_nodes(fg_store *st)
 
 unsigned fg_store_node_of(fg_store *st, const char *key, size_t keylen)
 {
-    return st ? fg__store_node_of(st, key, keylen) : 0;
+    if (!st || (!key && keylen) || keylen > FG_MAX_KEY)
+        return 0;
+    return fg__store_node_of(st, key, keylen);
 }
 
 const char *fg_store_node_name(fg_store *st, unsigned node)

@@ -107,6 +107,9 @@ echo "libfloodgate.so.2: $(wc -l <"$T/exported") symbols exported," \
 check "floodgate.h compiles as C++ (-Wall -Wextra -Werror -pedantic)" \
     g++ -fsyntax-only -x c++ -std=c++11 -Wall -Wextra -Werror -pedantic \
     "$ROOT/usr/include/floodgate.h"
+check "floodgate.h compiles as C99 (-Wall -Wextra -Werror -pedantic)" \
+    cc -fsyntax-only -x c -std=c99 -Wall -Wextra -Werror -pedantic \
+    "$ROOT/usr/include/floodgate.h"
 # Its macros too, under C++'s stricter warnings.
 printf '#include <floodgate.h>\nunsigned long long max_count() { return FG_MAX_COUNT; }\n' >"$T/macros.cc"
 check "its macros compile as C++ (-Wold-style-cast)" \
@@ -157,6 +160,20 @@ for kind in shared static; do
     check "hello_async.c builds ($kind)" \
         build "hello_async_$kind" "$DOC/hello_async.c" "$kind" libevent
 done
+
+# docs/library.md's first listing, as a main(), builds with the flags above.
+lib_md=$(sed -n '/^```c$/,/^```$/p' "$REPO/docs/library.md" |
+    sed '1d;/^```$/,$d')
+{
+    echo '#include <stdio.h>'
+    echo '#include <string.h>'
+    grep '^#include' <<<"$lib_md"
+    echo 'int main(void) {'
+    grep -v '^#include' <<<"$lib_md"
+    echo 'return 0; }'
+} >"$T/library_md.c"
+check "docs/library.md's first listing builds" \
+    build library_md "$T/library_md.c" shared
 
 # ldd: the shared builds load the installed .so (by its soname), the static
 # builds none.

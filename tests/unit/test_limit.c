@@ -172,6 +172,21 @@ static void test_names(void)
     CHECK_EQ(fg_limit_check(&ml, NULL, 0), FG_OK);
     ml.timeout_ms = 60001;
     CHECK_EQ(fg_limit_check(&ml, NULL, 0), FG_EINVAL);
+    /* The flags are 0 or 1: another value is a mistake, said. */
+    ml.timeout_ms = 5;
+    char err[128];
+    int *flags[] = {&ml.clock_client, &ml.durable, &ml.shadow};
+    const char *names[] = {"clock_client", "durable", "shadow"};
+    for (int i = 0; i < 3; i++) {
+        *flags[i] = 1;
+        CHECK_EQ(fg_limit_check(&ml, NULL, 0), FG_OK);
+        *flags[i] = 2;
+        CHECK_EQ(fg_limit_check(&ml, err, sizeof err), FG_EINVAL);
+        CHECK(strstr(err, names[i]) && strstr(err, "0 or 1"));
+        *flags[i] = -1;
+        CHECK_EQ(fg_limit_check(&ml, NULL, 0), FG_EINVAL);
+        *flags[i] = 0;
+    }
 }
 
 static void test_strerror(void)

@@ -955,6 +955,58 @@ static void test_lease_refund_listed(void)
     sim_free(&s);
 }
 
+/* fg_limiter_sync gives the units held back while a check's take is in
+ * flight, and the take reaches the store first (a blocking store's pool):
+ * refused, as the store was full then. Once the give-back is answered the
+ * store has the units again, and the next check takes them, for each
+ * algorithm: one server, so nothing is held elsewhere (under_cap 0 for a
+ * fixed window). */
+static void test_lease_give_overtaken(void)
+{
+    static const fg_algorithm algos[] = {FG_FIXED_WINDOW, FG_SLIDING_WINDOW,
+                                         FG_TOKEN_BUCKET};
+    for (int a = 0; a < 3; a++) {
+        fg_limit lim = lim_of("10/h", algos[a], "lease:5");
+        sim s;
+        sim_init(&s, &lim, 1, 0);
+        fake_now = (7200 + 3600 * a) * 10 * SEC;
+        fg_decision p;
+        do { /* until the store is full, some units held here */
+            sim_request(&s, 0, "k", 1);
+            sim_deliver(&s);
+            fake_now += 10;
+            CHECK_EQ(fg_peek(s.shared, "k", 1, &p), FG_OK);
+        } while (p.remaining || !fg_local_held(s.lc[0]));
+        uint64_t held = fg_local_held(s.lc[0]);
+        fg_local_ask g[4];
+        size_t n = fg_local_flush(s.lc[0], fake_now, g, 4);
+        CHECK_EQ(n, 1);
+        CHECK_EQ(g[0].units, held);
+        /* A check needs more than it holds now: its take is refused. */
+        uint64_t allowed = s.allowed;
+        sim_request(&s, 0, "k", 1);
+        sim_deliver(&s);
+        CHECK_EQ(s.allowed, allowed);
+        /* The give-back lands and is answered. */
+        fake_now += 10;
+        sim_send(&s, 0, &g[0], 0);
+        sim_deliver(&s);
+        CHECK_EQ(fg_peek(s.shared, "k", 1, &p), FG_OK);
+        CHECK_EQ(p.remaining, held);
+        fake_now += SEC;
+        for (uint64_t i = 0; i < held; i++) {
+            sim_request(&s, 0, "k", 1);
+            sim_deliver(&s);
+        }
+        printf("lease %s, a take overtakes a give-back of %llu: %llu of them "
+               "admitted after\n",
+               fg_algorithm_name(algos[a]), (unsigned long long)held,
+               (unsigned long long)(s.allowed - allowed));
+        CHECK_EQ(s.allowed - allowed, held);
+        sim_free(&s);
+    }
+}
+
 /* A fixed window's lease ends with its window, on the clock of the take
  * that got it: a take's answer arrives a round trip after the store read
  * the window (the caller's clock, sent with the command), and units kept a
@@ -1711,6 +1763,7 @@ int main(void)
     test_lease_steps();
     test_lease_give_back();
     test_lease_refund_listed();
+    test_lease_give_overtaken();
     test_lease_window_end();
     test_waiters();
     test_sync_failure();

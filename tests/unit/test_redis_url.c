@@ -319,9 +319,28 @@ static void test_alloc_failures(void)
     CHECK(clean);
 }
 
+/* A shards store, lazy (nothing listens): fg_store_node_of of a key it
+ * cannot read says node 0, as for no store, never reads it. */
+static void test_node_of_bad_key(void)
+{
+    char err[256];
+    fg_store *st = fg_store_open(
+        "shards=redis://127.0.0.1:1?lazy=1,redis://127.0.0.1:2?lazy=1", err,
+        sizeof err);
+    CHECK(st != NULL);
+    if (!st)
+        return;
+    CHECK_EQ(fg_store_nodes(st), 2);
+    CHECK_EQ(fg_store_node_of(st, NULL, 5), 0);
+    CHECK_EQ(fg_store_node_of(st, "k", FG_MAX_KEY + 1), 0);
+    CHECK(fg_store_node_of(st, "k1", 2) < 2);
+    fg_store_close(st);
+}
+
 int main(void)
 {
     test_alloc_failures();
+    test_node_of_bad_key();
     test_forms();
     test_refusals();
     test_given_twice();

@@ -519,11 +519,16 @@ uint64_t fg__http_connections(const fg__http *h)
     return h->nconns;
 }
 
+/* Connections a drain waits for: a request not answered yet, its answer
+ * not all sent, or a kept-alive connection's next request begun (part of
+ * it came; the sweep still ends one that stalls). */
 unsigned fg__http_unanswered(const fg__http *h)
 {
     unsigned n = 0;
     for (const fg__hconn *c = h->conns; c; c = c->next)
-        n += !c->dead && (!c->answered || c->pending || c->outoff < c->outlen);
+        n += !c->dead &&
+             (!c->answered || c->pending || c->outoff < c->outlen ||
+              (c->begun && c->fd >= 0 && !c->lingering && !c->close_after));
     return n;
 }
 
@@ -881,14 +886,23 @@ static int on_headers_complete(http_parser *p)
 {
     fg__hconn *c = conn_of(p);
     c->head_done = 1;
-    /* Where the head ends, with CRLF line ends: after the target, the
-     * version and two line breaks; after the last header's value (or its
-     * name and colon, when the value is empty) and two line breaks. */
-    size_t end = c->url_off + c->url_len + sizeof(" HTTP/1.1\r\n\r\n") - 1;
+    /* Where the head ends: after the target and the version, or the last
+     * header's value (its name and colon, when the value is empty), come
+     * two line breaks, each CRLF or LF. */
+    size_t end = c->url_off + c->url_len;
+    while (end < c->inlen && c->in[end] != '\r' && c->in[end] != '\n')
+        end++;
     if (c->nh) {
         unsigned last = c->nh - 1;
-        end = c->hv_len[last] ? c->hv_off[last] + c->hv_len[last] + 4
-                              : c->hn_off[last] + c->hn_len[last] + 1 + 4;
+        end = c->hv_len[last] ? c->hv_off[last] + c->hv_len[last]
+                              : c->hn_off[last] + c->hn_len[last] + 1;
+    }
+    for (int lf = 0; end < c->inlen && lf < 2; end++) {
+        char ch = c->in[end];
+        if (ch == '\n')
+            lf++;
+        else if (ch != '\r' && ch != ' ' && ch != '\t')
+            break;
     }
     if (head_too_long(c, end))
         return -1;
@@ -906,7 +920,7 @@ static int on_headers_complete(http_parser *p)
     /* A client that waits for "100 Continue" before its body, of a given
      * length or chunked, gets it. */
     int chunked = (p->flags & F_CHUNKED) != 0;
-    if ((has_body || chunked) && p->http_major == 1 && p->http_minor == 1)
+    if ((has_body || chunked) && p->http_major == 1 && p->http_minor >= 1)
         for (unsigned i = 0; i < c->nh; i++)
             if (span_is(c, c->hn_off[i], c->hn_len[i], "Expect") &&
                 span_is(c, c->hv_off[i], c->hv_len[i], "100-continue") &&

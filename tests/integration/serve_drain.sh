@@ -88,4 +88,40 @@ for new in b c; do
     old=$new
 done
 eval "kill -TERM \$FGPID_$old"
+
+# A keep-alive connection answered once, whose next request has begun
+# (its head and half its body) when SIGTERM comes, and ends after the
+# drain grace: answered, not dropped with the process's exit.
+cat >"$T/d.ini" <<INI
+[server]
+id = d
+drain_grace = 300ms
+[limit big]
+key = query:k
+rate = 1000000/s
+INI
+start_fg d -c "$T/d.ini" --listen 127.0.0.1:0 || { bad "server d starts"; finish; }
+ans=$(python3 - "$FGPID_d" "$FGPORT_d" <<'PY'
+import os, signal, socket, sys, time
+pid, port = int(sys.argv[1]), int(sys.argv[2])
+s = socket.create_connection(("127.0.0.1", port), timeout=10)
+s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+first = s.recv(4096).split(b"\r\n")[0].decode()
+s.sendall(b"POST /v1/check?limit=big&key=ka HTTP/1.1\r\nHost: x\r\n"
+          b"Content-Length: 10\r\n\r\n12345")
+time.sleep(0.1)
+os.kill(pid, signal.SIGTERM)
+time.sleep(0.6)
+try:
+    s.sendall(b"67890")
+    second = s.recv(4096).split(b"\r\n")[0].decode() or "eof"
+except OSError as e:
+    second = "error " + str(e)
+print(first + " / " + second)
+PY
+)
+expect_eq "a request begun on a kept-alive connection at SIGTERM, ended after the grace: answered" \
+    "$ans" "HTTP/1.1 200 OK / HTTP/1.1 200 OK"
+wait "$FGPID_d"
+expect_eq "d exits 0" "$?" 0
 finish

@@ -270,6 +270,15 @@ send 'x'
 resp
 expect_eq "Expect twice: one 100 Continue, then the answer" "$s1 $(st)" "100 200"
 conn_close
+# A later HTTP/1.x is read as 1.1: its Expect is answered too.
+conn "$M"
+send 'POST /v1/check?limit=l&key=expect12 HTTP/1.2\r\nHost: x\r\nContent-Length: 1\r\nExpect: 100-continue\r\n\r\n'
+resp
+s1=$(st)
+send 'x'
+resp
+expect_eq "HTTP/1.2 with Expect: 100 Continue, then the answer" "$s1 $(st)" "100 200"
+conn_close
 conn "$RP"
 send 'POST /v1/check?limit=l&key=expect HTTP/1.1\r\nHost: x\r\nContent-Length: 2048\r\nExpect: 100-continue\r\n\r\n'
 resp
@@ -540,6 +549,19 @@ if start_fg small -c "$T/small.ini" --listen 127.0.0.1:0; then
         send 'GET /healthz?p=%s HTTP/1.1\r\nX-E:\r\n\r\n' "$(head -c $((total - ${#t})) /dev/zero | tr '\0' p)"
         resp
         expect_eq "max_header_bytes 256: an empty last value, $total bytes: $want" "$(st)" "$want"
+        conn_close
+        # Lines that end in a bare LF: their bytes, no more, count.
+        t="GET /healthz?p= HTTP/1.1"$'\n'"X-L: v"$'\n\n'
+        conn "$S"
+        send 'GET /healthz?p=%s HTTP/1.1\nX-L: v\n\n' "$(head -c $((total - ${#t})) /dev/zero | tr '\0' p)"
+        resp
+        expect_eq "max_header_bytes 256: LF line ends, $total bytes: $want" "$(st)" "$want"
+        conn_close
+        t="GET /healthz?p= HTTP/1.1"$'\n\n'
+        conn "$S"
+        send 'GET /healthz?p=%s HTTP/1.1\n\n' "$(head -c $((total - ${#t})) /dev/zero | tr '\0' p)"
+        resp
+        expect_eq "max_header_bytes 256: no headers, LF line ends, $total bytes: $want" "$(st)" "$want"
         conn_close
     done
     conn "$S"

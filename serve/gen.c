@@ -33,12 +33,17 @@ static void memref_drop(fg__memref *m)
     }
 }
 
-static int same_limit(const fg_limit *a, const fg_limit *b)
+/* A limit the reload leaves as it was, its key's source included (the
+ * same key from another source is another client's). */
+static int same_limit(const fg__serve_limit *sa, const fg__serve_limit *sb)
 {
-    return !strcmp(a->name, b->name) && a->limit == b->limit &&
-           a->period_us == b->period_us && a->burst == b->burst &&
-           a->algorithm == b->algorithm && a->on_failure == b->on_failure &&
-           a->timeout_ms == b->timeout_ms &&
+    const fg_limit *a = &sa->lim, *b = &sb->lim;
+    return sa->key.kind == sb->key.kind &&
+           !strcmp(sa->key.name, sb->key.name) &&
+           sa->key.v6_bits == sb->key.v6_bits && !strcmp(a->name, b->name) &&
+           a->limit == b->limit && a->period_us == b->period_us &&
+           a->burst == b->burst && a->algorithm == b->algorithm &&
+           a->on_failure == b->on_failure && a->timeout_ms == b->timeout_ms &&
            a->fallback_servers == b->fallback_servers &&
            a->clock_client == b->clock_client && a->durable == b->durable &&
            a->shadow == b->shadow && a->mode == b->mode &&
@@ -328,7 +333,7 @@ fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
         for (unsigned i = 0; i < c->nlimits; i++) {
             for (unsigned j = 0; old && j < old->cfg.nlimits; j++) {
                 if (old->memref[j] &&
-                    same_limit(&old->cfg.limits[j].lim, &c->limits[i].lim)) {
+                    same_limit(&old->cfg.limits[j], &c->limits[i])) {
                     g->memref[i] = old->memref[j];
                     __atomic_add_fetch(&g->memref[i]->refs, 1,
                                        __ATOMIC_ACQ_REL);

@@ -294,6 +294,15 @@ for _ in $(seq 1 100); do grep -q 'event=reload result=ok' "$T/s.log" && break; 
 check "reload logged" grep -q 'event=reload result=ok' "$T/s.log"
 expect_eq "an unchanged limit keeps its counters across a reload" \
     "$(http POST "$B/v1/check?limit=otp&key=u1")" 429
+# A limit whose key comes from elsewhere now is a changed limit: z, which
+# used otp up as ?user=z, is another client's key as X-User: z.
+sed -i 's#^key = query:user#key = header:X-User#' "$T/fg.ini"
+kill -HUP "$FGPID_s"
+for _ in $(seq 1 100); do
+    [ "$(grep -c 'event=reload result=ok' "$T/s.log")" = 2 ] && break; sleep 0.01
+done
+expect_eq "a limit whose key source changed starts afresh" \
+    "$(http GET "$B/v1/auth?limit=otp" -H 'X-User: z')" 200
 codes=""
 for i in 1 2 3; do
     codes="$codes $(http POST $B/bookings -H 'X-User-Id: dave' -H 'X-Forwarded-For: 198.51.100.9')"

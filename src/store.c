@@ -26,6 +26,10 @@ static int parse_memory(const char *url, fg_memory_options *opt, char *err,
         if (strstr(v, "max_keys="))
             return fg__seterr(err, errlen, FG_EINVAL,
                               "memory store: max_keys given twice");
+        if (strchr(v, '&'))
+            return fg__seterr(err, errlen, FG_EINVAL,
+                              "memory store: unknown option after max_keys "
+                              "(known: max_keys=N)");
         char *end;
         errno = 0;
         unsigned long long n = strtoull(v, &end, 10);

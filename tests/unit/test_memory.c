@@ -825,9 +825,31 @@ static void test_alloc_failure(void)
     printf("allocation failure injected at each of %ld allocations\n", n - 1);
 }
 
+/* memory?OPTIONS: each mistake said for what it is. */
+static void test_url_options(void)
+{
+    static const struct {
+        const char *url, *says;
+    } bad[] = {
+        {"memory?max_keys=0", "max_keys must be 1.."},
+        {"memory?max_keys=x", "max_keys must be 1.."},
+        {"memory?max_keys=1&x=2", "unknown option after max_keys"},
+        {"memory?x=2", "unknown option"},
+        {"memory?max_keys=1&max_keys=2", "max_keys given twice"},
+    };
+    char err[256];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = '\0';
+        CHECK_EQ(fg_store_url_check(bad[i].url, err, sizeof err), FG_EINVAL);
+        CHECK(strstr(err, bad[i].says) != NULL);
+    }
+    CHECK_EQ(fg_store_url_check("memory?max_keys=5", err, sizeof err), FG_OK);
+}
+
 int main(void)
 {
     test_tenth_and_eleventh();
+    test_url_options();
     test_default_clock();
     test_default_clock_algorithms();
     test_binary_keys();

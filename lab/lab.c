@@ -957,48 +957,68 @@ static int heal(fg__lab *lab, int s, const fg__lab_params *p, char *err,
                 size_t errlen)
 {
     cluster *c = &lab->cl[s];
-    char path[FG__LAB_MAX_SHARDS][128], body[512], want[40];
+    char body[512], want[40];
     snprintf(want, sizeof want, "\"source\":\"%s\"",
              s == FG__LAB_SYNC    ? "sync"
              : s == FG__LAB_LEASE ? "lease"
                                   : "store");
     int64_t after = s == FG__LAB_SYNC ? late_us(s, p) : 0;
-    for (int i = 0; i < c->servers; i++) {
-        /* One key per node, asked in turn: the nodes heal in parallel. */
-        int64_t first = fg__lab_now_us();
-        int64_t deadline = first + 3000000 + 2 * after;
-        int done[FG__LAB_MAX_SHARDS] = {0}, left = lab->shards;
-        for (int k = 0; k < lab->shards; k++)
-            heal_path(lab, k, path[k], sizeof path[k]);
-        while (left > 0) {
-            for (int k = 0; k < lab->shards; k++) {
-                if (done[k])
-                    continue;
-                int status =
-                    fg__lab_post(c->port[i], path[k], body, sizeof body);
-                int from =
-                    (status == 200 || status == 429) && strstr(body, want);
-                if (from && fg__lab_now_us() - first >= after) {
-                    done[k] = 1;
-                    left--;
-                    continue;
-                }
-                if (fg__lab_stop || fg__lab_now_us() > deadline) {
-                    snprintf(err, errlen,
-                             "%s api-%d does not reach Redis%s again after "
-                             "the Redis-down test (last answer %d: %.80s)",
-                             names[s], i + 1,
-                             lab->shards > 1 ? " (every node)" : "", status,
-                             body);
-                    return -1;
-                }
-                if (s != FG__LAB_SYNC)
-                    heal_path(lab, k, path[k], sizeof path[k]);
-            }
-            if (left > 0)
-                sleep_us(s == FG__LAB_SYNC ? 50000 : 20000);
-        }
+    /* One key per server and node, all asked in turn: the servers and
+     * their nodes heal in parallel, in one wait. */
+    int n = c->servers * lab->shards, left = n;
+    struct {
+        char path[128];
+        int64_t first; /* its key's first check, 0 before */
+        int done;
+    } *k = calloc((size_t)n, sizeof *k);
+    if (!k) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
     }
+    for (int j = 0; j < n; j++)
+        heal_path(lab, j % lab->shards, k[j].path, sizeof k[j].path);
+    int64_t deadline = fg__lab_now_us() + 3000000 + 2 * after;
+    int rc = 0;
+    while (left > 0 && rc == 0) {
+        for (int j = 0; j < n; j++) {
+            if (k[j].done)
+                continue;
+            int i = j / lab->shards;
+            int64_t now = fg__lab_now_us();
+            if (!k[j].first)
+                k[j].first = now;
+            int status = fg__lab_post(c->port[i], k[j].path, body, sizeof body);
+            int from = (status == 200 || status == 429) && strstr(body, want);
+            if (from && fg__lab_now_us() - k[j].first >= after) {
+                k[j].done = 1;
+                left--;
+                continue;
+            }
+            if (fg__lab_stop) {
+                snprintf(err, errlen, "the lab is stopping");
+                rc = -1;
+                break;
+            }
+            if (fg__lab_now_us() > deadline) {
+                snprintf(err, errlen,
+                         "%s api-%d does not reach Redis%s again after "
+                         "the Redis-down test (last answer %d: %.80s)",
+                         names[s], i + 1,
+                         lab->shards > 1 ? " (every node)" : "", status, body);
+                rc = -1;
+                break;
+            }
+            if (s != FG__LAB_SYNC) {
+                heal_path(lab, j % lab->shards, k[j].path, sizeof k[j].path);
+                k[j].first = 0;
+            }
+        }
+        if (left > 0 && rc == 0)
+            sleep_us(s == FG__LAB_SYNC ? 50000 : 20000);
+    }
+    free(k);
+    if (rc < 0)
+        return -1;
     if (s == FG__LAB_SYNC)
         sleep_us(after);
     c->shaken = 0;

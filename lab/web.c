@@ -235,7 +235,9 @@ static void api_run(web *w, struct evhttp_request *req, struct evkeyvalq *q)
     memset(r, 0, sizeof r);
     if (fg__lab_measure(w->lab, s, &p, &r[s], err, sizeof err) < 0 ||
         fg__lab_measure_down(w->lab, 1u << s, r, err, sizeof err) < 0) {
-        reply_error(req, 500, err);
+        /* Cut short by a signal: the lab stops, nothing failed. */
+        reply_error(req, fg__lab_stop ? 503 : 500,
+                    fg__lab_stop ? "the lab is stopping" : err);
         return;
     }
     int64_t took = fg__lab_now_us() - t0;
@@ -288,7 +290,8 @@ static void api_sweep(web *w, struct evhttp_request *req, struct evkeyvalq *q)
     }
     if (rc < 0) {
         free(rs);
-        reply_error(req, 500, err);
+        reply_error(req, fg__lab_stop ? 503 : 500,
+                    fg__lab_stop ? "the lab is stopping" : err);
         return;
     }
     char *body = NULL;

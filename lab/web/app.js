@@ -26,6 +26,7 @@ const $ = (id) => document.getElementById(id);
 const state = {strategy: 'local', servers: 4, burst: 40, rtt: 2, sync: 200, limit: 10, periodMs: 1000};
 let running = false;
 let pending = false;
+let pendingSweep = false; // "Measure all" clicked while a run was going
 let timer = null;
 let runs = 0;
 // Chart points: strategy -> {rtt: allowed}, for the current servers and burst.
@@ -47,7 +48,7 @@ function query(extra) {
 // Busy: a run is going, queued, or waiting for the debounce. Tests (and
 // people) can tell a settled page from one about to change.
 function markBusy() {
-  document.body.dataset.busy = (running || pending || timer !== null) ? '1' : '0';
+  document.body.dataset.busy = (running || pending || pendingSweep || timer !== null) ? '1' : '0';
 }
 
 function schedule(delay) {
@@ -80,6 +81,7 @@ async function run() {
   } finally {
     running = false;
     if (pending) run();
+    else if (pendingSweep) sweep();
     markBusy();
   }
 }
@@ -261,15 +263,23 @@ function drawChart() {
 }
 
 async function sweep() {
-  if (running) return;
+  if (running) { pendingSweep = true; markBusy(); return; }
   running = true;
+  pendingSweep = false;
   markBusy();
   $('sweep').disabled = true;
   setStatus('running', `measuring all six strategies at 0–20 ms on ${state.servers} servers…`);
+  // The curve belongs to the settings it was measured with: a slider moved
+  // meanwhile starts another chart, which this sweep's points would mislabel.
+  const key = `${state.servers}/${state.burst}/${state.sync}`;
   try {
     const res = await fetch('/api/sweep?' + query({}));
     const body = await res.json();
     if (!res.ok) throw new Error(body.error || res.statusText);
+    if (key !== `${state.servers}/${state.burst}/${state.sync}`) {
+      setStatus('done', 'the settings changed during the sweep: its curve is not shown');
+      return;
+    }
     resetPointsIfNeeded();
     STRATEGIES.forEach((s) => {
       points[s] = points[s] || {};

@@ -196,8 +196,12 @@ async function slide(page, id, value) {
     await page.screenshot({ path: path.join(shots, 'lab-web-sync.png'), fullPage: true });
 
     // Leases: never over the limit; refusals under it within the bound.
+    // "Measure all" clicked while that run goes is queued, not dropped.
     n = await runs(page);
     await page.getByRole('tab', { name: 'Redis leases' }).click();
+    await page.waitForFunction(() => document.getElementById('status').dataset.state === 'running',
+                               null, { timeout: 20000 });
+    await page.getByRole('button', { name: /Measure all strategies/ }).click();
     t = await nextRun(page, n, 20000);
     check(!t.syncShown, 'the sync interval slider is hidden on the lease tab');
     check(t.strategy === 'lease' && t.allowed <= t.limit + refilled(t), 'lease: never over the limit',
@@ -207,14 +211,27 @@ async function slide(page, id, value) {
           'lease: measured over and shortfall beside the bound', `${t.measured} / ${t.bound}`);
     check(/spends the units it holds/.test(t.downNote), 'lease: says what happens if Redis is down', t.downNote);
 
-    // The RTT chart: measure the curve, then look.
-    await page.getByRole('button', { name: /Measure all strategies/ }).click();
+    // The RTT chart: the curve asked for during the lease run, then look.
     await page.waitForFunction(() => Number(document.getElementById('chart').dataset.points || 0) >= 36 &&
+                                      document.body.dataset.busy === '0' &&
                                       document.getElementById('status').dataset.state === 'done',
                                null, { timeout: 60000 });
     const pts = await page.evaluate(() => Number(document.getElementById('chart').dataset.points));
-    check(pts >= 36, 'RTT chart has a point per strategy (six) and round trip', pts);
+    check(pts >= 36, 'RTT chart has a point per strategy (six) and round trip (the sweep clicked during a run)', pts);
     await page.screenshot({ path: path.join(shots, 'lab-web.png'), fullPage: true });
+
+    // A sweep whose servers slider moves while it runs: its curve was
+    // measured on 8 servers, and is not shown as the 4 servers' one.
+    n = await runs(page);
+    await page.getByRole('button', { name: /Measure all strategies/ }).click();
+    await page.waitForFunction(() => document.getElementById('status').dataset.state === 'running',
+                               null, { timeout: 20000 });
+    await slide(page, 'servers', 4);
+    t = await nextRun(page, n, 90000);
+    const after = await page.evaluate(() => Number(document.getElementById('chart').dataset.points));
+    check(t.cards === 4 && after < 36,
+          'a sweep whose servers changed meanwhile: its curve is not filed under the new count',
+          `${t.cards} cards, ${after} points`);
     check(errors.length === 0, 'no script errors', errors.join('; '));
     check(consoleErrors.length === 0, 'no console errors, no request refused (favicon included)',
           consoleErrors.join('; '));

@@ -385,8 +385,13 @@ fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
                 goto fail;
             }
             char v[300];
-            fg__log("store_unreachable", "reason=%s",
-                    fg__log_value(why, v, sizeof(v)));
+            g->keep_store = srv->gen && !srv->gen->is_memory &&
+                            !strcmp(srv->gen->url, g->url);
+            fg__log("store_unreachable", "reason=%s%s",
+                    fg__log_value(why, v, sizeof(v)),
+                    g->keep_store ? " store=kept msg=\"the same URL: each "
+                                    "worker keeps the store it runs\""
+                                  : "");
         }
         /* A setting of Redis that lets limits over-admit (an evicting
          * maxmemory-policy): said at start and on each reload. */
@@ -449,10 +454,24 @@ fg__wgen *fg__wgen_new(fg__worker *w, fg__gen *g, char *err, size_t errlen)
         memcpy(wg->lim, g->memlim, sizeof(wg->lim));
         return wg;
     }
-    /* Lazy: the main thread probed already; a worker never blocks. */
-    wg->store = fg_store_open_async(g->url_lazy, w->base, err, errlen);
-    if (!wg->store)
-        goto fail;
+    fg__wgen *cur = w->cur;
+    if (g->keep_store && cur && cur->store && !strcmp(cur->g->url, g->url)) {
+        wg->store = cur->store;
+        wg->store_refs = cur->store_refs;
+        ++*wg->store_refs;
+        memcpy(wg->master, cur->master, sizeof(wg->master));
+    } else {
+        wg->store_refs = malloc(sizeof(*wg->store_refs));
+        if (!wg->store_refs) {
+            snprintf(err, errlen, "out of memory");
+            goto fail;
+        }
+        *wg->store_refs = 1;
+        /* Lazy: the main thread probed already; a worker never blocks. */
+        wg->store = fg_store_open_async(g->url_lazy, w->base, err, errlen);
+        if (!wg->store)
+            goto fail;
+    }
     for (unsigned i = 0; i < FG_NODE_SLOTS; i++)
         wg->node_slot[i] = -2; /* named on first use (a cluster learns) */
     for (unsigned i = 0; i < g->cfg.nlimits; i++) {
@@ -500,8 +519,11 @@ void fg__wgen_free(fg__wgen *wg)
         for (unsigned i = 0; i < wg->g->cfg.nlimits; i++)
             if (wg->lim[i])
                 fg_limiter_free(wg->lim[i]);
-        if (wg->store)
-            fg_store_close(wg->store);
+        if (wg->store_refs && --*wg->store_refs == 0) {
+            if (wg->store)
+                fg_store_close(wg->store);
+            free(wg->store_refs);
+        }
     }
     fg__gen_unref(wg->g);
     free(wg);

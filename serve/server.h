@@ -31,6 +31,10 @@ typedef struct fg__gen {
     char url_lazy[5900];  /* the same, not probing at open (workers) */
     int refs;             /* atomic */
     unsigned store_conns; /* connections a worker opens to the store */
+    /* A reload of the running store URL whose probe failed: each worker
+     * keeps the store it runs (its connections, a Cluster's slot map, a
+     * Sentinel's master), which knows more than a new one would. */
+    int keep_store;
     /* The admin routes' bearer token, read from admin_token_file at load
      * (a reload reads it again); never logged. */
     char admin_token[256];
@@ -40,6 +44,7 @@ typedef struct fg__gen {
 typedef struct fg__wgen {
     fg__gen *g;
     fg_store *store; /* this worker's asynchronous store; NULL for memory */
+    unsigned *store_refs; /* the worker's gens that use 'store' (keep_store) */
     fg_limiter *lim[FG_SERVE_MAX_LIMITS];
     int node_slot[FG_NODE_SLOTS]; /* per node of 'store': its metrics */
     char master[272]; /* node 0's server as last seen (Sentinel's master) */

@@ -160,6 +160,39 @@ else
     bad "serve starts with no sentinel reachable (lazy)"
 fi
 
+# A reload of the same URL while its only sentinel is gone (the master
+# up): the workers keep the store they run, which knows the master, rather
+# than a new one that could not learn it. A sentinel of its own (another
+# master name, so that it takes no part in the others' failovers).
+KS=$(free_port)
+mkdir -p "$T/ks"
+printf 'port %s\nbind 127.0.0.1\ndir %s\nlogfile %s/log\nsentinel monitor kp%s 127.0.0.1 %s 1\n' \
+    "$KS" "$T/ks" "$T/ks" $$ "$MP" >"$T/ks/sentinel.conf"
+redis-server "$T/ks/sentinel.conf" --sentinel &
+KSPID=$!
+PIDS="$PIDS $KSPID"
+ks_up() { redis-cli -p "$KS" ping 2>/dev/null | grep -q PONG; }
+wait_until 50 ks_up || bad "the reload test's sentinel starts"
+sed "s|^url = .*|url = sentinel://127.0.0.1:$KS/kp$$\nprefix = keep$$:|; s|^rate = .*|rate = 3/day\non_failure = closed\ntimeout = 500ms|" \
+    "$T/bad.ini" >"$T/keep.ini"
+if start_fg keep -c "$T/keep.ini" --listen 127.0.0.1:0; then
+    KU="http://127.0.0.1:$FGPORT_keep/v1/check?limit=a&key=r"
+    expect_eq "keep: the first check is allowed by the master" "$(http POST "$KU")" 200
+    kill "$KSPID"
+    wait "$KSPID" 2>/dev/null
+    kill -HUP "$FGPID_keep"
+    wait_until 100 grep -q 'event=reload result=ok' "$T/keep.log"
+    check "keep: the reload says the store is kept" \
+        grep -q 'event=store_unreachable .*store=kept' "$T/keep.log"
+    codes=""
+    for _ in 1 2 3; do codes="$codes $(http POST "$KU")"; done
+    expect_eq "keep: after the reload the master still counts (3/day: 200 200 429, not the policy's 503)" \
+        "$codes" " 200 200 429"
+    kill -TERM "$FGPID_keep"
+else
+    bad "serve starts with the reload test's sentinel"
+fi
+
 # ---- Two servers under load ----------------------------------------------
 for n in 1 2; do
     cat >"$T/f$n.ini" <<INI

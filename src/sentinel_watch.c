@@ -8,8 +8,8 @@
  * would resolve the name with a blocking getaddrinfo(). One connection a
  * sentinel subscribes to +switch-master and the promotion event, so that a
  * failover is followed as it starts. A tick closes retired stores, restarts
- * lost subscriptions and retries a lookup while checks fail. Nothing here
- * blocks the loop. */
+ * lost subscriptions, retries a lookup while checks fail, and asks again
+ * every RECHECK_US. Nothing here blocks the loop. */
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +37,10 @@ typedef fg__sentinel_inner inner;
 /* The async store's housekeeping period: retired stores, subscription,
  * retries. */
 #define TICK_US 50000u
+/* How often the sentinels are asked again while all is well: a master
+ * name moved to another server (SENTINEL REMOVE, then MONITOR) publishes
+ * no +switch-master, and the old master may still take writes. */
+#define RECHECK_US 5000000u
 
 /* hiredis's events on the store's loop (allocation checked, unlike the
  * adapter hiredis ships). */
@@ -448,8 +452,9 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     (void)what;
     fg__sentinel_reap(st, 0);
     sub_start(st);
-    if (atomic_load(&st->suspect) && st->q_phase == 0 &&
-        fg__mono_precise_us() - st->q_end_us >= RETRY_US)
+    uint64_t since = fg__mono_precise_us() - st->q_end_us;
+    if (st->q_phase == 0 && (since >= RECHECK_US ||
+                             (atomic_load(&st->suspect) && since >= RETRY_US)))
         fg__sentinel_lookup_start(st);
 }
 

@@ -176,6 +176,19 @@ wait_until 50 ks_up || bad "the reload test's sentinel starts"
 sed "s|^url = .*|url = sentinel://127.0.0.1:$KS/kp$$\nprefix = keep$$:|; s|^rate = .*|rate = 3/day\non_failure = closed\ntimeout = 500ms|" \
     "$T/bad.ini" >"$T/keep.ini"
 if start_fg keep -c "$T/keep.ini" --listen 127.0.0.1:0; then
+    # The master name moved to another server (SENTINEL REMOVE, then
+    # MONITOR: no +switch-master is published), the old one still up and
+    # writable: followed at the next periodic question (5 s), not never.
+    NP=$(free_port) && start_node "$NP" || bad "the re-pointed master starts"
+    redis-cli -p "$KS" sentinel remove "kp$$" >/dev/null
+    redis-cli -p "$KS" sentinel monitor "kp$$" 127.0.0.1 "$NP" 1 >/dev/null
+    t0=$(ms)
+    moved() {
+        http POST "http://127.0.0.1:$FGPORT_keep/v1/check?limit=a&key=m$RANDOM" >/dev/null
+        [ "$(redis-cli -p "$NP" dbsize)" -gt 0 ]
+    }
+    wait_until 80 moved
+    check "keep: a master name moved to another server is followed within 7 s ($(($(ms) - t0)) ms)" moved
     KU="http://127.0.0.1:$FGPORT_keep/v1/check?limit=a&key=r"
     expect_eq "keep: the first check is allowed by the master" "$(http POST "$KU")" 200
     kill "$KSPID"

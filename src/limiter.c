@@ -683,7 +683,9 @@ int fg__store_check_async(fg_limiter *l, const char *key, size_t keylen,
 int fg__store_down(fg_limiter *l, const char *key, size_t keylen)
 {
     fg__breaker *b = &l->policy->breaker[fg__store_node_of(l->st, key, keylen)];
-    return atomic_load_explicit(&b->open_until_us, memory_order_relaxed) != 0;
+    uint64_t until =
+        atomic_load_explicit(&b->open_until_us, memory_order_relaxed);
+    return until != 0 && fg__mono_us(NULL) < until;
 }
 
 int fg__decide_by_policy(fg_limiter *l, int rc, const char *key, size_t keylen,

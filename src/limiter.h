@@ -79,8 +79,10 @@ int fg__store_check_async(fg_limiter *l, const char *key, size_t keylen,
  * the policy. */
 int fg__check_async_exact(fg_limiter *l, const char *key, size_t keylen,
                           uint64_t cost, fg_check_cb cb, void *data);
-/* 1 while the breaker of 'key''s node is open (or waits for its probe):
- * the store is taken as unreachable for that node's keys. */
+/* 1 while the breaker of 'key''s node is open and cooling down: the store
+ * is taken as unreachable for that node's keys. Once the cooldown is over
+ * it is not: the next call through the breaker is its probe, a check's as
+ * well as a sync's, so that a store back is seen at once. */
 int fg__store_down(fg_limiter *l, const char *key, size_t keylen);
 /* 1 when 'rc' says the store failed (down, slow, refusing writes...), as
  * the breaker counts: not bad input. */

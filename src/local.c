@@ -478,13 +478,16 @@ static void sync_answer(fg_local *lc, entry *e, uint64_t now, int rc,
     if (rc == FG_OK && d) {
         view_from(lc, e, e->sent_at, now, d);
     } else {
-        /* Sent again at the next tick; meanwhile the policy decides. */
+        /* Sent again at the next tick; meanwhile the policy decides. A
+         * sync the breaker kept (sent to no store) says nothing of the
+         * key: its checks go on as the breaker lets them. */
         if (e->sent && (!e->units || e->sent_from < e->units_at))
             e->units_at = e->sent_from;
         if (e->sent && !e->units)
             e->units_last = e->sent_last;
         e->units += e->sent;
-        e->failed = 1;
+        if (rc != FG_EBREAKER)
+            e->failed = 1;
         fg__local_list_due(lc, e);
     }
     e->sent = 0;
@@ -546,9 +549,11 @@ int fg_local_answer(fg_local *lc, fg_local_ask *ask, uint64_t now_us, int rc,
             e->refused = 1;
             again = 1;
         } else {
-            e->failed = 1;
-            fg__local_list_due(
-                lc, e); /* a sync of nothing finds out when it is back */
+            /* A sync of nothing finds out when it is back (not asked,
+             * kept by the breaker: as for a sync). */
+            if (rc != FG_EBREAKER)
+                e->failed = 1;
+            fg__local_list_due(lc, e);
         }
         break;
     case FG_LOCAL_TAKE:

@@ -139,7 +139,11 @@ function render(r) {
     $('versus-note').textContent = 'limit enforced';
     tile.classList.add('good');
   }
-  $('tile-allowed').className = 'tile ' + (r.over > 0 ? 'bad' : 'good');
+  // Over the limit is bad, but for a strategy within its stated bound
+  // (sync) or over only by what on_failure allowed: a warning, as above.
+  const explained = (r.bound_of === 'over' && r.over <= r.bound) ||
+                    r.allowed_by_on_failure >= r.over;
+  $('tile-allowed').className = 'tile ' + (r.over <= 0 ? 'good' : explained ? 'warn' : 'bad');
   renderBound(r);
 
   if (r.redis_calls_per_request > 0) {

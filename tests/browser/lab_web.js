@@ -186,6 +186,9 @@ async function slide(page, id, value) {
           'sync: the measured overshoot is allowed - limit - refilled',
           `${t.measured}, ${t.allowed} allowed, +${refilled(t)} refilled`);
     check(num(t.measured) <= num(t.bound), 'sync: within its stated bound', `${t.measured} / ${t.bound}`);
+    const allowedTile = await page.evaluate(() => document.getElementById('tile-allowed').className);
+    check(num(t.measured) === 0 ? /good/.test(allowedTile) : /warn/.test(allowedTile),
+          'sync within its bound: the allowed tile is not marked bad', `${t.measured}: ${allowedTile}`);
     check(/keeps deciding locally/.test(t.downNote), 'sync: says what happens if Redis is down', t.downNote);
     check(Number(t.calls) > 0, 'sync: Redis commands per request shown', t.calls);
     n = await runs(page);

@@ -25,6 +25,7 @@ struct fg__mode {
     fg__check_fn exact;      /* the limiter's check before the mode took it */
     struct event_base *base; /* NULL: a blocking store */
     struct event *tick;
+    struct event *more;    /* the rest of a tick's work, at the next turn */
     pthread_mutex_t mu;    /* blocking stores only */
     pthread_cond_t synced; /* signalled when 'syncing' ends */
     pthread_cond_t taken;  /* signalled when a take woke its waiters */
@@ -504,18 +505,30 @@ static void send_async(fg_limiter *l, const fg_local_ask *ask)
     fg_local_answer(m->lc, &copy, now_us(), FG_ENOMEM, NULL, NULL);
 }
 
+/* Send the work due (or, with 'all', everything held). A tick sends at
+ * most TICK_BUDGET asks a turn of the loop and leaves the rest to the next
+ * turn ('more'): a tick of hundreds of thousands of keys would otherwise
+ * hold every other event of the loop (the checks) for as long as it takes
+ * to encode them all (on the order of a second). */
+#define TICK_BUDGET (32 * ASK_BATCH)
+
 static void send_all_async(fg_limiter *l, int all)
 {
     struct fg__mode *m = l->mode;
     fg_local_ask asks[ASK_BATCH];
     uint64_t now = now_us();
-    size_t n;
+    size_t n, sent = 0;
     do {
         n = all ? fg_local_flush(m->lc, now, asks, ASK_BATCH)
                 : fg_local_due(m->lc, now, asks, ASK_BATCH);
         for (size_t i = 0; i < n; i++)
             send_async(l, &asks[i]);
-    } while (n == ASK_BATCH);
+        sent += n;
+    } while (n == ASK_BATCH && (all || sent < TICK_BUDGET));
+    if (n == ASK_BATCH && !all) {
+        struct timeval zero = {0, 0};
+        evtimer_add(m->more, &zero);
+    }
 }
 
 static void on_tick(evutil_socket_t fd, short what, void *arg)
@@ -547,9 +560,12 @@ int fg__mode_init(fg_limiter *l, char *err, size_t errlen)
         struct timeval tv = {.tv_sec = (time_t)(tick / 1000000),
                              .tv_usec = (suseconds_t)(tick % 1000000)};
         m->tick = event_new(m->base, -1, EV_PERSIST, on_tick, l);
-        if (!m->tick || event_add(m->tick, &tv) != 0) {
+        m->more = evtimer_new(m->base, on_tick, l);
+        if (!m->tick || !m->more || event_add(m->tick, &tv) != 0) {
             if (m->tick)
                 event_free(m->tick);
+            if (m->more)
+                event_free(m->more);
             fg_local_free(m->lc);
             fg__free(m);
             return fg__seterr(err, errlen, FG_ENOMEM,
@@ -573,6 +589,7 @@ void fg__mode_free(fg_limiter *l)
         return;
     if (m->tick) {
         event_free(m->tick);
+        event_free(m->more);
     } else {
         pthread_mutex_destroy(&m->mu);
         pthread_cond_destroy(&m->synced);

@@ -98,9 +98,11 @@ typedef struct fg__sentinel_store {
     int closing;
 } fg__sentinel_store;
 
-/* The last error, for logs (printf-style). */
+/* The sentinels' last error, for logs (printf-style); cleared when a
+ * sentinel confirms the master in use, or a new one is installed. */
 void fg__sentinel_set_error(fg__sentinel_store *st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+void fg__sentinel_clear_error(fg__sentinel_store *st);
 /* "host:port", "[v6]:port" for messages. */
 void fg__sentinel_hostport(const char *host, int port, char *buf, size_t n);
 

@@ -192,6 +192,7 @@ static void verify_cand(sentinel_store *st);
 static void ask_next(sentinel_store *st)
 {
     const char *argv[] = {"SENTINEL", "get-master-addr-by-name", st->u.master};
+    char where[300];
     while (st->q_idx < st->u.n) {
         unsigned i = st->q_idx;
         st->q = async_ask(st, st->addr[i], st->u.s[i].port, st->u.sentinel_user,
@@ -201,6 +202,9 @@ static void ask_next(sentinel_store *st)
             arm_q_timer(st);
             return;
         }
+        fg__sentinel_hostport(st->u.s[i].host, st->u.s[i].port, where,
+                              sizeof where);
+        fg__sentinel_set_error(st, "sentinel %s: cannot connect", where);
         st->q_idx++;
     }
     lookup_end(st);
@@ -214,9 +218,17 @@ static void poll_hint(sentinel_store *st)
     evtimer_add(st->q_timer, &tv);
 }
 
-/* A question failed (no answer, or not a useful one): the next sentinel. */
-static void ask_failed(sentinel_store *st)
+/* A question failed (no answer, or not a useful one; 'why' the
+ * connection's error, or NULL): the next sentinel. */
+static void ask_failed(sentinel_store *st, const char *why)
 {
+    char where[300];
+    if (st->q_phase == 1 && st->q_idx < st->u.n) {
+        fg__sentinel_hostport(st->u.s[st->q_idx].host, st->u.s[st->q_idx].port,
+                              where, sizeof where);
+        fg__sentinel_set_error(st, "sentinel %s: %s", where,
+                               why && *why ? why : "no answer");
+    }
     q_drop(st);
     if (st->q_hint && fg__mono_precise_us() < st->hint_wait_us) {
         /* The replica being promoted did not answer: Sentinel's
@@ -237,7 +249,7 @@ static void on_addr(redisAsyncContext *ac, void *reply, void *priv)
         return; /* a question dropped already */
     if (!reply) {
         st->q = NULL; /* hiredis frees it */
-        ask_failed(st);
+        ask_failed(st, ac->errstr);
         return;
     }
     int rc = fg__sentinel_addr_reply(reply, st->cand, sizeof st->cand,
@@ -254,7 +266,11 @@ static void on_addr(redisAsyncContext *ac, void *reply, void *priv)
     if (fg__sentinel_same_master(st, st->cand, st->cand_port) ||
         (st->cand_port == st->prev_port && !strcmp(st->cand, st->prev) &&
          fg__mono_precise_us() < st->prev_until_us)) {
-        lookup_end(st); /* no failover (yet), or not seen by the sentinel */
+        /* No failover (yet), or not seen by the sentinel. A sentinel that
+         * names the master in use clears what the others said. */
+        if (fg__sentinel_same_master(st, st->cand, st->cand_port))
+            fg__sentinel_clear_error(st);
+        lookup_end(st);
         return;
     }
     st->cand_addr[0] = '\0';
@@ -271,7 +287,7 @@ static void on_cand_addr(int rc, const char *addr, const char *why, void *data)
     if (rc != FG_OK) {
         fg__sentinel_hostport(st->cand, st->cand_port, m, sizeof m);
         fg__sentinel_set_error(st, "sentinel: master %s: %s", m, why);
-        ask_failed(st);
+        ask_failed(st, NULL);
         return;
     }
     snprintf(st->cand_addr, sizeof st->cand_addr, "%s", addr);
@@ -317,7 +333,7 @@ static void on_role(redisAsyncContext *ac, void *reply, void *priv)
         return;
     if (!reply) {
         st->q = NULL;
-        ask_failed(st);
+        ask_failed(st, NULL);
         return;
     }
     int role = fg__sentinel_role_reply(reply);
@@ -369,7 +385,7 @@ static void on_q_timer(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     if (st->q)
-        ask_failed(st);
+        ask_failed(st, NULL);
     else if (st->q_phase == 3)
         verify_cand(st);
 }

@@ -71,6 +71,13 @@ void fg__sentinel_set_error(sentinel_store *st, const char *fmt, ...)
     pthread_mutex_unlock(&st->mu);
 }
 
+void fg__sentinel_clear_error(sentinel_store *st)
+{
+    pthread_mutex_lock(&st->mu);
+    st->errstr[0] = '\0';
+    pthread_mutex_unlock(&st->mu);
+}
+
 static int is_store_failure(int rc)
 {
     return rc == FG_EBACKEND || rc == FG_ETIMEOUT || rc == FG_EREADONLY ||
@@ -641,19 +648,18 @@ static const char *sentinel_node_addr(fg_store *s, unsigned node)
     return copy;
 }
 
-/* The sentinels' error, else the master's: copied under the lock (the
- * monitor thread writes it, and retires the master), into the caller's
- * thread's own buffer. */
+/* The master's error and the sentinels', either or both: copied under
+ * the lock (the monitor thread writes it, and retires the master), into
+ * the caller's thread's own buffer. */
 static const char *sentinel_node_error(fg_store *s, unsigned node)
 {
-    static _Thread_local char copy[512];
+    static _Thread_local char copy[1024];
     sentinel_store *st = (sentinel_store *)s;
     (void)node;
     pthread_mutex_lock(&st->mu);
-    snprintf(copy, sizeof copy, "%s",
-             st->errstr[0] || !st->cur
-                 ? st->errstr
-                 : fg__store_redis_last_error(st->cur->st));
+    const char *m = st->cur ? fg__store_redis_last_error(st->cur->st) : "";
+    snprintf(copy, sizeof copy, "%s%s%s", m, *m && st->errstr[0] ? "; " : "",
+             st->errstr);
     pthread_mutex_unlock(&st->mu);
     return copy;
 }

@@ -201,6 +201,13 @@ if start_fg keep -c "$T/keep.ini" --listen 127.0.0.1:0; then
     for _ in 1 2 3; do codes="$codes $(http POST "$KU")"; done
     expect_eq "keep: after the reload the master still counts (3/day: 200 200 429, not the policy's 503)" \
         "$codes" " 200 200 429"
+    # The master turns replica (of nothing) while no sentinel answers: the
+    # log says both, READONLY and that the sentinel does not answer.
+    NOPE2=$(free_port)
+    redis-cli -p "$NP" replicaof 127.0.0.1 "$NOPE2" >/dev/null
+    for _ in $(seq 1 25); do http POST "$KU-ro" >/dev/null; sleep 0.1; done
+    check "keep: a failing master with no sentinel answering: the log says both" \
+        grep -q "event=store_error .*READONLY.*; sentinel 127.0.0.1:$KS: " "$T/keep.log"
     kill -TERM "$FGPID_keep"
 else
     bad "serve starts with the reload test's sentinel"

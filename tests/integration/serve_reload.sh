@@ -71,6 +71,7 @@ blocked_cache = 0
 [store]
 url = redis://127.0.0.1:$RPORT
 prefix = c$$:
+timeout = 1s
 [limit chg]
 key = query:k
 rate = 2/h

@@ -382,7 +382,9 @@ int fg_cmd_serve(int argc, char **argv)
             dst = &srv.cli_listen, opt = "--listen";
         else if (!strcmp(a, "--store"))
             dst = &srv.cli_store, opt = "--store";
-        if (dst && i + 1 < argc)
+        /* A value that begins with -- is given as --NAME=VALUE (as for
+         * check): "--store --help" is a missing value, not a store. */
+        if (dst && i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0)
             val = argv[++i];
         else if (!strncmp(a, "--listen=", 9))
             dst = &srv.cli_listen, opt = "--listen", val = a + 9;
@@ -391,8 +393,12 @@ int fg_cmd_serve(int argc, char **argv)
         else if (!strncmp(a, "--config=", 9))
             dst = &srv.config_path, opt = "--config", val = a + 9;
         if (!val) {
-            fprintf(stderr, "floodgate serve: %s '%s'\n%s",
-                    dst ? "missing value after" : "unknown option", a, usage);
+            fprintf(stderr, "floodgate serve: %s '%s'%s\n%s",
+                    dst ? "missing value after" : "unknown option", a,
+                    dst ? " (one that begins with -- is given as "
+                          "--NAME=VALUE)"
+                        : "",
+                    usage);
             return 2;
         }
         if (!*val) {

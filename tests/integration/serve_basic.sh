@@ -15,6 +15,10 @@ expect_eq "--config twice exits 2" "$?" 2
 check "--config twice: the reason" grep -q "\-\-config given twice" "$T/twice.err"
 "$FLOODGATE" serve --listen 127.0.0.1:0 --listen 127.0.0.1:1 2>"$T/twice.err"
 check "--listen twice: exit 2, the reason" test $? = 2 -a -n "$(grep "\-\-listen given twice" "$T/twice.err")"
+# An option where a value should be is not taken as the value.
+"$FLOODGATE" serve --store --help 2>"$T/miss.err" >/dev/null
+check "--store --help: exit 2, a missing value (not a store named --help)" \
+    test $? = 2 -a -n "$(grep "missing value after '\-\-store'" "$T/miss.err")"
 # The floodgate command itself: help of an unknown command and an
 # argument after --version are usage errors.
 "$FLOODGATE" help nope >/dev/null 2>"$T/help.err"

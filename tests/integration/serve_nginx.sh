@@ -18,16 +18,18 @@ algorithm = fixed_window
 rate = 3/day
 INI
 start_fg s -c "$T/fg.ini" --listen 127.0.0.1:0 || { bad "floodgate starts"; finish; }
-# start_nginx DIR FGPORT [LIMIT]: nginx with the example config in $T/DIR,
-# asking the floodgate on FGPORT (for LIMIT, bookings by default); sets
-# NPORT and NGPID.
+# start_nginx DIR FGPORT [LIMIT [DEADPORT]]: nginx with the example config
+# in $T/DIR, asking the floodgate on FGPORT (for LIMIT, bookings by
+# default; with DEADPORT, a floodgate server listed before it that does
+# not answer); sets NPORT and NGPID.
 start_nginx() {
-    local dir=$T/$1 aport up=0 limit=${3:-bookings}
+    local dir=$T/$1 aport up=0 limit=${3:-bookings} first=
+    [ -n "${4:-}" ] && first="server 127.0.0.1:$4; "
     NPORT=$(free_port)
     aport=$(free_port)
     while [ "$aport" = "$NPORT" ]; do aport=$(free_port); done
     mkdir -p "$dir/tmp"
-    sed -e "s/127.0.0.1:8080/127.0.0.1:$2/" \
+    sed -e "s/server 127.0.0.1:8080;/${first}server 127.0.0.1:$2;/" \
         -e "s/127.0.0.1:8000/127.0.0.1:$NPORT/" \
         -e "s/127.0.0.1:9000/127.0.0.1:$aport/" \
         -e "s/limit=bookings/limit=$limit/" \
@@ -107,6 +109,17 @@ expect_eq "Redis down, fail closed: with floodgate's Retry-After" "$(header Retr
 check "Redis down, fail closed: JSON error" grep -q '^{"error":"rate limiter unavailable"}$' "$T/b"
 check "Redis down, fail closed: the app was not reached" bash -c "! grep -q booked '$T/b'"
 expect_eq "Redis down, no user header: still 400" "$(http POST $N/bookings)" 400
+kill -QUIT "$NGPID" 2>/dev/null
+wait "$NGPID" 2>/dev/null
+# Two floodgate servers, the first one down: nginx tries it, then the
+# next, which refuses (503); $upstream_status is then "502, 503", whose
+# last is floodgate's answer (read as the first, 502, the request went to
+# the app).
+start_nginx nginx4 "$FGPORT_c" bookings "$(free_port)"
+N=http://127.0.0.1:$NPORT
+expect_eq "two floodgates, the first down, the next fails closed: 503" \
+    "$(http POST $N/bookings -H 'X-User-Id: alice')" 503
+check "two floodgates, the first down: the app was not reached" bash -c "! grep -q booked '$T/b'"
 kill -QUIT "$NGPID" 2>/dev/null
 wait "$NGPID" 2>/dev/null
 

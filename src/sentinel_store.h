@@ -21,6 +21,10 @@
 #define ASK_TIMEOUT_MS 200u
 /* While checks fail, how often the sentinels are asked again. */
 #define RETRY_US 100000u
+/* How often they are asked again while all is well: a master name moved
+ * to another server (SENTINEL REMOVE, then MONITOR) publishes no
+ * +switch-master, and the old master may still take writes. */
+#define RECHECK_US 5000000u
 
 /* A Redis store for one master address. */
 typedef struct fg__sentinel_inner {

@@ -37,10 +37,6 @@ typedef fg__sentinel_inner inner;
 /* The async store's housekeeping period: retired stores, subscription,
  * retries. */
 #define TICK_US 50000u
-/* How often the sentinels are asked again while all is well: a master
- * name moved to another server (SENTINEL REMOVE, then MONITOR) publishes
- * no +switch-master, and the old master may still take writes. */
-#define RECHECK_US 5000000u
 
 /* hiredis's events on the store's loop (allocation checked, unlike the
  * adapter hiredis ships). */

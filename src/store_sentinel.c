@@ -358,9 +358,21 @@ static void *monitor(void *arg)
     uint64_t last = 0;
     pthread_mutex_lock(&st->mu);
     while (!st->stop) {
-        int want = st->wake || atomic_load(&st->suspect);
+        uint64_t now = fg__mono_precise_us();
+        int want =
+            st->wake || atomic_load(&st->suspect) || now - last >= RECHECK_US;
         if (!want && !st->retired) {
-            pthread_cond_wait(&st->cv, &st->mu);
+            /* Until the next periodic question (RECHECK_US), or a wake. */
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts); /* the cv's clock */
+            uint64_t left = last + RECHECK_US - now;
+            ts.tv_sec += (time_t)(left / 1000000);
+            ts.tv_nsec += (long)(left % 1000000) * 1000;
+            if (ts.tv_nsec >= 1000000000) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000;
+            }
+            pthread_cond_timedwait(&st->cv, &st->mu, &ts);
             continue;
         }
         if (!want || fg__mono_precise_us() - last < RETRY_US) {
@@ -389,7 +401,9 @@ static void *monitor(void *arg)
         last = fg__mono_precise_us();
         if (rc != FG_OK) {
             fg__sentinel_set_error(st, "%s", why);
-        } else if (role == 1 && !fg__sentinel_same_master(st, host, port)) {
+        } else if (role == 1 && fg__sentinel_same_master(st, host, port)) {
+            fg__sentinel_clear_error(st); /* the master in use, confirmed */
+        } else if (role == 1) {
             inner *in = fg__sentinel_inner_open(st, host, port, NULL, 1, why,
                                                 sizeof why);
             if (in)

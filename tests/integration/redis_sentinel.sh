@@ -180,15 +180,26 @@ if start_fg keep -c "$T/keep.ini" --listen 127.0.0.1:0; then
     # MONITOR: no +switch-master is published), the old one still up and
     # writable: followed at the next periodic question (5 s), not never.
     NP=$(free_port) && start_node "$NP" || bad "the re-pointed master starts"
+    # A blocking store too (floodgate check), checking all along.
+    "$FLOODGATE" check --store "sentinel://127.0.0.1:$KS/kp$$" --name blk \
+        --limit 1000000000/day --key b --count 100000000 --timeout 2000 \
+        >/dev/null 2>&1 &
+    BLK=$!
+    sleep 0.5
     redis-cli -p "$KS" sentinel remove "kp$$" >/dev/null
     redis-cli -p "$KS" sentinel monitor "kp$$" 127.0.0.1 "$NP" 1 >/dev/null
     t0=$(ms)
     moved() {
         http POST "http://127.0.0.1:$FGPORT_keep/v1/check?limit=a&key=m$RANDOM" >/dev/null
-        [ "$(redis-cli -p "$NP" dbsize)" -gt 0 ]
+        [ -n "$(redis-cli -p "$NP" --scan --pattern 'keep*')" ]
     }
     wait_until 80 moved
     check "keep: a master name moved to another server is followed within 7 s ($(($(ms) - t0)) ms)" moved
+    blk_moved() { [ -n "$(redis-cli -p "$NP" --scan --pattern '*blk*')" ]; }
+    wait_until 30 blk_moved
+    check "a blocking store (floodgate check) follows it too ($(($(ms) - t0)) ms)" blk_moved
+    kill "$BLK" 2>/dev/null
+    wait "$BLK" 2>/dev/null
     KU="http://127.0.0.1:$FGPORT_keep/v1/check?limit=a&key=r"
     expect_eq "keep: the first check is allowed by the master" "$(http POST "$KU")" 200
     kill "$KSPID"

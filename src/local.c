@@ -382,7 +382,11 @@ void fg__local_queue_waiter(entry *e, fg_local_waiter *w)
 static int sync_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
                       fg_decision *d, fg_local_ask *ask)
 {
-    if (e->failed)
+    /* A key whose last sync or check failed: the policy decides while
+     * another is in flight; else its check asks the store, as for an old
+     * view (the breaker answers at once while it is open), so that a
+     * store back is seen at the next check, not the next tick. */
+    if (e->failed && e->asks)
         return FG_EBACKEND;
     sync_window_end(lc, e, now);
     uint64_t v = view_avail(lc, e, now), own = e->counted + e->deciding;
@@ -400,7 +404,8 @@ static int sync_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
         d->allowed = 1;
         d->remaining = avail;
         d->source = FG_SOURCE_STORE;
-    } else if (!view_fresh(lc, e, now) && !view_refuses(lc, e, cost, avail)) {
+    } else if ((e->failed || !view_fresh(lc, e, now)) &&
+               !view_refuses(lc, e, cost, avail)) {
         /* Decided on an old view, the check could miss all that the other
          * servers admitted since: the store decides it, and its answer is
          * the new view (a token bucket's refusal that waits a full
@@ -759,7 +764,13 @@ size_t fg_local_flush(fg_local *lc, uint64_t now_us, fg_local_ask *asks,
 {
     if (!lc || (!asks && max))
         return 0;
-    if (!lc->draining) {
+    size_t n = 0;
+    if (!lc->flushing) {
+        /* A tick whose caller sent part of it (a budget a turn): its
+         * keys first, every unit of theirs; the due list after. */
+        n = drain(lc, now_us, 1, asks, max);
+        if (lc->draining)
+            return n;
         /* Every lease's units, a fixed window's too (not listed). */
         for (entry *e = lc->newest; lc->mode == FG_MODE_LEASE && e;
              e = e->older)
@@ -767,6 +778,10 @@ size_t fg_local_flush(fg_local *lc, uint64_t now_us, fg_local_ask *asks,
                 fg__local_list_due(lc, e);
         lc->draining = lc->due;
         lc->due = NULL;
+        lc->flushing = 1;
     }
-    return drain(lc, now_us, 1, asks, max);
+    n += drain(lc, now_us, 1, n ? asks + n : asks, max - n);
+    if (!lc->draining)
+        lc->flushing = 0;
+    return n;
 }

@@ -87,6 +87,7 @@ struct fg_local {
     fg__local_entry *newest, *oldest;
     fg__local_entry *due;      /* to send at the next tick */
     fg__local_entry *draining; /* this tick's, not yet sent */
+    int flushing; /* 'draining' is fg_local_flush's list, not a tick's */
 };
 
 static inline uint64_t min_u64(uint64_t a, uint64_t b)

@@ -51,4 +51,13 @@ http POST "${U}hot" >/dev/null
 http POST "${U}hot" >/dev/null
 check "Redis back: the hot key is decided by its view or Redis, not by on_failure ($(src))" \
     bash -c "[ '$(src)' = sync ] || [ '$(src)' = store ]"
+# The keys whose own checks timed out: their next check asks Redis again
+# (not the policy until the next tick, ten seconds away).
+got=""
+for i in 1 2 3 4 5; do
+    http POST "${U}stall$i" >/dev/null
+    got="$got $(src)"
+done
+check "Redis back: the keys that timed out are decided by Redis or their view again ($got)" \
+    bash -c "! grep -q fail_open <<<'$got'"
 finish

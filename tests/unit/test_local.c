@@ -1007,6 +1007,61 @@ static void test_lease_give_overtaken(void)
     }
 }
 
+/* A tick whose caller sent only part of it (serve sends 2,048 asks a turn
+ * of its loop), then usage admitted, then fg_local_flush (fg_limiter_sync):
+ * the tick's rest and the usage since both go to the store, so that the
+ * store counts every unit admitted. */
+static void test_flush_after_partial_tick(void)
+{
+    static const char *modes[] = {"sync:1s", "lease:4"};
+    for (int m = 0; m < 2; m++) {
+        fg_limit lim = lim_of("1000/h", FG_FIXED_WINDOW, modes[m]);
+        sim s;
+        sim_init(&s, &lim, 1, 0);
+        fake_now = (9000 + 10 * m) * 3600 * SEC;
+        char key[16];
+        for (int r = 0; r < 2; r++)
+            for (int i = 0; i < 40; i++) {
+                snprintf(key, sizeof key, "f%d", i);
+                sim_request(&s, 0, key, 1);
+                sim_deliver(&s);
+            }
+        fake_now += SEC;
+        fg_local_ask a[16];
+        size_t n = fg_local_due(s.lc[0], fake_now, a, 10);
+        for (size_t k = 0; k < n; k++)
+            sim_send(&s, 0, &a[k], 0);
+        sim_deliver(&s);
+        for (int i = 0; i < 40; i++) {
+            snprintf(key, sizeof key, "f%d", i);
+            sim_request(&s, 0, key, 1);
+            sim_deliver(&s);
+        }
+        do {
+            n = fg_local_flush(s.lc[0], fake_now, a, 16);
+            for (size_t k = 0; k < n; k++)
+                sim_send(&s, 0, &a[k], 0);
+        } while (n == 16);
+        sim_deliver(&s);
+        uint64_t counted = 0;
+        for (int i = 0; i < 40; i++) {
+            fg_decision d;
+            snprintf(key, sizeof key, "f%d", i);
+            CHECK_EQ(fg_peek(s.shared, key, strlen(key), &d), FG_OK);
+            counted += 1000 - d.remaining;
+        }
+        uint64_t held = fg_local_held(s.lc[0]);
+        printf("%s: a tick sent in part, then a flush: %llu admitted, the "
+               "store counts %llu, %llu held here\n",
+               modes[m], (unsigned long long)s.allowed,
+               (unsigned long long)counted, (unsigned long long)held);
+        CHECK_EQ(s.allowed, 120);
+        CHECK_EQ(held, 0);
+        CHECK_EQ(counted, s.allowed);
+        sim_free(&s);
+    }
+}
+
 /* A fixed window's lease ends with its window, on the clock of the take
  * that got it: a take's answer arrives a round trip after the store read
  * the window (the caller's clock, sent with the command), and units kept a
@@ -1164,8 +1219,9 @@ static void test_store_refusal(void)
     fg_local_free(lc);
 }
 
-/* A sync that fails: the key follows the policy until a sync succeeds,
- * and the usage is sent again, not lost. A view too old to admit on, or
+/* A sync that fails: the key's next check asks the store again (its
+ * usage first), the policy deciding while that is in flight; the usage is
+ * sent again, not lost. A view too old to admit on, or
  * of a window that ended, sends the check to the store; an old view still
  * refuses what it has no room for. */
 static void test_sync_failure(void)
@@ -1186,15 +1242,21 @@ static void test_sync_failure(void)
     CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now, &d, a + 1, NULL), FG_OK);
     CHECK_EQ(d.remaining, 5);
     fg_local_answer(lc, &a[0], fake_now + 100 * MS, FG_ETIMEOUT, NULL, NULL);
+    /* The next check sends the usage (3 again, and the one since); its
+     * answer is the view that decides it. Meanwhile the policy decides,
+     * and the tick has nothing more to send. */
     CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now, &d, a + 1, NULL),
+             FG_LOCAL_ASKED);
+    CHECK_EQ(a[1].op, FG_LOCAL_ADD);
+    CHECK_EQ(a[1].units, 4);
+    CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now, &d, a + 2, NULL),
              FG_EBACKEND);
-    CHECK_EQ(fg_local_due(lc, fake_now + 200 * MS, a, 4), 1);
-    CHECK_EQ(a[0].units, 4); /* 3 again, and the one since */
+    CHECK_EQ(fg_local_due(lc, fake_now + 200 * MS, a, 4), 0);
     memset(&d, 0, sizeof d);
     d.allowed = 1;
     d.remaining = 4;
-    d.reset_us = 500 * MS;
-    fg_local_answer(lc, &a[0], fake_now + 200 * MS, FG_OK, &d, NULL);
+    d.reset_us = 700 * MS; /* from the send time: the window's end */
+    fg_local_answer(lc, &a[1], fake_now + 200 * MS, FG_OK, &d, NULL);
     CHECK_EQ(fg_local_check(lc, "k", 1, 2, fake_now + 200 * MS, &d, a, NULL),
              FG_OK);
     CHECK_EQ(d.allowed, 1);
@@ -1245,7 +1307,11 @@ static void test_sync_failure(void)
              FG_LOCAL_ASKED);
     fg_local_answer(lc, &a[0], fake_now + 700 * MS, FG_ETIMEOUT, NULL, NULL);
     CHECK_EQ(fg_local_check(lc, "k", 1, 1, fake_now + 700 * MS, &d, a, NULL),
-             FG_EBACKEND);
+             FG_LOCAL_ASKED);
+    CHECK_EQ(
+        fg_local_check(lc, "k", 1, 1, fake_now + 700 * MS, &d, a + 1, NULL),
+        FG_EBACKEND);
+    fg_local_answer(lc, &a[0], fake_now + 700 * MS, FG_ETIMEOUT, NULL, NULL);
 
     /* Older than an interval, with nothing in flight, a view refuses what
      * it has no room for, and the store decides the rest (a token
@@ -1764,6 +1830,7 @@ int main(void)
     test_lease_give_back();
     test_lease_refund_listed();
     test_lease_give_overtaken();
+    test_flush_after_partial_tick();
     test_lease_window_end();
     test_waiters();
     test_sync_failure();

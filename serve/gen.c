@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -39,7 +40,9 @@ static int same_limit(const fg__serve_limit *sa, const fg__serve_limit *sb)
 {
     const fg_limit *a = &sa->lim, *b = &sb->lim;
     return sa->key.kind == sb->key.kind &&
-           !strcmp(sa->key.name, sb->key.name) &&
+           (sa->key.kind == FG_KEYSRC_HEADER
+                ? !strcasecmp(sa->key.name, sb->key.name)
+                : !strcmp(sa->key.name, sb->key.name)) &&
            sa->key.v6_bits == sb->key.v6_bits && !strcmp(a->name, b->name) &&
            a->limit == b->limit && a->period_us == b->period_us &&
            a->burst == b->burst && a->algorithm == b->algorithm &&

@@ -570,8 +570,10 @@ int fg_local_answer(fg_local *lc, fg_local_ask *ask, uint64_t now_us, int rc,
         }
         break;
     case FG_LOCAL_GIVE:
-        /* A give-back lost only leaves units unused. One that landed
-         * ends a refusal: the store has those units again. */
+        /* A give-back lost only leaves units unused. One sent ends a
+         * refusal (answered once queued on an async store, whose one
+         * connection runs it before any later take): the store has
+         * those units again. */
         if (rc == FG_OK) {
             e->gave_at = now_us;
             e->refused_until = 0;

@@ -194,7 +194,7 @@ if start_fg keep -c "$T/keep.ini" --listen 127.0.0.1:0; then
         [ -n "$(redis-cli -p "$NP" --scan --pattern 'keep*')" ]
     }
     wait_until 80 moved
-    check "keep: a master name moved to another server is followed within 7 s ($(($(ms) - t0)) ms)" moved
+    check "keep: a master name moved to another server is followed within 8 s ($(($(ms) - t0)) ms)" moved
     blk_moved() { [ -n "$(redis-cli -p "$NP" --scan --pattern '*blk*')" ]; }
     wait_until 30 blk_moved
     check "a blocking store (floodgate check) follows it too ($(($(ms) - t0)) ms)" blk_moved

@@ -18,7 +18,7 @@ key = query:k
 algorithm = fixed_window
 rate = 1000000/h
 mode = sync:10s
-timeout = 20ms
+timeout = 200ms
 on_failure = open
 INI
 start_fg s -c "$T/s.ini" --listen 127.0.0.1:0 || { bad "serve starts"; finish; }
@@ -30,7 +30,7 @@ expect_eq "a new key: decided by Redis" "$(src)" store
 http POST "${U}hot" >/dev/null
 expect_eq "then by its view" "$(src)" sync
 
-# Redis stalls: new keys' checks time out (20 ms), three open the breaker.
+# Redis stalls: new keys' checks time out (200 ms), three open the breaker.
 kill -STOP "$RPID"
 for i in 1 2 3 4 5; do http POST "${U}stall$i" >/dev/null; done
 expect_eq "Redis stopped: a new key follows on_failure" "$(src)" fail_open

@@ -5,16 +5,25 @@
 #                            SIGHUP reload every 30 s (tests/fault/soak.sh)
 #
 # tests/fault/faultproxy.c, a TCP proxy whose faults are switched while it
-# runs, and tests/fault/faultcheck.c, the catalogue's driver of the library
-# and of serve, are built into $(BUILD)/fault/ by `make all`.
+# runs, tests/fault/faultcheck.c, the catalogue's driver of the library
+# and of serve, and tests/fault/nomem.c, an LD_PRELOAD library that fails
+# every allocation for a while, are built into $(BUILD)/fault/ by
+# `make all`.
 
 FAULT_PROXY := $(BUILD)/fault/faultproxy
 FAULT_CHECK := $(BUILD)/fault/faultcheck
+FAULT_NOMEM := $(BUILD)/fault/nomem.so
 SOAK_S      ?= 600
 
 .PHONY: soak
 
-all: $(FAULT_PROXY) $(FAULT_CHECK)
+all: $(FAULT_PROXY) $(FAULT_CHECK) $(FAULT_NOMEM)
+
+# An LD_PRELOAD library, without the sanitizers (whose allocator it would
+# have to come before).
+$(FAULT_NOMEM): tests/fault/nomem.c
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -O1 -Wall -Wextra -Werror -fPIC -shared $< -o $@
 
 $(FAULT_PROXY): $(BUILD)/obj/tests/fault/faultproxy.o
 	@mkdir -p $(@D)

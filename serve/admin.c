@@ -387,7 +387,7 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
         apply_http(a);
     }
     if (stop)
-        event_base_loopexit(a->base, NULL);
+        event_base_loopbreak(a->base); /* allocates nothing */
 }
 
 /* The admin thread: its loop, until fg__admin_free asks it to stop. */

@@ -235,7 +235,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         FG_SET(srv->draining, 1);
         fg__log("draining", "signal=%s", sig == SIGTERM ? "TERM" : "INT");
         fg__workers_drain(srv);
-        event_base_loopexit(srv->main_base, NULL);
+        event_base_loopbreak(srv->main_base); /* allocates nothing */
     }
 }
 

@@ -323,7 +323,7 @@ static void tick(evutil_socket_t fd, short what, void *arg)
          * freed only once answered. */
         free_retired(w);
         if (!w->retired && synced_all(w->cur, &w->resyncs)) {
-            event_base_loopexit(w->base, NULL);
+            event_base_loopbreak(w->base); /* allocates nothing */
             return;
         }
     }
@@ -340,7 +340,7 @@ static void tick(evutil_socket_t fd, short what, void *arg)
         /* A request that outlived every deadline: not a store's. */
         fg__log("drain_abandoned", "worker=%u unfinished=%u", w->index,
                 w->inflight);
-        event_base_loopexit(w->base, NULL);
+        event_base_loopbreak(w->base); /* allocates nothing */
         return;
     }
     tick_in(w, 5000);

@@ -256,8 +256,9 @@ static int check_locked(fg_limiter *l, const char *key, size_t keylen,
             return FG_OK;
         }
         if (rc == FG_EBACKEND) {
-            /* The key's last sync failed: the policy decides until the
-             * next one, due at the tick, finds the store back. */
+            /* The key's last sync or check failed, and another ask of it
+             * is out (this store's: a sync another thread sends with
+             * the lock let go): the policy decides until it is answered. */
             if (now >= due)
                 run_due_blocking(l, now, 0);
             return fg__decide_by_policy(l, rc, key, keylen, cost, out);

@@ -739,6 +739,8 @@ static size_t drain(fg_local *lc, uint64_t now, int all, fg_local_ask *asks,
         if (still_due(lc, e))
             fg__local_list_due(lc, e);
     }
+    if (!lc->draining)
+        lc->flushing = 0; /* whoever drained it, a flush's list is sent */
     return n;
 }
 
@@ -764,7 +766,7 @@ size_t fg_local_due(fg_local *lc, uint64_t now_us, fg_local_ask *asks,
 size_t fg_local_flush(fg_local *lc, uint64_t now_us, fg_local_ask *asks,
                       size_t max)
 {
-    if (!lc || (!asks && max))
+    if (!lc || !asks || !max)
         return 0;
     size_t n = 0;
     if (!lc->flushing) {
@@ -782,8 +784,5 @@ size_t fg_local_flush(fg_local *lc, uint64_t now_us, fg_local_ask *asks,
         lc->due = NULL;
         lc->flushing = 1;
     }
-    n += drain(lc, now_us, 1, n ? asks + n : asks, max - n);
-    if (!lc->draining)
-        lc->flushing = 0;
-    return n;
+    return n + drain(lc, now_us, 1, asks + n, max - n);
 }

@@ -355,7 +355,7 @@ void fg__sentinel_reap(sentinel_store *st, int all)
 static void *monitor(void *arg)
 {
     sentinel_store *st = arg;
-    uint64_t last = 0;
+    uint64_t last = fg__mono_precise_us(); /* the open asked just now */
     pthread_mutex_lock(&st->mu);
     while (!st->stop) {
         uint64_t now = fg__mono_precise_us();

@@ -1060,6 +1060,38 @@ static void test_flush_after_partial_tick(void)
         CHECK_EQ(counted, s.allowed);
         sim_free(&s);
     }
+
+    /* The other way round: a flush sent in part, its rest drained by a
+     * tick; the next flush still sends what is due since. */
+    fg_limit lim = lim_of("1000/h", FG_FIXED_WINDOW, "sync:1s");
+    sim s;
+    sim_init(&s, &lim, 1, 0);
+    fake_now = 9100 * 3600 * SEC;
+    char key[16];
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < 5; i++) {
+            snprintf(key, sizeof key, "g%d", i);
+            sim_request(&s, 0, key, 1);
+            sim_deliver(&s);
+        }
+    fg_local_ask a[16];
+    CHECK_EQ(fg_local_flush(s.lc[0], fake_now, a, 0), 0);
+    size_t n = fg_local_flush(s.lc[0], fake_now, a, 2);
+    CHECK_EQ(n, 2);
+    for (size_t k = 0; k < n; k++)
+        sim_send(&s, 0, &a[k], 0);
+    n = fg_local_due(s.lc[0], fake_now + SEC, a, 16);
+    CHECK_EQ(n, 3);
+    for (size_t k = 0; k < n; k++)
+        sim_send(&s, 0, &a[k], 0);
+    sim_deliver(&s);
+    sim_request(&s, 0, "g9", 1);
+    sim_deliver(&s);
+    sim_request(&s, 0, "g9", 1);
+    n = fg_local_flush(s.lc[0], fake_now, a, 16);
+    CHECK_EQ(n, 1);
+    CHECK_EQ(a[0].units, 1);
+    sim_free(&s);
 }
 
 /* A fixed window's lease ends with its window, on the clock of the take

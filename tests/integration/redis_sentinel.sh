@@ -31,6 +31,29 @@ start_node() { # start_node PORT [replicaof-port]: a redis-server
     done
     return 1
 }
+# lone_sentinel DIR MONITOR-LINE [PASSWORD]: a sentinel of its own in
+# $T/DIR, monitoring what MONITOR-LINE says (a master name of its own, so
+# that it takes no part in the group's failovers); LS_PORT and LS_PID set
+# once it answers PING.
+lone_sentinel() {
+    local dir=$T/$1 auth=()
+    LS_PORT=$(free_port)
+    mkdir -p "$dir"
+    {
+        printf 'port %s\nbind 127.0.0.1\ndir %s\nlogfile %s/log\n' "$LS_PORT" "$dir" "$dir"
+        [ $# -gt 2 ] && printf 'requirepass %s\n' "$3"
+        echo "$2"
+    } >"$dir/sentinel.conf"
+    [ $# -gt 2 ] && auth=(-a "$3" --no-auth-warning)
+    redis-server "$dir/sentinel.conf" --sentinel &
+    LS_PID=$!
+    PIDS="$PIDS $LS_PID"
+    for _ in $(seq 1 50); do
+        redis-cli -p "$LS_PORT" "${auth[@]}" ping 2>/dev/null | grep -q PONG && return 0
+        sleep 0.1
+    done
+    return 1
+}
 master_addr() { # the master's port, as sentinel 1 says
     redis-cli -p "${SP[0]}" sentinel get-master-addr-by-name "$MASTER" | tail -1
 }
@@ -88,15 +111,9 @@ redis-cli -p "$MP" ACL DELUSER norole >/dev/null
 # A sentinel with a password (requirepass; another master name, so that it
 # takes no part in the others' failovers): a wrong sentinel_password is
 # told apart from a missing one, with the sentinel's own words.
-PWS=$(free_port)
-mkdir -p "$T/pw"
-printf 'port %s\nbind 127.0.0.1\ndir %s\nlogfile %s/log\nrequirepass S3cretP\nsentinel monitor pw%s 127.0.0.1 %s 2\n' \
-    "$PWS" "$T/pw" "$T/pw" $$ "$MP" >"$T/pw/sentinel.conf"
-redis-server "$T/pw/sentinel.conf" --sentinel &
-PWPID=$!
-PIDS="$PIDS $PWPID"
-pw_up() { redis-cli -p "$PWS" -a S3cretP --no-auth-warning ping 2>/dev/null | grep -q PONG; }
-wait_until 50 pw_up || bad "the sentinel with a password starts"
+lone_sentinel pw "sentinel monitor pw$$ 127.0.0.1 $MP 2" S3cretP ||
+    bad "the sentinel with a password starts"
+PWS=$LS_PORT PWPID=$LS_PID
 for b in "?sentinel_password=wrong|WRONGPASS" "|NOAUTH"; do
     "$FLOODGATE" check --store "sentinel://127.0.0.1:$PWS/pw$$${b%%|*}" --limit 5/s --key a 2>"$T/pw.err" >/dev/null
     rc=$?
@@ -110,15 +127,9 @@ kill "$PWPID"
 # A sentinel listed first that names a master that is down (it monitors
 # the name at a closed port): the next sentinel is asked, and its master
 # used.
-BS=$(free_port)
-mkdir -p "$T/bs"
-printf 'port %s\nbind 127.0.0.1\ndir %s\nlogfile %s/log\nsentinel monitor %s 127.0.0.1 %s 2\n' \
-    "$BS" "$T/bs" "$T/bs" "$MASTER" "$NOPE" >"$T/bs/sentinel.conf"
-redis-server "$T/bs/sentinel.conf" --sentinel &
-BSPID=$!
-PIDS="$PIDS $BSPID"
-bs_up() { redis-cli -p "$BS" ping 2>/dev/null | grep -q PONG; }
-wait_until 50 bs_up || bad "the sentinel naming a dead master starts"
+lone_sentinel bs "sentinel monitor $MASTER 127.0.0.1 $NOPE 2" ||
+    bad "the sentinel naming a dead master starts"
+BS=$LS_PORT BSPID=$LS_PID
 out=$("$FLOODGATE" check --store "sentinel://127.0.0.1:$BS,127.0.0.1:${SP[0]}/$MASTER" \
     --limit 5/s --key bs --timeout 2000 2>&1 | tail -1)
 check "a first sentinel names a master that is down: the next one's is used ($out)" \
@@ -164,15 +175,9 @@ fi
 # up): the workers keep the store they run, which knows the master, rather
 # than a new one that could not learn it. A sentinel of its own (another
 # master name, so that it takes no part in the others' failovers).
-KS=$(free_port)
-mkdir -p "$T/ks"
-printf 'port %s\nbind 127.0.0.1\ndir %s\nlogfile %s/log\nsentinel monitor kp%s 127.0.0.1 %s 1\n' \
-    "$KS" "$T/ks" "$T/ks" $$ "$MP" >"$T/ks/sentinel.conf"
-redis-server "$T/ks/sentinel.conf" --sentinel &
-KSPID=$!
-PIDS="$PIDS $KSPID"
-ks_up() { redis-cli -p "$KS" ping 2>/dev/null | grep -q PONG; }
-wait_until 50 ks_up || bad "the reload test's sentinel starts"
+lone_sentinel ks "sentinel monitor kp$$ 127.0.0.1 $MP 1" ||
+    bad "the reload test's sentinel starts"
+KS=$LS_PORT KSPID=$LS_PID
 sed "s|^url = .*|url = sentinel://127.0.0.1:$KS/kp$$\nprefix = keep$$:|; s|^rate = .*|rate = 3/day\non_failure = closed\ntimeout = 500ms|" \
     "$T/bad.ini" >"$T/keep.ini"
 if start_fg keep -c "$T/keep.ini" --listen 127.0.0.1:0; then

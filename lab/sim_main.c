@@ -457,8 +457,9 @@ int fg__lab_simulate(int argc, char **argv)
             int64_t w0 = (int64_t)fg_mono_us();
             if (fg__sim_run(&o.p, s, o.servers[v], &rs[n], err, sizeof err) <
                 0) {
-                fprintf(stderr, ME ": %s on %u servers: %s\n",
-                        fg__sim_strategy_name(s), o.servers[v], err);
+                fprintf(stderr, ME ": %s on %u server%s: %s\n",
+                        fg__sim_strategy_name(s), o.servers[v],
+                        o.servers[v] == 1 ? "" : "s", err);
                 rc = 1;
                 break;
             }
@@ -479,11 +480,11 @@ int fg__lab_simulate(int argc, char **argv)
                 slow = x, at = i;
         }
         if (n)
-            printf("  %zu runs in %.2f s of wall time; the slowest, %s on "
-                   "%u servers, simulated %.3g s per wall second\n",
-                   n, ((int64_t)fg_mono_us() - t0) / 1e6,
+            printf("  %zu run%s in %.2f s of wall time; the slowest, %s on "
+                   "%u server%s, simulated %.3g s per wall second\n",
+                   n, n == 1 ? "" : "s", ((int64_t)fg_mono_us() - t0) / 1e6,
                    fg__sim_strategy_name(rs[at].strategy), rs[at].servers,
-                   slow);
+                   rs[at].servers == 1 ? "" : "s", slow);
     }
     if (rc == 0 && o.svg) {
         if (fg__sim_write_svg(o.svg, &o.p, rs, n, err, sizeof err) < 0) {

@@ -610,8 +610,11 @@ int fg_add_at(fg_limiter *l, const char *key, size_t keylen, uint64_t units,
  * blocking store it returns when the store has answered each; on an
  * asynchronous one the commands are submitted to the loop, which must run
  * until they are answered (fg_limiter_pending says how many are out).
- * FG_OK, or the first store failure met. FG_OK at once for an exact
- * limit. */
+ * FG_OK, or the first store failure met: on an asynchronous store, by a
+ * sync or give-back answered since the last call, or by one this call
+ * sends that fails at once (the breaker open). What failed is held here
+ * and sent by the next call: call again until FG_OK with nothing pending,
+ * or until you give up on the store. FG_OK at once for an exact limit. */
 int fg_limiter_sync(fg_limiter *l);
 /* What of this limiter is in flight: its fg_check_async calls not yet
  * called back (a limiter must not be freed before they are: each refers to

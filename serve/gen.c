@@ -493,12 +493,13 @@ fail:
     return NULL;
 }
 
-unsigned fg__wgen_sync(fg__wgen *wg)
+unsigned fg__wgen_sync(fg__wgen *wg, int *failed)
 {
     unsigned pending = 0;
+    *failed = 0;
     for (unsigned i = 0; !wg->g->is_memory && i < wg->g->cfg.nlimits; i++) {
         if (wg->lim[i]) {
-            fg_limiter_sync(wg->lim[i]);
+            *failed |= fg_limiter_sync(wg->lim[i]) != FG_OK;
             pending += fg_limiter_pending(wg->lim[i]);
         }
     }

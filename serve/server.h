@@ -50,6 +50,9 @@ typedef struct fg__wgen {
     char master[272]; /* node 0's server as last seen (Sentinel's master) */
     unsigned inflight;
     unsigned resyncs; /* retired: its flushes once idle (see free_retired) */
+    /* A flush the store failed: since when (0: the last one did not), and
+     * when to try the next (a store down is asked every 100 ms). */
+    uint64_t flush_failed_us, next_flush_us;
     struct fg__wgen *next; /* retired list */
 } fg__wgen;
 
@@ -159,9 +162,10 @@ fg__wgen *fg__wgen_new(fg__worker *w, fg__gen *g, char *err, size_t errlen);
 void fg__wgen_free(fg__wgen *wg);
 /* Send what the gen's limiters hold here (approximate modes: usage not
  * yet synced, leased units) and return the store commands in flight;
- * fg__wgen_pending only counts them. A gen is freed once both its
- * requests and these are done. */
-unsigned fg__wgen_sync(fg__wgen *wg);
+ * 'failed' says whether the store failed some (since the last flush, or
+ * at once: still held here). fg__wgen_pending only counts them. A gen is
+ * freed once both its requests and these are done. */
+unsigned fg__wgen_sync(fg__wgen *wg, int *failed);
 unsigned fg__wgen_pending(const fg__wgen *wg);
 
 /* ---- worker.c: one event loop ---- */

@@ -172,16 +172,41 @@ static void trim_heap(void)
 
 /* 1 when 'wg' has nothing left to send. Its store commands answered, its
  * limiters may still hold usage admitted (or units taken) while a sync was
- * in flight: flushed again, RESYNCS_MAX times at most (a key whose sync
- * keeps failing is sent again by every flush). */
+ * in flight: flushed again, RESYNCS_MAX times at most. A flush the store
+ * failed (down, its breaker open) holds what it could not send: flushed
+ * again every 100 ms, whatever RESYNCS_MAX, until the store takes it or
+ * the caller gives up (flush_failed_us says since when). */
 static int synced_all(fg__wgen *wg, unsigned *resyncs)
 {
     if (fg__wgen_pending(wg) != 0)
         return 0;
-    if (*resyncs >= RESYNCS_MAX)
+    uint64_t now = fg_mono_us();
+    if (now < wg->next_flush_us)
+        return 0;
+    if (*resyncs >= RESYNCS_MAX && !wg->flush_failed_us)
         return 1;
     ++*resyncs;
-    return fg__wgen_sync(wg) == 0;
+    int failed;
+    unsigned pending = fg__wgen_sync(wg, &failed);
+    if (!failed) {
+        wg->flush_failed_us = 0;
+        return pending == 0;
+    }
+    if (!wg->flush_failed_us)
+        wg->flush_failed_us = now;
+    wg->next_flush_us = now + 100000;
+    return 0;
+}
+
+/* Given up on sending what 'wg' holds: said once. */
+static void log_unsent(fg__worker *w, fg__wgen *wg, const char *when)
+{
+    if (wg->flush_failed_us)
+        fg__log("sync_unsent",
+                "worker=%u at=%s msg=\"the store did not take "
+                "what the sync and lease limits held here; "
+                "given up\"",
+                w->index, when);
 }
 
 /* Free the retired configurations that no request uses any more. Then
@@ -200,8 +225,14 @@ static void free_retired(fg__worker *w)
     int waiting = 0, freed = 0;
     while (*pp) {
         fg__wgen *wg = *pp;
-        /* Synced at the reload; its last requests may have admitted more. */
-        if (wg->inflight == 0 && synced_all(wg, &wg->resyncs)) {
+        /* Synced at the reload; its last requests may have admitted more.
+         * A store that fails the flushes is waited for drain_timeout. */
+        int give_up = wg->inflight == 0 && wg->flush_failed_us &&
+                      fg_mono_us() - wg->flush_failed_us >=
+                          (uint64_t)wg->g->cfg.drain_timeout_ms * 1000;
+        if (give_up)
+            log_unsent(w, wg, "reload");
+        if (wg->inflight == 0 && (give_up || synced_all(wg, &wg->resyncs))) {
             *pp = wg->next;
             fg__wgen_free(wg);
             freed = 1;
@@ -315,8 +346,9 @@ static void tick(evutil_socket_t fd, short what, void *arg)
         /* Last, the approximate modes' usage and leases go back to the
          * store, and their answers are waited for. */
         if (!w->synced) {
+            int failed;
             w->synced = 1;
-            fg__wgen_sync(w->cur);
+            fg__wgen_sync(w->cur, &failed);
         }
         /* The configurations a reload replaced too: theirs may still be
          * out (a SIGTERM just after a SIGHUP), and their limiters are
@@ -340,6 +372,7 @@ static void tick(evutil_socket_t fd, short what, void *arg)
         /* A request that outlived every deadline: not a store's. */
         fg__log("drain_abandoned", "worker=%u unfinished=%u", w->index,
                 w->inflight);
+        log_unsent(w, w->cur, "drain");
         event_base_loopbreak(w->base); /* allocates nothing */
         return;
     }
@@ -454,7 +487,8 @@ static void adopt(fg__worker *w, fg__gen *g)
                                             strlen(w->failing_limit)) < 0)
         w->store_failing = 0;
     if (old) {
-        fg__wgen_sync(old);
+        int failed;
+        fg__wgen_sync(old, &failed);
         old->next = w->retired;
         w->retired = old;
         schedule_reap(w);

@@ -25,8 +25,10 @@ struct fg__mode {
     fg__check_fn exact;      /* the limiter's check before the mode took it */
     struct event_base *base; /* NULL: a blocking store */
     struct event *tick;
-    struct event *more;    /* the rest of a tick's work, at the next turn */
-    pthread_mutex_t mu;    /* blocking stores only */
+    struct event *more; /* the rest of a tick's work, at the next turn */
+    int send_rc;        /* async: a sync or give-back that failed since the last
+                           fg_limiter_sync (its first failure), 0: none */
+    pthread_mutex_t mu; /* blocking stores only */
     pthread_cond_t synced; /* signalled when 'syncing' ends */
     pthread_cond_t taken;  /* signalled when a take woke its waiters */
     int syncing;           /* a thread is sending the work due */
@@ -464,11 +466,20 @@ int fg__mode_check_async(fg_limiter *l, const char *key, size_t keylen,
     return FG_OK;
 }
 
+/* A failure of the store, not of one key's value (a foreign key of
+ * another type: sent again by every flush, it must not hold a drain). */
+static int store_down(int rc)
+{
+    return rc == FG_EBREAKER || fg__is_store_failure(rc);
+}
+
 static void on_ask(int rc, const fg_decision *d, void *data)
 {
     ask_req *a = data;
     struct fg__mode *m = a->l->mode;
     m->pending--;
+    if (store_down(rc) && !m->send_rc)
+        m->send_rc = rc;
     fg_local_answer(m->lc, &a->ask, now_us(), rc, d, NULL);
     fg__free(a);
 }
@@ -481,6 +492,8 @@ static void send_async(fg_limiter *l, const fg_local_ask *ask)
         /* Queued with the next batch; its outcome is not reported. */
         fg_local_ask a = *ask;
         int rc = give(l, &a);
+        if (store_down(rc) && !m->send_rc)
+            m->send_rc = rc;
         fg_local_answer(m->lc, &a, now_us(), rc, NULL, NULL);
         return;
     }
@@ -628,8 +641,15 @@ int fg_limiter_sync(fg_limiter *l)
     if (!l || !l->mode)
         return FG_OK;
     if (l->mode->base) {
+        /* The first failure since the last call (a sync answered late),
+         * else of those sent now (a breaker open fails them at once). */
+        int rc = l->mode->send_rc;
+        l->mode->send_rc = 0;
         send_all_async(l, 1);
-        return FG_OK;
+        if (!rc)
+            rc = l->mode->send_rc;
+        l->mode->send_rc = 0;
+        return rc;
     }
     lock(l->mode);
     int rc = run_due_blocking(l, now_us(), 1);

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# A reload, and then a SIGTERM, while Redis is stopped: the usage a sync
+# limit admitted here and could not send (the breaker open) is sent once
+# Redis is back, not dropped with the configuration the reload replaced or
+# with the process. Redis counts at least what serve admitted.
+. "$(dirname "$0")/../serve/lib.sh"
+
+start_redis || { bad "redis starts"; finish; }
+RURL="redis://127.0.0.1:$RPORT"
+cat >"$T/s.ini" <<INI
+[server]
+workers = 1
+drain_grace = 100ms
+drain_timeout = 5s
+[store]
+url = $RURL
+timeout = 50ms
+[limit sy]
+key = query:k
+algorithm = fixed_window
+rate = 1000000/day
+mode = sync:2s
+on_failure = closed
+INI
+start_fg s -c "$T/s.ini" --listen 127.0.0.1:0 || { bad "serve starts"; finish; }
+U="http://127.0.0.1:$FGPORT_s/v1/check?limit=sy&key="
+admitted=0
+round() { # round: three checks of each of ten keys, the 200s counted
+    local k c
+    for k in $(seq 1 10); do
+        for _ in 1 2 3; do
+            c=$(http POST "${U}k$k")
+            [ "$c" = 200 ] && admitted=$((admitted + 1))
+        done
+    done
+}
+counted() { # what Redis counts for the ten keys
+    local k n=0 r
+    for k in $(seq 1 10); do
+        r=$("$FLOODGATE" check --store "$RURL" --name sy --limit 1000000/day \
+            --algorithm fixed_window --key "k$k" --peek | sed 's/remaining=\([0-9]*\).*/\1/')
+        n=$((n + 1000000 - r))
+    done
+    echo "$n"
+}
+round
+# Redis stops: a check of a new key times out, three open the breaker;
+# the reload's flush of the replaced configuration then fails at once.
+kill -STOP "$RPID"
+for i in 1 2 3 4; do http POST "${U}x$i" >/dev/null; done
+kill -HUP "$FGPID_s"
+for _ in $(seq 1 100); do grep -q 'event=reload result=ok' "$T/s.log" && break; sleep 0.01; done
+sleep 0.5
+kill -CONT "$RPID"
+sleep 1
+c=$(counted)
+check "a reload while Redis was stopped: Redis counts what was admitted ($c of $admitted)" \
+    [ "$c" -ge "$admitted" ]
+# The same at SIGTERM: usage admitted, Redis stopped, the drain waits for it.
+round
+kill -STOP "$RPID"
+for i in 5 6 7 8; do http POST "${U}x$i" >/dev/null; done
+kill -TERM "$FGPID_s"
+sleep 1
+kill -CONT "$RPID"
+for _ in $(seq 1 100); do kill -0 "$FGPID_s" 2>/dev/null || break; sleep 0.05; done
+wait "$FGPID_s"
+expect_eq "SIGTERM while Redis was stopped: exit 0" "$?" 0
+c=$(counted)
+check "SIGTERM while Redis was stopped: Redis counts what was admitted ($c of $admitted)" \
+    [ "$c" -ge "$admitted" ]
+check "SIGTERM: nothing given up" test -z "$(grep 'event=sync_unsent' "$T/s.log")"
+finish

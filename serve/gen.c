@@ -496,13 +496,15 @@ fail:
 unsigned fg__wgen_sync(fg__wgen *wg, int *failed)
 {
     unsigned pending = 0;
-    *failed = 0;
+    int f = 0;
     for (unsigned i = 0; !wg->g->is_memory && i < wg->g->cfg.nlimits; i++) {
         if (wg->lim[i]) {
-            *failed |= fg_limiter_sync(wg->lim[i]) != FG_OK;
+            f |= fg_limiter_sync(wg->lim[i]) != FG_OK;
             pending += fg_limiter_pending(wg->lim[i]);
         }
     }
+    if (failed)
+        *failed = f;
     return pending;
 }
 

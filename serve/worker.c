@@ -346,9 +346,8 @@ static void tick(evutil_socket_t fd, short what, void *arg)
         /* Last, the approximate modes' usage and leases go back to the
          * store, and their answers are waited for. */
         if (!w->synced) {
-            int failed;
             w->synced = 1;
-            fg__wgen_sync(w->cur, &failed);
+            fg__wgen_sync(w->cur, NULL);
         }
         /* The configurations a reload replaced too: theirs may still be
          * out (a SIGTERM just after a SIGHUP), and their limiters are
@@ -487,8 +486,7 @@ static void adopt(fg__worker *w, fg__gen *g)
                                             strlen(w->failing_limit)) < 0)
         w->store_failing = 0;
     if (old) {
-        int failed;
-        fg__wgen_sync(old, &failed);
+        fg__wgen_sync(old, NULL);
         old->next = w->retired;
         w->retired = old;
         schedule_reap(w);

@@ -335,7 +335,8 @@ static int decide_without_store(fg_limiter *l, int rc, const char *key,
             /* A cost the share cannot hold (or no room for the key): not
              * here; when the store is back, perhaps. */
             memset(out, 0, sizeof(*out));
-            out->limit = loc->p.limit;
+            out->limit = loc->p.algorithm == FG_TOKEN_BUCKET ? loc->p.burst
+                                                             : loc->p.limit;
             out->retry_after_ms = out->reset_ms = FAIL_CLOSED_RETRY_MS;
             out->retry_after_us = out->reset_us = FAIL_CLOSED_RETRY_MS * 1000u;
         }

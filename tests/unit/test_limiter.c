@@ -290,7 +290,15 @@ static void test_failure_policy(void)
                  FG_ENOMEM);
         CHECK_EQ(d.source, FG_SOURCE_LOCAL);
         CHECK_EQ(d.allowed, i < 6);
+        CHECK_EQ(d.limit, 6); /* the share's burst */
     }
+    /* A cost above the share's burst: refused, and the limit said is
+     * still the burst (it said the share's rate). */
+    fail_next = 1;
+    CHECK_EQ(fg_check(lim, LONG_KEY "4", sizeof(LONG_KEY), 7, &d), FG_ENOMEM);
+    CHECK_EQ(d.source, FG_SOURCE_LOCAL);
+    CHECK_EQ(d.allowed, 0);
+    CHECK_EQ(d.limit, 6);
     fg_limiter_free(lim);
 
     /* 10/s among 20 servers: a share of 0 (it was rounded up to 1 each,

@@ -261,9 +261,10 @@ const char *fg_store_node_name(fg_store *st, unsigned node);
 const char *fg_store_node_error(fg_store *st, unsigned node);
 /* The server a node's checks go to now, "host:port": a Sentinel store's
  * master, which a failover changes (its name stays "sentinel/MASTER"); ""
- * while no master is known. Other stores' servers do not change: their
- * node's name. In the calling thread's own buffer, as fg_store_node_error;
- * NULL for a node out of range. */
+ * while no master is known. A Redis node named by a host name: the address
+ * it connects to, which an async store changes when the name moves. Other
+ * nodes' servers do not change: their node's name. In the calling thread's own
+ * buffer, as fg_store_node_error; NULL for a node out of range. */
 const char *fg_store_node_addr(fg_store *st, unsigned node);
 
 /* A setting of the store's servers, found when it was opened, that can

@@ -158,6 +158,8 @@ static void slot_finish(redis_store *st, aslot *s, int rc, fg_decision *d)
     fg__req *req = s->req;
     s->req = NULL;
     slot_unlink(st, s);
+    if (rc == FG_EREADONLY) /* a replica now: is the name elsewhere? */
+        fg__rnode_readdress(&st->node);
     if (req)
         fg__req_done(req, rc, d);
 }

@@ -289,9 +289,13 @@ int fg__rsync_connect(fg__rnode *st, uint64_t deadline, fg__rsconn *out,
     uint64_t left = deadline > now ? deadline - now : 1;
     struct timeval tv = {(time_t)(left / 1000000),
                          (suseconds_t)(left % 1000000)};
+    char addr[INET6_ADDRSTRLEN];
+    pthread_mutex_lock(&st->mu); /* an async node may readdress */
+    memcpy(addr, st->addr, sizeof addr);
+    pthread_mutex_unlock(&st->mu);
     redisContext *c = st->url.path
                           ? redisConnectUnixWithTimeout(st->url.path, tv)
-                          : redisConnectWithTimeout(st->addr, st->url.port, tv);
+                          : redisConnectWithTimeout(addr, st->url.port, tv);
     redisReply *r[2 + FG__LUA_COUNT] = {0};
     handshake h;
     int rc = FG_OK;
@@ -567,6 +571,7 @@ void fg__raconn_kill(fg__raconn *cn, int rc)
         st->conn = NULL;
     if (!closed)
         backoff(st);
+    fg__rnode_readdress(st);
 }
 
 /* hiredis frees the context: every callback has run (with NULL replies for
@@ -755,6 +760,9 @@ static int resolve(fg__rnode *st, char *err, size_t errlen)
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
+    unsigned char buf[sizeof(struct in6_addr)];
+    st->named = inet_pton(AF_INET, st->url.host, buf) != 1 &&
+                inet_pton(AF_INET6, st->url.host, buf) != 1;
     int gai = getaddrinfo(st->url.host, NULL, &hints, &res);
     if (gai != 0)
         return fg__seterr(err, errlen, FG_EBACKEND,
@@ -769,8 +777,8 @@ static int resolve(fg__rnode *st, char *err, size_t errlen)
     return FG_OK;
 }
 
-int fg__rnode_init(fg__rnode *st, const char *url, struct event_base *evb,
-                   char *err, size_t errlen)
+int fg__rnode_init(fg__rnode *st, const char *url, const char *num,
+                   struct event_base *evb, char *err, size_t errlen)
 {
     pthread_mutex_init(&st->mu, NULL);
     if (fg__redis_url_parse(url, &st->url, err, errlen) != FG_OK)
@@ -779,13 +787,20 @@ int fg__rnode_init(fg__rnode *st, const char *url, struct event_base *evb,
     st->rng = fg__mono_precise_us() ^ (uint64_t)(uintptr_t)st;
     fg__redis_url_where(&st->url, st->where, sizeof st->where);
     fg__redis_url_name(&st->url, st->name, sizeof st->name);
-    if (!st->url.path)
+    if (!st->url.path && num) {
+        st->named = 1;
+        snprintf(st->addr, sizeof st->addr, "%s", num);
+    } else if (!st->url.path) {
         return resolve(st, err, errlen);
+    }
     return FG_OK;
 }
 
 void fg__rnode_close(fg__rnode *st)
 {
+    if (st->dq)
+        fg__dns_cancel(st->dq);
+    fg__dns_free(st->dns);
     for (int i = 0; i < st->nidle; i++)
         redisFree(st->idle[i].c);
     pthread_mutex_destroy(&st->mu);
@@ -884,4 +899,61 @@ void fg__rnode_settings_check(fg__rnode *st, fg__rsconn *sc, uint64_t deadline)
                  r->str);
     }
     freeReplyObject(r);
+}
+
+/* ---- A host name's new address (async) --------------------------------- */
+
+#define READDRESS_US 1000000u
+
+static void on_readdress(int rc, const char *num, const char *why, void *data)
+{
+    fg__rnode *st = data;
+    (void)why; /* a failed lookup keeps the address: asked again later */
+    st->dq = NULL;
+    if (rc != FG_OK || !strcmp(num, st->addr))
+        return;
+    st->dns_next_us = fg__mono_precise_us() + READDRESS_US;
+    char was[INET6_ADDRSTRLEN + 80];
+    snprintf(was, sizeof was, "now at %s (was %s)", num, st->addr);
+    pthread_mutex_lock(&st->mu);
+    snprintf(st->addr, sizeof st->addr, "%s", num);
+    pthread_mutex_unlock(&st->mu);
+    fg__rnode_set_error(st, "redis %.200s: the host name is %.200s", was);
+    if (st->conn && !st->conn->dead) {
+        /* To the old address: it takes no more checks, and closes once
+         * it has answered those sent (this may run inside one of its
+         * reply callbacks, where it must not be freed). */
+        fg__raconn *cn = st->conn;
+        fg__raconn_kill(cn, FG_EBACKEND);
+        redisAsyncDisconnect(cn->ac);
+    }
+    connected(st); /* no backoff for the new address */
+}
+
+void fg__rnode_readdress(fg__rnode *st)
+{
+    if (!st->evb || !st->named || st->dq)
+        return;
+    uint64_t now = fg__mono_precise_us();
+    if (now < st->dns_next_us)
+        return;
+    st->dns_next_us = now + READDRESS_US;
+    if (!st->dns && !(st->dns = fg__dns_new(st->evb)))
+        return;
+    char num[INET6_ADDRSTRLEN], why[200];
+    int rc = fg__dns_lookup(st->dns, st->url.host, on_readdress, st, &st->dq,
+                            num, why, sizeof why);
+    if (rc == FG_OK)
+        on_readdress(FG_OK, num, NULL, st);
+}
+
+void fg__rnode_addr(fg__rnode *st, char *out, size_t n)
+{
+    pthread_mutex_lock(&st->mu);
+    if (st->url.path)
+        snprintf(out, n, "%s", st->url.path);
+    else
+        snprintf(out, n, strchr(st->addr, ':') ? "[%s]:%u" : "%s:%u", st->addr,
+                 (unsigned)st->url.port);
+    pthread_mutex_unlock(&st->mu);
 }

@@ -36,6 +36,8 @@ typedef struct fg__rsconn {
 
 struct fg__raconn;
 struct fg__aslot;
+struct fg__dns;
+struct fg__dns_q;
 
 /* One Redis server and the connections to it. */
 typedef struct fg__rnode {
@@ -88,6 +90,14 @@ typedef struct fg__rnode {
     void (*before_write)(struct fg__raconn *cn);
     void (*teardown)(struct fg__raconn *cn);
     void *owner; /* the store, for the hooks */
+    /* The URL's host is a name: an async node looks it up again (evdns,
+     * at most once a second) when a connection fails or the server says
+     * READONLY, and connects to its new address when it changed (a
+     * managed Redis's endpoint after a failover, a restarted pod). */
+    int named;
+    struct fg__dns *dns; /* made at the first lookup */
+    struct fg__dns_q *dq;
+    uint64_t dns_next_us;
 } fg__rnode;
 
 /* The asynchronous connection. */
@@ -110,13 +120,21 @@ typedef struct fg__raconn {
 } fg__raconn;
 
 /* Set up 'st' for 'url' (the event base 'evb', NULL for blocking only),
- * resolving the host once. FG_OK, or the code with the reason in 'err';
- * either way fg__rnode_close releases it. */
-int fg__rnode_init(fg__rnode *st, const char *url, struct event_base *evb,
-                   char *err, size_t errlen);
-/* Free the idle blocking connections and the URL (the async connection is
- * the pipeline's to close first). */
+ * resolving the host once, unless 'num' gives its numeric address (looked
+ * up already, without blocking). FG_OK, or the code with the reason in
+ * 'err'; either way fg__rnode_close releases it. */
+int fg__rnode_init(fg__rnode *st, const char *url, const char *num,
+                   struct event_base *evb, char *err, size_t errlen);
+/* Free the idle blocking connections, the URL and a lookup in flight (the
+ * async connection is the pipeline's to close first). */
 void fg__rnode_close(fg__rnode *st);
+/* An async node whose host is a name: look it up again unless it was
+ * less than a second ago; when its address changed, the live connection
+ * (to the old one) is dropped and the next check connects to the new one
+ * at once. On the loop's thread. */
+void fg__rnode_readdress(fg__rnode *st);
+/* The address a node connects to now, "ADDR:PORT" ('out', 'n' bytes). */
+void fg__rnode_addr(fg__rnode *st, char *out, size_t n);
 
 /* Errors, for logs (fg__store_redis_last_error): write 'fmt' (with the
  * node's address and 'detail') as the node's error, the reason of checks

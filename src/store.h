@@ -85,10 +85,15 @@ uint64_t fg__store_memory_probe_length(fg_store *st);
 /* 'base' NULL for a blocking Redis store. */
 fg_store *fg__store_redis_open(const char *url, struct event_base *base,
                                char *err, size_t errlen);
-/* The same; with 'keep_unreachable', a server that cannot be reached at
- * open (refused, timed out) is not an error: the store opens, its error
- * says why (also in 'err', and '*unreachable' is set), and checks connect
- * as they come. */
+/* The same, for a host name 'url' names whose numeric address 'num' was
+ * looked up already (a Cluster's master, learned on the loop). */
+fg_store *fg__store_redis_open_num(const char *url, const char *num,
+                                   struct event_base *base, char *err,
+                                   size_t errlen);
+/* The same as fg__store_redis_open; with 'keep_unreachable', a server that
+ * cannot be reached at open (refused, timed out) is not an error: the store
+ * opens, its error says why (also in 'err', and '*unreachable' is set), and
+ * checks connect as they come. */
 fg_store *fg__store_redis_open_ex(const char *url, struct event_base *base,
                                   int keep_unreachable, int *unreachable,
                                   char *err, size_t errlen);

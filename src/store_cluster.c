@@ -133,10 +133,12 @@ static int node_known(cluster_store *st, const char *addr)
 /* The host of 'addr' ("host:port", "[v6]:port"), and its port. */
 static void addr_host(const char *addr, char *host, size_t n);
 
-/* Open the store of the master 'addr', connecting to 'at' ("host:port",
- * numeric when looked up already), unless it is known: its index, or -1
- * when the table is full or the store cannot be made. */
-static int node_add(cluster_store *st, const char *addr, const char *at)
+/* Open the store of the master 'addr' ("host:port"), connecting to 'num'
+ * (the numeric address of its host, looked up already; NULL: the store
+ * resolves it), unless it is known: its index, or -1 when the table is
+ * full or the store cannot be made. A store of a host name looks it up
+ * again when its connections fail (a restarted pod). */
+static int node_add(cluster_store *st, const char *addr, const char *num)
 {
     pthread_mutex_lock(&st->mu);
     int found = node_known(st, addr);
@@ -145,8 +147,10 @@ static int node_add(cluster_store *st, const char *addr, const char *at)
         strlen(addr) < FG__CLUSTER_ADDR_MAX) {
         char url[1024], why[256];
         fg_store *nd = NULL;
-        if (fg__redis_url_for(&st->url, at, url, sizeof url) == FG_OK)
-            nd = fg__store_redis_open(url, st->evb, why, sizeof why);
+        if (fg__redis_url_for(&st->url, addr, url, sizeof url) == FG_OK)
+            nd = num ? fg__store_redis_open_num(url, num, st->evb, why,
+                                                sizeof why)
+                     : fg__store_redis_open(url, st->evb, why, sizeof why);
         if (nd) {
             fg__store_redis_set_cluster(nd, on_redirect, st);
             strcpy(st->addr[n], addr);
@@ -159,14 +163,6 @@ static int node_add(cluster_store *st, const char *addr, const char *at)
     return found;
 }
 
-/* "ADDR:PORT" of the numeric address 'num' and the port of 'addr'. */
-static void numeric_at(const char *addr, const char *num, char *at, size_t n)
-{
-    const char *colon = strrchr(addr, ':');
-    snprintf(at, n, strchr(num, ':') ? "[%s]%s" : "%s%s", num,
-             colon ? colon : "");
-}
-
 static void refresh_async(cluster_store *st);
 
 /* A master's name looked up: its store is opened, and the map read again
@@ -175,7 +171,6 @@ static void on_node_addr(int rc, const char *num, const char *why, void *data)
 {
     struct name_lookup *l = data;
     cluster_store *st = l->st;
-    char at[FG__CLUSTER_ADDR_MAX + INET6_ADDRSTRLEN];
     l->q = NULL;
     if (st->closing)
         return;
@@ -186,8 +181,7 @@ static void on_node_addr(int rc, const char *num, const char *why, void *data)
         return;
     }
     st->dns_why[0] = '\0';
-    numeric_at(l->addr, num, at, sizeof at);
-    if (node_add(st, l->addr, at) >= 0) {
+    if (node_add(st, l->addr, num) >= 0) {
         st->err_changed_us = fg__mono_us(NULL);
         refresh_async(st);
     }
@@ -199,7 +193,6 @@ static void on_node_addr(int rc, const char *num, const char *why, void *data)
 static int node_for(cluster_store *st, const char *addr)
 {
     char host[FG__CLUSTER_ADDR_MAX], num[INET6_ADDRSTRLEN], why[200];
-    char at[FG__CLUSTER_ADDR_MAX + INET6_ADDRSTRLEN];
     unsigned char buf[sizeof(struct in6_addr)];
     int k = node_known(st, addr);
     if (k >= 0)
@@ -207,7 +200,7 @@ static int node_for(cluster_store *st, const char *addr)
     addr_host(addr, host, sizeof host);
     if (!st->on_loop || inet_pton(AF_INET, host, buf) == 1 ||
         inet_pton(AF_INET6, host, buf) == 1)
-        return node_add(st, addr, addr); /* getaddrinfo(), if a name */
+        return node_add(st, addr, NULL); /* getaddrinfo(), if a name */
     struct name_lookup *l = NULL;
     for (unsigned i = 0; i < LOOKUPS_MAX; i++) {
         if (st->look[i].q && !strcmp(st->look[i].addr, addr))
@@ -226,8 +219,7 @@ static int node_for(cluster_store *st, const char *addr)
                  "cluster: master %.100s: %.200s", addr, why);
     if (rc != FG_OK)
         return -1; /* on its way (1), or not found */
-    numeric_at(addr, num, at, sizeof at);
-    return node_add(st, addr, at);
+    return node_add(st, addr, num);
 }
 
 /* Take the slot map 'm' (read from node 'from') as the cluster's. */

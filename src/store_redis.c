@@ -402,15 +402,34 @@ static void redis_close(fg_store *s)
     fg__free(st);
 }
 
+static fg_store *redis_open(const char *url, const char *num,
+                            struct event_base *base, int keep_unreachable,
+                            int *unreachable, char *err, size_t errlen);
+
 fg_store *fg__store_redis_open(const char *url, struct event_base *base,
                                char *err, size_t errlen)
 {
-    return fg__store_redis_open_ex(url, base, 0, NULL, err, errlen);
+    return redis_open(url, NULL, base, 0, NULL, err, errlen);
+}
+
+fg_store *fg__store_redis_open_num(const char *url, const char *num,
+                                   struct event_base *base, char *err,
+                                   size_t errlen)
+{
+    return redis_open(url, num, base, 0, NULL, err, errlen);
 }
 
 fg_store *fg__store_redis_open_ex(const char *url, struct event_base *base,
                                   int keep_unreachable, int *unreachable,
                                   char *err, size_t errlen)
+{
+    return redis_open(url, NULL, base, keep_unreachable, unreachable, err,
+                      errlen);
+}
+
+static fg_store *redis_open(const char *url, const char *num,
+                            struct event_base *base, int keep_unreachable,
+                            int *unreachable, char *err, size_t errlen)
 {
     if (unreachable)
         *unreachable = 0;
@@ -424,7 +443,7 @@ fg_store *fg__store_redis_open_ex(const char *url, struct event_base *base,
     st->base.process = fg__process_mark();
     st->clock = wall_clock;
     st->node.owner = st;
-    if (fg__rnode_init(&st->node, url, base, err, errlen) != FG_OK) {
+    if (fg__rnode_init(&st->node, url, num, base, err, errlen) != FG_OK) {
         redis_close(&st->base);
         return NULL;
     }
@@ -576,6 +595,19 @@ static const char *redis_node_name(fg_store *s, unsigned node)
     return ((redis_store *)s)->node.name;
 }
 
+/* A host given by name: the address it had when last looked up, which an
+ * async store follows (fg__rnode_readdress). Else the node's name. */
+static const char *redis_node_addr(fg_store *s, unsigned node)
+{
+    static _Thread_local char copy[INET6_ADDRSTRLEN + 8];
+    redis_store *st = (redis_store *)s;
+    (void)node;
+    if (!st->node.named)
+        return st->node.name;
+    fg__rnode_addr(&st->node, copy, sizeof copy);
+    return copy;
+}
+
 static const char *redis_node_error(fg_store *s, unsigned node)
 {
     (void)node;
@@ -599,6 +631,7 @@ static const fg__store_ops redis_ops = {
     .close = redis_close,
     .now = redis_now,
     .node_name = redis_node_name,
+    .node_addr = redis_node_addr,
     .node_error = redis_node_error,
     .warning = redis_warning,
 };
@@ -615,6 +648,7 @@ static const fg__store_ops redis_async_ops = {
     .busy = fg__redis_busy,
     .now = redis_now,
     .node_name = redis_node_name,
+    .node_addr = redis_node_addr,
     .node_error = redis_node_error,
     .warning = redis_warning,
 };

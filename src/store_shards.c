@@ -209,6 +209,11 @@ static const char *shards_node_name(fg_store *s, unsigned node)
     return nd->ops->node_name(nd, 0);
 }
 
+static const char *shards_node_addr(fg_store *s, unsigned node)
+{
+    return fg_store_node_addr(((shards_store *)s)->node[node], 0);
+}
+
 static const char *shards_node_error(fg_store *s, unsigned node)
 {
     fg_store *nd = ((shards_store *)s)->node[node];
@@ -300,8 +305,8 @@ static const char *shards_warning(fg_store *s)
     .scheme = "shards", .limiter_init = shards_limiter_init,                   \
     .check = shards_check, .refund = shards_refund, .close = shards_close,     \
     .peek = shards_peek, .reset = shards_reset, .node_of = shards_node_of,     \
-    .node_name = shards_node_name, .node_error = shards_node_error,            \
-    .warning = shards_warning
+    .node_name = shards_node_name, .node_addr = shards_node_addr,              \
+    .node_error = shards_node_error, .warning = shards_warning
 
 static const fg__store_ops shards_ops = {SHARDS_OPS_COMMON};
 static const fg__store_ops shards_async_ops = {

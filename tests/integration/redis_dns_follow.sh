@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # redis://NAME:PORT whose name moves to another address, as a managed
 # Redis's endpoint does after a failover, or a restarted pod's: serve
-# follows it. A DNS server on a 127.x address answers r.test with the
-# address written in a file (TTL 0), named by a private /etc/resolv.conf
-# bind-mounted in a mount namespace of this test's own (unshare -m: root).
+# follows it. r.test is answered by a DNS server of the test's own
+# (tests/lib/dns.sh: TTL 0, in a mount namespace of its own).
 # Redis A listens on 127.0.0.1:P, Redis B on 127.0.0.2:P (the same port).
 #   - A made a replica of B, the name moved to B: A answers READONLY on a
 #     connection that stays up; serve looks the name up again and goes to
@@ -13,50 +12,11 @@
 #     are refused; serve goes back to A within 2 s.
 # Before, the address of the name at start was used until a restart or a
 # reload: every check followed on_failure.
-if [ -z "${FG_DNS_NS:-}" ]; then
-    if ! unshare -m true 2>/dev/null; then
-        echo "skip: unshare -m not permitted (a private resolv.conf needs it)"
-        echo "0 passed, 0 failed"
-        exit 0
-    fi
-    FG_DNS_NS=1 exec unshare -m bash "$0" "$@"
-fi
+. "$(dirname "$0")/../lib/dns.sh"
+dns_namespace "$0" "$@"
 . "$(dirname "$0")/../serve/lib.sh"
 . "$(dirname "$0")/../lib/sentinel.sh"
-
-# ---- The DNS server: r.test is what $T/ip says ----------------------------
-cat >"$T/dns.py" <<'PY'
-import socket, struct, sys
-addr, ipfile, log = sys.argv[1], sys.argv[2], open(sys.argv[3], "a")
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind((addr, 53))
-print("ready", flush=True)
-while True:
-    d, a = s.recvfrom(512)
-    i, labels = 12, []
-    while d[i]:
-        labels.append(d[i + 1:i + 1 + d[i]].decode().lower())
-        i += d[i] + 1
-    name, qtype = ".".join(labels), struct.unpack(">H", d[i + 1:i + 3])[0]
-    q, an, rcode = d[12:i + 5], b"", 3  # NXDOMAIN unless r.test
-    if name == "r.test":
-        rcode = 0
-        ip = open(ipfile).read().split()[0]
-        log.write("%s %d %s\n" % (name, qtype, ip)); log.flush()
-        if qtype == 1:  # A: the file's address, TTL 0; AAAA: none
-            an = b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 0, 4) + socket.inet_aton(ip)
-    hdr = d[:2] + struct.pack(">HHHHH", 0x8180 | rcode, 1, 1 if an else 0, 0, 0)
-    s.sendto(hdr + q + an, a)
-PY
-echo 127.0.0.1 >"$T/ip"
-NS=127.53.$((RANDOM % 250 + 1)).$((RANDOM % 250 + 1))
-python3 "$T/dns.py" "$NS" "$T/ip" "$T/dns.queries" >"$T/dns.out" 2>"$T/dns.log" &
-PIDS="$PIDS $!"
-wait_until 50 grep -q ready "$T/dns.out" || { bad "the DNS server starts on $NS:53"; finish; }
-printf 'nameserver %s\noptions timeout:1 attempts:1\n' "$NS" >"$T/resolv.conf"
-printf '127.0.0.1 localhost\n::1 localhost\n' >"$T/hosts"
-mount --bind "$T/resolv.conf" /etc/resolv.conf && mount --bind "$T/hosts" /etc/hosts ||
-    { bad "private resolv.conf and hosts"; finish; }
+start_dns || { bad "a DNS server of this test's own"; finish; }
 check "r.test resolves to 127.0.0.1" sh -c 'getent ahostsv4 r.test | grep -q "^127.0.0.1 "'
 
 # ---- Two Redis servers on one port, at two addresses ----------------------
@@ -114,7 +74,7 @@ until_store() {
 }
 
 # ---- The name moves to B; A a replica: READONLY ---------------------------
-echo 127.0.0.2 >"$T/ip"
+dns_set r 127.0.0.2
 $A replicaof 127.0.0.2 "$P" >/dev/null
 wait_until 50 sh -c "$A info replication | grep -q master_link_status:up" ||
     bad "A replicates B"
@@ -128,7 +88,7 @@ check "event=store_switched from A to B (a sweep: within 1 s)" wait_until 20 \
 
 # ---- Back to A; B gone: connections refused -------------------------------
 $A replicaof no one >/dev/null
-echo 127.0.0.1 >"$T/ip"
+dns_set r 127.0.0.1
 $B shutdown nosave >/dev/null 2>&1
 took=$(until_store c 20)
 check "B gone: the name's address A decides again (in ${took:-no} ms)" test -n "$took"

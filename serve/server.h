@@ -63,7 +63,8 @@ typedef struct fg__worker {
     fg__server *srv;
     unsigned index;
     pthread_t thread;
-    int started;
+    int made;    /* set up by fg__workers_start (its mutex too) */
+    int started; /* its thread runs */
     int fd;      /* listening socket, SO_REUSEPORT */
     int wake_fd; /* eventfd: main -> worker */
     struct event_base *base;

@@ -683,6 +683,12 @@ int fg__workers_start(fg__server *srv, char *err, size_t errlen)
                          "max_connections reached");
         apply_http(w, c);
         pthread_mutex_init(&w->mu, NULL);
+        w->made = 1;
+    }
+    /* Every worker's metrics and cache exist before the first one runs:
+     * /metrics, on any worker, reads them all. */
+    for (unsigned i = 0; i < srv->nworkers && rc == 0; i++) {
+        fg__worker *w = &srv->w[i];
         if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
             snprintf(err, errlen, "cannot start a thread");
             rc = -1;
@@ -737,10 +743,13 @@ void fg__workers_drain(fg__server *srv)
 
 void fg__workers_join(fg__server *srv)
 {
+    /* All of them, before any worker's metrics go: one still draining may
+     * answer /metrics, which reads every worker's. */
+    for (unsigned i = 0; i < srv->nworkers; i++)
+        if (srv->w[i].started)
+            pthread_join(srv->w[i].thread, NULL);
     for (unsigned i = 0; i < srv->nworkers; i++) {
         fg__worker *w = &srv->w[i];
-        if (w->started)
-            pthread_join(w->thread, NULL);
         fg__http_free(w->http);
         if (w->cmd_ev)
             event_free(w->cmd_ev);
@@ -762,7 +771,7 @@ void fg__workers_join(fg__server *srv)
         w->forgets = NULL;
         fg_cache_free(w->cache);
         free(w->m);
-        if (w->started)
+        if (w->made)
             pthread_mutex_destroy(&w->mu);
     }
 }

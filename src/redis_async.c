@@ -761,6 +761,7 @@ int fg__redis_async_start(redis_store *st, struct event_base *base)
 void fg__redis_async_close(redis_store *st)
 {
     st->closing = 1;
+    st->node.closing = 1;
     if (st->node.conn) {
         fg__raconn *cn = st->node.conn;
         fg__raconn_kill(cn, FG_EBACKEND);

@@ -932,7 +932,7 @@ static void on_readdress(int rc, const char *num, const char *why, void *data)
 
 void fg__rnode_readdress(fg__rnode *st)
 {
-    if (!st->evb || !st->named || st->dq)
+    if (!st->evb || !st->named || st->closing || st->dq)
         return;
     uint64_t now = fg__mono_precise_us();
     if (now < st->dns_next_us)

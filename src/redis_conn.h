@@ -95,6 +95,7 @@ typedef struct fg__rnode {
      * READONLY, and connects to its new address when it changed (a
      * managed Redis's endpoint after a failover, a restarted pod). */
     int named;
+    int closing;         /* the store closes: no more lookups */
     struct fg__dns *dns; /* made at the first lookup */
     struct fg__dns_q *dq;
     uint64_t dns_next_us;

@@ -447,6 +447,11 @@ typedef struct fg_set_result {
     int error;
     uint32_t unrefunded; /* bit k: limit k's refund failed (FG_ENOTSUP for
                           * naive_get_set): it keeps the request counted */
+    uint32_t waited;     /* fg_check_set_async: bit k, limit k's answer came
+                          * from the loop, after the store's round trip; 0
+                          * when it was known at once (a sync view, a lease,
+                          * an open breaker, a failure known already or met
+                          * at once: no round trip) */
     int rc[FG_SET_MAX];  /* as fg_check returns it */
     fg_decision d[FG_SET_MAX];
     uint64_t fg__at[FG_SET_MAX]; /* private: when limit k was asked */

@@ -150,7 +150,8 @@ static void count_decision(fg__ctx *c, unsigned k)
     if (d->source == FG_SOURCE_SYNC || d->source == FG_SOURCE_LEASE ||
         d->source == FG_SOURCE_CACHE)
         return;
-    if (!c->wg->g->is_memory && r->rc[k] != FG_EBREAKER)
+    /* A round trip sent (a failure met at once sent none). */
+    if (r->waited & (1u << k))
         FG_INC(lm->store_calls);
     if (r->rc[k] < 0 && r->rc[k] != FG_EBREAKER)
         FG_INC(lm->store_errors);
@@ -257,26 +258,27 @@ static void account(fg__ctx *c)
             (src == FG_SOURCE_STORE || src == FG_SOURCE_SYNC ||
              src == FG_SOURCE_LEASE))
             note_recovery(c, k);
-        /* Only the requests that waited for the store count in its node's
-         * calls and latency: not those a breaker, the cache, a sync view
-         * or a lease decided here. */
+        /* Only the requests that waited for the store's round trip count
+         * in its node's calls and latency: not those a breaker, the cache,
+         * a sync view or a lease decided here, nor a failure known at
+         * once (which counts as an error). */
         if (rc == FG_EBREAKER || rc == FG_ECOST || rc == FG_EKEY ||
             src == FG_SOURCE_CACHE || src == FG_SOURCE_SYNC ||
             src == FG_SOURCE_LEASE)
             continue;
-        asked_store = 1;
+        int waited = (r->waited >> k) & 1;
+        asked_store |= waited;
         if (!g->is_memory) {
             int ns = node_slot(c->wg, c->items[k].key, c->items[k].keylen);
-            if (ns >= 0) {
+            if (ns >= 0 && waited)
                 FG_INC(c->w->m->node[ns].calls);
-                if (rc < 0)
-                    FG_INC(c->w->m->node[ns].errors);
-                int seen = 0;
-                for (int i = 0; i < nnodes; i++)
-                    seen |= nodes[i] == ns;
-                if (!seen)
-                    nodes[nnodes++] = ns;
-            }
+            if (ns >= 0 && rc < 0)
+                FG_INC(c->w->m->node[ns].errors);
+            int seen = !waited || ns < 0;
+            for (int i = 0; i < nnodes; i++)
+                seen |= nodes[i] == ns;
+            if (!seen)
+                nodes[nnodes++] = ns;
         }
         fg__worker *w = c->w;
         if (rc < 0)
@@ -298,20 +300,21 @@ static void account(fg__ctx *c)
             unsigned nd = fg_store_node_of(c->wg->store, key, kl);
             const char *nname = fg_store_node_name(c->wg->store, nd);
             const char *nerr = fg_store_node_error(c->wg->store, nd);
-            char ne[320];
-            fg__log("store_error",
-                    "worker=%u limit=%s error=\"%s\" decided=%s errors=%llu "
-                    "node=%s%s%s%s%s",
-                    w->index, g->cfg.limits[c->idx[k]].lim.name,
-                    fg_strerror(rc), fg_source_name(r->d[k].source),
-                    (unsigned long long)w->errors_unlogged,
-                    nname && *nname ? nname : "none",
-                    nerr && *nerr ? " detail=" : "",
-                    nerr && *nerr ? fg__log_value(nerr, ne, sizeof ne) : "",
-                    rc == FG_ERANGE ? " note=\"the value stored for this "
-                                      "key is not floodgate's\" key="
-                                    : "",
-                    rc == FG_ERANGE ? fg__log_value(key, v, sizeof v) : "");
+            char ne[320], nn[2 * 300 + 8];
+            fg__log(
+                "store_error",
+                "worker=%u limit=%s error=\"%s\" decided=%s errors=%llu "
+                "node=%s%s%s%s%s",
+                w->index, g->cfg.limits[c->idx[k]].lim.name, fg_strerror(rc),
+                fg_source_name(r->d[k].source),
+                (unsigned long long)w->errors_unlogged,
+                fg__log_value(nname && *nname ? nname : "none", nn, sizeof nn),
+                nerr && *nerr ? " detail=" : "",
+                nerr && *nerr ? fg__log_value(nerr, ne, sizeof ne) : "",
+                rc == FG_ERANGE ? " note=\"the value stored for this "
+                                  "key is not floodgate's\" key="
+                                : "",
+                rc == FG_ERANGE ? fg__log_value(key, v, sizeof v) : "");
             w->errors_unlogged = 0;
             if (rc != FG_ERANGE) {
                 w->store_failing = nd + 1;

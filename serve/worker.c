@@ -422,9 +422,13 @@ static void watch_master(fg__worker *w)
     const char *now = wg && wg->store ? fg_store_node_addr(wg->store, 0) : NULL;
     if (!now || !strcmp(now, wg->master) || strlen(now) >= sizeof wg->master)
         return;
-    if (wg->master[0] && now[0])
+    if (wg->master[0] && now[0]) {
+        char n[608], f[552], t[552];
         fg__log("store_switched", "worker=%u node=%s from=%s to=%s", w->index,
-                fg_store_node_name(wg->store, 0), wg->master, now);
+                fg__log_value(fg_store_node_name(wg->store, 0), n, sizeof n),
+                fg__log_value(wg->master, f, sizeof f),
+                fg__log_value(now, t, sizeof t));
+    }
     if (now[0])
         strcpy(wg->master, now);
 }

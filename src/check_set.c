@@ -41,6 +41,7 @@ static void result_init(fg_set_result *r, unsigned n)
     r->asked = 0;
     r->error = FG_OK;
     r->unrefunded = 0;
+    r->waited = 0;
 }
 
 /* A check that could not be asked: a refusal no store made. */
@@ -220,6 +221,8 @@ static void on_item(int rc, const fg_decision *d, void *data)
     r->rc[k] = rc;
     r->d[k] = *d;
     r->asked |= 1u << k;
+    if (!req->fg__in_submit)
+        r->waited |= 1u << k;
     if (rc == FG_ECOST || rc == FG_EKEY || rc == FG_EPROCESS)
         r->error = rc;
     if (cache) {

@@ -4,7 +4,8 @@
 # (a socket path) is a series of its own with its label escaped, the page
 # valid UTF-8; each histogram's +Inf bucket is its
 # _count; past the 64 node names metrics are kept for, the first node left
-# without them is logged once.
+# without them is logged once; a node named with a line end is escaped in
+# the store_error line.
 . "$(dirname "$0")/../serve/lib.sh"
 
 start_redis || { bad "redis starts"; finish; }
@@ -12,7 +13,8 @@ SOCK="$T/we\"ird\\sock"$'\xff'
 mkdir -p "$T/r2"
 redis-server --port 0 --unixsocket "$SOCK" --save '' --appendonly no \
     --databases 80 --dir "$T/r2" --logfile "$T/r2/log" &
-PIDS="$PIDS $!"
+R2PID=$!
+PIDS="$PIDS $R2PID"
 for _ in $(seq 1 100); do
     redis-cli -s "$SOCK" ping 2>/dev/null | grep -q PONG && break
     sleep 0.02
@@ -71,4 +73,20 @@ expect_eq "the first node without metrics is logged once" \
 check "it names that node (db 63) and the cap" \
     grep -qF "node=\"$T/we\\\"ird\\\\sock\\xff/63\" cap=64" "$T/m.log"
 expect_eq "a check on that node is answered" "$(http POST "$A/v1/check?limit=l&key=last")" 200
+
+# A node named with a line end (a socket path through a link so named):
+# its store_error line names it escaped, and no line of the log is made
+# by the name.
+ln -s "$SOCK" "$T/x"$'\n'"event=store_recovered y.sock"
+conf "unix://$T/x%0Aevent=store_recovered%20y.sock"
+sed -i 's/^timeout = .*/timeout = 50ms/' "$T/m.ini"
+reload_fg m 0.2
+expect_eq "the node by the link answers" "$(http POST "$A/v1/check?limit=l&key=nl")" 200
+kill -STOP "$R2PID"
+for i in 1 2 3; do http POST "$A/v1/check?limit=l&key=nl$i" >/dev/null; done
+kill -CONT "$R2PID"
+check "store_error names the node escaped" \
+    grep -qF "node=\"$T/x\\x0aevent=store_recovered y.sock/0\" detail=" "$T/m.log"
+check "every log line is a line of its own (ts=...)" \
+    bash -c "! grep -av '^ts=' '$T/m.log' | grep -q ."
 finish

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# /metrics of sync and lease limits while Redis is stopped (SIGSTOP, 1 s):
+# store calls count the round trips that requests waited for, and the
+# latency histogram only their waits. A key whose ask failed is decided by
+# on_failure at once while its next ask is in flight: no round trip, so
+# neither a call nor a latency sample (they were counted as calls, and as
+# waits under 100 us, while Redis was frozen).
+. "$(dirname "$0")/../serve/lib.sh"
+
+start_redis || { bad "redis starts"; finish; }
+cat >"$T/m.ini" <<INI
+[server]
+workers = 1
+[store]
+url = redis://127.0.0.1:$RPORT
+timeout = 200ms
+[limit sy]
+key = query:k
+algorithm = fixed_window
+rate = 100000/min
+mode = sync:200ms
+on_failure = open
+[limit le]
+key = query:k
+algorithm = fixed_window
+rate = 100000/min
+mode = lease
+on_failure = open
+INI
+start_fg m -c "$T/m.ini" --listen 127.0.0.1:0 || { bad "serve starts"; finish; }
+U="http://127.0.0.1:$FGPORT_m"
+"$FGLOAD" -n 20 -c 1 "$U/v1/check?limit=sy&key=hot" >/dev/null
+metric() { # metric FILE NAME{LABELS}: its value (0 when absent)
+    awk -v m="$2" '$1 == m { v = $2 } END { print v + 0 }' "$1"
+}
+curl -s "$U/metrics" >"$T/m0"
+cmds() { redis-cli -p "$RPORT" info commandstats | awk -F'[=,:]' '/^cmdstat_/ { s += $3 } END { print s + 0 }'; }
+c0=$(cmds)
+kill -STOP "$RPID"
+"$FGLOAD" -n 400 -c 8 -r 400 "$U/v1/check?limit=sy&key=hot" >"$T/sy.out"
+"$FGLOAD" -n 100 -c 4 -r 200 "$U/v1/check?limit=le&key=new" >"$T/le.out"
+kill -CONT "$RPID"
+sleep 0.5
+curl -s "$U/metrics" >"$T/m1"
+c1=$(cmds)
+sent=$((c1 - c0 - 1)) # less the INFO of c0
+echo "sync: $(cat "$T/sy.out")"
+echo "lease: $(cat "$T/le.out")"
+d() { echo $(($(metric "$T/m1" "$1") - $(metric "$T/m0" "$1"))); }
+calls=$(($(d 'floodgate_store_calls_total{limit="sy"}') + $(d 'floodgate_store_calls_total{limit="le"}')))
+errors=$(($(d 'floodgate_store_errors_total{limit="sy"}') + $(d 'floodgate_store_errors_total{limit="le"}')))
+fast=$(d 'floodgate_store_latency_seconds_bucket{le="0.001"}')
+waits=$(d 'floodgate_store_latency_seconds_count')
+echo "during the stop: $calls calls counted, $errors errors, $waits waits ($fast under 1 ms); Redis ran $sent commands sent meanwhile"
+check "calls counted ($calls) are no more than the commands Redis ran ($sent)" test "$calls" -le "$sent"
+check "some requests did wait for Redis ($waits)" test "$waits" -gt 0
+expect_eq "no wait under 1 ms while Redis was stopped" "$fast" 0
+check "every request decided by the policy counts as an error ($errors)" test "$errors" -ge "$calls"
+finish

@@ -894,7 +894,15 @@ fg_store *fg__store_cluster_open(const char *url, struct event_base *base,
     }
     atomic_store(&st->refreshed_us, fg__mono_us(NULL));
     if (rc != FG_OK && !st->url.lazy) {
-        fg__seterr(err, errlen, rc, "%s", why);
+        /* Each seed failed alike, most often: the last one's reason. */
+        const char *last = strncmp(why, "cluster: ", 9) ? why : why + 9;
+        if (nseeds > 1)
+            fg__seterr(err, errlen, rc,
+                       "cluster: none of the %u seeds answered (the last, "
+                       "%s)",
+                       nseeds, last);
+        else
+            fg__seterr(err, errlen, rc, "%s", why);
         goto fail;
     }
     if (rc == FG_OK &&

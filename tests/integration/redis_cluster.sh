@@ -407,6 +407,11 @@ DEAD=$(free_port)
 rc=$?
 check "a seed given twice, down: exit 2 with the reason ($rc: $(cat "$T/dup.err"))" \
     test $rc = 2 -a -n "$(grep -F 'cannot connect' "$T/dup.err")"
+DEAD2=$(free_port)
+"$FLOODGATE" check --store "cluster=redis://127.0.0.1:$DEAD,redis://127.0.0.1:$DEAD2" --limit 5/s --key a >/dev/null 2>"$T/dead2.err"
+rc=$?
+check "two seeds down: exit 2, both asked, the last one's reason ($rc: $(cat "$T/dead2.err"))" \
+    test $rc = 2 -a -n "$(grep -F "none of the 2 seeds answered (the last, 127.0.0.1:$DEAD2: redis 127.0.0.1:$DEAD2 db 0: cannot connect" "$T/dead2.err")"
 
 # A seed that refuses the password: the error at start has Redis's words.
 "$FLOODGATE" check --store "cluster=redis://:wrong@127.0.0.1:$watch" --limit 5/s --key a 2>"$T/pw.err" >/dev/null

@@ -178,6 +178,7 @@ static int sync_lookup(sentinel_store *st, uint32_t timeout_ms, char *host,
     int cfg = FG_OK, fb_port = 0, fb_role = 0;
     char cfg_why[400] = "", why[400] = "no sentinel given";
     char fb_host[FG__SENTINEL_HOST_MAX] = "";
+    unsigned unreached = 0;
     for (unsigned i = 0; i < st->u.n; i++) {
         char where[300], e[256];
         fg__sentinel_hostport(st->u.s[i].host, st->u.s[i].port, where,
@@ -188,6 +189,7 @@ static int sync_lookup(sentinel_store *st, uint32_t timeout_ms, char *host,
             snprintf(why, sizeof why, "sentinel %.200s: cannot connect: %.120s",
                      where, c ? c->errstr : "out of memory");
             redisFree(c);
+            unreached++;
             continue;
         }
         const char *argv[] = {"SENTINEL", "get-master-addr-by-name",
@@ -254,6 +256,11 @@ static int sync_lookup(sentinel_store *st, uint32_t timeout_ms, char *host,
     }
     if (cfg != FG_OK)
         return fg__seterr(err, errlen, cfg, "%s", cfg_why);
+    if (unreached > 1 && unreached == st->u.n)
+        return fg__seterr(err, errlen, FG_EBACKEND,
+                          "sentinel: none of the %u sentinels answered (the "
+                          "last, %s)",
+                          unreached, why + strlen("sentinel "));
     return fg__seterr(err, errlen, FG_EBACKEND, "%s", why);
 }
 

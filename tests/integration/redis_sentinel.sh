@@ -84,10 +84,11 @@ S="sentinel://127.0.0.1:${SP[0]},127.0.0.1:${SP[1]},127.0.0.1:${SP[2]}/$MASTER"
 # ---- Bad input, and floodgate check through Sentinel --------------------
 out=$("$FLOODGATE" check --store "$S" --limit 5/min --key cli1 --count 7 --timeout 2000 | tail -1)
 expect_eq "floodgate check through sentinel: 5 of 7" "$out" "allowed=5 limited=2"
-NOPE=$(free_port)
+NOPE=$(free_port) NOPE2=$(free_port)
 for b in "sentinel://127.0.0.1:${SP[0]}/nosuch|monitors no master named 'nosuch'" \
     "sentinel://127.0.0.1:$MP/$MASTER|not a sentinel" \
     "sentinel://127.0.0.1:$NOPE/$MASTER|cannot connect" \
+    "sentinel://127.0.0.1:$NOPE,127.0.0.1:$NOPE2/$MASTER|none of the 2 sentinels answered (the last, 127.0.0.1:$NOPE2: cannot connect" \
     "sentinel://127.0.0.1:${SP[0]}|no master name" \
     "sentinel:///$MASTER|no sentinel address" \
     "sentinel://127.0.0.1:${SP[0]},/$MASTER|sentinel 2: empty address" \

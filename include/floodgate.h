@@ -654,9 +654,10 @@ unsigned fg_limiter_pending(const fg_limiter *l);
  * than its refill every interval (docs/modes.md).
  *
  * FG_MODE_LEASE never admits beyond the limit ('over_cap' 0). It refuses
- * below it at most the units the other servers hold and do not spend, and
- * (token bucket, sliding window) those a server waiting for its chunk to
- * fit has not taken: 'under_cap' = (servers - 1) * largest chunk, plus the
+ * below it at most the units the servers hold and do not spend (a chunk
+ * each, in flight or held), and (token bucket, sliding window) those a
+ * server waiting for its chunk to fit has not taken: 'under_cap' =
+ * servers * largest chunk, plus the
  * largest chunk less one but for a fixed window, at most the limit; with
  * steady traffic, chunks are what each server spends in a lease, and
  * little is left over. Both 0 for FG_MODE_EXACT. FG_OK or FG_EINVAL. */

@@ -16,9 +16,9 @@
  * plus at most one a server).
  *
  * lease: never over the limit; under it at most under_cap, as the library
- * states it: the units the other servers may hold, (servers - 1) *
- * largest chunk, plus the chunk less one that a server waits to take from
- * its token bucket, at most the limit. */
+ * states it: the units the servers may hold, servers * largest chunk, plus the
+ * chunk less one that a server waits to take from its token bucket, at most the
+ * limit. */
 #include <string.h>
 
 #include "lab.h"

@@ -218,8 +218,7 @@ static void bound_text(const fg__lab_result *r, char *a, char *b, size_t len)
     } else if (bd->kind == 2) {
         snprintf(a, len, "over 0, under <= %llu",
                  (unsigned long long)bd->bound);
-        snprintf(b, len, "others hold <= %llu",
-                 (unsigned long long)bd->under_cap);
+        snprintf(b, len, "held <= %llu", (unsigned long long)bd->under_cap);
     } else if (r->strategy == FG__LAB_ATOMIC) {
         snprintf(a, len, "exact");
         snprintf(b, len, "-");

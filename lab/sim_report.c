@@ -42,7 +42,7 @@ double fg__sim_speed(const fg__sim_params *p, const fg__sim_result *r)
 
 /* 1 when the measured overshoot, or under-admission, is beyond the bound
  * stated for it (per window for windows). A lease's under bound is what
- * the others hold at any one time: for windows, what one window can miss;
+ * the servers hold at any one time: for windows, what one window can miss;
  * a token bucket's run has no window, and its sum over the run (each
  * lease that lapsed unspent kept its units from the others while it
  * lasted) is shown, not judged. */

@@ -111,7 +111,8 @@ typedef struct sim {
     uint64_t nwin;     /* the counters' size */
     uint64_t used_win; /* windows with an arrival or an admission */
     uint64_t *arrived_w, *allowed_w, *ref_w;
-    uint64_t first_at, last_at; /* the first and last admission */
+    /* The first arrival (the bucket is full then) and the last admission. */
+    uint64_t first_at, last_at;
     uint64_t rr, rng;
     int oom;
     const char *key;
@@ -249,8 +250,6 @@ static void decided(sim *s, uint64_t arrived, uint64_t at, uint64_t answered,
         s->r->wait_max_us = wait;
     if (allowed) {
         uint64_t w = window_of(s, at);
-        if (!s->r->allowed || at < s->first_at)
-            s->first_at = at;
         if (at > s->last_at)
             s->last_at = at;
         s->r->allowed++;
@@ -464,7 +463,8 @@ static void arrive(sim *s, uint64_t now)
     uint64_t w = window_of(s, now);
     if (w == NONE)
         return;
-    s->r->requests++;
+    if (!s->r->requests++)
+        s->first_at = now;
     s->arrived_w[w]++;
     if (s->ref) {
         /* When an exact check of it would act in the store, and counted in
@@ -516,10 +516,14 @@ static void judge(sim *s, fg_limit *lim)
     if (lim->algorithm == FG_TOKEN_BUCKET) {
         uint64_t burst = lim->burst ? lim->burst : lim->limit;
         r->windows = 0;
-        /* Over the time the admissions took on the deciders' clock: the
-         * arrivals' span, and a round trip more when a decision waits for
-         * the store. */
-        uint64_t took = r->allowed ? s->last_at - s->first_at : 0;
+        /* From the first arrival, when the bucket is full, to the last
+         * admission on its decider's clock: the arrivals' span, and a
+         * round trip more when a decision waits for the store. (A lease
+         * spends units its take got from the store earlier; an exact
+         * check is decided half a round trip after its arrival.) */
+        uint64_t took = r->allowed && s->last_at > s->first_at
+                            ? s->last_at - s->first_at
+                            : 0;
         if (took < span)
             took = span;
         r->limit_allows = burst + (uint64_t)((unsigned __int128)lim->limit *

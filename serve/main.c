@@ -159,7 +159,7 @@ static void log_modes(const fg__gen *g)
                     " under_cap=%" PRIu64
                     " msg=\"never admits beyond the limit; refuses below it "
                     "at most %" PRIu64
-                    " units, what the other servers hold (and a chunk "
+                    " units, what the servers hold (and a chunk "
                     "a server waits to take)\"",
                     lim->name, mode, servers, b.under_cap, b.under_cap);
     }

@@ -189,11 +189,14 @@ int fg_limit_bound(const fg_limit *lim, unsigned servers, uint64_t rtt_us,
         out->over_cap = sat_mul(others, max_cost);
         break;
     case FG_MODE_LEASE: {
-        /* The units the others hold; and a token bucket's or sliding
-         * window's server whose chunk did not fit waits until it does,
-         * refusing meanwhile while fewer units than the chunk came back. */
+        /* The units the servers hold, each its chunk (this one's too: a
+         * check whose takes come back empty is decided by the store, which
+         * counts this server's take in flight); and a token bucket's or
+         * sliding window's server whose chunk did not fit waits until it
+         * does, refusing meanwhile while fewer units than the chunk came
+         * back. */
         uint64_t chunk = fg__lease_max_chunk(lim, max_cost);
-        uint64_t c = sat_mul(others, chunk);
+        uint64_t c = sat_mul(servers, chunk);
         if (lim->algorithm != FG_FIXED_WINDOW)
             c = sat_add(c, chunk - 1);
         out->under_cap = c < max_cost ? c : max_cost;

@@ -19,7 +19,7 @@ const EXPLAIN = {
   naive: 'One shared counter in Redis, but read, decide and write are separate round trips: requests that read the same value all pass. Drag the round trip up.',
   atomic: 'One shared counter, checked and updated in one atomic step inside Redis (a Lua token bucket): exactly the limit, one round trip.',
   sync: 'Each server decides on its own view of the shared counter and sends its usage to Redis once per interval: few Redis commands, and an overshoot bounded by what the other servers admit within two intervals and a round trip. Move the interval.',
-  lease: 'Each server takes units from Redis in chunks (an atomic take) and spends them locally: never over the limit; what other servers hold and do not spend can be refused here.',
+  lease: 'Each server takes units from Redis in chunks (an atomic take) and spends them locally: never over the limit; what the servers hold and do not spend can be refused here.',
 };
 const $ = (id) => document.getElementById(id);
 
@@ -188,7 +188,7 @@ function renderBound(r) {
   } else if (r.bound_of === 'under') {
     $('measured').textContent = `+${r.over} · ${r.refused_under_limit} short`;
     $('bound').textContent = `0 · ≤ ${r.bound}`;
-    $('bound-note').textContent = `over, and refused under the limit: the other servers ` +
+    $('bound-note').textContent = `over, and refused under the limit: the servers ` +
       `may hold ${r.under_cap} units unspent (chunks of at most ${r.chunk})`;
     tile.classList.add(r.over === 0 && r.refused_under_limit <= r.bound ? 'good' : 'bad');
   } else if (r.strategy === 'atomic' && r.by_on_failure > 0) {

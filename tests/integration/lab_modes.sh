@@ -28,7 +28,7 @@ lab_record_ports
 # The limit's period is long (10 s) so that a token bucket refills less
 # than one request during a burst, even a slow one: allowed is then
 # comparable with the limit itself. A chunk of 2 makes lease's bound
-# (7 x 2 + 2 - 1 = 15, the token bucket's chunk less one included)
+# (8 x 2 + 2 - 1 = 17, the token bucket's chunk less one included)
 # smaller than the limit, so that it can fail.
 servers=8 limit=20 period=10s chunk=2 spread_ms=40 sync_ms=200
 start=$(date +%s)
@@ -87,9 +87,9 @@ for (const r of rs) {
         `atomic ${c}: exact (${r.allowed} allowed, limit ${limit}, +${r.refilled} refilled, ` +
         `${r.allowed_by_on_failure} allowed by on_failure)`);
   } else if (r.strategy === 'lease') {
-    // The others' chunks, and the chunk less one that a server waits to
+    // The servers' chunks, and the chunk less one that a server waits to
     // take from the lab's token bucket.
-    bound = Math.min((N - 1) * chunk + chunk - 1, limit);
+    bound = Math.min(N * chunk + chunk - 1, limit);
     out(r.bound === bound && r.bound_of === 'under' && r.chunk === chunk,
         `lease ${c}: the stated bound is ${bound} (${r.bound} ${r.bound_of}, chunk ${r.chunk})`);
     out(r.allowed <= limit + r.refilled && r.over === 0,

@@ -193,20 +193,20 @@ static void test_parse(void)
     lim = lim_of("100/s", FG_FIXED_WINDOW, "lease:10");
     CHECK_EQ(fg_limit_bound(&lim, 8, 0, &b), FG_OK);
     CHECK_EQ(b.over_cap, 0);
-    CHECK_EQ(b.under_cap, 70);
+    CHECK_EQ(b.under_cap, 80); /* 8 x 10: this server's chunk too */
     lim = lim_of("100/s", FG_FIXED_WINDOW, "lease");
     CHECK_EQ(fg_limit_bound(&lim, 8, 0, &b), FG_OK);
     CHECK_EQ(b.under_cap, 100);
     /* A token bucket's or sliding window's server waits for its chunk to
-     * fit: one server alone may refuse up to a chunk less one. */
+     * fit: one server alone may refuse its chunk, and a chunk less one. */
     lim = lim_of("100/s", FG_TOKEN_BUCKET, "lease:10");
     CHECK_EQ(fg_limit_bound(&lim, 1, 0, &b), FG_OK);
-    CHECK_EQ(b.under_cap, 9);
+    CHECK_EQ(b.under_cap, 19);
     CHECK_EQ(fg_limit_bound(&lim, 8, 0, &b), FG_OK);
-    CHECK_EQ(b.under_cap, 79);
+    CHECK_EQ(b.under_cap, 89);
     lim = lim_of("100/s", FG_SLIDING_WINDOW, "lease:10");
     CHECK_EQ(fg_limit_bound(&lim, 8, 0, &b), FG_OK);
-    CHECK_EQ(b.under_cap, 79);
+    CHECK_EQ(b.under_cap, 89);
     CHECK_EQ(fg_limit_bound(&lim, 0, 0, &b), FG_EINVAL);
     /* Too large to hold: stated as the largest bound, not wrapped. */
     lim = lim_of("9007199254740992/s", FG_FIXED_WINDOW, "sync:200ms");

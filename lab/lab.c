@@ -283,7 +283,7 @@ static int redis_check_up(fg__lab *lab, char *err, size_t errlen)
             lab->info[k] = NULL;
         }
         if (lab->redis[k] > 0)
-            kill(lab->redis[k], SIGKILL);
+            kill(-lab->redis[k], SIGKILL); /* its process group */
         fg__lab_stop_procs(&lab->redis[k], 1, 1000);
         if (redis_up(lab, k, err, errlen) < 0)
             return -1;
@@ -305,7 +305,7 @@ static void redis_down(fg__lab *lab)
         }
         /* SIGKILL: Redis does not get to say goodbye, as in a crash. */
         if (lab->redis[k] > 0)
-            kill(lab->redis[k], SIGKILL);
+            kill(-lab->redis[k], SIGKILL); /* its process group */
     }
     fg__lab_stop_procs(lab->redis, lab->shards, 1000);
 }

@@ -431,6 +431,25 @@ static int parse_args(int argc, char **argv, opts *o)
     return 0;
 }
 
+/* A run whose requests got no answer from a server (one died or stopped
+ * during it): its figures are not the limiter's. -1 with the reason. */
+static int unanswered(const fg__lab_result *rs, size_t n, unsigned mask,
+                      char *err, size_t errlen)
+{
+    long failed = 0;
+    for (size_t i = 0; i < n; i++)
+        if (mask & (1u << (i % FG__LAB_NSTRATEGIES)))
+            failed += rs[i].failed + rs[i].down_failed;
+    if (!failed)
+        return 0;
+    snprintf(err, errlen,
+             "%ld requests got no answer from a server, or another status "
+             "than 200, 429 or 503 (did a process die or stop during the "
+             "run?): the figures above are not the limiter's",
+             failed);
+    return -1;
+}
+
 static int run_once(fg__lab *lab, const opts *o, char *err, size_t errlen)
 {
     fg__lab_result rs[FG__LAB_NSTRATEGIES];
@@ -458,7 +477,8 @@ static int run_once(fg__lab *lab, const opts *o, char *err, size_t errlen)
                (fg__lab_now_us() - t0) / 1e6,
                fg__lab_own_store(lab) ? ", Redis stopped and fired again" : "");
     }
-    return 0;
+    fflush(stdout);
+    return unanswered(rs, FG__LAB_NSTRATEGIES, o->mask, err, errlen);
 }
 
 /* Where the sweep's chart goes: --svg as given, or lab-sweep-P.svg made
@@ -513,6 +533,9 @@ static int run_sweep(fg__lab *lab, const opts *o, char *err, size_t errlen)
                                o->mask, rs, err, errlen);
         if (rc == 0)
             fprintf(o->json ? stderr : stdout, "\n  chart: %s\n", path);
+        fflush(stdout);
+        if (rc == 0)
+            rc = unanswered(rs, n, o->mask, err, errlen);
     }
     free(rs);
     return rc;

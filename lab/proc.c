@@ -86,12 +86,14 @@ pid_t fg__lab_spawn(char *const argv[], const char *log, char *err,
     return pid;
 }
 
+/* Each child leads a process group of its own (fg__lab_spawn): the group
+ * is signalled, so that what a wrapper script started goes too. */
 void fg__lab_stop_procs(pid_t *pids, int n, int grace_ms)
 {
     int alive = 0;
     for (int i = 0; i < n; i++) {
         if (pids[i] > 0) {
-            kill(pids[i], SIGTERM);
+            kill(-pids[i], SIGTERM);
             alive++;
         }
     }
@@ -112,7 +114,7 @@ void fg__lab_stop_procs(pid_t *pids, int n, int grace_ms)
         if (fg__lab_now_us() >= deadline) {
             for (int i = 0; i < n; i++) {
                 if (pids[i] > 0) {
-                    kill(pids[i], SIGKILL);
+                    kill(-pids[i], SIGKILL);
                     waitpid(pids[i], NULL, 0);
                     pids[i] = 0;
                 }

@@ -385,9 +385,13 @@ static void print_table(FILE *f, const fg__lab_result *rs, int n, int color)
     for (int i = 0; i < n; i++) {
         if (!rs[i].down_measured)
             snprintf(t, sizeof t, "not measured");
+        else if (rs[i].down_failed) /* no server answered them */
+            snprintf(t, sizeof t, "%d of %d failed", rs[i].down_failed,
+                     rs[i].down_allowed + rs[i].down_limited +
+                         rs[i].down_failed);
         else
             snprintf(t, sizeof t, "%d ok · %d refused", rs[i].down_allowed,
-                     rs[i].down_limited + rs[i].down_failed);
+                     rs[i].down_limited);
         fprintf(f, "%-*s", COL + (rs[i].down_measured ? 1 : 0), t);
     }
     fprintf(f, "\n");

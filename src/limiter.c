@@ -187,6 +187,8 @@ void fg_limiter_free(fg_limiter *l)
     if (!l || fg__process_other(l->st->process))
         return;
     fg__mode_free(l);
+    if (l->st->ops->limiter_free)
+        l->st->ops->limiter_free(l->st, l);
     fg__free(l->store_data);
     fg_limiter_free(l->policy->local);
     fg_store_close(l->policy->local_store);

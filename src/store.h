@@ -41,6 +41,9 @@ typedef struct fg__store_ops {
                 fg_decision *d);
     int (*reset)(fg_store *st, fg_limiter *l, const char *key, size_t keylen);
     uint64_t (*keys)(fg_store *st);
+    /* Forget the keys 'l' holds (fg_limiter_free): no check can reach
+     * them again. NULL: the store keeps none in this process. */
+    void (*limiter_free)(fg_store *st, fg_limiter *l);
     /* The time on the clock the store decides on, for the age of a refund
      * (fg__taken). NULL: the library's clock (fg__mono_precise_us). */
     uint64_t (*now)(fg_store *st);

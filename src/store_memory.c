@@ -609,6 +609,27 @@ static uint64_t mem_keys(fg_store *st)
     return keys;
 }
 
+/* A limiter's keys are found by its id, which no later limiter has: at
+ * its free they go, not waiting to be evicted as the table fills (a
+ * reload that changes a limit would leave its keys behind). One pass over
+ * each stripe under its lock. */
+static void mem_limiter_free(fg_store *st, fg_limiter *l)
+{
+    mem_store *m = (mem_store *)st;
+    for (uint64_t i = 0; i <= m->stripe_mask; i++) {
+        mem_stripe *s = &m->stripes[i];
+        stripe_lock(s);
+        for (size_t j = 0; s->count && j < s->size;) {
+            /* A removal shifts later keys back into 'j': look again. */
+            if (s->tags[j] && s->slots[j].ident >> IDENT_LEN_BITS == l->id)
+                stripe_remove(m, s, j);
+            else
+                j++;
+        }
+        stripe_unlock(s);
+    }
+}
+
 static void mem_close(fg_store *st)
 {
     mem_store *m = (mem_store *)st;
@@ -656,6 +677,7 @@ static const fg__store_ops mem_ops = {
     .peek = mem_peek,
     .reset = mem_reset,
     .keys = mem_keys,
+    .limiter_free = mem_limiter_free,
     .close = mem_close,
     .now = mem_now,
 };

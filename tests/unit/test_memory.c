@@ -243,14 +243,47 @@ static void test_limiters_separate(void)
     CHECK_EQ(try_key(c, "k", 1, 2), 1);
     CHECK_EQ(try_key(c, "k", 1, 1), 0);
     CHECK_EQ(fg_store_keys(st), 3);
-    /* Freeing one leaves the others' counts as they were. */
+    /* Freeing one leaves the others' counts as they were, and its key
+     * goes (no check reaches it again). */
     fg_limiter_free(b);
+    CHECK_EQ(fg_store_keys(st), 2);
     CHECK_EQ(try_key(a, "k", 1, 1), 0);
     fg_limiter *d = new_limiter(st, "2/h", FG_FIXED_WINDOW);
     CHECK_EQ(try_key(d, "k", 1, 2), 1);
     fg_limiter_free(a);
     fg_limiter_free(c);
     fg_limiter_free(d);
+    fg_store_close(st);
+}
+
+/* Two limiters of many keys, some longer than a slot holds: freeing one
+ * takes its keys out of the table, probe runs shifted back and all, and
+ * leaves every key of the other as it was. */
+static void test_limiter_free_keys(void)
+{
+    fg_store *st = open_store(0);
+    fg_limiter *a = new_limiter(st, "3/h", FG_FIXED_WINDOW);
+    fg_limiter *b = new_limiter(st, "3/h", FG_TOKEN_BUCKET);
+    char key[64];
+    for (int i = 0; i < 20000; i++) {
+        int n =
+            snprintf(key, sizeof key, i % 3 ? "k%d" : "a-longer-key-%d-xx", i);
+        CHECK_EQ(try_key(a, key, (size_t)n, 2), 1);
+        CHECK_EQ(try_key(b, key, (size_t)n, 1), 1);
+    }
+    CHECK_EQ(fg_store_keys(st), 40000);
+    fg_limiter_free(b);
+    CHECK_EQ(fg_store_keys(st), 20000);
+    int kept = 0;
+    for (int i = 0; i < 20000; i++) {
+        int n =
+            snprintf(key, sizeof key, i % 3 ? "k%d" : "a-longer-key-%d-xx", i);
+        fg_decision d;
+        kept += fg_peek(a, key, (size_t)n, &d) == FG_OK && d.remaining == 1;
+    }
+    CHECK_EQ(kept, 20000);
+    fg_limiter_free(a);
+    CHECK_EQ(fg_store_keys(st), 0);
     fg_store_close(st);
 }
 
@@ -854,6 +887,7 @@ int main(void)
     test_default_clock_algorithms();
     test_binary_keys();
     test_limiters_separate();
+    test_limiter_free_keys();
     test_bad_input();
     test_expired_first();
     test_threads();

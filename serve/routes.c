@@ -178,7 +178,7 @@ static int node_slot(fg__wgen *wg, const char *key, size_t keylen)
 /* Log a refusal that shadow mode allowed: one line each, up to
  * SHADOW_LOG_PER_S a second per worker (a flood of would-be refusals must
  * not become a flood of lines); the next line says how many it left out
- * (or the sweep's, fg__routes_flush_shadow_log),
+ * (or the sweep's, fg__routes_flush_suppressed),
  * and floodgate_shadow_refusals_total counts every one. */
 #define SHADOW_LOG_PER_S 20
 static void log_shadow(fg__ctx *c, unsigned k, uint64_t now)
@@ -208,8 +208,15 @@ static void log_shadow(fg__ctx *c, unsigned k, uint64_t now)
     w->shadow_unlogged = 0;
 }
 
-void fg__routes_flush_shadow_log(fg__worker *w, uint64_t now)
+void fg__routes_flush_suppressed(fg__worker *w, uint64_t now)
 {
+    if (w->errors_unlogged && now >= w->next_err_log_us) {
+        /* Store errors after the last store_error line, and none since
+         * to say them. */
+        fg__log("store_error_suppressed", "worker=%u errors=%" PRIu64, w->index,
+                w->errors_unlogged);
+        w->errors_unlogged = 0;
+    }
     if (!w->shadow_unlogged || now < w->shadow_log_reset_us)
         return;
     fg__log("shadow_refusal_suppressed", "worker=%u suppressed=%" PRIu64,

@@ -210,9 +210,10 @@ void fg__routes_handle(fg__hreq *req, void *worker);
 void fg__routes_free_pool(fg__worker *w);
 /* Free spare request contexts beyond 'keep'; how many were freed. */
 unsigned fg__routes_trim_pool(fg__worker *w, unsigned keep);
-/* Shadow refusals left out of the log in a second that has ended and
- * that no later line has counted: logged now (from the sweep), so that a
- * flood's last second is not left out until the next refusal. */
-void fg__routes_flush_shadow_log(fg__worker *w, uint64_t now);
+/* Store errors and shadow refusals left out of the log in a second that
+ * has ended and that no later line has counted: logged now (from the
+ * sweep), so that a flood's last second is not left out until the next
+ * one. */
+void fg__routes_flush_suppressed(fg__worker *w, uint64_t now);
 
 #endif

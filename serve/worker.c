@@ -445,7 +445,7 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
     FG_SET(w->m->cache_entries, fg_cache_count(w->cache));
     sweep_breakers(w);
     watch_master(w);
-    fg__routes_flush_shadow_log(w, fg_mono_us());
+    fg__routes_flush_suppressed(w, fg_mono_us());
     /* The spare request contexts (9 KB each) beyond what the busiest
      * moment since the last sweep needed are halved at each sweep. Kept
      * for the all-time peak, a rare burst held their memory for good (in a

@@ -4,7 +4,8 @@
 # latency histogram only their waits. A key whose ask failed is decided by
 # on_failure at once while its next ask is in flight: no round trip, so
 # neither a call nor a latency sample (they were counted as calls, and as
-# waits under 100 us, while Redis was frozen).
+# waits under 100 us, while Redis was frozen). The log's store_error and
+# store_error_suppressed lines count every error.
 . "$(dirname "$0")/../serve/lib.sh"
 
 start_redis || { bad "redis starts"; finish; }
@@ -56,4 +57,11 @@ check "calls counted ($calls) are no more than the commands Redis ran ($sent)" t
 check "some requests did wait for Redis ($waits)" test "$waits" -gt 0
 expect_eq "no wait under 1 ms while Redis was stopped" "$fast" 0
 check "every request decided by the policy counts as an error ($errors)" test "$errors" -ge "$calls"
+# The log says as many errors as /metrics: the store_error lines, at most
+# one a second, and the errors after the last one (store_error_suppressed,
+# from the sweep within a second).
+sleep 1.5
+logged=$(grep -oE 'event=store_error(_suppressed)? .*errors=[0-9]+' "$T/m.log" |
+    grep -oE 'errors=[0-9]+' | cut -d= -f2 | awk '{ s += $1 } END { print s + 0 }')
+expect_eq "the log's errors= add up to /metrics' errors" "$logged" "$errors"
 finish

@@ -410,7 +410,7 @@ if start_fg det -c "$T/det.ini" --listen 127.0.0.1:0; then
     wait "$cpid"
     redis-cli -p "$RPORT" client unpause >/dev/null
     check "an OOM's store_error says OOM" grep -q 'event=store_error .*detail=".*OOM' "$T/det.log"
-    last=$(grep 'event=store_error' "$T/det.log" | tail -n 1)
+    last=$(grep 'event=store_error ' "$T/det.log" | tail -n 1)
     check "a lost connection's store_error says so, not the earlier OOM ($last)" \
         grep -q 'error="backend unavailable" .*detail="redis [^"]*: connection lost: ' <<<"$last"
     # store_recovered is the failing limit's: while its scripts are

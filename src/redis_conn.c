@@ -919,15 +919,18 @@ static void on_readdress(int rc, const char *num, const char *why, void *data)
     snprintf(st->addr, sizeof st->addr, "%s", num);
     pthread_mutex_unlock(&st->mu);
     fg__rnode_set_error(st, "redis %.200s: the host name is %.200s", was);
-    if (st->conn && !st->conn->dead) {
-        /* To the old address: it takes no more checks, and closes once
-         * it has answered those sent (this may run inside one of its
-         * reply callbacks, where it must not be freed). */
-        fg__raconn *cn = st->conn;
+    fg__raconn *cn = st->conn && !st->conn->dead ? st->conn : NULL;
+    if (cn)
         fg__raconn_kill(cn, FG_EBACKEND);
-        redisAsyncDisconnect(cn->ac);
-    }
     connected(st); /* no backoff for the new address */
+    if (cn) {
+        /* The connection to the old address goes, its checks in flight
+         * failing (their policy decides); inside one of its own reply
+         * callbacks (READONLY), hiredis frees it when that returns. Not
+         * left to finish: nothing would time it out, and the store's
+         * close would not know it. */
+        redisAsyncFree(cn->ac);
+    }
 }
 
 void fg__rnode_readdress(fg__rnode *st)

@@ -9,7 +9,9 @@
 #     B, where the checks are decided by the store again within 2 s, and
 #     logs event=store_switched;
 #   - B shut down, the name moved back to A (promoted): connections to B
-#     are refused; serve goes back to A within 2 s.
+#     are refused; serve goes back to A within 2 s;
+#   - checks in flight to A (paused) when the name moves: their connection
+#     goes, and a drain does not wait for A.
 # Before, the address of the name at start was used until a restart or a
 # reload: every check followed on_failure.
 . "$(dirname "$0")/../lib/dns.sh"
@@ -23,7 +25,7 @@ check "r.test resolves to 127.0.0.1" sh -c 'getent ahostsv4 r.test | grep -q "^1
 start_at() { # start_at IP: a redis-server on IP:$P
     mkdir -p "$T/r$1"
     redis-server --port "$P" --bind "$1" --save '' --appendonly no \
-        --dir "$T/r$1" --logfile "$T/r$1/log" &
+        --dir "$T/r$1" --logfile "$T/r$1/log" --repl-diskless-sync-delay 0 &
     PIDS="$PIDS $!"
     wait_until 50 sh -c "redis-cli -h $1 -p $P ping 2>/dev/null | grep -q PONG"
 }
@@ -97,6 +99,33 @@ for _ in 1 2 3 4 5; do source_of c >/dev/null; done
 expect_eq "at A: the next 5 checks counted there" "$(($(counted "$A" c) - before))" 5
 check "event=store_switched from B to A" wait_until 20 \
     grep -q "event=store_switched .*from=127.0.0.2:$P to=127.0.0.1:$P" "$T/fg.log"
+
+# ---- Checks in flight to the old address when the name moves ----------
+# A a replica again, and then paused (4 s): the checks sent meanwhile wait
+# on its connection when the lookup (0.5 s) moves the name to B. That
+# connection goes at once, failing them (their policy decides): nothing
+# waits for A any more, so a drain (SIGTERM) ends as soon as its grace
+# does. (The connection was left to finish: the drain waited for A, and a
+# library user closing the store read A's late answers into freed
+# checks.)
+start_at 127.0.0.2 || bad "B starts again"
+echo 0.5 >"$T/dns/r.delay"
+dns_set r 127.0.0.2
+$A replicaof 127.0.0.2 "$P" >/dev/null
+wait_until 50 sh -c "$A info replication | grep -q master_link_status:up" ||
+    bad "A replicates B again"
+source_of e >/dev/null # READONLY: the lookup is asked
+$A client pause 4000 all >/dev/null
+for i in 1 2 3 4 5; do source_of "e$i" >"$T/held$i" & done
+wait_until 30 grep -q "event=store_switched .*to=127.0.0.2:$P" "$T/fg.log"
+took=$(until_store f 20)
+check "B decides (in ${took:-no} ms)" test -n "$took"
+t0=$(ms)
+kill -TERM "$FGPID_fg"
+wait_until 40 sh -c "! kill -0 $FGPID_fg 2>/dev/null"
+took=$(($(ms) - t0))
+check "a drain then waits for nothing of A's: it ended in $took ms (A held its answers 4 s)" \
+    test "$took" -lt 2500
 echo "name lookups: $(wc -l <"$T/dns.queries")"
 grep -E 'event=store_(switched|error)' "$T/fg.log" | head -6
 finish

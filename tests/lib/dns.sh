@@ -6,7 +6,9 @@
 #   start_dns                 a UDP server on a 127.x address answering
 #                             NAME.test with the address in $T/dns/NAME
 #                             (127.0.0.1 when there is none; TTL 0; no
-#                             AAAA), named by a private /etc/resolv.conf
+#                             AAAA), after the seconds in
+#                             $T/dns/NAME.delay if there is one, named by
+#                             a private /etc/resolv.conf
 #                             and an /etc/hosts of localhost only;
 #                             questions logged in $T/dns.queries
 #   dns_set NAME ADDR         NAME.test answers ADDR from now on
@@ -24,13 +26,12 @@ dns_namespace() {
 start_dns() {
     mkdir -p "$T/dns"
     cat >"$T/dns.py" <<'PY'
-import os, socket, struct, sys
+import os, socket, struct, sys, threading, time
 addr, dir, log = sys.argv[1], sys.argv[2], open(sys.argv[3], "a")
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.bind((addr, 53))
 print("ready", flush=True)
-while True:
-    d, a = s.recvfrom(512)
+def answer(d, a):
     i, labels = 12, []
     while d[i]:
         labels.append(d[i + 1:i + 1 + d[i]].decode().lower())
@@ -41,10 +42,15 @@ while True:
         rcode, f = 0, os.path.join(dir, name[:-5])
         ip = open(f).read().split()[0] if os.path.exists(f) else "127.0.0.1"
         log.write("%s %d %s\n" % (name, qtype, ip)); log.flush()
+        if os.path.exists(f + ".delay"):
+            time.sleep(float(open(f + ".delay").read()))
         if qtype == 1:  # A, TTL 0
             an = b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 0, 4) + socket.inet_aton(ip)
     hdr = d[:2] + struct.pack(">HHHHH", 0x8180 | rcode, 1, 1 if an else 0, 0, 0)
     s.sendto(hdr + q + an, a)
+while True:
+    d, a = s.recvfrom(512)
+    threading.Thread(target=answer, args=(d, a), daemon=True).start()
 PY
     local ns=127.53.$((RANDOM % 250 + 1)).$((RANDOM % 250 + 1))
     python3 "$T/dns.py" "$ns" "$T/dns" "$T/dns.queries" >"$T/dns.out" 2>"$T/dns.log" &

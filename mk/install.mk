@@ -28,10 +28,10 @@ INSTALL      ?= install
 # layout, a function was removed or its signature changed, an enum's or a
 # macro's value changed (adding a function or an error code does not). 1: fg_set_req and fg_local_ask grew (refunds say when their
 # units were taken). 2: fg_set_req grew again (a set that waited for a
-# failed probe).
+# failed probe). 3: fg_set_result (and so fg_set_req) grew: 'waited'.
 FG_SO_VERSION := $(shell sed -n 's/^\#define FG_VERSION "\(.*\)"/\1/p' \
                    include/floodgate.h)
-FG_ABI        := 2
+FG_ABI        := 3
 FG_SONAME     := libfloodgate.so.$(FG_ABI)
 SO            := $(BUILD)/libfloodgate.so.$(FG_ABI).0.0
 PIC_OBJ       := $(LIB_SRC:%.c=$(BUILD)/pic/%.o)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # install.sh -- the installed copy: `make install DESTDIR=... PREFIX=/usr`
 # into a temp folder, then what a user of it sees. The files and links are
-# where they belong; libfloodgate.so.2 exports the fg_ API and nothing else
+# where they belong; libfloodgate.so.3 exports the fg_ API and nothing else
 # (nm -D: every function floodgate.h declares, no fg__); floodgate.h
 # compiles as C++; the installed examples/hello.c and hello_async.c build
 # with pkg-config against the shared library (ldd: the installed .so) and
@@ -42,15 +42,15 @@ else
 fi
 
 for f in usr/bin/floodgate usr/lib/libfloodgate.a \
-    usr/lib/libfloodgate.so.2.0.0 usr/include/floodgate.h \
+    usr/lib/libfloodgate.so.3.0.0 usr/include/floodgate.h \
     usr/lib/pkgconfig/floodgate.pc; do
     check "installed $f" test -f "$ROOT/$f" -a ! -L "$ROOT/$f"
 done
 check "bin/floodgate is executable" test -x "$ROOT/usr/bin/floodgate"
-check "libfloodgate.so.2 -> libfloodgate.so.2.0.0" \
-    test "$(readlink "$LIBDIR/libfloodgate.so.2")" = libfloodgate.so.2.0.0
-check "libfloodgate.so -> libfloodgate.so.2" \
-    test "$(readlink "$LIBDIR/libfloodgate.so")" = libfloodgate.so.2
+check "libfloodgate.so.3 -> libfloodgate.so.3.0.0" \
+    test "$(readlink "$LIBDIR/libfloodgate.so.3")" = libfloodgate.so.3.0.0
+check "libfloodgate.so -> libfloodgate.so.3" \
+    test "$(readlink "$LIBDIR/libfloodgate.so")" = libfloodgate.so.3
 for f in gatepass.ini nginx-auth-request.conf floodgate.service hello.c \
     hello_async.c README.md $(cd "$REPO" && echo docs/*.md); do
     check "installed share/doc/floodgate/$f" test -f "$DOC/$f"
@@ -60,7 +60,7 @@ check "the man pages' docs/lab.md is installed" test -f "$DOC/docs/lab.md"
 check "the README shows examples/hello.c as it is" \
     cmp -s <(sed -n '/^```c$/,/^```$/p' "$REPO/README.md" | sed '1d;$d') \
     <(sed -n '/^#include <floodgate.h>/,$p' "$REPO/examples/hello.c")
-mode=$(stat -c %a "$LIBDIR/libfloodgate.so.2.0.0")
+mode=$(stat -c %a "$LIBDIR/libfloodgate.so.3.0.0")
 check "the shared library is mode 644 ($mode)" test "$mode" = 644
 check "the installed unit runs /usr/bin/floodgate" \
     grep -q '^ExecStart=/usr/bin/floodgate serve ' "$DOC/floodgate.service"
@@ -83,9 +83,9 @@ fi
 
 # ---- the shared library's symbols -----------------------------------------
 
-SO=$LIBDIR/libfloodgate.so.2.0.0
-check "soname libfloodgate.so.2" \
-    sh -c "readelf -d '$SO' | grep -q 'Library soname: \[libfloodgate.so.2\]'"
+SO=$LIBDIR/libfloodgate.so.3.0.0
+check "soname libfloodgate.so.3" \
+    sh -c "readelf -d '$SO' | grep -q 'Library soname: \[libfloodgate.so.3\]'"
 nm -D --defined-only "$SO" | awk '{print $NF}' | sort -u >"$T/exported"
 grep -oE '\bfg_[a-z0-9_]+ *\(' "$ROOT/usr/include/floodgate.h" |
     tr -d ' (' | sort -u >"$T/declared"
@@ -99,7 +99,7 @@ check "every function of floodgate.h exported (missing: $(echo $missing))" \
     test -z "$missing" -a -s "$T/declared"
 check "only floodgate.h's functions exported (extra: $(echo $extra))" \
     test -z "$extra"
-echo "libfloodgate.so.2: $(wc -l <"$T/exported") symbols exported," \
+echo "libfloodgate.so.3: $(wc -l <"$T/exported") symbols exported," \
     "$(wc -l <"$T/declared") functions declared"
 
 # ---- the header as C++ ------------------------------------------------------
@@ -178,11 +178,11 @@ check "docs/library.md's first listing builds" \
 # ldd: the shared builds load the installed .so (by its soname), the static
 # builds none.
 for p in hello_shared hello_async_shared; do
-    check "$p needs libfloodgate.so.2" \
-        sh -c "readelf -d '$T/$p' | grep -q 'Shared library: \[libfloodgate.so.2\]'"
-    check "$p loads $LIBDIR/libfloodgate.so.2" \
+    check "$p needs libfloodgate.so.3" \
+        sh -c "readelf -d '$T/$p' | grep -q 'Shared library: \[libfloodgate.so.3\]'"
+    check "$p loads $LIBDIR/libfloodgate.so.3" \
         sh -c "LD_LIBRARY_PATH='$LIBDIR' ldd '$T/$p' |
-               grep -q '^[[:space:]]*libfloodgate.so.2 => $LIBDIR/libfloodgate.so.2 '"
+               grep -q '^[[:space:]]*libfloodgate.so.3 => $LIBDIR/libfloodgate.so.3 '"
 done
 for p in hello_static hello_async_static; do
     check "$p links no libfloodgate.so" \

@@ -474,11 +474,13 @@ fg__wgen *fg__wgen_new(fg__worker *w, fg__gen *g, char *err, size_t errlen)
         wg->store = fg_store_open_async(g->url_lazy, w->base, err, errlen);
         if (!wg->store)
             goto fail;
-        /* The server it starts on (a name's address; Sentinel's master
+        /* The servers it starts on (a name's address; Sentinel's master
          * once known): a move within the first sweep is said too. */
-        const char *a = fg_store_node_addr(wg->store, 0);
-        if (a && strlen(a) < sizeof(wg->master))
-            strcpy(wg->master, a);
+        for (unsigned i = 0; i < FG_NODE_SLOTS; i++) {
+            const char *a = fg_store_node_addr(wg->store, i);
+            if (a && strlen(a) < sizeof(wg->master[i]))
+                strcpy(wg->master[i], a);
+        }
     }
     for (unsigned i = 0; i < FG_NODE_SLOTS; i++)
         wg->node_slot[i] = -2; /* named on first use (a cluster learns) */

@@ -47,7 +47,9 @@ typedef struct fg__wgen {
     unsigned *store_refs; /* the worker's gens that use 'store' (keep_store) */
     fg_limiter *lim[FG_SERVE_MAX_LIMITS];
     int node_slot[FG_NODE_SLOTS]; /* per node of 'store': its metrics */
-    char master[272]; /* node 0's server as last seen (Sentinel's master) */
+    /* Each node's server as last seen (Sentinel's master, the address of
+     * a Redis host name): the first FG_NODE_SLOTS nodes. */
+    char master[FG_NODE_SLOTS][272];
     unsigned inflight;
     unsigned resyncs; /* retired: its flushes once idle (see free_retired) */
     /* A flush the store failed: since when (0: the last one did not), and

@@ -414,23 +414,27 @@ static void sweep_breakers(fg__worker *w)
             FG_SET(w->m->lim[s].breaker_open, 0);
 }
 
-/* A Sentinel store's master changed (a failover, followed): said once per
- * worker, with the old and the new server. */
+/* A node's server changed (a Sentinel failover, a Redis host name that
+ * moved, followed): said once per worker, with the old and the new one. */
 static void watch_master(fg__worker *w)
 {
     fg__wgen *wg = w->cur;
-    const char *now = wg && wg->store ? fg_store_node_addr(wg->store, 0) : NULL;
-    if (!now || !strcmp(now, wg->master) || strlen(now) >= sizeof wg->master)
-        return;
-    if (wg->master[0] && now[0]) {
-        char n[608], f[552], t[552];
-        fg__log("store_switched", "worker=%u node=%s from=%s to=%s", w->index,
-                fg__log_value(fg_store_node_name(wg->store, 0), n, sizeof n),
-                fg__log_value(wg->master, f, sizeof f),
+    for (unsigned i = 0; wg && wg->store && i < FG_NODE_SLOTS; i++) {
+        const char *now = fg_store_node_addr(wg->store, i);
+        char *was = wg->master[i];
+        if (!now || !strcmp(now, was) || strlen(now) >= sizeof wg->master[i])
+            continue;
+        if (was[0] && now[0]) {
+            char n[608], f[552], t[552];
+            fg__log(
+                "store_switched", "worker=%u node=%s from=%s to=%s", w->index,
+                fg__log_value(fg_store_node_name(wg->store, i), n, sizeof n),
+                fg__log_value(was, f, sizeof f),
                 fg__log_value(now, t, sizeof t));
+        }
+        if (now[0])
+            strcpy(was, now);
     }
-    if (now[0])
-        strcpy(wg->master, now);
 }
 
 static void on_sweep(evutil_socket_t fd, short what, void *arg)

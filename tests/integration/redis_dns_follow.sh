@@ -11,7 +11,9 @@
 #   - B shut down, the name moved back to A (promoted): connections to B
 #     are refused; serve goes back to A within 2 s;
 #   - checks in flight to A (paused) when the name moves: their connection
-#     goes, and a drain does not wait for A.
+#     goes, and a drain does not wait for A;
+#   - a shards store whose second node is r.test follows it the same way
+#     (logged for that node).
 # Before, the address of the name at start was used until a restart or a
 # reload: every check followed on_failure.
 . "$(dirname "$0")/../lib/dns.sh"
@@ -53,6 +55,11 @@ on_failure = open
 INI
 start_fg fg -c "$T/fg.ini" --listen 127.0.0.1:0 || { bad "serve starts"; finish; }
 U="http://127.0.0.1:$FGPORT_fg"
+# A second serve on shards: a Redis of its own first, then r.test.
+start_redis || { bad "the shards' first node starts"; finish; }
+sed "s|^url = .*|url = shards=redis://127.0.0.1:$RPORT,redis://r.test:$P|" \
+    "$T/fg.ini" >"$T/sh.ini"
+start_fg sh -c "$T/sh.ini" --listen 127.0.0.1:0 || { bad "serve on shards starts"; finish; }
 source_of() { # source_of KEY: the "source" of one check of KEY
     curl -s -m 2 -X POST "$U/v1/check?limit=c&key=$1" | grep -o '"source":"[a-z_]*"' | cut -d'"' -f4
 }
@@ -87,6 +94,16 @@ for _ in 1 2 3 4 5; do source_of b >/dev/null; done
 expect_eq "at B: the next 5 checks counted there" "$(($(counted "$B" b) - before))" 5
 check "event=store_switched from A to B (a sweep: within 1 s)" wait_until 20 \
     grep -q "event=store_switched .*from=127.0.0.1:$P to=127.0.0.2:$P" "$T/fg.log"
+# Shards: the keys on r.test's node meet READONLY, and that node follows.
+for i in $(seq 1 20); do
+    curl -s -m 2 -o /dev/null -X POST "http://127.0.0.1:$FGPORT_sh/v1/check?limit=c&key=s$i"
+done
+sleep 0.3
+for i in $(seq 1 20); do
+    curl -s -m 2 -o /dev/null -X POST "http://127.0.0.1:$FGPORT_sh/v1/check?limit=c&key=s$i"
+done
+check "shards: the node of r.test follows it, logged (store_switched node=r.test:$P/0)" \
+    wait_until 20 grep -q "event=store_switched .*node=r.test:$P/0 from=127.0.0.1:$P to=127.0.0.2:$P" "$T/sh.log"
 
 # ---- Back to A; B gone: connections refused -------------------------------
 $A replicaof no one >/dev/null

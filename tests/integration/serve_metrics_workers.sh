@@ -5,7 +5,7 @@
 #     the port listens; 5 starts, each stopped by SIGTERM, exit 0 (the
 #     first worker served /metrics while the others' counters were not
 #     made yet: a SIGSEGV at start in 4 of 5 starts);
-#   - drain: 4 workers, a connection opened before SIGTERM asks /metrics
+#   - drain: 4 workers, 8 connections opened before SIGTERM ask /metrics
 #     1.5 s into the drain: every counter is what was counted (a worker
 #     still draining read the counters of workers already joined and
 #     freed: heap addresses as counts).
@@ -59,31 +59,39 @@ rate = 1000/s
 INI
 start_fg d -c "$T/drain.ini" --listen 127.0.0.1:0 || { bad "serve starts"; finish; }
 for _ in $(seq 1 20); do curl -s -o /dev/null -X POST "http://127.0.0.1:$FGPORT_d/v1/check?limit=a&key=x"; done
-python3 - "$FGPORT_d" "$FGPID_d" >"$T/drain.metrics" 2>"$T/drain.err" <<'PY'
+# Eight connections (the port spreads them over the workers, so some
+# worker other than the first drains one), each asking /metrics 1.5 s
+# into the drain.
+python3 - "$FGPORT_d" "$FGPID_d" "$T/drain" 2>"$T/drain.err" <<'PY'
 import os, signal, socket, sys, time
-port, pid = int(sys.argv[1]), int(sys.argv[2])
-s = socket.create_connection(("127.0.0.1", port))
+port, pid, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+ss = [socket.create_connection(("127.0.0.1", port)) for _ in range(8)]
 time.sleep(0.1)
 os.kill(pid, signal.SIGTERM)
 time.sleep(1.5)
-s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-s.settimeout(3)
-out = b""
-while True:
-    try:
-        d = s.recv(65536)
-    except socket.timeout:
-        break
-    if not d:
-        break
-    out += d
-sys.stdout.write(out.decode("utf-8", "replace"))
+for i, s in enumerate(ss):
+    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    s.settimeout(3)
+    got = b""
+    while True:
+        try:
+            d = s.recv(65536)
+        except socket.timeout:
+            break
+        if not d:
+            break
+        got += d
+    open("%s.%d" % (out, i), "w").write(got.decode("utf-8", "replace"))
 PY
-check "the drain answers /metrics" grep -q '^HTTP/1.1 200' "$T/drain.metrics"
-got=$(awk '/^floodgate_requests_total\{limit="a"/ { s += $2 } END { print s + 0 }' "$T/drain.metrics")
-expect_eq "limit a's requests counted, summed over the workers" "$got" 20
-big=$(awk '/^floodgate_/ && $2 + 0 > 1000000 && $1 !~ /seconds|bytes|_start_time/' "$T/drain.metrics" | head -3)
-check "no counter holds garbage ($big)" test -z "$big"
+check "the drain answers /metrics on each of 8 connections" \
+    test "$(grep -l '^HTTP/1.1 200' "$T"/drain.[0-7] | wc -l)" = 8
+wrong=""
+for i in 0 1 2 3 4 5 6 7; do
+    got=$(awk '/^floodgate_requests_total\{limit="a"/ { s += $2 } END { print s + 0 }' "$T/drain.$i")
+    big=$(awk '/^floodgate_/ && $2 + 0 > 1000000 && $1 !~ /seconds|bytes|_start_time/' "$T/drain.$i" | head -1)
+    [ "$got" = 20 ] && [ -z "$big" ] || wrong="$wrong [connection $i: $got requests of a; $big]"
+done
+check "every answer counts the 20 requests of limit a, and no garbage${wrong}" test -z "$wrong"
 wait "$FGPID_d"
 expect_eq "the drain ends, exit 0" "$?" 0
 finish

@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # sentinel:// with hosts announced by name (Sentinel's resolve-hostnames and
-# announce-hostnames, as on Kubernetes), behind a slow DNS server: a small
-# UDP server on a 127.x address that answers names under .test 300 ms late,
-# named by a private /etc/resolv.conf (and an /etc/hosts of localhost only)
-# bind-mounted in a mount namespace of this test's own (unshare -m: root).
+# announce-hostnames, as on Kubernetes), behind a slow DNS server: the one
+# of tests/lib/dns.sh (a mount namespace of this test's own), answering
+# names under .test 300 ms late.
 # A master, a replica and three sentinels, real servers on free ports; one
 # floodgate serve (timeout 50 ms, on_failure open) under one check every
 # 5 ms while SENTINEL FAILOVER moves the master:
@@ -13,14 +12,8 @@
 #   - exact after it: the new master holds every check made since;
 #   - a sentinel named by a host with IPv4 and IPv6 addresses: the IPv4 one.
 FG_TEST_BOUND=${FG_TEST_BOUND:-50}
-if [ -z "${FG_DNS_NS:-}" ]; then
-    if ! unshare -m true 2>/dev/null; then
-        echo "skip: unshare -m not permitted (a private resolv.conf needs it)"
-        echo "0 passed, 0 failed"
-        exit 0
-    fi
-    FG_DNS_NS=1 exec unshare -m bash "$0" "$@"
-fi
+. "$(dirname "$0")/../lib/dns.sh"
+dns_namespace "$0" "$@"
 . "$(dirname "$0")/../serve/lib.sh"
 . "$(dirname "$0")/../lib/sentinel.sh"
 
@@ -29,40 +22,9 @@ TIMEOUT_MS=50
 SLACK_MS=40
 MASTER=fgdns$$
 
-# ---- The slow DNS server, and this namespace's resolver files ------------
-cat >"$T/slowdns.py" <<'PY'
-import socket, struct, sys, threading, time
-addr, delay, log = sys.argv[1], float(sys.argv[2]) / 1000, open(sys.argv[3], "a")
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind((addr, 53))
-print("ready", flush=True)
-def answer(d, a):
-    i, labels = 12, []
-    while d[i]:
-        labels.append(d[i + 1:i + 1 + d[i]].decode().lower())
-        i += d[i] + 1
-    name, qtype = ".".join(labels), struct.unpack(">H", d[i + 1:i + 3])[0]
-    q, an, rcode = d[12:i + 5], b"", 3  # NXDOMAIN unless under .test
-    if name.endswith(".test"):
-        rcode = 0
-        log.write("%.3f %s %d\n" % (time.time(), name, qtype)); log.flush()
-        time.sleep(delay)
-        if qtype == 1:  # A: 127.0.0.1; AAAA: none
-            an = b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 5, 4) + bytes([127, 0, 0, 1])
-    hdr = d[:2] + struct.pack(">HHHHH", 0x8180 | rcode, 1, 1 if an else 0, 0, 0)
-    s.sendto(hdr + q + an, a)
-while True:
-    d, a = s.recvfrom(512)
-    threading.Thread(target=answer, args=(d, a), daemon=True).start()
-PY
-NS=127.53.$((RANDOM % 250 + 1)).$((RANDOM % 250 + 1))
-python3 "$T/slowdns.py" "$NS" "$DELAY_MS" "$T/dns.queries" >"$T/dns.out" 2>"$T/dns.log" &
-PIDS="$PIDS $!"
-wait_until 50 grep -q ready "$T/dns.out" || { bad "the DNS server starts on $NS:53"; finish; }
-printf 'nameserver %s\noptions timeout:2 attempts:1\n' "$NS" >"$T/resolv.conf"
-printf '127.0.0.1 localhost\n::1 localhost\n' >"$T/hosts"
-mount --bind "$T/resolv.conf" /etc/resolv.conf && mount --bind "$T/hosts" /etc/hosts ||
-    { bad "private resolv.conf and hosts"; finish; }
+# ---- The slow DNS server (tests/lib/dns.sh): every name 300 ms late -------
+start_dns || { bad "a DNS server of this test's own"; finish; }
+awk -v d="$DELAY_MS" 'BEGIN { print d / 1000 }' >"$T/dns/all.delay"
 t0=$(ms)
 check "m.test resolves to 127.0.0.1, slowly" sh -c 'getent ahostsv4 m.test | grep -q "^127.0.0.1 "'
 echo "a lookup took $(($(ms) - t0)) ms"

@@ -7,7 +7,8 @@
 #                             NAME.test with the address in $T/dns/NAME
 #                             (127.0.0.1 when there is none; TTL 0; no
 #                             AAAA), after the seconds in
-#                             $T/dns/NAME.delay if there is one, named by
+#                             $T/dns/NAME.delay, or else in
+#                             $T/dns/all.delay, if there is one; named by
 #                             a private /etc/resolv.conf
 #                             and an /etc/hosts of localhost only;
 #                             questions logged in $T/dns.queries
@@ -42,8 +43,10 @@ def answer(d, a):
         rcode, f = 0, os.path.join(dir, name[:-5])
         ip = open(f).read().split()[0] if os.path.exists(f) else "127.0.0.1"
         log.write("%s %d %s\n" % (name, qtype, ip)); log.flush()
-        if os.path.exists(f + ".delay"):
-            time.sleep(float(open(f + ".delay").read()))
+        for late in (f + ".delay", os.path.join(dir, "all.delay")):
+            if os.path.exists(late):
+                time.sleep(float(open(late).read()))
+                break
         if qtype == 1:  # A, TTL 0
             an = b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 0, 4) + socket.inet_aton(ip)
     hdr = d[:2] + struct.pack(">HHHHH", 0x8180 | rcode, 1, 1 if an else 0, 0, 0)

@@ -119,6 +119,11 @@ static void on_wait(redisAsyncContext *ac, void *reply, void *priv)
     fg__raconn *cn = s->conn;
     redis_store *st = cn->st->owner;
     redisReply *r = reply;
+    /* No reply: the connection is going away. hiredis may run this before
+     * its cleanup hook has marked it (an end of file): its error decides,
+     * never FG_OK. */
+    if (!r)
+        fg__raconn_kill(cn, FG_EBACKEND);
     int rc = !r                        ? cn->fail_rc
              : fg__redis_replicated(r) ? FG_OK
                                        : fg__redis_not_replicated(cn->st);

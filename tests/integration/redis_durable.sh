@@ -215,4 +215,23 @@ out=$("$FGLOAD" -n 12 -c 4 "$U/v1/check?limit=durable&key=$HK")
 expect_eq "durable key admitted while replicated: still spent after the failover" "$(field "$out" s200)" 0
 cli_round "$SPORT" c2
 expect_eq "durable after the failover: 10 of 12 (check)" "$ROUND" "allowed=10 limited=2"
+
+# A connection lost while its WAIT is pending (no replica: the WAIT waits
+# its timeout): the held check fails to its policy (closed: 503). It was
+# answered as replicated (200) when the end of file came before hiredis's
+# cleanup.
+start_redis || bad "a master without replica starts"
+sed "s|^url = .*|url = redis://127.0.0.1:$RPORT|; s|^timeout = 100ms|timeout = 1000ms|" \
+    "$T/s.ini" >"$T/lost.ini"
+start_fg lost -c "$T/lost.ini" --listen 127.0.0.1:0 || { bad "serve on it starts"; finish; }
+code() { curl -s -m 5 -o /dev/null -w '%{http_code}' -X POST \
+    "http://127.0.0.1:$FGPORT_lost/v1/check?limit=durable_fw&key=lost$1"; }
+code 0 >/dev/null # connected, scripts loaded
+code 1 >"$T/lost.code" &
+cpid=$!
+sleep 0.3
+redis-cli -p "$RPORT" client kill type normal >/dev/null
+wait "$cpid"
+expect_eq "WAIT pending when the connection is lost: on_failure closed answers" \
+    "$(cat "$T/lost.code")" 503
 finish

@@ -387,9 +387,11 @@ int fg_limiter_node_failing(fg_limiter *l, unsigned node);
 
 /* Free 'l' once fg_limiter_pending says nothing of it is in flight (a
  * callback may free it: by then its own check is no longer counted). On a
- * memory store its keys go with it (one pass over the table: about 25 ms
- * at 900,000 keys); another limiter, even of the same limit, never had
- * them. */
+ * memory store its keys go with it, another limiter (even of the same
+ * limit) never having had them: a pass over each part of the table its
+ * keys entered, each part locked in turn (a limiter of 5 keys, created,
+ * checked and freed: about 280 checks' time in a table of 900,000 keys;
+ * one of 450,000 keys: a quarter of the time of as many checks). */
 void fg_limiter_free(fg_limiter *l);
 
 /* ---- Asynchronous checks, for libevent loops ------------------------- */

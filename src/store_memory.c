@@ -468,8 +468,13 @@ mem_decide_as(fg_algorithm algorithm, mem_store *m, const fg_limiter *l,
     int found, rc = FG_OK;
     stripe_lock(s);
     size_t i = table_find(s, h, ident, key, keylen, &found);
-    if (__builtin_expect(!found, 0))
+    if (__builtin_expect(!found, 0)) {
         rc = stripe_insert(m, s, h, ident, key, keylen, now, &i);
+        if (rc == FG_OK && l->store_data) /* mem_limiter_free looks here */
+            atomic_fetch_or_explicit(
+                (_Atomic uint64_t *)l->store_data + ((s - m->stripes) >> 6),
+                1ull << ((s - m->stripes) & 63), memory_order_relaxed);
+    }
     if (__builtin_expect(rc == FG_OK, 1))
         rc = slot_decide(l, algorithm, &s->slots[i], now, cost, age_us, d);
     stripe_unlock(s);
@@ -612,11 +617,18 @@ static uint64_t mem_keys(fg_store *st)
 /* A limiter's keys are found by its id, which no later limiter has: at
  * its free they go, not waiting to be evicted as the table fills (a
  * reload that changes a limit would leave its keys behind). One pass over
- * each stripe under its lock. */
+ * each stripe its keys entered (its store_data: a bit a stripe; all of
+ * them when it could not be allocated), under the stripe's lock. */
 static void mem_limiter_free(fg_store *st, fg_limiter *l)
 {
     mem_store *m = (mem_store *)st;
+    _Atomic uint64_t *entered = l->store_data;
     for (uint64_t i = 0; i <= m->stripe_mask; i++) {
+        if (entered &&
+            !(atomic_load_explicit(&entered[i >> 6], memory_order_relaxed) >>
+                  (i & 63) &
+              1))
+            continue;
         mem_stripe *s = &m->stripes[i];
         stripe_lock(s);
         for (size_t j = 0; s->count && j < s->size;) {
@@ -655,17 +667,22 @@ static int mem_limiter_init(fg_store *st, fg_limiter *l, void **out, char *err,
     case FG_FIXED_WINDOW:
     case FG_NAIVE_GET_SET:
         l->check = own ? mem_check_fixed_clock : mem_check_fixed;
-        return FG_OK;
+        break;
     case FG_TOKEN_BUCKET:
         l->check = own ? mem_check_token_clock : mem_check_token;
-        return FG_OK;
+        break;
     case FG_SLIDING_WINDOW:
         l->check = own ? mem_check_sliding_clock : mem_check_sliding;
-        return FG_OK;
+        break;
+    default:
+        return fg__seterr(err, errlen, FG_EINVAL,
+                          "memory store: unknown algorithm %d",
+                          (int)l->p.algorithm);
     }
-    return fg__seterr(err, errlen, FG_EINVAL,
-                      "memory store: unknown algorithm %d",
-                      (int)l->p.algorithm);
+    /* The stripes its keys entered (mem_limiter_free): NULL, when out of
+     * memory, has it look in every stripe. */
+    *out = fg__calloc(1, STRIPES_MAX / 8);
+    return FG_OK;
 }
 
 static const fg__store_ops mem_ops = {

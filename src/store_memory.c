@@ -454,6 +454,16 @@ slot_decide(const fg_limiter *l, fg_algorithm algorithm, mem_slot *sl,
     return FG_OK;
 }
 
+/* Note that a key of a limiter entered stripe 'i' (mem_limiter_free looks
+ * there): written once, so that threads inserting keys of one limiter do
+ * not trade its line once every stripe is marked. */
+static inline void mark_entered(_Atomic uint64_t *entered, size_t i)
+{
+    uint64_t bit = 1ull << (i & 63);
+    if (!(atomic_load_explicit(&entered[i >> 6], memory_order_relaxed) & bit))
+        atomic_fetch_or_explicit(&entered[i >> 6], bit, memory_order_relaxed);
+}
+
 /* The store's decision for 'key' at 'now' by 'algorithm': FG_OK with 'd'
  * filled but its source, or a failure. Lookup, insert and decision under
  * the key's stripe lock. */
@@ -470,10 +480,8 @@ mem_decide_as(fg_algorithm algorithm, mem_store *m, const fg_limiter *l,
     size_t i = table_find(s, h, ident, key, keylen, &found);
     if (__builtin_expect(!found, 0)) {
         rc = stripe_insert(m, s, h, ident, key, keylen, now, &i);
-        if (rc == FG_OK && l->store_data) /* mem_limiter_free looks here */
-            atomic_fetch_or_explicit(
-                (_Atomic uint64_t *)l->store_data + ((s - m->stripes) >> 6),
-                1ull << ((s - m->stripes) & 63), memory_order_relaxed);
+        if (rc == FG_OK && l->store_data)
+            mark_entered(l->store_data, (size_t)(s - m->stripes));
     }
     if (__builtin_expect(rc == FG_OK, 1))
         rc = slot_decide(l, algorithm, &s->slots[i], now, cost, age_us, d);

@@ -611,6 +611,7 @@ static void *worker_main(void *arg)
     event_del(w->tick_ev);
     event_del(w->reap_ev);
     event_del(w->cmd_ev);
+    fg__routes_flush_suppressed(w, UINT64_MAX); /* what no line said yet */
     fg__http_free(w->http);
     w->http = NULL;
     free_at_exit(w->cur);

@@ -38,6 +38,7 @@ struct fg__dns_q {
     struct evdns_getaddrinfo_request *req;
     struct event *timer;
     int inside; /* within evdns_getaddrinfo(): an answer at once */
+    char keep[INET6_ADDRSTRLEN]; /* "": none */
     int rc;
     char addr[INET6_ADDRSTRLEN];
     char why[160];
@@ -125,12 +126,34 @@ static void q_free(fg__dns_q *q)
     fg__free(q);
 }
 
+/* 1 when 'keep' is among the addresses 'res'. */
+static int has_addr(const struct addrinfo *res, const char *keep)
+{
+    char a[INET6_ADDRSTRLEN];
+    for (; keep[0] && res; res = res->ai_next) {
+        const void *in =
+            res->ai_family == AF_INET
+                ? (const void *)&((struct sockaddr_in *)res->ai_addr)->sin_addr
+            : res->ai_family == AF_INET6
+                ? (const void *)&((struct sockaddr_in6 *)res->ai_addr)
+                      ->sin6_addr
+                : NULL;
+        if (in && inet_ntop(res->ai_family, in, a, sizeof a) &&
+            !strcmp(a, keep))
+            return 1;
+    }
+    return 0;
+}
+
 /* evdns's answer, once per lookup (EVUTIL_EAI_CANCEL for one given up). */
 static void on_answer(int result, struct evutil_addrinfo *res, void *arg)
 {
     fg__dns_q *q = arg;
     fg__dns *d = q->d;
-    if (result == 0 && fg__dns_pick(res, q->addr)) {
+    if (result == 0 && has_addr(res, q->keep)) {
+        q->rc = FG_OK;
+        memcpy(q->addr, q->keep, sizeof q->addr);
+    } else if (result == 0 && fg__dns_pick(res, q->addr)) {
         q->rc = FG_OK;
     } else {
         q->rc = FG_EBACKEND;
@@ -174,9 +197,9 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
            data);
 }
 
-int fg__dns_lookup(fg__dns *d, const char *host, fg__dns_cb cb, void *data,
-                   fg__dns_q **out, char addr[INET6_ADDRSTRLEN], char *why,
-                   size_t whylen)
+int fg__dns_lookup(fg__dns *d, const char *host, const char *keep,
+                   fg__dns_cb cb, void *data, fg__dns_q **out,
+                   char addr[INET6_ADDRSTRLEN], char *why, size_t whylen)
 {
     struct evutil_addrinfo hints;
     fg__dns_q *q = fg__calloc(1, sizeof *q);
@@ -194,6 +217,8 @@ int fg__dns_lookup(fg__dns *d, const char *host, fg__dns_cb cb, void *data,
     q->d = d;
     q->cb = cb;
     q->data = data;
+    if (keep)
+        snprintf(q->keep, sizeof q->keep, "%s", keep);
     q->inside = 1;
     d->live++;
     q->req = evdns_getaddrinfo(d->base, host, NULL, &hints, on_answer, q);

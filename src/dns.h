@@ -47,10 +47,13 @@ void fg__dns_free(fg__dns *d);
  * 'addr' when known at once (a numeric address, a name in /etc/hosts); 1
  * when the answer will come to 'cb' on the loop, within
  * FG__DNS_TIMEOUT_MS, with '*q' set to cancel it; else a negative FG_E*
- * code with the reason in 'why' ('cb' is never called then). */
-int fg__dns_lookup(fg__dns *d, const char *host, fg__dns_cb cb, void *data,
-                   fg__dns_q **q, char addr[INET6_ADDRSTRLEN], char *why,
-                   size_t whylen);
+ * code with the reason in 'why' ('cb' is never called then). The address
+ * is fg__dns_pick's, or 'keep' (NULL: none) when the name has it among
+ * its addresses: a name of several addresses, in whatever order the
+ * nameserver gives them, does not move a store that uses one of them. */
+int fg__dns_lookup(fg__dns *d, const char *host, const char *keep,
+                   fg__dns_cb cb, void *data, fg__dns_q **q,
+                   char addr[INET6_ADDRSTRLEN], char *why, size_t whylen);
 /* Give up lookup 'q' before its answer: 'cb' is not called. */
 void fg__dns_cancel(fg__dns_q *q);
 

@@ -941,11 +941,17 @@ void fg__rnode_readdress(fg__rnode *st)
     if (now < st->dns_next_us)
         return;
     st->dns_next_us = now + READDRESS_US;
-    if (!st->dns && !(st->dns = fg__dns_new(st->evb)))
+    /* A resolver of its own each time: /etc/resolv.conf and /etc/hosts as
+     * they are now (none of its lookups is live: 'dq' is NULL). */
+    fg__dns_free(st->dns);
+    if (!(st->dns = fg__dns_new(st->evb)))
         return;
-    char num[INET6_ADDRSTRLEN], why[200];
-    int rc = fg__dns_lookup(st->dns, st->url.host, on_readdress, st, &st->dq,
-                            num, why, sizeof why);
+    /* The address in use, kept while the name has it among others: a
+     * name of several addresses moves the store only when it left. */
+    char num[INET6_ADDRSTRLEN], why[200], cur[INET6_ADDRSTRLEN];
+    memcpy(cur, st->addr, sizeof cur);
+    int rc = fg__dns_lookup(st->dns, st->url.host, cur, on_readdress, st,
+                            &st->dq, num, why, sizeof why);
     if (rc == FG_OK)
         on_readdress(FG_OK, num, NULL, st);
 }

@@ -296,8 +296,8 @@ static void verify_cand(sentinel_store *st)
     const char *argv[] = {"ROLE"};
     char why[200], m[300];
     if (!st->cand_addr[0]) {
-        int rc = fg__dns_lookup(st->dns, st->cand, on_cand_addr, st, &st->q_dns,
-                                st->cand_addr, why, sizeof why);
+        int rc = fg__dns_lookup(st->dns, st->cand, NULL, on_cand_addr, st,
+                                &st->q_dns, st->cand_addr, why, sizeof why);
         if (rc == 1) {
             st->q_phase = 4; /* until on_cand_addr */
             return;

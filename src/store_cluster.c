@@ -212,8 +212,8 @@ static int node_for(cluster_store *st, const char *addr)
         return -1;
     strcpy(l->addr, addr);
     l->st = st;
-    int rc = fg__dns_lookup(st->dns, host, on_node_addr, l, &l->q, num, why,
-                            sizeof why);
+    int rc = fg__dns_lookup(st->dns, host, NULL, on_node_addr, l, &l->q, num,
+                            why, sizeof why);
     if (rc < 0)
         snprintf(st->dns_why, sizeof st->dns_why,
                  "cluster: master %.100s: %.200s", addr, why);

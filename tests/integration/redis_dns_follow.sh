@@ -13,7 +13,9 @@
 #   - checks in flight to A (stopped) when the name moves: their
 #     connection goes, and their policy answers them at once;
 #   - a shards store whose second node is r.test follows it the same way
-#     (logged for that node).
+#     (logged for that node);
+#   - a name of two addresses, one of them in use: no move;
+#   - /etc/hosts changed while serve runs: read at the next lookup.
 # Before, the address of the name at start was used until a restart or a
 # reload: every check followed on_failure.
 . "$(dirname "$0")/../lib/dns.sh"
@@ -157,6 +159,37 @@ check "event=store_switched to B logged" \
     grep -q "event=store_switched .*from=127.0.0.1:$P to=127.0.0.2:$P" "$T/fg.log"
 took=$(until_store f 20)
 check "B decides (in ${took:-no} ms)" test -n "$took"
+
+# ---- A name of two addresses, one of them in use ----------------------
+# r.test now gives 127.1.0.5 (nothing there) first, then B's. B closes
+# the connection (CLIENT KILL): the lookup that follows finds B's address
+# still the name's, and the store stays (it took the first, and stayed
+# there to the end).
+rm -f "$T/dns/r.delay"
+dns_set r 127.1.0.5 127.0.0.2
+sleep 1.1 # the last lookup was more than a second ago
+n0=$(grep -c 'event=store_switched' "$T/fg.log")
+q0=$(wc -l <"$T/dns.queries")
+$B client kill type normal >/dev/null
+for i in 1 2 3 4 5; do source_of "g$i" >>"$T/two"; sleep 0.1; done
+sleep 1.2 # a sweep
+check "the name was looked up again ($(($(wc -l <"$T/dns.queries") - q0)) questions)" \
+    test "$(wc -l <"$T/dns.queries")" -gt "$q0"
+expect_eq "no move: store_switched lines" "$(grep -c 'event=store_switched' "$T/fg.log")" "$n0"
+took=$(until_store h 20)
+check "B still decides (in ${took:-no} ms; the 5 before: $(tr '\n' ' ' <"$T/two"))" test -n "$took"
+
+# ---- /etc/hosts changed while serve runs ------------------------------
+# The hosts file now names r.test 127.0.0.1 (it wins over the nameserver),
+# A is a master again and B is shut down: the lookup reads the file as it
+# is now, and the store goes to A. (A resolver made at the first lookup
+# was kept: it still knew the file of then, and stayed on B's address.)
+printf '127.0.0.1 localhost\n::1 localhost\n127.0.0.1 r.test\n' >"$T/hosts"
+$A replicaof no one >/dev/null
+sleep 1.1
+$B shutdown nosave >/dev/null 2>&1
+took=$(until_store i 30)
+check "the hosts file's new address A decides (in ${took:-no} ms)" test -n "$took"
 echo "name lookups: $(wc -l <"$T/dns.queries")"
 grep -E 'event=store_(switched|error)' "$T/fg.log" | head -6
 finish

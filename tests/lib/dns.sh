@@ -4,15 +4,15 @@
 #   dns_namespace "$0" "$@"   re-runs the test under unshare -m (root), or
 #                             skips it where that is not permitted
 #   start_dns                 a UDP server on a 127.x address answering
-#                             NAME.test with the address in $T/dns/NAME
-#                             (127.0.0.1 when there is none; TTL 0; no
+#                             NAME.test with the addresses in $T/dns/NAME,
+#                             in order (127.0.0.1 when there is none; TTL 0; no
 #                             AAAA), after the seconds in
 #                             $T/dns/NAME.delay, or else in
 #                             $T/dns/all.delay, if there is one; named by
 #                             a private /etc/resolv.conf
 #                             and an /etc/hosts of localhost only;
 #                             questions logged in $T/dns.queries
-#   dns_set NAME ADDR         NAME.test answers ADDR from now on
+#   dns_set NAME ADDR...      NAME.test answers ADDR... from now on
 
 dns_namespace() {
     [ -n "${FG_DNS_NS:-}" ] && return 0
@@ -41,15 +41,17 @@ def answer(d, a):
     q, an, rcode = d[12:i + 5], b"", 3  # NXDOMAIN unless under .test
     if name.endswith(".test"):
         rcode, f = 0, os.path.join(dir, name[:-5])
-        ip = open(f).read().split()[0] if os.path.exists(f) else "127.0.0.1"
-        log.write("%s %d %s\n" % (name, qtype, ip)); log.flush()
+        ips = open(f).read().split() if os.path.exists(f) else ["127.0.0.1"]
+        log.write("%s %d %s\n" % (name, qtype, " ".join(ips))); log.flush()
         for late in (f + ".delay", os.path.join(dir, "all.delay")):
             if os.path.exists(late):
                 time.sleep(float(open(late).read()))
                 break
-        if qtype == 1:  # A, TTL 0
-            an = b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 0, 4) + socket.inet_aton(ip)
-    hdr = d[:2] + struct.pack(">HHHHH", 0x8180 | rcode, 1, 1 if an else 0, 0, 0)
+        if qtype == 1:  # A, TTL 0, in the file's order
+            for ip in ips:
+                an += b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 0, 4) + socket.inet_aton(ip)
+    n = 0 if not an else len(ips)
+    hdr = d[:2] + struct.pack(">HHHHH", 0x8180 | rcode, 1, n, 0, 0)
     s.sendto(hdr + q + an, a)
 while True:
     d, a = s.recvfrom(512)
@@ -64,4 +66,4 @@ PY
     mount --bind "$T/resolv.conf" /etc/resolv.conf && mount --bind "$T/hosts" /etc/hosts
 }
 
-dns_set() { echo "$2" >"$T/dns/$1"; }
+dns_set() { local n=$1; shift; echo "$*" >"$T/dns/$n"; }

@@ -65,19 +65,19 @@ static void test_at_once(void)
     fg__dns_q *q = (fg__dns_q *)1;
     char addr[INET6_ADDRSTRLEN] = "", why[200] = "";
     CHECK(d != NULL);
-    CHECK_EQ(fg__dns_lookup(d, "127.0.0.1", on_answer, NULL, &q, addr, why,
-                            sizeof why),
+    CHECK_EQ(fg__dns_lookup(d, "127.0.0.1", NULL, on_answer, NULL, &q, addr,
+                            why, sizeof why),
              FG_OK);
     CHECK_STR(addr, "127.0.0.1");
     CHECK(q == NULL);
-    CHECK_EQ(
-        fg__dns_lookup(d, "::1", on_answer, NULL, &q, addr, why, sizeof why),
-        FG_OK);
+    CHECK_EQ(fg__dns_lookup(d, "::1", NULL, on_answer, NULL, &q, addr, why,
+                            sizeof why),
+             FG_OK);
     CHECK_STR(addr, "::1");
     /* evdns reads /etc/hosts (where localhost is, or it adds it). */
     addr[0] = '\0';
-    CHECK_EQ(fg__dns_lookup(d, "localhost", on_answer, NULL, &q, addr, why,
-                            sizeof why),
+    CHECK_EQ(fg__dns_lookup(d, "localhost", NULL, on_answer, NULL, &q, addr,
+                            why, sizeof why),
              FG_OK);
     CHECK(!strcmp(addr, "127.0.0.1") || !strcmp(addr, "::1"));
     CHECK_EQ(answers, 0); /* answered by the return value, not 'cb' */
@@ -121,8 +121,8 @@ static void test_free_while_cancelled(void)
     fg__dns *d = fg__dns_new_conf(evb, conf);
     fg__dns_q *q = NULL;
     char addr[INET6_ADDRSTRLEN], why[200];
-    int rc = fg__dns_lookup(d, "fg-test.invalid", on_answer, NULL, &q, addr,
-                            why, sizeof why);
+    int rc = fg__dns_lookup(d, "fg-test.invalid", NULL, on_answer, NULL, &q,
+                            addr, why, sizeof why);
     CHECK(rc == 1 || rc == FG_EBACKEND);
     if (rc == 1) {
         fg__dns_cancel(q);
@@ -147,8 +147,8 @@ static void test_no_nameserver(void)
     fg__dns *d = fg__dns_new_conf(evb, "/nonexistent/resolv.conf");
     CHECK(d != NULL);
     if (d)
-        CHECK_EQ(fg__dns_lookup(d, "127.0.0.1", on_answer, NULL, &q, addr, why,
-                                sizeof why),
+        CHECK_EQ(fg__dns_lookup(d, "127.0.0.1", NULL, on_answer, NULL, &q, addr,
+                                why, sizeof why),
                  FG_OK);
     fg__dns_free(d);
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
@@ -204,8 +204,8 @@ static void test_dead_nameserver_first(void)
     for (int i = 0; i < 8; i++) {
         char name[32];
         snprintf(name, sizeof name, "n%d.fg-test", i);
-        CHECK_EQ(fg__dns_lookup(d, name, on_dead_first, NULL, &q[i], addr, why,
-                                sizeof why),
+        CHECK_EQ(fg__dns_lookup(d, name, NULL, on_dead_first, NULL, &q[i], addr,
+                                why, sizeof why),
                  1);
     }
     /* Real time: each lookup is answered, or given up, within 1 s. */
@@ -224,6 +224,65 @@ static void test_dead_nameserver_first(void)
     unlink(conf);
 }
 
+/* A name of two addresses, 10.0.0.1 then 10.0.0.2 (the nameserver's
+ * order): the first, unless the one to keep is among them. */
+static void serve_two(struct evdns_server_request *req, void *data)
+{
+    (void)data;
+    for (int i = 0; i < req->nquestions; i++)
+        if (req->questions[i]->type == EVDNS_TYPE_A) {
+            uint32_t a[2] = {htonl(0x0a000001), htonl(0x0a000002)};
+            evdns_server_request_add_a_reply(req, req->questions[i]->name, 2, a,
+                                             10);
+        }
+    evdns_server_request_respond(req, 0);
+}
+
+static char kept_addr[INET6_ADDRSTRLEN];
+static int kept_done;
+
+static void on_kept(int rc, const char *addr, const char *why, void *data)
+{
+    (void)why;
+    (void)data;
+    kept_done++;
+    snprintf(kept_addr, sizeof kept_addr, "%s", rc == FG_OK ? addr : "-");
+}
+
+static void test_keep(void)
+{
+    static const char *const keep[] = {NULL, "10.0.0.2", "10.0.0.9"};
+    static const char *const want[] = {"10.0.0.1", "10.0.0.2", "10.0.0.1"};
+    struct event_base *evb = event_base_new();
+    int port, sock = udp_socket(&port);
+    evutil_make_socket_nonblocking(sock);
+    struct evdns_server_port *sp =
+        evdns_add_server_port_with_base(evb, sock, 0, serve_two, NULL);
+    char conf[64], text[80];
+    snprintf(text, sizeof text, "nameserver 127.0.0.1:%d\n", port);
+    write_conf(conf, text);
+    fg__dns *d = fg__dns_new_conf(evb, conf);
+    for (int i = 0; i < 3; i++) {
+        char addr[INET6_ADDRSTRLEN], why[200];
+        fg__dns_q *q;
+        kept_done = 0;
+        CHECK_EQ(fg__dns_lookup(d, "two.fg-test", keep[i], on_kept, NULL, &q,
+                                addr, why, sizeof why),
+                 1);
+        struct timeval tv = {2, 0};
+        event_base_loopexit(evb, &tv);
+        while (!kept_done && !event_base_got_exit(evb))
+            event_base_loop(evb, EVLOOP_ONCE);
+        CHECK_STR(kept_addr, want[i]);
+    }
+    fg__dns_free(d);
+    evdns_close_server_port(sp);
+    event_base_loop(evb, EVLOOP_NONBLOCK);
+    event_base_free(evb);
+    close(sock);
+    unlink(conf);
+}
+
 int main(void)
 {
     test_at_once();
@@ -231,5 +290,6 @@ int main(void)
     test_free_while_cancelled();
     test_no_nameserver();
     test_dead_nameserver_first();
+    test_keep();
     return TEST_DONE();
 }

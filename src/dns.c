@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <event2/dns.h>
 #include <event2/event.h>
@@ -117,6 +118,36 @@ void fg__dns_free(fg__dns *d)
     d->freeing = 1;
     if (!d->live)
         free_now(d);
+}
+
+void fg__dns_free_later(fg__dns *d)
+{
+    if (!d)
+        return;
+    d->freeing = 1;
+    struct timeval now = {0, 0};
+    if (!d->live &&
+        event_base_once(d->evb, -1, EV_TIMEOUT, free_later, d, &now))
+        free_now(d); /* out of memory: the lesser risk than a leak */
+}
+
+uint64_t fg__dns_files_stamp(void)
+{
+    static const char *const files[] = {"/etc/resolv.conf", "/etc/hosts"};
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int i = 0; i < 2; i++) {
+        struct stat sb;
+        uint64_t v[4] = {0, 0, 0, 0};
+        if (stat(files[i], &sb) == 0) {
+            v[0] = (uint64_t)sb.st_ino;
+            v[1] = (uint64_t)sb.st_size;
+            v[2] = (uint64_t)sb.st_ctim.tv_sec;
+            v[3] = (uint64_t)sb.st_ctim.tv_nsec ^ (uint64_t)sb.st_mtim.tv_nsec;
+        }
+        for (int j = 0; j < 4; j++)
+            h = (h ^ v[j]) * 0x100000001b3ull;
+    }
+    return h;
 }
 
 static void q_free(fg__dns_q *q)

@@ -42,6 +42,13 @@ fg__dns *fg__dns_new_conf(struct event_base *evb, const char *resolv_conf);
 /* Free 'd' once its lookups are over: a lookup given up (fg__dns_cancel)
  * is finished by evdns on the loop later, which then frees what is left. */
 void fg__dns_free(fg__dns *d);
+/* The same, never from within this call: from the loop's next turn, after
+ * whatever evdns has already queued for it (a nameserver's answer to a
+ * probe), for a resolver replaced while its loop runs on. */
+void fg__dns_free_later(fg__dns *d);
+/* A number that changes when /etc/resolv.conf or /etc/hosts does (their
+ * inode, size and time of change): a resolver reads them when made. */
+uint64_t fg__dns_files_stamp(void);
 
 /* Look up 'host' (a name, or a numeric address). FG_OK with the address in
  * 'addr' when known at once (a numeric address, a name in /etc/hosts); 1

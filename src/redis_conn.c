@@ -941,11 +941,17 @@ void fg__rnode_readdress(fg__rnode *st)
     if (now < st->dns_next_us)
         return;
     st->dns_next_us = now + READDRESS_US;
-    /* A resolver of its own each time: /etc/resolv.conf and /etc/hosts as
-     * they are now (none of its lookups is live: 'dq' is NULL). */
-    fg__dns_free(st->dns);
-    if (!(st->dns = fg__dns_new(st->evb)))
+    /* A new resolver when /etc/resolv.conf or /etc/hosts changed since
+     * this one read them; the old one goes from the loop's next turn (evdns
+     * may have queued work of its nameservers for it). */
+    uint64_t stamp = fg__dns_files_stamp();
+    if (st->dns && stamp != st->dns_stamp) {
+        fg__dns_free_later(st->dns);
+        st->dns = NULL;
+    }
+    if (!st->dns && !(st->dns = fg__dns_new(st->evb)))
         return;
+    st->dns_stamp = stamp;
     /* The address in use, kept while the name has it among others: a
      * name of several addresses moves the store only when it left. */
     char num[INET6_ADDRSTRLEN], why[200], cur[INET6_ADDRSTRLEN];

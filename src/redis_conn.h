@@ -99,6 +99,7 @@ typedef struct fg__rnode {
     struct fg__dns *dns; /* made at the first lookup */
     struct fg__dns_q *dq;
     uint64_t dns_next_us;
+    uint64_t dns_stamp; /* fg__dns_files_stamp when 'dns' was made */
 } fg__rnode;
 
 /* The asynchronous connection. */

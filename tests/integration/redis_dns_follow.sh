@@ -90,25 +90,32 @@ until_store() {
     return 1
 }
 
+# decided_at WHO CLI KEY FROM TO: the store decides KEY again within 2 s,
+# the next 5 checks are counted by the server CLI reaches, and the sweep
+# logs store_switched from FROM to TO (within a second).
+decided_at() {
+    local took before
+    took=$(until_store "$3" 20)
+    check "$1 decides again (in ${took:-no} ms)" test -n "$took"
+    before=$(counted "$2" "$3")
+    for _ in 1 2 3 4 5; do source_of "$3" >/dev/null; done
+    expect_eq "$1: the next 5 checks counted there" "$(($(counted "$2" "$3") - before))" 5
+    check "event=store_switched from $4 to $5" wait_until 20 \
+        grep -q "event=store_switched .*from=$4 to=$5" "$T/fg.log"
+}
+
 # ---- The name moves to B; A a replica: READONLY ---------------------------
 dns_set r 127.0.0.2
 $A replicaof 127.0.0.2 "$P" >/dev/null
 wait_until 50 sh -c "$A info replication | grep -q master_link_status:up" ||
     bad "A replicates B"
-took=$(until_store b 20)
-check "READONLY from A: the name's new address B decides again (in ${took:-no} ms)" test -n "$took"
-before=$(counted "$B" b)
-for _ in 1 2 3 4 5; do source_of b >/dev/null; done
-expect_eq "at B: the next 5 checks counted there" "$(($(counted "$B" b) - before))" 5
-check "event=store_switched from A to B (a sweep: within 1 s)" wait_until 20 \
-    grep -q "event=store_switched .*from=127.0.0.1:$P to=127.0.0.2:$P" "$T/fg.log"
+decided_at "READONLY from A: the name's new address B" "$B" b 127.0.0.1:$P 127.0.0.2:$P
 # Shards: the keys on r.test's node meet READONLY, and that node follows.
-for i in $(seq 1 20); do
-    curl -s -m 2 -o /dev/null -X POST "http://127.0.0.1:$FGPORT_sh/v1/check?limit=c&key=s$i"
-done
-sleep 0.3
-for i in $(seq 1 20); do
-    curl -s -m 2 -o /dev/null -X POST "http://127.0.0.1:$FGPORT_sh/v1/check?limit=c&key=s$i"
+for round in 1 2; do
+    for i in $(seq 1 20); do
+        curl -s -m 2 -o /dev/null -X POST "http://127.0.0.1:$FGPORT_sh/v1/check?limit=c&key=s$i"
+    done
+    sleep 0.3
 done
 check "shards: the node of r.test follows it, logged (store_switched node=r.test:$P/0)" \
     wait_until 20 grep -q "event=store_switched .*node=r.test:$P/0 from=127.0.0.1:$P to=127.0.0.2:$P" "$T/sh.log"
@@ -117,13 +124,7 @@ check "shards: the node of r.test follows it, logged (store_switched node=r.test
 $A replicaof no one >/dev/null
 dns_set r 127.0.0.1
 $B shutdown nosave >/dev/null 2>&1
-took=$(until_store c 20)
-check "B gone: the name's address A decides again (in ${took:-no} ms)" test -n "$took"
-before=$(counted "$A" c)
-for _ in 1 2 3 4 5; do source_of c >/dev/null; done
-expect_eq "at A: the next 5 checks counted there" "$(($(counted "$A" c) - before))" 5
-check "event=store_switched from B to A" wait_until 20 \
-    grep -q "event=store_switched .*from=127.0.0.2:$P to=127.0.0.1:$P" "$T/fg.log"
+decided_at "B gone: the name's address A" "$A" c 127.0.0.2:$P 127.0.0.1:$P
 
 # ---- Checks in flight to the old address when the name moves ----------
 # A a replica again: a check meets READONLY, and the lookup it asks is

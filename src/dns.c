@@ -45,6 +45,18 @@ struct fg__dns_q {
     char why[160];
 };
 
+/* The numeric text of an IPv4 or IPv6 answer 'a'; 0 for another family. */
+static int addr_text(const struct addrinfo *a, char addr[INET6_ADDRSTRLEN])
+{
+    const void *in =
+        a->ai_family == AF_INET
+            ? (const void *)&((struct sockaddr_in *)a->ai_addr)->sin_addr
+        : a->ai_family == AF_INET6
+            ? (const void *)&((struct sockaddr_in6 *)a->ai_addr)->sin6_addr
+            : NULL;
+    return in && inet_ntop(a->ai_family, in, addr, INET6_ADDRSTRLEN) != NULL;
+}
+
 int fg__dns_pick(const struct addrinfo *res, char addr[INET6_ADDRSTRLEN])
 {
     const struct addrinfo *pick = NULL;
@@ -54,13 +66,7 @@ int fg__dns_pick(const struct addrinfo *res, char addr[INET6_ADDRSTRLEN])
             if (a->ai_family == AF_INET)
                 break;
         }
-    if (!pick)
-        return 0;
-    const void *in =
-        pick->ai_family == AF_INET
-            ? (const void *)&((struct sockaddr_in *)pick->ai_addr)->sin_addr
-            : (const void *)&((struct sockaddr_in6 *)pick->ai_addr)->sin6_addr;
-    return inet_ntop(pick->ai_family, in, addr, INET6_ADDRSTRLEN) != NULL;
+    return pick && addr_text(pick, addr);
 }
 
 fg__dns *fg__dns_new(struct event_base *evb)
@@ -161,18 +167,9 @@ static void q_free(fg__dns_q *q)
 static int has_addr(const struct addrinfo *res, const char *keep)
 {
     char a[INET6_ADDRSTRLEN];
-    for (; keep[0] && res; res = res->ai_next) {
-        const void *in =
-            res->ai_family == AF_INET
-                ? (const void *)&((struct sockaddr_in *)res->ai_addr)->sin_addr
-            : res->ai_family == AF_INET6
-                ? (const void *)&((struct sockaddr_in6 *)res->ai_addr)
-                      ->sin6_addr
-                : NULL;
-        if (in && inet_ntop(res->ai_family, in, a, sizeof a) &&
-            !strcmp(a, keep))
+    for (; keep[0] && res; res = res->ai_next)
+        if (addr_text(res, a) && !strcmp(a, keep))
             return 1;
-    }
     return 0;
 }
 

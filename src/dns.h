@@ -64,6 +64,17 @@ int fg__dns_lookup(fg__dns *d, const char *host, const char *keep,
 /* Give up lookup 'q' before its answer: 'cb' is not called. */
 void fg__dns_cancel(fg__dns_q *q);
 
+/* A store's host at open, with a blocking getaddrinfo(): FG_OK and the
+ * address fg__dns_pick takes, else FG_EBACKEND and the reason in 'why'.
+ * An answer is remembered for FG__DNS_REMEMBER_US and given again, without
+ * asking, to a store opened meanwhile: serve's workers open theirs on their
+ * loops at a reload, just after its main thread resolved the same hosts, and
+ * a slow resolver would hold every worker's loop as long as it held the main
+ * thread (and all of them use one address of a name of several). */
+#define FG__DNS_REMEMBER_US 5000000u
+int fg__dns_resolve(const char *host, char addr[INET6_ADDRSTRLEN], char *why,
+                    size_t whylen);
+
 /* The address to connect to among getaddrinfo()'s answers 'res': the first
  * IPv4 one, else the first IPv6 one (hiredis's own preference), written
  * numerically into 'addr'. 0 when there is none. */

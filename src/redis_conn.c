@@ -748,35 +748,6 @@ fail:
     return NULL;
 }
 
-/* Resolve the URL's host into 'st->addr', once: the first IPv4 address,
- * else the first IPv6 one (hiredis's own preference). A numeric host
- * resolves without DNS. A blocking getaddrinfo(): an async store resolves
- * on its loop only what it was given at open; the hosts it learns later
- * (Sentinel's masters, Cluster's nodes) are looked up without blocking
- * (dns.c) and given to it as numeric addresses. */
-static int resolve(fg__rnode *st, char *err, size_t errlen)
-{
-    struct addrinfo hints, *res = NULL;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    unsigned char buf[sizeof(struct in6_addr)];
-    st->named = inet_pton(AF_INET, st->url.host, buf) != 1 &&
-                inet_pton(AF_INET6, st->url.host, buf) != 1;
-    int gai = getaddrinfo(st->url.host, NULL, &hints, &res);
-    if (gai != 0)
-        return fg__seterr(err, errlen, FG_EBACKEND,
-                          "redis %s: cannot resolve the host: %s", st->where,
-                          gai_strerror(gai));
-    int ok = fg__dns_pick(res, st->addr);
-    freeaddrinfo(res);
-    if (!ok)
-        return fg__seterr(err, errlen, FG_EBACKEND,
-                          "redis %s: the host has no IPv4 or IPv6 address",
-                          st->where);
-    return FG_OK;
-}
-
 int fg__rnode_init(fg__rnode *st, const char *url, const char *num,
                    struct event_base *evb, char *err, size_t errlen)
 {
@@ -791,7 +762,16 @@ int fg__rnode_init(fg__rnode *st, const char *url, const char *num,
         st->named = 1;
         snprintf(st->addr, sizeof st->addr, "%s", num);
     } else if (!st->url.path) {
-        return resolve(st, err, errlen);
+        unsigned char buf[sizeof(struct in6_addr)];
+        st->named = inet_pton(AF_INET, st->url.host, buf) != 1 &&
+                    inet_pton(AF_INET6, st->url.host, buf) != 1;
+        /* Once: an async store resolves on its loop only what it was given
+         * at open; the hosts it learns later (Sentinel's masters, Cluster's
+         * nodes) are looked up without blocking (dns.c). */
+        char why[160];
+        if (fg__dns_resolve(st->url.host, st->addr, why, sizeof why) != FG_OK)
+            return fg__seterr(err, errlen, FG_EBACKEND, "redis %s: %s",
+                              st->where, why);
     }
     return FG_OK;
 }

@@ -706,21 +706,11 @@ int fg__store_sentinel_url_check(const char *url, char *err, size_t errlen)
 static int resolve(sentinel_store *st, char *err, size_t errlen)
 {
     for (unsigned i = 0; i < st->u.n; i++) {
-        struct addrinfo hints, *res = NULL;
-        memset(&hints, 0, sizeof hints);
-        hints.ai_family = AF_UNSPEC;
-        hints.ai_socktype = SOCK_STREAM;
-        int gai = getaddrinfo(st->u.s[i].host, NULL, &hints, &res);
-        if (gai != 0)
-            return fg__seterr(err, errlen, FG_EBACKEND,
-                              "sentinel %s: cannot resolve the host: %s",
-                              st->u.s[i].host, gai_strerror(gai));
-        int ok = fg__dns_pick(res, st->addr[i]);
-        freeaddrinfo(res);
-        if (!ok)
-            return fg__seterr(err, errlen, FG_EBACKEND,
-                              "sentinel %s: no usable address",
-                              st->u.s[i].host);
+        char why[160];
+        if (fg__dns_resolve(st->u.s[i].host, st->addr[i], why, sizeof why) !=
+            FG_OK)
+            return fg__seterr(err, errlen, FG_EBACKEND, "sentinel %s: %s",
+                              st->u.s[i].host, why);
     }
     return FG_OK;
 }

@@ -15,7 +15,9 @@
 #   - a shards store whose second node is r.test follows it the same way
 #     (logged for that node);
 #   - a name of two addresses, one of them in use: no move;
-#   - /etc/hosts changed while serve runs: read at the next lookup.
+#   - /etc/hosts changed while serve runs: read at the next lookup;
+#   - a reload with a slow nameserver holds no check: the worker opens its
+#     store with the answer serve's main thread just had.
 # Before, the address of the name at start was used until a restart or a
 # reload: every check followed on_failure.
 . "$(dirname "$0")/../lib/dns.sh"
@@ -194,6 +196,29 @@ sleep 1.1
 $B shutdown nosave >/dev/null 2>&1
 took=$(until_store i 30)
 check "the hosts file's new address A decides (in ${took:-no} ms)" test -n "$took"
+# ---- A reload while the nameserver is slow ----------------------------
+# Each answer takes 0.8 s. serve's main thread resolves r.test for the
+# new configuration (0.8 s), and its worker opens its store with the answer
+# it just had. Checks sent meanwhile are answered as quickly as before.
+# (The worker asked the nameserver again, with its loop held: 0.8 s.)
+printf '127.0.0.1 localhost\n::1 localhost\n' >"$T/hosts"
+dns_set r 127.0.0.1
+echo 0.8 >"$T/dns/r.delay"
+q0=$(wc -l <"$T/dns.queries")
+kill -HUP "$FGPID_fg"
+t0=$(ms)
+while [ $(($(ms) - t0)) -lt 2500 ]; do
+    curl -s -m 5 -o /dev/null -w '%{time_total}\n' -X POST "$U/v1/check?limit=c&key=j" >>"$T/reload.times"
+    sleep 0.05
+done
+rm -f "$T/dns/r.delay"
+check "the reload is done" grep -q 'event=reload result=ok' "$T/fg.log"
+expect_eq "r.test asked once at the reload (A and AAAA)" \
+    "$(tail -n +$((q0 + 1)) "$T/dns.queries" | grep -c '^r.test 1 ')" 1
+check "checks during the reload: none over 0.3 s ($(sort -n "$T/reload.times" | tail -1) s the slowest of $(wc -l <"$T/reload.times"))" \
+    awk '$1 > 0.3 { bad = 1 } END { exit bad || NR < 10 }' "$T/reload.times"
+took=$(until_store k 20)
+check "A decides after the reload (in ${took:-no} ms)" test -n "$took"
 echo "name lookups: $(wc -l <"$T/dns.queries")"
 grep -E 'event=store_(switched|error)' "$T/fg.log" | head -6
 finish

@@ -174,7 +174,8 @@ void fg__metrics_render(FILE *out, fg__metrics *const *w, unsigned n,
     /* Derived series that dashboards ask for by name. */
     const struct {
         const char *metric, *help;
-        /* 0 errors, 1 calls, 2 breaker, 3 fail-open, 4 cache, 5 shadow */
+        /* 0 errors, 1 calls, 2 breaker, 3 fail-open, 4 cache, 5 shadow,
+         * 6 a mode's calls, 7 a mode's errors */
         int field;
     } per_limit[] = {
         {"floodgate_store_errors_total", "Store calls that failed.", 0},
@@ -192,6 +193,12 @@ void fg__metrics_render(FILE *out, fg__metrics *const *w, unsigned n,
          "Refusals a limit in shadow mode would have made (it allowed "
          "them).",
          5},
+        {"floodgate_mode_store_calls_total",
+         "Store commands of a sync or lease limit (syncs, takes, "
+         "give-backs, checks), answered.",
+         6},
+        {"floodgate_mode_store_errors_total",
+         "Store commands of a sync or lease limit that failed.", 7},
     };
     for (size_t k = 0; k < sizeof(per_limit) / sizeof(per_limit[0]); k++) {
         fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", per_limit[k].metric,
@@ -216,6 +223,12 @@ void fg__metrics_render(FILE *out, fg__metrics *const *w, unsigned n,
                     break;
                 case 5:
                     v += FG_GET(l->shadow_refusals);
+                    break;
+                case 6:
+                    v += FG_GET(l->mode_calls);
+                    break;
+                case 7:
+                    v += FG_GET(l->mode_errors);
                     break;
                 default:
                     v += FG_GET(l->decisions[0][FG_SOURCE_CACHE]);

@@ -28,6 +28,7 @@ typedef struct fg__lim_metrics {
     uint64_t store_calls;
     uint64_t breaker_open;    /* gauge: 1 while the last answer was EBREAKER */
     uint64_t shadow_refusals; /* refusals shadow mode allowed */
+    uint64_t mode_calls, mode_errors; /* a sync or lease limit's commands */
 } fg__lim_metrics;
 
 /* One server of the store (a shard, or the one Redis). */

@@ -50,6 +50,9 @@ typedef struct fg__wgen {
     /* Each node's server as last seen (Sentinel's master, the address of
      * a Redis host name): the first FG_NODE_SLOTS nodes. */
     char master[FG_NODE_SLOTS][272];
+    /* Each limiter's store commands in a mode (fg_limiter_asks) as last
+     * added to the worker's metrics: sent, failed. */
+    uint64_t asks[FG_SERVE_MAX_LIMITS][2];
     unsigned inflight;
     unsigned resyncs; /* retired: its flushes once idle (see free_retired) */
     /* A flush the store failed: since when (0: the last one did not), and

@@ -209,6 +209,26 @@ static void log_unsent(fg__worker *w, fg__wgen *wg, const char *when)
                 w->index, when);
 }
 
+/* Add what the limiters of 'wg' in a mode sent the store since the last
+ * look (syncs, takes, give-backs: mostly no request's round trip) to the
+ * worker's metrics. Not on the memory store: its limiters are the
+ * workers' own, shared, and their commands no round trip. */
+static void count_mode_calls(fg__worker *w, fg__wgen *wg)
+{
+    for (unsigned i = 0; !wg->g->is_memory && i < wg->g->cfg.nlimits; i++) {
+        int slot = wg->g->slot[i];
+        uint64_t asked, failed;
+        if (slot < 0 || !wg->lim[i] ||
+            wg->g->cfg.limits[i].lim.mode == FG_MODE_EXACT)
+            continue;
+        fg_limiter_asks(wg->lim[i], &asked, &failed);
+        FG_ADD(w->m->lim[slot].mode_calls, asked - wg->asks[i][0]);
+        FG_ADD(w->m->lim[slot].mode_errors, failed - wg->asks[i][1]);
+        wg->asks[i][0] = asked;
+        wg->asks[i][1] = failed;
+    }
+}
+
 /* Free the retired configurations that no request uses any more. Then
  * hand the heap's free pages back to the kernel (malloc_trim): the
  * stores and limiters a reload replaces were allocated while requests
@@ -234,6 +254,7 @@ static void free_retired(fg__worker *w)
             log_unsent(w, wg, "reload");
         if (wg->inflight == 0 && (give_up || synced_all(wg, &wg->resyncs))) {
             *pp = wg->next;
+            count_mode_calls(w, wg);
             fg__wgen_free(wg);
             freed = 1;
         } else {
@@ -448,6 +469,10 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
     FG_SET(w->m->connections, fg__http_connections(w->http));
     FG_SET(w->m->cache_entries, fg_cache_count(w->cache));
     sweep_breakers(w);
+    if (w->cur)
+        count_mode_calls(w, w->cur);
+    for (fg__wgen *wg = w->retired; wg; wg = wg->next)
+        count_mode_calls(w, wg);
     watch_master(w);
     fg__routes_flush_suppressed(w, fg_mono_us());
     /* The spare request contexts (9 KB each) beyond what the busiest

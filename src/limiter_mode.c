@@ -29,10 +29,11 @@ struct fg__mode {
     int send_rc;        /* async: a sync or give-back that failed since the last
                            fg_limiter_sync (its first failure), 0: none */
     pthread_mutex_t mu; /* blocking stores only */
-    pthread_cond_t synced; /* signalled when 'syncing' ends */
-    pthread_cond_t taken;  /* signalled when a take woke its waiters */
-    int syncing;           /* a thread is sending the work due */
-    unsigned pending;      /* asks in flight, checks not called back */
+    pthread_cond_t synced;  /* signalled when 'syncing' ends */
+    pthread_cond_t taken;   /* signalled when a take woke its waiters */
+    int syncing;            /* a thread is sending the work due */
+    unsigned pending;       /* asks in flight, checks not called back */
+    uint64_t asked, failed; /* commands the store answered (fg_limiter_asks) */
     struct mode_req *spare;
 };
 
@@ -78,6 +79,24 @@ static void unlock(struct fg__mode *m)
 static uint64_t now_us(void)
 {
     return fg__mono_us(NULL);
+}
+
+/* A command of the mode that the store answered 'rc', counted: not one
+ * its breaker kept from the store, or one that could not be sent. */
+static void count(struct fg__mode *m, int rc)
+{
+    if (rc != FG_EBREAKER && rc != FG_ENOMEM) {
+        m->asked++;
+        m->failed += rc != FG_OK;
+    }
+}
+
+/* fg_local_answer, the command counted. */
+static int answer(struct fg__mode *m, fg_local_ask *a, uint64_t now, int rc,
+                  const fg_decision *d, fg_local_waiter **wake)
+{
+    count(m, rc);
+    return fg_local_answer(m->lc, a, now, rc, d, wake);
 }
 
 /* ---- blocking stores ----------------------------------------------------- */
@@ -143,7 +162,7 @@ static int ask_blocking(fg_limiter *l, fg_local_ask *a, fg_decision *d,
         rc = send_blocking(l, a, d);
         if (let_go)
             lock(m);
-        again = fg_local_answer(m->lc, a, now_us(), rc, d, &wake);
+        again = answer(m, a, now_us(), rc, d, &wake);
         if (wake) {
             for (; wake; wake = wake->next) {
                 ((block_waiter *)wake)->woken = 1;
@@ -209,6 +228,7 @@ static int exact_held(fg_limiter *l, const char *key, size_t keylen,
     int rc = m->exact(l, key, keylen, cost, out);
     if (let_go)
         lock(m);
+    count(m, rc);
     fg_local_decided(m->lc, key, keylen, cost, counts(rc, out), now_us());
     return rc;
 }
@@ -329,14 +349,14 @@ static void on_take(int rc, const fg_decision *d, void *data)
     uint64_t now = now_us();
     fg_local_waiter *wake;
     m->pending--;
-    if (fg_local_answer(m->lc, &r->ask, now, rc, d, &wake)) {
+    if (answer(m, &r->ask, now, rc, d, &wake)) {
         m->pending++;
         if (fg__store_check_async(l, r->ask.key, r->ask.keylen,
                                   ask_cost(&r->ask), ask_age(&r->ask), 0,
                                   on_take, r) == FG_OK)
             return;
         m->pending--;
-        fg_local_answer(m->lc, &r->ask, now, FG_ENOMEM, NULL, &wake);
+        answer(m, &r->ask, now, FG_ENOMEM, NULL, &wake);
         rc = FG_ENOMEM;
     }
     if (rc != FG_OK) {
@@ -371,6 +391,7 @@ static void on_exact(int rc, const fg_decision *d, void *data)
 {
     mode_req *r = data;
     struct fg__mode *m = r->l->mode;
+    count(m, rc);
     fg_local_decided(m->lc, r->key, r->keylen, r->cost, counts(rc, d),
                      now_us());
     fg_decision copy = *d;
@@ -399,7 +420,7 @@ static void run_req(mode_req *r, uint64_t now)
                                   on_take, r) == FG_OK)
             return;
         m->pending--;
-        fg_local_answer(m->lc, &r->ask, now, FG_ENOMEM, NULL, NULL);
+        answer(m, &r->ask, now, FG_ENOMEM, NULL, NULL);
         rc = FG_ENOMEM;
         break;
     case FG_OK:
@@ -480,7 +501,7 @@ static void on_ask(int rc, const fg_decision *d, void *data)
     m->pending--;
     if (store_down(rc) && !m->send_rc)
         m->send_rc = rc;
-    fg_local_answer(m->lc, &a->ask, now_us(), rc, d, NULL);
+    answer(m, &a->ask, now_us(), rc, d, NULL);
     fg__free(a);
 }
 
@@ -494,7 +515,7 @@ static void send_async(fg_limiter *l, const fg_local_ask *ask)
         int rc = give(l, &a);
         if (store_down(rc) && !m->send_rc)
             m->send_rc = rc;
-        fg_local_answer(m->lc, &a, now_us(), rc, NULL, NULL);
+        answer(m, &a, now_us(), rc, NULL, NULL);
         return;
     }
     ask_req *a = fg__malloc(sizeof(*a));
@@ -516,7 +537,7 @@ static void send_async(fg_limiter *l, const fg_local_ask *ask)
         fg__free(a);
     }
     fg_local_ask copy = *ask;
-    fg_local_answer(m->lc, &copy, now_us(), FG_ENOMEM, NULL, NULL);
+    answer(m, &copy, now_us(), FG_ENOMEM, NULL, NULL);
 }
 
 /* Send the work due (or, with 'all', everything held). A tick sends at
@@ -666,4 +687,19 @@ unsigned fg_limiter_pending(const fg_limiter *l)
         return 0;
     unsigned n = atomic_load(&((fg_limiter *)l)->inflight);
     return n + (l->mode ? l->mode->pending : 0) + fg__store_busy(l->st);
+}
+
+void fg_limiter_asks(fg_limiter *l, uint64_t *asked, uint64_t *failed)
+{
+    uint64_t a = 0, f = 0;
+    if (l && l->mode && !fg__process_other(l->st->process)) {
+        lock(l->mode);
+        a = l->mode->asked;
+        f = l->mode->failed;
+        unlock(l->mode);
+    }
+    if (asked)
+        *asked = a;
+    if (failed)
+        *failed = f;
 }

@@ -118,6 +118,13 @@ run slow "$URL"
 run expiry "$URL"
 run refund "$URL"
 run sync_threads "$URL"
+# The commands of a mode counted (fg_limiter_asks); it shuts its Redis down.
+ASKPORT=$(free_port)
+if start asks "$ASKPORT"; then
+    run mode_asks "redis://127.0.0.1:$ASKPORT"
+else
+    bad "a Redis for mode_asks"
+fi
 # Threads sharing a sync or lease limiter, each reply 30 ms late.
 "$BUILD/fault/faultproxy" -u "$PORT" >"$DIR/px.out" 2>"$DIR/px.log" &
 echo $! >"$DIR/px.pid"

@@ -27,6 +27,16 @@ algorithm = fixed_window
 rate = 100000/min
 mode = lease
 on_failure = open
+[limit ss]
+key = query:k
+algorithm = sliding_window
+rate = 100000/min
+mode = sync:200ms
+[limit sw]
+key = query:k
+algorithm = sliding_window
+rate = 100000/min
+mode = lease
 INI
 start_fg m -c "$T/m.ini" --listen 127.0.0.1:0 || { bad "serve starts"; finish; }
 U="http://127.0.0.1:$FGPORT_m"
@@ -64,4 +74,34 @@ sleep 1.5
 logged=$(grep -oE 'event=store_error(_suppressed)? .*errors=[0-9]+' "$T/m.log" |
     grep -oE 'errors=[0-9]+' | cut -d= -f2 | awk '{ s += $1 } END { print s + 0 }')
 expect_eq "the log's errors= add up to /metrics' errors" "$logged" "$errors"
+
+# ---- Every command a mode sends, counted --------------------------------
+# Syncs, takes and give-backs are mostly no request's round trip: the
+# store calls above do not see them. floodgate_mode_store_calls_total
+# counts each, those of the configuration a reload retires (flushed as it
+# goes) included: as many as the scripts Redis ran for them (a sliding
+# window's commands are one script a key; a token bucket's carry several).
+# What Redis ran, from MONITOR: the scripts called on a limit's key (not
+# the probes a store makes at open; not the commands scripts call).
+redis-cli -p "$RPORT" monitor >"$T/monitor" &
+MPID=$!
+PIDS="$PIDS $MPID"
+wait_until 50 test -s "$T/monitor"
+curl -s "$U/metrics" >"$T/m2"
+# shellcheck disable=SC2046 # 16 URLs, one a key
+"$FGLOAD" -n 300 -c 4 -r 600 $(seq -f "$U/v1/check?limit=ss&key=k%g" 16) >/dev/null
+# shellcheck disable=SC2046
+"$FGLOAD" -n 200 -c 4 -r 600 $(seq -f "$U/v1/check?limit=sw&key=l%g" 16) >/dev/null
+reload_fg m 0.5
+sleep 1.2 # a sweep
+curl -s "$U/metrics" >"$T/m3"
+kill "$MPID"
+ran=$(grep -v '\[0 lua\]' "$T/monitor" | grep -E '"EVAL(SHA)?"' | grep -c '"fg:')
+d() { echo $(($(metric "$T/m3" "$1") - $(metric "$T/m2" "$1"))); }
+mode=$(($(d 'floodgate_mode_store_calls_total{limit="ss"}') + $(d 'floodgate_mode_store_calls_total{limit="sw"}')))
+waited=$(($(d 'floodgate_store_calls_total{limit="ss"}') + $(d 'floodgate_store_calls_total{limit="sw"}')))
+echo "under load and a reload: Redis ran $ran scripts; mode commands counted $mode; round trips requests waited for $waited"
+expect_eq "every command of the modes counted" "$mode" "$ran"
+check "more than the requests waited for ($waited)" test "$mode" -gt "$waited"
+expect_eq "none failed" "$(($(d 'floodgate_mode_store_errors_total{limit="ss"}') + $(d 'floodgate_mode_store_errors_total{limit="sw"}')))" 0
 finish

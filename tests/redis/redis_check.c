@@ -1240,6 +1240,72 @@ static void lease_pending(const char *url)
     event_base_free(base);
 }
 
+/* fg_limiter_asks on a blocking store counts each command of the mode
+ * that Redis answered: a sliding window lease's takes and give-back (one
+ * script each), and a sync limit's checks and syncs. Then, Redis shut
+ * down, the failed ones: a sync of the held usage. An exact limit: 0. */
+static void mode_asks(const char *url)
+{
+    char err[256];
+    fg__redis_url u;
+    if (fg__redis_url_parse(url, &u, err, sizeof err) != FG_OK)
+        return;
+    redisContext *admin = redisConnect(u.host, u.port);
+    fg_store *st = fg_store_open(url, err, sizeof err);
+    CHECK(admin && !admin->err && st);
+    if (!admin || admin->err || !st) {
+        fg_store_close(st);
+        redisFree(admin);
+        fg__redis_url_free(&u);
+        return;
+    }
+    fg_limiter *le = mode_limiter_of(st, "1000/day", FG_SLIDING_WINDOW,
+                                     "lease:10", 1000, FG_FAIL_OPEN, "ma");
+    fg_limiter *sy = mode_limiter_of(st, "1000/day", FG_SLIDING_WINDOW,
+                                     "sync:10ms", 1000, FG_FAIL_OPEN, "ms");
+    fg_limiter *ex = mode_limiter(st, "1000/day", "exact", "me");
+    if (le && sy && ex) {
+        fg_decision d;
+        uint64_t asked, failed;
+        long long before = evalsha_calls(admin);
+        for (int i = 0; i < 35; i++) {
+            CHECK_EQ(fg_check(le, "k", 1, 1, &d), FG_OK);
+            CHECK_EQ(fg_check(sy, i % 2 ? "a" : "b", 1, 1, &d), FG_OK);
+            CHECK_EQ(fg_check(ex, "k", 1, 1, &d), FG_OK);
+            if (i % 10 == 9)
+                usleep(12000); /* the sync limit's keys are due */
+        }
+        CHECK_EQ(fg_limiter_sync(le), FG_OK);
+        CHECK_EQ(fg_limiter_sync(sy), FG_OK);
+        /* (The exact limit's checks are no script: a fixed window.) */
+        long long ran = evalsha_calls(admin) - before;
+        uint64_t la, lf, sa, sf;
+        fg_limiter_asks(le, &la, &lf);
+        fg_limiter_asks(sy, &sa, &sf);
+        printf("mode asks: lease %llu, sync %llu; Redis ran %lld scripts\n",
+               (unsigned long long)la, (unsigned long long)sa, ran);
+        CHECK(la >= 5); /* 4 takes of 10 and a give-back at least */
+        CHECK(sa >= 4);
+        CHECK_EQ((long long)(la + sa), ran);
+        CHECK_EQ(lf + sf, 0);
+        fg_limiter_asks(ex, &asked, &failed);
+        CHECK_EQ(asked + failed, 0);
+        /* Redis gone: the sync of what is held fails, and is counted. */
+        CHECK_EQ(fg_check(sy, "a", 1, 1, &d), FG_OK);
+        freeReplyObject(redisCommand(admin, "SHUTDOWN NOSAVE"));
+        CHECK(fg_limiter_sync(sy) != FG_OK);
+        fg_limiter_asks(sy, &asked, &failed);
+        CHECK_EQ(asked, sa + 1);
+        CHECK_EQ(failed, 1);
+    }
+    fg_limiter_free(le);
+    fg_limiter_free(sy);
+    fg_limiter_free(ex);
+    fg_store_close(st);
+    redisFree(admin);
+    fg__redis_url_free(&u);
+}
+
 /* Async checks of a mode limiter that wait for another's take still
  * count in fg_limiter_pending until their callbacks; the callback that
  * finds nothing pending may free the limiter, as floodgate.h allows. */
@@ -2635,6 +2701,8 @@ int main(int argc, char **argv)
             lease_blackhole(argv[2], atoi(argv[4]));
     } else if (argc >= 3 && strcmp(argv[1], "sync_threads") == 0) {
         sync_threads(argv[2]);
+    } else if (argc >= 3 && strcmp(argv[1], "mode_asks") == 0) {
+        mode_asks(argv[2]);
     } else if (argc >= 3 && strcmp(argv[1], "expiry") == 0) {
         expiry(argv[2]);
     } else if (argc >= 3 && strcmp(argv[1], "dns") == 0) {

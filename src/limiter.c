@@ -579,6 +579,8 @@ int fg__refund_decision(fg_limiter *l, const char *key, size_t keylen,
         d->source != FG_SOURCE_LOCAL &&
         !(cost = fg__mode_refund(l, key, keylen, cost, age_us)))
         return FG_OK;
+    if (l->mode && d->source == FG_SOURCE_STORE)
+        fg__mode_refund_store(l, key, keylen);
     fg__taken t = fg__taken_of(&l->p, age_us, d->reset_us);
     if (d->source == FG_SOURCE_LOCAL) {
         fg_limiter *loc = l->policy->local;

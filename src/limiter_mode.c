@@ -13,6 +13,7 @@
 #include "alloc.h"
 #include "clock.h"
 #include "error.h"
+#include "local.h"
 #include "mode.h"
 #include "process.h"
 #include "store.h"
@@ -645,6 +646,14 @@ uint64_t fg__mode_refund(fg_limiter *l, const char *key, size_t keylen,
         fg_local_refund_at(m->lc, key, keylen, cost, now_us(), age_us);
     unlock(m);
     return rest;
+}
+
+void fg__mode_refund_store(fg_limiter *l, const char *key, size_t keylen)
+{
+    struct fg__mode *m = l->mode;
+    lock(m);
+    fg__local_store_refunded(m->lc, key, keylen, now_us());
+    unlock(m);
 }
 
 void fg__mode_forget(fg_limiter *l, const char *key, size_t keylen)

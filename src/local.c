@@ -351,22 +351,25 @@ static void sync_ask(fg_local *lc, entry *e, uint64_t now, fg_local_ask *a)
 static int view_fresh(const fg_local *lc, const entry *e, uint64_t now)
 {
     uint64_t age = now - e->view_at;
-    return e->synced &&
+    return e->synced && !e->refund &&
            (age <= lc->tick_us ||
             (e->asks > e->taking &&
              age <= lc->tick_us + (uint64_t)lc->lim.timeout_ms * 1000));
 }
 
 /* An old view may still refuse: what it lacks, the other servers' usage
- * since can only add to (a refund aside), and it comes back as the view
- * says: a fixed window's count ends with its window, a bucket refills at
- * the rate. It never admits. A sliding window's view does not decay its
- * previous window, so it would refuse later and later: there the store
- * decides. */
+ * since can only add to, and it comes back as the view says: a fixed
+ * window's count ends with its window, a bucket refills at the rate. It
+ * never admits. A sliding window's view does not decay its previous
+ * window, so it would refuse later and later: there the store decides. So
+ * does it after a refund gave units back to the store: the view lacks
+ * them until the store answers again (it refused them until its window
+ * ended, or, a sync interval on, the units admitted here were synced). */
 static int view_refuses(const fg_local *lc, const entry *e, uint64_t cost,
                         uint64_t avail)
 {
-    return e->synced && cost > avail && lc->algorithm != FG_SLIDING_WINDOW;
+    return e->synced && !e->refund && cost > avail &&
+           lc->algorithm != FG_SLIDING_WINDOW;
 }
 
 void fg__local_queue_waiter(entry *e, fg_local_waiter *w)
@@ -463,9 +466,12 @@ static int sync_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
 static void view_from(const fg_local *lc, entry *e, uint64_t sent_at,
                       uint64_t now, const fg_decision *d)
 {
-    /* A sync sent after the store counted checks here holds them. */
+    /* A sync sent after the store counted checks here holds them, and
+     * one sent after a refund has its units. */
     if (sent_at > e->counted_at)
         e->counted = 0;
+    if (sent_at >= e->refund_at)
+        e->refund = 0;
     e->view_rem = d->remaining;
     e->reset_at =
         (lc->algorithm == FG_FIXED_WINDOW ? sent_at : now) + d->reset_us;
@@ -611,6 +617,21 @@ void fg_local_decided(fg_local *lc, const char *key, size_t keylen,
     }
 }
 
+static void store_refunded(entry *e, uint64_t now)
+{
+    e->refund = 1;
+    e->refund_at = now;
+    e->refused_until = 0;
+}
+
+void fg__local_store_refunded(fg_local *lc, const char *key, size_t keylen,
+                              uint64_t now)
+{
+    entry *e = find(lc, key, keylen);
+    if (e)
+        store_refunded(e, now);
+}
+
 uint64_t fg_local_refund(fg_local *lc, const char *key, size_t keylen,
                          uint64_t cost, uint64_t now_us)
 {
@@ -628,21 +649,22 @@ uint64_t fg_local_refund_at(fg_local *lc, const char *key, size_t keylen,
     if (!e)
         return cost; /* nothing here to hold it: the store's to give */
     if (lc->mode == FG_MODE_SYNC) {
-        /* Spent before the usage not sent yet (a fixed window's ended
-         * with its window): all in the store, which gives it back to the
-         * window that took it. */
-        if (!e->units || spent < e->units_at)
-            return cost;
-        /* From the usage not sent yet; the rest is in the store (sent, or
-         * counted there for a check it decided): the views stop holding
-         * what the store gives back. */
-        uint64_t here = min_u64(cost, e->units);
-        e->units -= here;
-        if (lc->algorithm == FG_TOKEN_BUCKET) {
-            uint64_t t = muldiv_up(here, lc->period_us, lc->lim.limit);
-            e->tat = e->tat > t ? e->tat - t : 0;
+        /* From the usage not sent yet, when spent among it; the rest is
+         * in the store (sent, or counted there for a check it decided),
+         * which gives it back to the window that took it: the views stop
+         * holding it, and the next check asks the store (view_fresh). */
+        uint64_t here = 0;
+        if (e->units && spent >= e->units_at) {
+            here = min_u64(cost, e->units);
+            e->units -= here;
+            if (lc->algorithm == FG_TOKEN_BUCKET) {
+                uint64_t t = muldiv_up(here, lc->period_us, lc->lim.limit);
+                e->tat = e->tat > t ? e->tat - t : 0;
+            }
+            e->counted -= min_u64(cost - here, e->counted);
         }
-        e->counted -= min_u64(cost - here, e->counted);
+        if (cost > here)
+            store_refunded(e, now_us);
         return cost - here;
     }
     /* Spent from this lease: held again. The rest was spent from an
@@ -660,6 +682,8 @@ uint64_t fg_local_refund_at(fg_local *lc, const char *key, size_t keylen,
         if (back && lc->algorithm != FG_FIXED_WINDOW)
             fg__local_list_due(lc, e);
     }
+    if (cost > back)
+        store_refunded(e, now_us);
     return cost - back;
 }
 
@@ -677,7 +701,7 @@ void fg_local_forget(fg_local *lc, const char *key, size_t keylen)
         lc->held -= e->units;
     e->units = e->give = e->counted = e->granted = 0;
     e->used = e->last_used = e->refused_until = e->refused_need = 0;
-    e->synced = e->refused = e->failed = 0;
+    e->synced = e->refused = e->failed = e->refund = 0;
     e->store_rem = lc->max_cost;
     e->full_at = 0;
 }

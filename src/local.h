@@ -58,12 +58,16 @@ typedef struct fg__local_entry {
     /* lease, sliding window: the end of the window the units held were
      * taken in (their lease may end sooner: its life is 1 s at most). */
     uint64_t win_end;
+    /* sync: when a refund last gave units back to the store, which the
+     * view does not know of until an ask sent since is answered. */
+    uint64_t refund_at;
     uint32_t asks;   /* asks in flight */
     uint32_t taking; /* takes (lease) or checks (sync) among them */
     uint8_t synced;  /* sync: the view is the store's */
     uint8_t failed;  /* the last sync or take failed */
     uint8_t listed;  /* on the due list */
     uint8_t refused; /* sync: the store refused a check (FG_LOCAL_CHECK) */
+    uint8_t refund;  /* sync: a refund since the view's ask (refund_at) */
     uint32_t keylen;
     char key[];
 } fg__local_entry;
@@ -109,6 +113,11 @@ void fg__local_ask_for(fg_local_ask *a, fg_local_op op, fg__local_entry *e,
                        uint64_t units);
 void fg__local_list_due(fg_local *lc, fg__local_entry *e);
 void fg__local_queue_waiter(fg__local_entry *e, fg_local_waiter *w);
+/* Units of 'key' were given back to the store at 'now': a sync view lacks
+ * them until the store answers an ask sent since, so the next check asks
+ * it; a lease's memory of the store's last refusal no longer holds. */
+void fg__local_store_refunded(fg_local *lc, const char *key, size_t keylen,
+                              uint64_t now);
 
 /* Leases (local_lease.c). fg__lease_check: fg_local_check of a lease,
  * decided on the units 'e' holds, or a take in 'ask' (or 'w' queued

@@ -1561,15 +1561,138 @@ static void test_refund_age(void)
     first_check(lc, "r", t, 9, 900 * MS);
     CHECK_EQ(fg_local_check(lc, "r", 1, 1, t + 10 * MS, &d, &a, NULL), FG_OK);
     CHECK_EQ(d.remaining, 8);
-    /* Spent at t + 5 ms: before the unit here (t + 10 ms). */
+    /* Spent at t + 5 ms: before the unit here (t + 10 ms), the store's
+     * to give back. The view lacks it: the next check asks the store (the
+     * unit here synced first), whose answer has it. */
     CHECK_EQ(fg_local_refund_at(lc, "r", 1, 1, t + 20 * MS, 15 * MS), 1);
-    CHECK_EQ(fg_local_check(lc, "r", 1, 1, t + 21 * MS, &d, &a, NULL), FG_OK);
-    CHECK_EQ(d.remaining, 7);
-    /* Spent at t + 15 ms: among the units here. */
-    CHECK_EQ(fg_local_refund_at(lc, "r", 1, 1, t + 22 * MS, 7 * MS), 0);
-    CHECK_EQ(fg_local_check(lc, "r", 1, 1, t + 23 * MS, &d, &a, NULL), FG_OK);
-    CHECK_EQ(d.remaining, 7);
+    CHECK_EQ(fg_local_check(lc, "r", 1, 1, t + 21 * MS, &d, &a, NULL),
+             FG_LOCAL_ASKED);
+    CHECK_EQ(a.op, FG_LOCAL_ADD);
+    CHECK_EQ(a.units, 1);
+    memset(&d, 0, sizeof d);
+    d.allowed = 1;
+    d.remaining = 9; /* 10, less the first check, plus the refund, less 1 */
+    d.reset_us = 879 * MS;
+    CHECK_EQ(fg_local_answer(lc, &a, t + 22 * MS, FG_OK, &d, NULL), 0);
+    CHECK_EQ(fg_local_check(lc, "r", 1, 1, t + 22 * MS, &d, &a, NULL), FG_OK);
+    CHECK_EQ(d.remaining, 8);
+    /* Spent at t + 22 ms: among the units here, held here again. */
+    CHECK_EQ(fg_local_refund_at(lc, "r", 1, 1, t + 24 * MS, 2 * MS), 0);
+    CHECK_EQ(fg_local_check(lc, "r", 1, 1, t + 25 * MS, &d, &a, NULL), FG_OK);
+    CHECK_EQ(d.remaining, 8);
     fg_local_free(lc);
+}
+
+/* A refund the store gives back, of a check it decided: the key's view
+ * lacks those units. 10/h, sync:1s: a check of 6 decided in the store
+ * (its view: 4 left), refunded. Then 10 checks of 1 within the interval
+ * are all admitted (4 were: the fresh view refused the rest until its
+ * window ended), and, on another key, a check of 10 on a view older than
+ * an interval is asked of the store (the old view refused it, 53 min). */
+static void test_refund_view(void)
+{
+    fg_decision d;
+    fg_local_ask a;
+    fg_limit lim = lim_of("10/h", FG_FIXED_WINDOW, "sync:1s");
+    fg_local *lc = fg_local_new(&lim, 0, NULL, 0);
+    uint64_t t = 7 * 3600 * SEC;
+    const char *keys[] = {"a", "b"};
+    for (int k = 0; k < 2; k++) {
+        CHECK_EQ(fg_local_check(lc, keys[k], 1, 6, t, &d, &a, NULL),
+                 FG_LOCAL_ASKED);
+        CHECK_EQ(a.op, FG_LOCAL_CHECK);
+        memset(&d, 0, sizeof d);
+        d.allowed = 1;
+        d.remaining = 4;
+        d.reset_us = 3200 * SEC;
+        CHECK_EQ(fg_local_answer(lc, &a, t, FG_OK, &d, NULL), 0);
+        CHECK_EQ(fg_local_check(lc, keys[k], 1, 6, t, &d, &a, NULL), FG_OK);
+        CHECK_EQ(d.source, FG_SOURCE_STORE);
+        /* Given back by the store (nothing of it here). */
+        CHECK_EQ(fg_local_refund_at(lc, keys[k], 1, 6, t + MS, 0), 6);
+    }
+    int admitted = 0;
+    for (int i = 0; i < 10; i++) {
+        uint64_t now = t + (2 + 2 * i) * MS;
+        int rc = fg_local_check(lc, "a", 1, 1, now, &d, &a, NULL);
+        if (rc == FG_LOCAL_ASKED) {
+            CHECK_EQ(a.op, FG_LOCAL_CHECK);
+            memset(&d, 0, sizeof d);
+            d.allowed = 1;
+            d.remaining = 9; /* the store has the 6 again */
+            d.reset_us = 3200 * SEC;
+            CHECK_EQ(fg_local_answer(lc, &a, now, FG_OK, &d, NULL), 0);
+            rc = fg_local_check(lc, "a", 1, 1, now, &d, &a, NULL);
+        }
+        CHECK_EQ(rc, FG_OK);
+        admitted += d.allowed;
+    }
+    CHECK_EQ(admitted, 10);
+    /* Key b, 2 s on: its view is old, and lacks the 6 the store has. */
+    CHECK_EQ(fg_local_check(lc, "b", 1, 10, t + 2 * SEC, &d, &a, NULL),
+             FG_LOCAL_ASKED);
+    CHECK_EQ(a.op, FG_LOCAL_CHECK);
+    CHECK_EQ(a.units, 10);
+    fg_local_answer(lc, &a, t + 2 * SEC, FG_ETIMEOUT, NULL, NULL);
+    fg_local_free(lc);
+}
+
+/* The same through a limiter, in each mode and algorithm, on the memory
+ * store: a check of 6 on 10/day refunded (fg_refund), or a set of the key
+ * twice at 6 (refused: its first item refunded, in the store for a sync
+ * limit, whose store decided it). Then a check of 10 is admitted (a lease
+ * refused it: the store's refusal of the set's second item was
+ * remembered), and 10 checks of 1 on another key are. */
+static void test_refund_limiter(void)
+{
+    const char *modes[] = {"sync:10s", "lease"};
+    fg_algorithm algs[] = {FG_FIXED_WINDOW, FG_SLIDING_WINDOW, FG_TOKEN_BUCKET};
+    /* The store on the library's clock, as the limiter's local state is
+     * (on the fake one, the lease's refusal was not remembered): no sleep,
+     * and a day's window, which one run is unlikely to see end. */
+    fg_store *st = fg_store_open("memory", NULL, 0);
+    for (int m = 0; m < 2; m++)
+        for (int g = 0; g < 3; g++)
+            for (int how = 0; how < 2; how++) {
+                fg_limit lim = lim_of("10/day", algs[g], modes[m]);
+                fg_limiter *l = fg_limiter_new(st, &lim, NULL, 0);
+                CHECK(l != NULL);
+                if (!l)
+                    continue;
+                fg_decision d;
+                for (const char *k = "kj"; *k; k++) {
+                    if (how == 0) {
+                        CHECK_EQ(fg_check(l, k, 1, 6, &d), FG_OK);
+                        CHECK_EQ(d.allowed, 1);
+                        CHECK_EQ(fg_refund(l, k, 1, 6), FG_OK);
+                    } else {
+                        fg_set_item it[2] = {{l, k, 1}, {l, k, 1}};
+                        fg_set_result r;
+                        CHECK_EQ(fg_check_set(it, 2, 6, &r), FG_OK);
+                        CHECK_EQ(r.decided, 1);
+                        CHECK_EQ(r.unrefunded, 0);
+                    }
+                }
+                CHECK_EQ(fg_check(l, "j", 1, 10, &d), FG_OK);
+                if (!d.allowed)
+                    printf("%s %s, %s: a check of 10 refused after the "
+                           "refund\n",
+                           modes[m], fg_algorithm_name(algs[g]),
+                           how ? "a refused set" : "fg_refund");
+                CHECK_EQ(d.allowed, 1);
+                int admitted = 0;
+                for (int i = 0; i < 12; i++) {
+                    CHECK_EQ(fg_check(l, "k", 1, 1, &d), FG_OK);
+                    admitted += d.allowed;
+                }
+                if (admitted != 10)
+                    printf("%s %s, %s: %d of 10 admitted after the refund\n",
+                           modes[m], fg_algorithm_name(algs[g]),
+                           how ? "a refused set" : "fg_refund", admitted);
+                CHECK_EQ(admitted, 10);
+                fg_limiter_free(l);
+            }
+    fg_store_close(st);
 }
 
 /* A lease check of 'cost' units of 'key' at fake_now, its takes answered by
@@ -1873,6 +1996,8 @@ int main(void)
     test_old_view_own_usage();
     test_late_tick();
     test_refund_age();
+    test_refund_view();
+    test_refund_limiter();
     test_lease_long_window();
     test_lease_refund_earlier();
     test_bounded();

@@ -6,6 +6,7 @@
  *   ./a.out redis://127.0.0.1:6379/0 */
 #include <event2/event.h>
 #include <floodgate.h>
+#include <signal.h>
 #include <stdio.h>
 
 struct hello {
@@ -39,6 +40,9 @@ int main(int argc, char **argv)
 {
     const char *url = argc > 1 ? argv[1] : "memory";
     char err[256] = "";
+    /* hiredis writes with write(2): a connection Redis closed must not
+     * end the program. */
+    signal(SIGPIPE, SIG_IGN);
     fg_limit lim;
     fg_store *st = NULL;
     fg_limiter *l = NULL;

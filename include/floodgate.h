@@ -406,7 +406,9 @@ typedef void (*fg_check_cb)(int rc, const fg_decision *d, void *data);
  * loop; commands pipelined). "memory" works too (decisions are immediate).
  * Deadlines are libevent timers: create 'base' with
  * EVENT_BASE_FLAG_PRECISE_TIMER, or libevent's coarse clock may let a 5 ms
- * deadline run to 8 ms. */
+ * deadline run to 8 ms. Ignore SIGPIPE in the program (signal(SIGPIPE,
+ * SIG_IGN)): hiredis writes with write(2), and a connection that Redis
+ * closed would otherwise end the process. */
 fg_store *fg_store_open_async(const char *url, struct event_base *base,
                               char *err, size_t errlen);
 

@@ -431,11 +431,18 @@ fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
             fg_limiter_free(l);
         }
         /* A worker's connections: one a node (the masters known now, on
-         * Redis Cluster), and one for each address of the URL (a Sentinel
-         * or a Cluster seed it may ask). */
-        g->store_conns = fg_store_nodes(st) + 1;
-        for (const char *p = c->store_url; *p; p++)
-            g->store_conns += *p == ',';
+         * Redis Cluster: its 65 nodes are places for those to come), and
+         * for Sentinel or Cluster one for each address of the URL (a
+         * Sentinel or a seed it may ask). A shard is a node once. */
+        g->store_conns = 0;
+        for (unsigned i = 0; i < fg_store_nodes(st); i++)
+            g->store_conns += fg_store_node_name(st, i) != NULL;
+        if (!strncmp(c->store_url, "sentinel://", 11) ||
+            !strncmp(c->store_url, "cluster=", 8)) {
+            g->store_conns++;
+            for (const char *p = c->store_url; *p; p++)
+                g->store_conns += *p == ',';
+        }
         fg_store_close(st);
     }
     return g;

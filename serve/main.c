@@ -50,9 +50,107 @@ static const char usage[] =
     "Exit status: 0 after a drain, 1 when the store's host did not resolve\n"
     "at start (it may later), 2 on a usage or configuration error.\n";
 
+/* Client connections are counted and capped in the workers (http.c); the
+ * descriptor limit must leave room beyond them for what else the server
+ * opens: what was open at start ('base'), the admin listener's connections
+ * (64 at most) and a reload's files (128 for both), and each worker's own
+ * (its loop, wake-ups: 32) and twice its store connections ('store_conns':
+ * one a node, and the Sentinels or Cluster seeds it may ask; twice, for
+ * reconnects). */
+static rlim_t fd_room(rlim_t base, unsigned workers, unsigned store_conns)
+{
+    return base + 128 + (32 + 2 * (rlim_t)store_conns) * (rlim_t)workers;
+}
+
+/* The least a server runs with: the workers' own descriptors and one
+ * connection to each store node (beside 'base', open at start). */
+static rlim_t fd_need(rlim_t base, unsigned workers, unsigned store_conns)
+{
+    return base + 32 + (8 + (rlim_t)store_conns) * (rlim_t)workers;
+}
+
+/* The soft descriptor limit, raised towards 'want' (as far as the hard
+ * limit lets it) when lower; RLIM_INFINITY when unknown. */
+static rlim_t fd_raise(rlim_t want)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return RLIM_INFINITY;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+        rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want
+                          ? rl.rlim_max
+                          : want;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    return rl.rlim_cur;
+}
+
+/* Called before the workers start, with what is open now in
+ * 'srv->fd_base'. Raises the soft limit to what is open now plus the
+ * connections plus the room; under a lower hard limit the cap is lowered
+ * to fit, and said. Returns the cap, or 0 when the limit leaves too
+ * little even for the workers' own descriptors and their store
+ * connections: the least is in '*need'. */
+static uint32_t cap_connections(fg__server *srv, uint32_t max_conn,
+                                unsigned workers, unsigned store_conns,
+                                unsigned long long *need)
+{
+    rlim_t open_now = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (d) {
+        while (readdir(d))
+            open_now++;
+        closedir(d);
+    } else {
+        open_now = 64;
+    }
+    srv->fd_base = open_now;
+    rlim_t room = fd_room(open_now, workers, store_conns);
+    rlim_t want = room + max_conn;
+    rlim_t cur = fd_raise(want);
+    *need = (unsigned long long)fd_need(open_now, workers, store_conns);
+    if (cur != RLIM_INFINITY && cur < *need)
+        return 0;
+    if (cur != RLIM_INFINITY && cur < want) {
+        uint32_t cap = cur > room + 1 ? (uint32_t)(cur - room) : 1;
+        fg__log("max_connections",
+                "configured=%" PRIu32 " cap=%" PRIu32 " nofile=%llu "
+                "warning=\"the descriptor limit leaves room for fewer "
+                "connections: raise it (ulimit -n, LimitNOFILE=)\"",
+                max_conn, cap, (unsigned long long)cur);
+        return cap;
+    }
+    return max_conn;
+}
+
+/* A reload to a store of more connections than the descriptor limit has
+ * room for beside the clients (those of the store it replaces while it
+ * drains, too): NULL, or the reason it is refused, in 'buf'. */
+static const char *fd_refusal(const fg__server *srv, const fg__gen *g,
+                              char *buf, size_t len)
+{
+    unsigned old = srv->gen->store_conns, workers = srv->nworkers;
+    if (g->store_conns <= old)
+        return NULL;
+    rlim_t want =
+        fd_room(srv->fd_base, workers, old + g->store_conns) + srv->max_conns;
+    rlim_t cur = fd_raise(want);
+    if (cur == RLIM_INFINITY || cur >= want)
+        return NULL;
+    snprintf(buf, len,
+             "the open-file limit (ulimit -n, LimitNOFILE=) is %llu: the "
+             "new store's %u connections a worker, beside the old one's "
+             "and %" PRIu32 " clients, need %llu; raise it and restart",
+             (unsigned long long)cur, g->store_conns, srv->max_conns,
+             (unsigned long long)want);
+    return buf;
+}
+
 /* What a reload cannot change in a running server (each is sized or
  * opened once at start): NULL, or the reason the reload is refused. */
-static const char *reload_refusal(const fg__server *srv, const fg__gen *g)
+static const char *reload_refusal(const fg__server *srv, const fg__gen *g,
+                                  char *buf, size_t len)
 {
     const fg__serve_config *old = &srv->gen->cfg, *new = &g->cfg;
     /* A file emptied or cut short (rewritten in place, or a pipe read
@@ -70,7 +168,7 @@ static const char *reload_refusal(const fg__server *srv, const fg__gen *g)
      * opened with, and kept through reloads to Redis and back. */
     if (g->is_memory && srv->mem && strcmp(srv->mem_url, new->store_url) != 0)
         return "the memory store's options change only on restart";
-    return NULL;
+    return fd_refusal(srv, g, buf, len);
 }
 
 /* Say, for each limit with on_failure = local, what this process enforces
@@ -196,7 +294,8 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
             return;
         }
         const fg__serve_config *old = &srv->gen->cfg;
-        const char *refused = reload_refusal(srv, g);
+        char why[300];
+        const char *refused = reload_refusal(srv, g, why, sizeof(why));
         if (refused) {
             fg__gen_unref(g);
             drop_new_mem(srv, had_mem);
@@ -237,58 +336,6 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         fg__workers_drain(srv);
         event_base_loopbreak(srv->main_base); /* allocates nothing */
     }
-}
-
-/* Client connections are counted and capped in the workers (http.c); the
- * descriptor limit must leave room beyond them for what else the server
- * opens: each worker's store connections ('store_conns': one a node, and
- * their reconnects), the admin listener's connections (64 at most), a
- * reload's files. Called before the workers start. Raises the soft limit
- * to what is open now plus the connections plus that room; under a lower
- * hard limit the cap is lowered to fit, and said. Returns the cap, or 0
- * when the limit leaves too little even for the workers' own descriptors
- * (their loops, wake-ups, a store connection): the least is in '*need'. */
-static uint32_t cap_connections(uint32_t max_conn, unsigned workers,
-                                unsigned store_conns, unsigned long long *need)
-{
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
-        return max_conn;
-    rlim_t open_now = 0;
-    DIR *d = opendir("/proc/self/fd");
-    if (d) {
-        while (readdir(d))
-            open_now++;
-        closedir(d);
-    } else {
-        open_now = 64;
-    }
-    /* Twice a worker's store connections (the nodes it uses, and the
-     * Sentinels or Cluster seeds it may ask): room for reconnects. */
-    rlim_t room =
-        open_now + 128 + (32 + 2 * (rlim_t)store_conns) * (rlim_t)workers;
-    rlim_t want = room + max_conn;
-    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
-        rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want
-                          ? rl.rlim_max
-                          : want;
-        setrlimit(RLIMIT_NOFILE, &rl);
-        getrlimit(RLIMIT_NOFILE, &rl);
-    }
-    *need = (unsigned long long)open_now + 32 + 8ull * workers;
-    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < *need)
-        return 0;
-    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
-        uint32_t cap =
-            rl.rlim_cur > room + 1 ? (uint32_t)(rl.rlim_cur - room) : 1;
-        fg__log("max_connections",
-                "configured=%" PRIu32 " cap=%" PRIu32 " nofile=%llu "
-                "warning=\"the descriptor limit leaves room for fewer "
-                "connections: raise it (ulimit -n, LimitNOFILE=)\"",
-                max_conn, cap, (unsigned long long)rl.rlim_cur);
-        return cap;
-    }
-    return max_conn;
 }
 
 /* One URL of 'n' bytes at 'u', as the URL parsers read it, without its
@@ -476,15 +523,19 @@ int fg_cmd_serve(int argc, char **argv)
             goto out;
         }
     unsigned long long need = 0;
-    srv.max_conns = cap_connections(c->max_connections, c->workers,
+    srv.max_conns = cap_connections(&srv, c->max_connections, c->workers,
                                     srv.gen->store_conns, &need);
     if (!srv.max_conns) {
         struct rlimit rl;
         getrlimit(RLIMIT_NOFILE, &rl);
+        char each[64] = "";
+        if (srv.gen->store_conns)
+            snprintf(each, sizeof(each), " (with %u store connections each)",
+                     srv.gen->store_conns);
         fprintf(stderr,
                 "floodgate serve: the open-file limit (ulimit -n, "
-                "LimitNOFILE=) is %llu: %u workers need at least %llu\n",
-                (unsigned long long)rl.rlim_cur, c->workers, need);
+                "LimitNOFILE=) is %llu: %u workers need at least %llu%s\n",
+                (unsigned long long)rl.rlim_cur, c->workers, need, each);
         goto out;
     }
     if (fg__workers_start(&srv, err, sizeof(err))) {

@@ -122,6 +122,7 @@ struct fg__server {
      * max_connections, or fewer under a low descriptor limit. */
     atomic_uint_fast32_t open_conns;
     uint32_t max_conns;
+    unsigned long long fd_base; /* descriptors open at start (main.c) */
     uint64_t reloads, reload_errors;
     /* The last load failed on a store whose host did not resolve: a start
      * may do better later (exit status 1, not 2). */

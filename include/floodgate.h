@@ -245,6 +245,11 @@ const char *fg_store_last_error(fg_store *st);
 
 /* The number of keys a memory store holds now; 0 for other stores. */
 uint64_t fg_store_keys(fg_store *st);
+/* How many keys a memory store has dropped, since it opened, to make room
+ * for others (at max_keys) while they still counted (not those whose
+ * window or bucket had expired): each one's usage was forgotten, and its
+ * next check starts it anew. 0 for other stores. */
+uint64_t fg_store_evicted(fg_store *st);
 
 /* The servers of a store: how many (1 but for shards), which one holds
  * 'key' (0 for a key it cannot read: NULL with a length, or longer than

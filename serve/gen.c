@@ -332,6 +332,7 @@ fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
             }
             snprintf(srv->mem_url, sizeof(srv->mem_url), "%s", c->store_url);
         }
+        g->mem = srv->mem;
         const fg__gen *old = srv->gen && srv->gen->is_memory ? srv->gen : NULL;
         for (unsigned i = 0; i < c->nlimits; i++) {
             for (unsigned j = 0; old && j < old->cfg.nlimits; j++) {

@@ -338,4 +338,16 @@ void fg__metrics_render(FILE *out, fg__metrics *const *w, unsigned n,
             "floodgate_blocked_cache_entries %" PRIu64 "\n",
             info->draining, info->workers, info->reloads, info->reload_errors,
             info->cache_entries);
+    if (info->memory)
+        fprintf(out,
+                "# HELP floodgate_memory_keys Keys the memory store holds "
+                "(at most its max_keys).\n"
+                "# TYPE floodgate_memory_keys gauge\n"
+                "floodgate_memory_keys %" PRIu64 "\n"
+                "# HELP floodgate_memory_evicted_total Keys the memory store "
+                "dropped to make room while they still counted (their usage "
+                "forgotten).\n"
+                "# TYPE floodgate_memory_evicted_total counter\n"
+                "floodgate_memory_evicted_total %" PRIu64 "\n",
+                info->memory_keys, info->memory_evicted);
 }

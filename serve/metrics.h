@@ -78,6 +78,8 @@ typedef struct fg__metrics_info {
     unsigned workers;
     uint64_t reloads, reload_errors;
     uint64_t cache_entries;
+    int memory; /* on the memory store: its keys and evictions */
+    uint64_t memory_keys, memory_evicted;
 } fg__metrics_info;
 
 /* Write the sum of 'n' workers' counters as Prometheus text to 'out'. */

@@ -707,6 +707,11 @@ static void handle_metrics(fg__worker *w, fg__hreq *req)
     FG_SET(w->m->cache_entries, fg_cache_count(w->cache));
     for (unsigned i = 0; i < srv->nworkers; i++)
         info.cache_entries += FG_GET(ms[i]->cache_entries);
+    if (w->cur && w->cur->g->mem) {
+        info.memory = 1;
+        info.memory_keys = fg_store_keys(w->cur->g->mem);
+        info.memory_evicted = fg_store_evicted(w->cur->g->mem);
+    }
     fg__metrics_render(f, ms, srv->nworkers, &info);
     if (fclose(f) != 0 || !text) {
         free(text);

@@ -24,6 +24,7 @@ struct event;
 typedef struct fg__gen {
     fg__serve_config cfg;
     int is_memory;
+    fg_store *mem; /* the memory store (srv->mem), memory store only */
     fg_limiter *memlim[FG_SERVE_MAX_LIMITS]; /* shared, memory store only */
     struct fg__memref *memref[FG_SERVE_MAX_LIMITS]; /* their owners */
     int slot[FG_SERVE_MAX_LIMITS];                  /* metric slots */

@@ -212,6 +212,11 @@ uint64_t fg_store_keys(fg_store *st)
     return st && st->ops->keys ? st->ops->keys(st) : 0;
 }
 
+uint64_t fg_store_evicted(fg_store *st)
+{
+    return st && st->ops->evicted ? st->ops->evicted(st) : 0;
+}
+
 /* Another process's store (a parent's, before fork) is left as it is:
  * its sockets and threads are the parent's, and freeing the copy of its
  * memory would gain nothing. */

@@ -41,6 +41,7 @@ typedef struct fg__store_ops {
                 fg_decision *d);
     int (*reset)(fg_store *st, fg_limiter *l, const char *key, size_t keylen);
     uint64_t (*keys)(fg_store *st);
+    uint64_t (*evicted)(fg_store *st); /* NULL: none */
     /* Forget the keys 'l' holds (fg_limiter_free): no check can reach
      * them again. NULL: the store keeps none in this process. */
     void (*limiter_free)(fg_store *st, fg_limiter *l);

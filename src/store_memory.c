@@ -73,11 +73,12 @@ _Static_assert(sizeof(mem_slot) == 64, "a slot is one cache line");
  * line, so threads in two stripes do not trade lines. */
 typedef struct mem_stripe {
     atomic_int lock;
-    size_t size;     /* slots, not a power of two */
-    mem_slot *slots; /* on cache lines, within 'mem' */
-    uint8_t *tags;   /* 'size' bytes after the slots */
-    uint64_t count;  /* keys held */
-    uint64_t cap;    /* this stripe's share of max_keys */
+    size_t size;      /* slots, not a power of two */
+    mem_slot *slots;  /* on cache lines, within 'mem' */
+    uint8_t *tags;    /* 'size' bytes after the slots */
+    uint64_t count;   /* keys held */
+    uint64_t evicted; /* keys dropped before they expired */
+    uint64_t cap;     /* this stripe's share of max_keys */
     uint64_t max_size;
     void *mem; /* the table's one allocation */
 } __attribute__((aligned(64))) mem_stripe;
@@ -355,12 +356,14 @@ static void stripe_evict(mem_store *m, mem_stripe *s, uint64_t h,
     uint32_t now_e = (uint32_t)(now_us >> EXPIRES_SHIFT);
     uint32_t now_t = (uint32_t)(now_us >> TOUCHED_SHIFT);
     int32_t oldest = 0;
+    int live = 1;
     for (size_t step = 0; step < s->size && seen < EVICT_SAMPLE; step++) {
         if (s->tags[i]) {
             const mem_slot *sl = &s->slots[i];
             seen++;
             if (sl->expires <= now_e) {
                 victim = i;
+                live = 0;
                 break;
             }
             /* Signed: a key stamped a little after this thread read the
@@ -373,8 +376,10 @@ static void stripe_evict(mem_store *m, mem_stripe *s, uint64_t h,
         }
         i = next(i, s->size);
     }
-    if (victim != SIZE_MAX)
+    if (victim != SIZE_MAX) {
+        s->evicted += live;
         stripe_remove(m, s, victim);
+    }
 }
 
 /* Insert a new key into 's' (locked), whose probe for it missed: make
@@ -622,6 +627,18 @@ static uint64_t mem_keys(fg_store *st)
     return keys;
 }
 
+static uint64_t mem_evicted(fg_store *st)
+{
+    mem_store *m = (mem_store *)st;
+    uint64_t n = 0;
+    for (uint64_t i = 0; i <= m->stripe_mask; i++) {
+        stripe_lock(&m->stripes[i]);
+        n += m->stripes[i].evicted;
+        stripe_unlock(&m->stripes[i]);
+    }
+    return n;
+}
+
 /* A limiter's keys are found by its id, which no later limiter has: at
  * its free they go, not waiting to be evicted as the table fills (a
  * reload that changes a limit would leave its keys behind). One pass over
@@ -702,6 +719,7 @@ static const fg__store_ops mem_ops = {
     .peek = mem_peek,
     .reset = mem_reset,
     .keys = mem_keys,
+    .evicted = mem_evicted,
     .limiter_free = mem_limiter_free,
     .close = mem_close,
     .now = mem_now,

@@ -481,29 +481,54 @@ static int cluster_refund(fg_store *s, fg_limiter *l, const char *key,
 }
 
 /* An operator's peek or reset goes to the master of the key's slot as
- * the map has it. Not followed through a redirection: a slot that moved
- * answers MOVED (FG_EBACKEND), and the next call, the map refreshed by
- * the checks meanwhile, reaches the new master. */
+ * the map has it. A slot that moved answers MOVED, and a master gone does
+ * not answer: a blocking store then reads the map again and asks once
+ * more (the new master, when the slot has one), within the limit's
+ * timeout. (A blocking store that only peeks and resets, such as serve's
+ * admin routes, has no checks to read the map for it.) An asynchronous
+ * store's map is read again on its loop. Not followed through ASK: a
+ * slot half moved fails, and is asked again by the caller. */
+static int again_after_map(cluster_store *st, const fg_limiter *l, int rc)
+{
+    if (rc == FG_OK || rc == FG_EKEY || st->evb)
+        return 0;
+    refresh_blocking(
+        st, fg__mono_precise_us() + (uint64_t)l->lim.timeout_ms * 1000u, -1);
+    return 1;
+}
+
 static int cluster_peek(fg_store *s, fg_limiter *l, const char *key,
                         size_t keylen, fg_decision *d)
 {
     cluster_store *st = (cluster_store *)s;
-    int rc, k = route(st, key, keylen, &rc);
-    if (k < 0)
-        return rc;
-    fg_store *nd = atomic_load(&st->node[k]);
-    return nd->ops->peek(nd, l, key, keylen, d);
+    int rc = FG_OK;
+    for (int round = 0; round < 2; round++) {
+        int k = route(st, key, keylen, &rc);
+        if (k >= 0) {
+            fg_store *nd = atomic_load(&st->node[k]);
+            rc = nd->ops->peek(nd, l, key, keylen, d);
+        }
+        if (round || !again_after_map(st, l, rc))
+            break;
+    }
+    return rc;
 }
 
 static int cluster_reset(fg_store *s, fg_limiter *l, const char *key,
                          size_t keylen)
 {
     cluster_store *st = (cluster_store *)s;
-    int rc, k = route(st, key, keylen, &rc);
-    if (k < 0)
-        return rc;
-    fg_store *nd = atomic_load(&st->node[k]);
-    return nd->ops->reset(nd, l, key, keylen);
+    int rc = FG_OK;
+    for (int round = 0; round < 2; round++) {
+        int k = route(st, key, keylen, &rc);
+        if (k >= 0) {
+            fg_store *nd = atomic_load(&st->node[k]);
+            rc = nd->ops->reset(nd, l, key, keylen);
+        }
+        if (round || !again_after_map(st, l, rc))
+            break;
+    }
+    return rc;
 }
 
 /* ---- Asynchronous ------------------------------------------------------- */

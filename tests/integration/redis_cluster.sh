@@ -16,11 +16,15 @@ FG_TEST_BOUND=120
 start_cluster || { bad "cluster starts"; cat "$T/cluster/create.log"; tail -n 3 "$T"/cluster/*/log; finish; }
 ok "cluster of 6 nodes up (node timeout ${NODE_TIMEOUT_MS} ms)"
 URL="cluster=redis://127.0.0.1:${CPORT[0]},redis://127.0.0.1:${CPORT[1]}"
+TOKEN="adm-$$-c1"
+printf '%s\n' "$TOKEN" >"$T/token"
+chmod 600 "$T/token"
 for n in 1 2; do
     cat >"$T/s$n.ini" <<INI
 [server]
 workers = 2
 id = api-$n
+$([ "$n" = 1 ] && printf 'admin_listen = 127.0.0.1:0\nadmin_token_file = %s\n' "$T/token")
 [store]
 url = $URL
 prefix = t$$:
@@ -65,6 +69,10 @@ INI
     start_fg "s$n" -c "$T/s$n.ini" --listen 127.0.0.1:0 || { bad "server $n starts"; finish; }
 done
 A="http://127.0.0.1:$FGPORT_s1" B="http://127.0.0.1:$FGPORT_s2"
+ADM="http://127.0.0.1:$(grep -o 'event=admin_listening addr=[^ ]*' "$T/s1.log" | head -1 | sed 's/.*://')"
+peek() { # peek LIMIT KEY: the admin route's status and body
+    curl -s -m 5 -w ' %{http_code}' -H "Authorization: Bearer $TOKEN" "$ADM/v1/peek?limit=$1&key=$2" | tr -d '\n'
+}
 load() { # load LIMIT KEY N [CONC]: N checks of KEY, on both servers in turn
     "$FGLOAD" -n "$3" -c "${4:-1}" "$A/v1/check?limit=$1&key=$2" "$B/v1/check?limit=$1&key=$2"
 }
@@ -103,6 +111,9 @@ modes_check cluster "cluster=redis://127.0.0.1:${CPORT[0]}?prefix=t$$:" "$A" "$B
 # (Limits that wait up to 1 s and refuse when they cannot ask: a decision
 # the store did not make cannot pass for one it made.)
 for k in $(seq 0 39); do load rfw "q$k" 4 >/dev/null; load rtb "q$k" 4 >/dev/null; done
+# Where each key is now, and what the admin routes' map says of them.
+declare -A QM
+for k in $(seq 0 39); do QM[$k]=$(master_of "q$k"); peek rfw "q$k" >/dev/null; done
 m1=$(cluster_masters "${CPORT[0]}" | sed -n 1p)
 m2=$(cluster_masters "${CPORT[0]}" | sed -n 2p)
 "$FGLOAD" -d 4000 -c 4 $(for i in $(seq 0 7); do echo "$A/v1/check?limit=big&key=s$i $B/v1/check?limit=big&key=s$i"; done) >"$T/steady.out" 2>&1 &
@@ -139,6 +150,17 @@ for k in $(seq 0 39); do
     [ "$(field "$out" s429)" = 2 ] && after=$((after + 1))
 done
 expect_eq "after the reshard, every key's 10 are spent, wherever it went" "$after" 40
+# The admin routes (a blocking store of their own, which no check reads
+# the map for): a key whose slot moved is peeked on its new master. (It
+# was 503 until a reload: the old master answered MOVED.)
+mk=
+for k in $(seq 0 39); do
+    [ "${QM[$k]}" = "$m1" ] && [ "$(master_of "q$k")" = "$m2" ] && { mk=$k; break; }
+done
+check "a key whose slot moved: q$mk" test -n "$mk"
+pk=$(peek rfw "q$mk")
+check "admin peek of q$mk after its slot moved: 200, all 10 spent ($pk)" \
+    grep -q '"remaining":0,.* 200$' <<<"$pk"
 
 # A master killed under load. Keys on it: fw (open) allowed, tb (closed)
 # 503, each within its 50 ms timeout; other keys exact. After promotion
@@ -184,6 +206,8 @@ done
 since=$(( (back - promoted) / 1000000 ))
 check "exact again ${since} ms after the promotion (bound 2 x node timeout = $((2 * NODE_TIMEOUT_MS)) ms)" \
     test "$back" != 0 -a "$since" -le $((2 * NODE_TIMEOUT_MS))
+pk=$(peek fw "u$vk")
+check "admin peek of u$vk after the failover: 200 ($pk)" grep -q ' 200$' <<<"$pk"
 out=$(load fw "u$vk%7Dd" 12)
 over=$(field "$out" s200)
 echo "over-admission across the failover: $over (bound: the 10 of one window)"

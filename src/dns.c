@@ -11,7 +11,6 @@
  * owner's callback is not called), and the resolver is freed once evdns
  * has finished every lookup, from a callback of its own on the loop. */
 #include <arpa/inet.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -25,7 +24,6 @@
 #include "dns.h"
 #include "alloc.h"
 #include "error.h"
-#include "clock.h"
 
 struct fg__dns {
     struct event_base *evb;
@@ -71,33 +69,9 @@ int fg__dns_pick(const struct addrinfo *res, char addr[INET6_ADDRSTRLEN])
     return pick && addr_text(pick, addr);
 }
 
-/* The answers of fg__dns_resolve in the last FG__DNS_REMEMBER_US: a few
- * hosts, the oldest replaced first. */
-#define NRECENT 16
-static struct {
-    char host[256];
-    char addr[INET6_ADDRSTRLEN];
-    uint64_t at_us; /* 0: empty */
-} recent[NRECENT];
-static unsigned recent_next;
-static pthread_mutex_t recent_mu = PTHREAD_MUTEX_INITIALIZER;
-
 int fg__dns_resolve(const char *host, char addr[INET6_ADDRSTRLEN], char *why,
                     size_t whylen)
 {
-    uint64_t now = fg__mono_precise_us();
-    int fits = strlen(host) < sizeof recent[0].host;
-    pthread_mutex_lock(&recent_mu);
-    for (unsigned i = 0; fits && i < NRECENT; i++) {
-        if (recent[i].at_us && now - recent[i].at_us < FG__DNS_REMEMBER_US &&
-            !strcmp(recent[i].host, host)) {
-            memcpy(addr, recent[i].addr, INET6_ADDRSTRLEN);
-            pthread_mutex_unlock(&recent_mu);
-            return FG_OK;
-        }
-    }
-    pthread_mutex_unlock(&recent_mu);
-
     struct addrinfo hints, *res = NULL;
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
@@ -111,14 +85,6 @@ int fg__dns_resolve(const char *host, char addr[INET6_ADDRSTRLEN], char *why,
     if (!ok)
         return fg__seterr(why, whylen, FG_EBACKEND,
                           "the host has no IPv4 or IPv6 address");
-    if (fits) {
-        pthread_mutex_lock(&recent_mu);
-        unsigned i = recent_next++ % NRECENT;
-        memcpy(recent[i].host, host, strlen(host) + 1);
-        memcpy(recent[i].addr, addr, INET6_ADDRSTRLEN);
-        recent[i].at_us = fg__mono_precise_us();
-        pthread_mutex_unlock(&recent_mu);
-    }
     return FG_OK;
 }
 

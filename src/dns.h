@@ -65,13 +65,7 @@ int fg__dns_lookup(fg__dns *d, const char *host, const char *keep,
 void fg__dns_cancel(fg__dns_q *q);
 
 /* A store's host at open, with a blocking getaddrinfo(): FG_OK and the
- * address fg__dns_pick takes, else FG_EBACKEND and the reason in 'why'.
- * An answer is remembered for FG__DNS_REMEMBER_US and given again, without
- * asking, to a store opened meanwhile: serve's workers open theirs on their
- * loops at a reload, just after its main thread resolved the same hosts, and
- * a slow resolver would hold every worker's loop as long as it held the main
- * thread (and all of them use one address of a name of several). */
-#define FG__DNS_REMEMBER_US 5000000u
+ * address fg__dns_pick takes, else FG_EBACKEND and the reason in 'why'. */
 int fg__dns_resolve(const char *host, char addr[INET6_ADDRSTRLEN], char *why,
                     size_t whylen);
 

@@ -641,12 +641,13 @@ int fg_limiter_sync(fg_limiter *l);
  * lease's give-backs; any other refund of that store too: a store closed
  * before they are answered drops them). */
 unsigned fg_limiter_pending(const fg_limiter *l);
-/* The store commands a limiter in a mode has sent and had answered since
- * it was made (syncs, takes, give-backs, and the checks its local state
- * had the store decide), in '*asked', and how many of those failed (an
- * error, a timeout, a connection lost), in '*failed'; not those its
- * breaker kept from the store. Both 0 for an exact limit (its checks are
- * its calls). On an asynchronous store, call it on the store's loop. */
+/* The store commands a limiter in a mode has had answered since it was
+ * made (syncs, takes, the checks its local state had the store decide, and
+ * give-backs, these once queued on an asynchronous store), one a key, in
+ * '*asked', and how many of those failed (an error, a timeout, a
+ * connection lost or refused), in '*failed'; not those its breaker kept
+ * from the store. Both 0 for an exact limit (its checks are its calls). On
+ * an asynchronous store, call it on the store's loop. */
 void fg_limiter_asks(fg_limiter *l, uint64_t *asked, uint64_t *failed);
 
 /* The stated bound of an approximate mode, for 'servers' processes (serve

@@ -541,6 +541,8 @@ int fg__check_async_exact(fg_limiter *l, const char *key, size_t keylen,
 
 static int store_refund(fg_limiter *l, const char *key, size_t keylen,
                         uint64_t cost, const fg__taken *t);
+static int store_refund_told(fg_limiter *l, const char *key, size_t keylen,
+                             uint64_t cost, const fg__taken *t);
 
 int fg_refund(fg_limiter *l, const char *key, size_t keylen, uint64_t cost)
 {
@@ -555,7 +557,7 @@ int fg_refund_at(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
         return rc;
     fg__taken t = {age_us, hold_us};
     if (!l->mode || (cost = fg__mode_refund(l, key, keylen, cost, age_us)))
-        rc = store_refund(l, key, keylen, cost, &t);
+        rc = store_refund_told(l, key, keylen, cost, &t);
     /* A block the cache holds for the key may no longer be the store's. */
     if (rc == FG_OK && l->policy->cache)
         fg_cache_forget(l->policy->cache, l, key, keylen);
@@ -579,14 +581,24 @@ int fg__refund_decision(fg_limiter *l, const char *key, size_t keylen,
         d->source != FG_SOURCE_LOCAL &&
         !(cost = fg__mode_refund(l, key, keylen, cost, age_us)))
         return FG_OK;
-    if (l->mode && d->source == FG_SOURCE_STORE)
-        fg__mode_refund_store(l, key, keylen);
     fg__taken t = fg__taken_of(&l->p, age_us, d->reset_us);
     if (d->source == FG_SOURCE_LOCAL) {
         fg_limiter *loc = l->policy->local;
         return loc ? store_refund(loc, key, keylen, cost, &t) : FG_EINVAL;
     }
-    return store_refund(l, key, keylen, cost, &t);
+    return store_refund_told(l, key, keylen, cost, &t);
+}
+
+/* store_refund, and a limiter in a mode told that the store has the units
+ * again once it has (or, asynchronously, once they are queued before any
+ * later check): an answer to an ask sent before does not hold them. */
+static int store_refund_told(fg_limiter *l, const char *key, size_t keylen,
+                             uint64_t cost, const fg__taken *t)
+{
+    int rc = store_refund(l, key, keylen, cost, t);
+    if (rc == FG_OK && l->mode)
+        fg__mode_refund_store(l, key, keylen);
+    return rc;
 }
 
 static int store_refund(fg_limiter *l, const char *key, size_t keylen,

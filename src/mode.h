@@ -25,8 +25,8 @@ int fg__mode_check_async(fg_limiter *l, const char *key, size_t keylen,
                          uint64_t cost, fg_check_cb cb, void *data);
 uint64_t fg__mode_refund(fg_limiter *l, const char *key, size_t keylen,
                          uint64_t cost, uint64_t age_us);
-/* A refund of a check the store decided (fg_check_set's), given back
- * there: the local state learns that the store has the units again. */
+/* Units of 'key' given back in the store (a refund): the local state
+ * learns that the store has them again. */
 void fg__mode_refund_store(fg_limiter *l, const char *key, size_t keylen);
 /* fg_limiter_forget's part in the mode: fg_local_forget under the lock. */
 void fg__mode_forget(fg_limiter *l, const char *key, size_t keylen);

@@ -86,7 +86,8 @@ expect_eq "the log's errors= add up to /metrics' errors" "$logged" "$errors"
 redis-cli -p "$RPORT" monitor >"$T/monitor" &
 MPID=$!
 PIDS="$PIDS $MPID"
-wait_until 50 test -s "$T/monitor"
+for _ in $(seq 1 250); do [ -s "$T/monitor" ] && break; sleep 0.02; done # its OK
+check "MONITOR attached" test -s "$T/monitor"
 curl -s "$U/metrics" >"$T/m2"
 # shellcheck disable=SC2046 # 16 URLs, one a key
 "$FGLOAD" -n 300 -c 4 -r 600 $(seq -f "$U/v1/check?limit=ss&key=k%g" 16) >/dev/null

@@ -228,22 +228,27 @@ void fg__routes_flush_suppressed(fg__worker *w, uint64_t now)
 /* A decision of the limit and node that failed last ('store_failing',
  * 'failing_limit'): once that limiter's store calls to the node succeed
  * again (a sync or lease limit's view or units may outlive the failure),
- * the store has recovered. Not another limit's: its local decisions say
- * nothing of the store, and its commands may work where the failing
+ * the store has recovered. Or to the node that holds the failed key now:
+ * on Cluster, the master its slot has since a failover (the one that
+ * failed may never answer again). Not another limit's: its local decisions
+ * say nothing of the store, and its commands may work where the failing
  * limit's do not (a server without EVALSHA runs a fixed window's). */
 static void note_recovery(fg__ctx *c, unsigned k)
 {
     fg__worker *w = c->w;
     const char *name = c->wg->g->cfg.limits[c->idx[k]].lim.name;
-    unsigned nd =
-        fg_store_node_of(c->wg->store, c->items[k].key, c->items[k].keylen);
-    if (nd + 1 != (unsigned)w->store_failing ||
+    fg_store *st = c->wg->store;
+    unsigned nd = fg_store_node_of(st, c->items[k].key, c->items[k].keylen);
+    if ((nd + 1 != (unsigned)w->store_failing &&
+         nd != fg_store_node_of(st, w->failing_key, w->failing_keylen)) ||
         strcmp(name, w->failing_limit) != 0 ||
         fg_limiter_node_failing(c->wg->lim[c->idx[k]], nd))
         return;
     w->store_failing = 0;
-    fg__log("store_recovered", "worker=%u limit=%s", w->index,
-            c->wg->g->cfg.limits[c->idx[k]].lim.name);
+    const char *nname = fg_store_node_name(st, nd);
+    char nn[2 * 300 + 8];
+    fg__log("store_recovered", "worker=%u limit=%s node=%s", w->index, name,
+            fg__log_value(nname && *nname ? nname : "none", nn, sizeof nn));
 }
 
 /* The metrics and logs of a set's answers. */
@@ -328,6 +333,8 @@ static void account(fg__ctx *c)
                 w->store_failing = nd + 1;
                 snprintf(w->failing_limit, sizeof w->failing_limit, "%s",
                          g->cfg.limits[c->idx[k]].lim.name);
+                memcpy(w->failing_key, key, kl);
+                w->failing_keylen = kl;
             }
         }
     }

@@ -102,6 +102,8 @@ typedef struct fg__worker {
     int store_failing;        /* a store_error logged, no answer since from its
                                * node: the node's index + 1 */
     char failing_limit[FG_NAME_MAX + 1]; /* the limit it was logged for */
+    char failing_key[FG_MAX_KEY];        /* and the key */
+    size_t failing_keylen;
     /* Shadow refusals logged this second, and left out since the last
      * line (routes.c). */
     uint64_t shadow_log_reset_us, shadow_unlogged;

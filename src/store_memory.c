@@ -615,28 +615,32 @@ static int mem_reset(fg_store *st, fg_limiter *l, const char *key,
 
 /* ---- the store --------------------------------------------------------- */
 
-static uint64_t mem_keys(fg_store *st)
+/* The keys the stripes hold, and those they evicted while they still
+ * counted, each stripe read under its lock. */
+static void totals(fg_store *st, uint64_t *keys, uint64_t *evicted)
 {
     mem_store *m = (mem_store *)st;
-    uint64_t keys = 0;
+    *keys = *evicted = 0;
     for (uint64_t i = 0; i <= m->stripe_mask; i++) {
         stripe_lock(&m->stripes[i]);
-        keys += m->stripes[i].count;
+        *keys += m->stripes[i].count;
+        *evicted += m->stripes[i].evicted;
         stripe_unlock(&m->stripes[i]);
     }
+}
+
+static uint64_t mem_keys(fg_store *st)
+{
+    uint64_t keys, evicted;
+    totals(st, &keys, &evicted);
     return keys;
 }
 
 static uint64_t mem_evicted(fg_store *st)
 {
-    mem_store *m = (mem_store *)st;
-    uint64_t n = 0;
-    for (uint64_t i = 0; i <= m->stripe_mask; i++) {
-        stripe_lock(&m->stripes[i]);
-        n += m->stripes[i].evicted;
-        stripe_unlock(&m->stripes[i]);
-    }
-    return n;
+    uint64_t keys, evicted;
+    totals(st, &keys, &evicted);
+    return evicted;
 }
 
 /* A limiter's keys are found by its id, which no later limiter has: at

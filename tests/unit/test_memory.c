@@ -481,6 +481,7 @@ static void test_expired_first(void)
     }
     CHECK_EQ(ok, 100);
     CHECK(fg_store_keys(st) <= 1000);
+    CHECK_EQ(fg_store_evicted(st), 0); /* expired keys, not counted */
     /* The old keys are still there: their one unit is still spent. */
     int forgotten = 0;
     for (int i = 0; i < 100; i++) {
@@ -491,6 +492,27 @@ static void test_expired_first(void)
     fg_limiter_free(live);
     fg_limiter_free(brief);
     fg_store_close(st);
+}
+
+/* A full store of live keys evicts one for each new key, and counts it
+ * (fg_store_evicted): 1,500 keys of an hour's window into 1,000 places. */
+static void test_evicted_counted(void)
+{
+    fg_store *st = open_store(1000);
+    fg_limiter *l = new_limiter(st, "1/h", FG_FIXED_WINDOW);
+    char key[32];
+    fake_now = 7200 * SEC;
+    for (int i = 0; i < 1500; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        CHECK_EQ(try_key(l, key, strlen(key), 1), 1);
+        if (i == 999)
+            CHECK_EQ(fg_store_evicted(st), 0);
+    }
+    CHECK_EQ(fg_store_keys(st), 1000);
+    CHECK_EQ(fg_store_evicted(st), 500);
+    fg_limiter_free(l);
+    fg_store_close(st);
+    CHECK_EQ(fg_store_evicted(NULL), 0);
 }
 
 /* ---- two threads, one key ----------------------------------------------
@@ -890,6 +912,7 @@ int main(void)
     test_limiter_free_keys();
     test_bad_input();
     test_expired_first();
+    test_evicted_counted();
     test_threads();
     test_threads_many_keys();
     test_bytes_per_key();

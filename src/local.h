@@ -58,8 +58,9 @@ typedef struct fg__local_entry {
     /* lease, sliding window: the end of the window the units held were
      * taken in (their lease may end sooner: its life is 1 s at most). */
     uint64_t win_end;
-    /* sync: when a refund last gave units back to the store, which the
-     * view does not know of until an ask sent since is answered. */
+    /* When a refund last gave units back to the store: a sync view does
+     * not know of them until an ask sent since is answered, and a lease's
+     * take refused before it is not remembered. */
     uint64_t refund_at;
     uint32_t asks;   /* asks in flight */
     uint32_t taking; /* takes (lease) or checks (sync) among them */

@@ -205,8 +205,10 @@ int fg__lease_answer(fg_local *lc, entry *e, fg_local_ask *ask, uint64_t now,
                             : now;
         /* A give-back answered since the take was sent may have come to
          * the store after it (another connection, a blocking store's
-         * pool): the next check asks again rather than wait. */
-        if (!e->gave_at || e->gave_at < e->take_at) {
+         * pool), and so may a refund given back there since: the next
+         * check asks again rather than wait. */
+        if ((!e->gave_at || e->gave_at < e->take_at) &&
+            (!e->refund_at || e->refund_at < e->take_at)) {
             e->refused_until = from + (wait ? wait : 1);
             e->refused_need = e->need;
         }

@@ -1663,6 +1663,19 @@ static void test_lease_refund_refusal(void)
              FG_LOCAL_ASKED);
     CHECK_EQ(a.op, FG_LOCAL_TAKE);
     fg_local_answer(lc, &a, t + 3 * MS, FG_ETIMEOUT, NULL, NULL);
+    /* The refund given back while the take was in flight (queued behind
+     * it): the store's refusal, sent before, is not remembered. */
+    CHECK_EQ(fg_local_check(lc, "r", 1, 10, t, &d, &a, NULL), FG_LOCAL_ASKED);
+    CHECK_EQ(fg_local_refund_at(lc, "r", 1, 6, t + MS, 10 * SEC), 6);
+    memset(&d, 0, sizeof d);
+    d.remaining = 4;
+    d.reset_us = 3000 * SEC;
+    d.retry_after_us = 3000 * SEC;
+    while (fg_local_answer(lc, &a, t + 2 * MS, FG_OK, &d, NULL))
+        ;
+    CHECK_EQ(fg_local_check(lc, "r", 1, 10, t + 3 * MS, &d, &a, NULL),
+             FG_LOCAL_ASKED);
+    fg_local_answer(lc, &a, t + 3 * MS, FG_ETIMEOUT, NULL, NULL);
     fg_local_free(lc);
 }
 

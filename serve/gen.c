@@ -444,6 +444,13 @@ fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
             for (const char *p = c->store_url; *p; p++)
                 g->store_conns += *p == ',';
         }
+        /* The same store as now: the workers hold what it has grown to (a
+         * Cluster's masters learned since; a store kept while unreachable,
+         * whose probe here knows only the seeds). */
+        if (srv->gen && !srv->gen->is_memory &&
+            !strcmp(srv->gen->url, g->url) &&
+            srv->gen->store_conns > g->store_conns)
+            g->store_conns = srv->gen->store_conns;
         fg_store_close(st);
     }
     return g;

@@ -124,17 +124,20 @@ static uint32_t cap_connections(fg__server *srv, uint32_t max_conn,
     return max_conn;
 }
 
-/* A reload to a store of more connections than the descriptor limit has
- * room for beside the clients (those of the store it replaces while it
- * drains, too): NULL, or the reason it is refused, in 'buf'. */
+/* A reload to another store, of more connections than the descriptor
+ * limit has room for beside the clients (and the connections of the store
+ * it replaces, while it drains): NULL, or the reason it is refused, in
+ * 'buf'. The same store is never refused: its workers hold its
+ * connections already (a Cluster's masters learned since start). */
 static const char *fd_refusal(const fg__server *srv, const fg__gen *g,
                               char *buf, size_t len)
 {
     unsigned old = srv->gen->store_conns, workers = srv->nworkers;
-    if (g->store_conns <= old)
+    if (g->store_conns <= old ||
+        (!srv->gen->is_memory && !strcmp(srv->gen->url, g->url)))
         return NULL;
-    rlim_t want =
-        fd_room(srv->fd_base, workers, old + g->store_conns) + srv->max_conns;
+    rlim_t want = fd_room(srv->fd_base, workers, g->store_conns) +
+                  (rlim_t)old * workers + srv->max_conns;
     rlim_t cur = fd_raise(want);
     if (cur == RLIM_INFINITY || cur >= want)
         return NULL;

@@ -420,10 +420,13 @@ fi
 # The room left beyond the clients grows with the store's nodes: each
 # worker holds a connection to each (here 20 shards on a closed port, so
 # nothing connects; the cap is worked out at start all the same).
-nodes_cap() { # nodes_cap N: the cap logged under ulimit -n 600, 2 workers
+nodes_ini() { # nodes_ini N: $T/nodesN.ini, 2 workers on N shards
     { printf '[server]\nworkers = 2\nmax_connections = 1000\n[store]\nurl = shards=redis://127.0.0.1:1/0'
       for i in $(seq 1 $(($1 - 1))); do printf ',\n  redis://127.0.0.1:1/%d' "$i"; done
       printf '\n[limit a]\nkey = query:u\nrate = 1/s\n'; } >"$T/nodes$1.ini"
+}
+nodes_cap() { # nodes_cap N: the cap logged under ulimit -n 600, 2 workers
+    nodes_ini "$1"
     (ulimit -n 600; timeout 5 "$FLOODGATE" serve -c "$T/nodes$1.ini" --listen 127.0.0.1:0 2>&1 |
         grep -m1 -o 'event=max_connections configured=1000 cap=[0-9]*' | sed 's/.*cap=//')
 }
@@ -437,7 +440,7 @@ check "descriptor room for 20 nodes x 2 workers: cap $cap20 vs $cap2 for 2 nodes
 # Too low a limit for the store's connections: refused at start (it
 # started, every worker short of descriptors for its nodes: checks failed
 # open with 'Too many open files').
-nodes_cap 16 >/dev/null
+nodes_ini 16
 sed 's/^workers = 2/workers = 8/' "$T/nodes16.ini" >"$T/nodes16w8.ini"
 out=$( (ulimit -n 140; timeout 5 "$FLOODGATE" serve -c "$T/nodes16w8.ini" --listen 127.0.0.1:0 2>&1); echo "rc=$?")
 check "ulimit -n 140, 8 workers on 16 shards: exit 2 naming the store's connections ($(echo "$out" | tail -2 | tr '\n' ' '))" \

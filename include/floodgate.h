@@ -340,7 +340,9 @@ int fg_refund_at(fg_limiter *l, const char *key, size_t keylen, uint64_t cost,
  * 'shadowed' 0. A key never seen reads as a full limit. An operator's
  * call: it always asks the store (the circuit breaker and the failure
  * policy do not apply, and the breaker does not learn from it) within the
- * limit's timeout. FG_OK, or a negative code with 'out' zeroed but its
+ * limit's timeout (on a blocking Redis Cluster store, a master that moved
+ * is asked again after the map is read: twice the timeout at most). FG_OK,
+ * or a negative code with 'out' zeroed but its
  * 'limit' (FG_EKEY, a store failure, FG_ENOTSUP for a store without it).
  * Blocking on every store, those opened with fg_store_open_async
  * included. */

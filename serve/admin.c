@@ -11,7 +11,8 @@
  * The routes run on a thread and loop of their own, apart from the
  * workers and from the main thread (signals: a reload or a drain never
  * waits for them): an operator's call is rare, and each is one blocking
- * store call bounded by the limit's timeout (fg_peek, fg_reset). On the
+ * store call bounded by the limit's timeout (fg_peek, fg_reset; twice it
+ * on Cluster, when a master moved). On the
  * memory store they use the process's shared limiters; on Redis, a
  * blocking store and limiters of their own, built again when a reload
  * changes the configuration (their keys are the workers', so they see the

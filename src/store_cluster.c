@@ -483,24 +483,41 @@ static int cluster_refund(fg_store *s, fg_limiter *l, const char *key,
 /* An operator's peek or reset goes to the master of the key's slot as
  * the map has it. A slot that moved answers MOVED, and a master gone does
  * not answer: a blocking store then reads the map again and asks once
- * more (the new master, when the slot has one), within the limit's
- * timeout. (A blocking store that only peeks and resets, such as serve's
+ * more (the new master, when the slot has one) while the limit's timeout
+ * since the call has not passed; past it, the next call reads the map
+ * first. (A blocking store that only peeks and resets, such as serve's
  * admin routes, has no checks to read the map for it.) An asynchronous
  * store's map is read again on its loop. Not followed through ASK: a
  * slot half moved fails, and is asked again by the caller. */
-static int again_after_map(cluster_store *st, const fg_limiter *l, int rc)
+static int again_after_map(cluster_store *st, int rc, uint64_t deadline)
 {
-    if (rc == FG_OK || rc == FG_EKEY || st->evb)
+    if (!fg__is_store_failure(rc) || st->evb)
         return 0;
-    refresh_blocking(
-        st, fg__mono_precise_us() + (uint64_t)l->lim.timeout_ms * 1000u, -1);
+    if (fg__mono_precise_us() >= deadline) {
+        atomic_store(&st->stale, 1);
+        return 0;
+    }
+    refresh_blocking(st, deadline, -1);
     return 1;
+}
+
+/* The deadline of an operator's call, the map read first when a call
+ * before it found it stale. */
+static uint64_t op_deadline(cluster_store *st, const fg_limiter *l)
+{
+    uint64_t deadline =
+        fg__mono_precise_us() + (uint64_t)l->lim.timeout_ms * 1000u;
+    int stale = st->evb ? 0 : atomic_exchange(&st->stale, 0);
+    if (stale)
+        refresh_blocking(st, deadline, stale - 1);
+    return deadline;
 }
 
 static int cluster_peek(fg_store *s, fg_limiter *l, const char *key,
                         size_t keylen, fg_decision *d)
 {
     cluster_store *st = (cluster_store *)s;
+    uint64_t deadline = op_deadline(st, l);
     int rc = FG_OK;
     for (int round = 0; round < 2; round++) {
         int k = route(st, key, keylen, &rc);
@@ -508,7 +525,7 @@ static int cluster_peek(fg_store *s, fg_limiter *l, const char *key,
             fg_store *nd = atomic_load(&st->node[k]);
             rc = nd->ops->peek(nd, l, key, keylen, d);
         }
-        if (round || !again_after_map(st, l, rc))
+        if (round || !again_after_map(st, rc, deadline))
             break;
     }
     return rc;
@@ -518,6 +535,7 @@ static int cluster_reset(fg_store *s, fg_limiter *l, const char *key,
                          size_t keylen)
 {
     cluster_store *st = (cluster_store *)s;
+    uint64_t deadline = op_deadline(st, l);
     int rc = FG_OK;
     for (int round = 0; round < 2; round++) {
         int k = route(st, key, keylen, &rc);
@@ -525,7 +543,7 @@ static int cluster_reset(fg_store *s, fg_limiter *l, const char *key,
             fg_store *nd = atomic_load(&st->node[k]);
             rc = nd->ops->reset(nd, l, key, keylen);
         }
-        if (round || !again_after_map(st, l, rc))
+        if (round || !again_after_map(st, rc, deadline))
             break;
     }
     return rc;

@@ -2,7 +2,8 @@
 # The memory store at max_keys drops the least recently used keys to make
 # room, their usage forgotten (documented): /metrics says how full it is
 # and how many it dropped, so that an operator sees it happen (nothing
-# did). 100 keys, a refused key, then 300 others.
+# did). 100 keys, a refused key, then 300 others (a token bucket of an
+# hour: no key expires during the run, as a window's end would).
 . "$(dirname "$0")/../serve/lib.sh"
 
 cat >"$T/m.ini" <<INI
@@ -10,7 +11,7 @@ cat >"$T/m.ini" <<INI
 url = memory?max_keys=100
 [limit l]
 key = query:u
-algorithm = fixed_window
+algorithm = token_bucket
 rate = 1/h
 INI
 start_fg m -c "$T/m.ini" --listen 127.0.0.1:0 || { bad "serve starts"; finish; }

@@ -489,15 +489,16 @@ static int cluster_refund(fg_store *s, fg_limiter *l, const char *key,
  * admin routes, has no checks to read the map for it.) An asynchronous
  * store's map is read again on its loop. Not followed through ASK: a
  * slot half moved fails, and is asked again by the caller. */
-static int again_after_map(cluster_store *st, int rc, uint64_t deadline)
+static int again_after_map(cluster_store *st, int k, int rc, uint64_t deadline)
 {
     if (!fg__is_store_failure(rc) || st->evb)
         return 0;
     if (fg__mono_precise_us() >= deadline) {
-        atomic_store(&st->stale, 1);
+        /* As a check's: the node that failed + 1 (none: past them all). */
+        atomic_store(&st->stale, k >= 0 ? k + 1 : FG__CLUSTER_NODES_MAX + 2);
         return 0;
     }
-    refresh_blocking(st, deadline, -1);
+    refresh_blocking(st, deadline, k);
     return 1;
 }
 
@@ -525,7 +526,7 @@ static int cluster_peek(fg_store *s, fg_limiter *l, const char *key,
             fg_store *nd = atomic_load(&st->node[k]);
             rc = nd->ops->peek(nd, l, key, keylen, d);
         }
-        if (round || !again_after_map(st, rc, deadline))
+        if (round || !again_after_map(st, k, rc, deadline))
             break;
     }
     return rc;
@@ -543,7 +544,7 @@ static int cluster_reset(fg_store *s, fg_limiter *l, const char *key,
             fg_store *nd = atomic_load(&st->node[k]);
             rc = nd->ops->reset(nd, l, key, keylen);
         }
-        if (round || !again_after_map(st, rc, deadline))
+        if (round || !again_after_map(st, k, rc, deadline))
             break;
     }
     return rc;

@@ -514,8 +514,9 @@ static uint64_t op_deadline(cluster_store *st, const fg_limiter *l)
     return deadline;
 }
 
-static int cluster_peek(fg_store *s, fg_limiter *l, const char *key,
-                        size_t keylen, fg_decision *d)
+/* A peek (into 'd') or, with 'd' NULL, a reset of 'key' on its master. */
+static int at_master(fg_store *s, fg_limiter *l, const char *key, size_t keylen,
+                     fg_decision *d)
 {
     cluster_store *st = (cluster_store *)s;
     uint64_t deadline = op_deadline(st, l);
@@ -524,7 +525,8 @@ static int cluster_peek(fg_store *s, fg_limiter *l, const char *key,
         int k = route(st, key, keylen, &rc);
         if (k >= 0) {
             fg_store *nd = atomic_load(&st->node[k]);
-            rc = nd->ops->peek(nd, l, key, keylen, d);
+            rc = d ? nd->ops->peek(nd, l, key, keylen, d)
+                   : nd->ops->reset(nd, l, key, keylen);
         }
         if (round || !again_after_map(st, k, rc, deadline))
             break;
@@ -532,22 +534,16 @@ static int cluster_peek(fg_store *s, fg_limiter *l, const char *key,
     return rc;
 }
 
+static int cluster_peek(fg_store *s, fg_limiter *l, const char *key,
+                        size_t keylen, fg_decision *d)
+{
+    return at_master(s, l, key, keylen, d);
+}
+
 static int cluster_reset(fg_store *s, fg_limiter *l, const char *key,
                          size_t keylen)
 {
-    cluster_store *st = (cluster_store *)s;
-    uint64_t deadline = op_deadline(st, l);
-    int rc = FG_OK;
-    for (int round = 0; round < 2; round++) {
-        int k = route(st, key, keylen, &rc);
-        if (k >= 0) {
-            fg_store *nd = atomic_load(&st->node[k]);
-            rc = nd->ops->reset(nd, l, key, keylen);
-        }
-        if (round || !again_after_map(st, k, rc, deadline))
-            break;
-    }
-    return rc;
+    return at_master(s, l, key, keylen, NULL);
 }
 
 /* ---- Asynchronous ------------------------------------------------------- */

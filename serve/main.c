@@ -86,8 +86,8 @@ static rlim_t fd_raise(rlim_t want)
     return rl.rlim_cur;
 }
 
-/* Called before the workers start, with what is open now in
- * 'srv->fd_base'. Raises the soft limit to what is open now plus the
+/* Called before the workers start, for 'workers' loops that each open the
+ * store (store_users), with what is open now in 'srv->fd_base'. Raises the soft limit to what is open now plus the
  * connections plus the room; under a lower hard limit the cap is lowered
  * to fit, and said. Returns the cap, or 0 when the limit leaves too
  * little even for the workers' own descriptors and their store
@@ -124,6 +124,13 @@ static uint32_t cap_connections(fg__server *srv, uint32_t max_conn,
     return max_conn;
 }
 
+/* The loops that each open the store and keep connections to its nodes:
+ * the workers, and the admin routes' when admin_listen is set. */
+static unsigned store_users(const fg__serve_config *c, unsigned workers)
+{
+    return workers + (c->admin_listen[0] != '\0');
+}
+
 /* A reload to another store, of more connections than the descriptor
  * limit has room for beside the clients (and the connections of the store
  * it replaces, while it drains): NULL, or the reason it is refused, in
@@ -132,7 +139,8 @@ static uint32_t cap_connections(fg__server *srv, uint32_t max_conn,
 static const char *fd_refusal(const fg__server *srv, const fg__gen *g,
                               char *buf, size_t len)
 {
-    unsigned old = srv->gen->store_conns, workers = srv->nworkers;
+    unsigned old = srv->gen->store_conns,
+             workers = store_users(&srv->gen->cfg, srv->nworkers);
     if (g->store_conns <= old ||
         (!srv->gen->is_memory && !strcmp(srv->gen->url, g->url)))
         return NULL;
@@ -526,8 +534,9 @@ int fg_cmd_serve(int argc, char **argv)
             goto out;
         }
     unsigned long long need = 0;
-    srv.max_conns = cap_connections(&srv, c->max_connections, c->workers,
-                                    srv.gen->store_conns, &need);
+    srv.max_conns =
+        cap_connections(&srv, c->max_connections, store_users(c, c->workers),
+                        srv.gen->store_conns, &need);
     if (!srv.max_conns) {
         struct rlimit rl;
         getrlimit(RLIMIT_NOFILE, &rl);

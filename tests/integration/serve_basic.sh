@@ -436,6 +436,16 @@ cap20=$(nodes_cap 20)
 # twice, as a node and as an address of the URL: 144 fewer, not 72).
 check "descriptor room for 20 nodes x 2 workers: cap $cap20 vs $cap2 for 2 nodes (72 fewer)" \
     bash -c "[ -n '$cap2' ] && [ -n '$cap20' ] && [ $cap20 -eq $((cap2 - 2 * 2 * 18)) ]"
+# The admin routes' store keeps its own connections: room as for one more
+# worker (32 + 2 a node). They were left out.
+printf 'admin-%s\n' "$$" >"$T/adm.token"
+chmod 600 "$T/adm.token"
+sed "s|^workers = 2|workers = 2\nadmin_listen = 127.0.0.1:0\nadmin_token_file = $T/adm.token|" \
+    "$T/nodes20.ini" >"$T/nodes20a.ini"
+cap20a=$( (ulimit -n 600; timeout 5 "$FLOODGATE" serve -c "$T/nodes20a.ini" --listen 127.0.0.1:0 2>&1 |
+    grep -m1 -o 'event=max_connections configured=1000 cap=[0-9]*' | sed 's/.*cap=//') )
+check "with admin_listen: cap $cap20a, 72 fewer than $cap20 (32 + 2 x 20 nodes)" \
+    bash -c "[ -n '$cap20a' ] && [ $cap20a -eq $((cap20 - 32 - 2 * 20)) ]"
 
 # Too low a limit for the store's connections: refused at start (it
 # started, every worker short of descriptors for its nodes: checks failed

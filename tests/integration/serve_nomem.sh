@@ -2,7 +2,8 @@
 # floodgate serve while every allocation fails (tests/fault/nomem.c, for
 # two seconds a second after start): a SIGTERM then still drains and
 # exits 0 (ending the loop allocated, and the worker waited forever); once
-# memory is back it answers as before.
+# memory is back it answers as before. (A token bucket: a fixed window's
+# end between the checks, at a whole minute, let a sixth through.)
 . "$(dirname "$0")/../serve/lib.sh"
 
 NOMEM=$BUILD/fault/nomem.so
@@ -21,7 +22,7 @@ drain_grace = 200ms
 drain_timeout = 3s
 [limit ex]
 key = query:k
-algorithm = fixed_window
+algorithm = token_bucket
 rate = 5/min
 INI
 # run_nomem NAME: serve under nomem.so, its port in PORT, its pid in SPID.

@@ -4,9 +4,13 @@
 #   - exact on keys spread over every master, for the three algorithms;
 #   - slots resharded under load (redis-cli --cluster reshard): 0 errors,
 #     and counts exact across the move;
+#   - serve's admin peeks after the reshard and after a failover reach
+#     the key's new master (a store of their own, no check reads its map);
 #   - a master killed (SIGKILL) under load: during the gap every decision
 #     follows its limit's policy within its timeout; once a replica is
 #     promoted, its keys are exact again within 2 x cluster-node-timeout;
+#   - a master stopped and its replica promoted (FAILOVER FORCE): the
+#     failures are logged, and store_recovered names the promoted node;
 #   - a node without cluster mode is a clear error at start.
 FG_TEST_BOUND=120
 . "$(dirname "$0")/../serve/lib.sh"

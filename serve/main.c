@@ -86,12 +86,20 @@ static rlim_t fd_raise(rlim_t want)
     return rl.rlim_cur;
 }
 
+/* The loops that each open the store and keep connections to its nodes:
+ * the workers, and the admin routes' when admin_listen is set. */
+static unsigned store_users(const fg__serve_config *c, unsigned workers)
+{
+    return workers + (c->admin_listen[0] != '\0');
+}
+
 /* Called before the workers start, for 'workers' loops that each open the
- * store (store_users), with what is open now in 'srv->fd_base'. Raises the soft limit to what is open now plus the
- * connections plus the room; under a lower hard limit the cap is lowered
- * to fit, and said. Returns the cap, or 0 when the limit leaves too
- * little even for the workers' own descriptors and their store
- * connections: the least is in '*need'. */
+ * store (store_users), with what is open now kept in 'srv->fd_base'.
+ * Raises the soft limit to what is open now plus the connections plus
+ * the room; under a lower hard limit the cap is lowered to fit, and said.
+ * Returns the cap, or 0 when the limit leaves too little even for the
+ * loops' own descriptors and their store connections: the least is in
+ * '*need'. */
 static uint32_t cap_connections(fg__server *srv, uint32_t max_conn,
                                 unsigned workers, unsigned store_conns,
                                 unsigned long long *need)
@@ -122,13 +130,6 @@ static uint32_t cap_connections(fg__server *srv, uint32_t max_conn,
         return cap;
     }
     return max_conn;
-}
-
-/* The loops that each open the store and keep connections to its nodes:
- * the workers, and the admin routes' when admin_listen is set. */
-static unsigned store_users(const fg__serve_config *c, unsigned workers)
-{
-    return workers + (c->admin_listen[0] != '\0');
 }
 
 /* A reload to another store, of more connections than the descriptor

@@ -1551,6 +1551,22 @@ static void test_late_tick(void)
 
 /* A late refund (fg_refund_at) of units spent before the usage not sent
  * yet is the store's to give back: the usage here stays as it is. */
+/* Answer ask 'a' at 'now' as the store would: allowed or refused, with
+ * 'remaining' left, full again in 'reset_us' (and, refused, a unit fits
+ * then); a take's follow-ups get the same answer. */
+static void store_answers(fg_local *lc, fg_local_ask *a, uint64_t now,
+                          int allowed, uint64_t remaining, uint64_t reset_us)
+{
+    fg_decision d;
+    memset(&d, 0, sizeof d);
+    d.allowed = allowed;
+    d.remaining = remaining;
+    d.reset_us = reset_us;
+    d.retry_after_us = allowed ? 0 : reset_us;
+    while (fg_local_answer(lc, a, now, FG_OK, &d, NULL))
+        ;
+}
+
 static void test_refund_age(void)
 {
     fg_decision d;
@@ -1569,11 +1585,8 @@ static void test_refund_age(void)
              FG_LOCAL_ASKED);
     CHECK_EQ(a.op, FG_LOCAL_ADD);
     CHECK_EQ(a.units, 1);
-    memset(&d, 0, sizeof d);
-    d.allowed = 1;
-    d.remaining = 9; /* 10, less the first check, plus the refund, less 1 */
-    d.reset_us = 879 * MS;
-    CHECK_EQ(fg_local_answer(lc, &a, t + 22 * MS, FG_OK, &d, NULL), 0);
+    /* 10, less the first check, plus the refund, less 1 */
+    store_answers(lc, &a, t + 22 * MS, 1, 9, 879 * MS);
     CHECK_EQ(fg_local_check(lc, "r", 1, 1, t + 22 * MS, &d, &a, NULL), FG_OK);
     CHECK_EQ(d.remaining, 8);
     /* Spent at t + 22 ms: among the units here, held here again. */
@@ -1601,11 +1614,7 @@ static void test_refund_view(void)
         CHECK_EQ(fg_local_check(lc, keys[k], 1, 6, t, &d, &a, NULL),
                  FG_LOCAL_ASKED);
         CHECK_EQ(a.op, FG_LOCAL_CHECK);
-        memset(&d, 0, sizeof d);
-        d.allowed = 1;
-        d.remaining = 4;
-        d.reset_us = 3200 * SEC;
-        CHECK_EQ(fg_local_answer(lc, &a, t, FG_OK, &d, NULL), 0);
+        store_answers(lc, &a, t, 1, 4, 3200 * SEC);
         CHECK_EQ(fg_local_check(lc, keys[k], 1, 6, t, &d, &a, NULL), FG_OK);
         CHECK_EQ(d.source, FG_SOURCE_STORE);
         /* Given back by the store (nothing of it here). */
@@ -1617,11 +1626,8 @@ static void test_refund_view(void)
         int rc = fg_local_check(lc, "a", 1, 1, now, &d, &a, NULL);
         if (rc == FG_LOCAL_ASKED) {
             CHECK_EQ(a.op, FG_LOCAL_CHECK);
-            memset(&d, 0, sizeof d);
-            d.allowed = 1;
-            d.remaining = 9; /* the store has the 6 again */
-            d.reset_us = 3200 * SEC;
-            CHECK_EQ(fg_local_answer(lc, &a, now, FG_OK, &d, NULL), 0);
+            /* The store has the 6 again. */
+            store_answers(lc, &a, now, 1, 9, 3200 * SEC);
             rc = fg_local_check(lc, "a", 1, 1, now, &d, &a, NULL);
         }
         CHECK_EQ(rc, FG_OK);
@@ -1649,12 +1655,7 @@ static void test_lease_refund_refusal(void)
     uint64_t t = 7 * 3600 * SEC;
     CHECK_EQ(fg_local_check(lc, "k", 1, 10, t, &d, &a, NULL), FG_LOCAL_ASKED);
     CHECK_EQ(a.op, FG_LOCAL_TAKE);
-    memset(&d, 0, sizeof d);
-    d.remaining = 4;
-    d.reset_us = 3000 * SEC;
-    d.retry_after_us = 3000 * SEC;
-    while (fg_local_answer(lc, &a, t, FG_OK, &d, NULL))
-        ;
+    store_answers(lc, &a, t, 0, 4, 3000 * SEC);
     CHECK_EQ(fg_local_check(lc, "k", 1, 10, t + MS, &d, &a, NULL), FG_OK);
     CHECK_EQ(d.allowed, 0); /* the store's refusal, remembered */
     /* 6 units spent long before, given back to the store. */
@@ -1667,12 +1668,7 @@ static void test_lease_refund_refusal(void)
      * it): the store's refusal, sent before, is not remembered. */
     CHECK_EQ(fg_local_check(lc, "r", 1, 10, t, &d, &a, NULL), FG_LOCAL_ASKED);
     CHECK_EQ(fg_local_refund_at(lc, "r", 1, 6, t + MS, 10 * SEC), 6);
-    memset(&d, 0, sizeof d);
-    d.remaining = 4;
-    d.reset_us = 3000 * SEC;
-    d.retry_after_us = 3000 * SEC;
-    while (fg_local_answer(lc, &a, t + 2 * MS, FG_OK, &d, NULL))
-        ;
+    store_answers(lc, &a, t + 2 * MS, 0, 4, 3000 * SEC);
     CHECK_EQ(fg_local_check(lc, "r", 1, 10, t + 3 * MS, &d, &a, NULL),
              FG_LOCAL_ASKED);
     fg_local_answer(lc, &a, t + 3 * MS, FG_ETIMEOUT, NULL, NULL);

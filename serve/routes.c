@@ -210,13 +210,17 @@ static void log_shadow(fg__ctx *c, unsigned k, uint64_t now)
 
 void fg__routes_flush_suppressed(fg__worker *w, uint64_t now)
 {
-    if (w->errors_unlogged && now >= w->next_err_log_us) {
-        /* Store errors after the last store_error line, and none since
-         * to say them. */
+    /* Store errors after the last store_error line that no store_error
+     * line said for a second after one could (the errors stopped, or no
+     * request of a failing limit came): while they go on, the next error
+     * says them with its reason, and the sweep must not take its turn. */
+    if (w->errors_unlogged &&
+        (now == UINT64_MAX || now >= w->next_err_log_us + 1000000)) {
         fg__log("store_error_suppressed", "worker=%u errors=%" PRIu64, w->index,
                 w->errors_unlogged);
         w->errors_unlogged = 0;
-        w->next_err_log_us = now + 1000000; /* a line a second, as before */
+        if (now != UINT64_MAX)
+            w->next_err_log_us = now + 1000000;
     }
     if (!w->shadow_unlogged || now < w->shadow_log_reset_us)
         return;

@@ -42,6 +42,20 @@ check "serve durable = replica on memory: exit 2, at its line" \
 start_fg dur -c "$T/dur.ini" --store "redis://127.0.0.1:$(free_port)" --listen 127.0.0.1:0
 check "serve durable = replica with --store redis://: starts" test $? = 0
 kill "$FGPID_dur" 2>/dev/null
+# Store errors that go on are said each second by a store_error line with
+# its reason, not by the sweep's summary (a sweep every 200 ms here:
+# request_timeout / 5); store_error_suppressed only once they stop.
+printf '[server]\nworkers = 1\nrequest_timeout = 1s\n[limit e]\nkey = query:k\nrate = 5/min\non_failure = open\n' >"$T/errs.ini"
+start_fg errs -c "$T/errs.ini" --store "redis://127.0.0.1:$(free_port)" --listen 127.0.0.1:0
+for i in $(seq 1 70); do
+    curl -s -m 2 -o /dev/null -X POST "http://127.0.0.1:$FGPORT_errs/v1/check?limit=e&key=k$i"
+    sleep 0.05
+done
+kill "$FGPID_errs"; wait "$FGPID_errs" 2>/dev/null
+nerr=$(grep -c 'event=store_error .*error="backend unavailable"' "$T/errs.log")
+nsup=$(grep -c 'event=store_error_suppressed' "$T/errs.log")
+check "store errors going on: a store_error line with the reason each second ($nerr lines, $nsup summaries)" \
+    test "$nerr" -ge 3 -a "$nsup" -le 1
 "$FLOODGATE" check --limit 1/s --key a --json=1 2>"$T/eq.err"
 check "check --json=1: exit 2, takes no value" test $? = 2 -a -n "$(grep -- '--json takes no value' "$T/eq.err")"
 "$FLOODGATE" check --limit 1/s --key "$(head -c 1025 /dev/zero | tr '\0' k)" 2>"$T/klong.err"

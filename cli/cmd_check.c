@@ -43,7 +43,8 @@ static const char usage[] =
     "                     units taken from the store); first prints the\n"
     "                     mode's stated bound\n"
     "  --servers N        servers sharing the limit, for the bound of --mode\n"
-    "                     and the share of --on-failure local (default 1)\n"
+    "                     and the share of --on-failure local, 1..100000\n"
+    "                     (default 1)\n"
     "  --json             one JSON object per check\n"
     "  --peek             read what KEY has left, consuming nothing\n"
     "  --reset            clear KEY in the store (every window of it)\n"
@@ -56,7 +57,9 @@ static const char usage[] =
     "source=fail_open', 'limited retry_after_ms=N source=fail_closed'), and\n"
     "in JSON has remaining, reset_ms and reset_us null and an \"error\".\n"
     "Exit status: 0 the last check was allowed, 1 it was refused, 2 usage\n"
-    "or store error.\n"
+    "or store error. A check the store failed is still decided by\n"
+    "--on-failure and printed, and exits 2: 'allowed source=fail_open'\n"
+    "exits 2, not 0 (test the printed decision, not only the status).\n"
     "--peek prints 'remaining=N reset_ms=N' (and 'retry_after_ms=N' when\n"
     "no unit fits now), or with --json the decision a check of one unit\n"
     "would get; exit 0 when a unit fits, 1 when none does. --reset prints\n"
@@ -436,7 +439,10 @@ int fg_cmd_check(int argc, char **argv)
         return 2;
     }
     if (!rate || !key) {
-        fprintf(stderr, "floodgate check: --limit and --key are required\n\n%s",
+        fprintf(stderr, "floodgate check: %s required\n\n%s",
+                !rate && !key ? "--limit and --key are"
+                : !rate       ? "--limit is"
+                              : "--key is",
                 usage);
         return 2;
     }
@@ -457,6 +463,13 @@ int fg_cmd_check(int argc, char **argv)
                 FG_NAME_MAX - 1);
         return 2;
     }
+    if (!fg_limit_name_valid(name, strlen(name))) {
+        fprintf(stderr,
+                "floodgate check: --name '%s': a limit name is 1 to %d of "
+                "A-Z a-z 0-9 _ - .\n",
+                name, FG_NAME_MAX - 1);
+        return 2;
+    }
     if (!key[0]) {
         fprintf(stderr, "floodgate check: --key is empty\n");
         return 2;
@@ -473,17 +486,23 @@ int fg_cmd_check(int argc, char **argv)
         return 2;
     }
     if (on_failure && fg_on_failure_parse(on_failure, &lim.on_failure)) {
-        fprintf(stderr, "floodgate check: --on-failure must be open, closed "
-                        "or local\n");
+        fprintf(stderr,
+                "floodgate check: --on-failure must be open, closed or "
+                "local, not '%s'\n",
+                on_failure);
         return 2;
     }
     if (clock && strcmp(clock, "client") && strcmp(clock, "redis")) {
-        fprintf(stderr, "floodgate check: --clock must be redis or client\n");
+        fprintf(stderr,
+                "floodgate check: --clock must be redis or client, not '%s'\n",
+                clock);
         return 2;
     }
     lim.clock_client = clock && !strcmp(clock, "client");
     if (durable && strcmp(durable, "off") && strcmp(durable, "replica")) {
-        fprintf(stderr, "floodgate check: --durable must be off or replica\n");
+        fprintf(stderr,
+                "floodgate check: --durable must be off or replica, not '%s'\n",
+                durable);
         return 2;
     }
     lim.durable = durable && !strcmp(durable, "replica");

@@ -40,7 +40,7 @@ static void usage(FILE *f)
            "  --arrival K     steady (evenly spaced, the default), burst (all\n"
            "                  within --spread) or poisson (seeded)\n"
            "  --load X        steady, poisson: arrivals at X times the limit\n"
-           "                  (default 2)\n"
+           "                  (default 2, at most 10000)\n"
            "  --duration D    steady, poisson: how long they last (default\n"
            "                  10s, at most 3600s)\n"
            "  --burst N       burst: how many requests (default 40)\n"

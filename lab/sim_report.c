@@ -192,7 +192,7 @@ void fg__sim_print_json(FILE *f, const fg__sim_params *p,
             "\"over_beyond_bound\":%s,\"under_beyond_bound\":%s,"
             "\"store_commands\":%llu,\"store_commands_per_request\":%.6f,"
             "\"wait_max_ms\":%.3f,\"wait_mean_ms\":%.3f,"
-            "\"arrival_rate\":%.3f,\"policy\":%llu,\"events\":%llu,"
+            "\"arrival_rate\":%.3f,\"by_on_failure\":%llu,\"events\":%llu,"
             "\"sim_ms\":%.3f,\"wall_ms\":%.3f,\"sim_s_per_wall_s\":%.3f,",
             beyond(r, 0) ? "true" : "false", beyond(r, 1) ? "true" : "false",
             (unsigned long long)r->store_commands, per_request(r),

@@ -233,19 +233,21 @@ static void handle(fg__hreq *req, void *arg)
         return;
     }
     const fg__serve_config *cfg = &g->cfg;
-    char name[FG_NAME_MAX + 1], key[FG_MAX_KEY + 2], why[300];
+    char name[FG_NAME_MAX + 1], key[FG_MAX_KEY + 2], why[300], tl[80];
     long nl = fg__query_get(req->query, "limit", name, sizeof(name));
     long kl = fg__query_get(req->query, "key", key, cfg->max_key_bytes + 2);
     const char *bad = nl == -1 || nl == 0 ? "missing limit parameter"
                       : nl == -4          ? "limit parameter given twice"
                       : nl < 0            ? "bad limit parameter"
                       : kl == -1          ? "missing key parameter"
-                      : kl == -2          ? "key too long"
-                      : kl == -4          ? "key parameter given twice"
-                      : kl < 0            ? "bad %-encoding in key"
-                                          : NULL;
+                      : kl == -2
+                          ? fg__key_check(NULL, cfg->max_key_bytes + 1,
+                                          cfg->max_key_bytes, tl, sizeof tl)
+                      : kl == -4 ? "key parameter given twice"
+                      : kl < 0   ? "bad %-encoding in key"
+                                 : NULL;
     if (!bad)
-        bad = fg__key_check(key, (size_t)kl, cfg->max_key_bytes);
+        bad = fg__key_check(key, (size_t)kl, cfg->max_key_bytes, tl, sizeof tl);
     if (bad) {
         log_refused(req, route, 400, bad);
         reply_error(req, 400, bad);

@@ -71,14 +71,21 @@ int fg__keysrc_parse(const char *s, fg__keysrc *out, char *err, size_t errlen)
         out->kind = FG_KEYSRC_QUERY;
         name = s + 6;
     } else {
-        return seterr(err, errlen,
-                      *s ? "key must be header:NAME, query:NAME, ip or ip/N, "
-                           "not "
-                         : "key must be header:NAME, query:NAME, ip or ip/N",
-                      *s ? s : NULL);
+        if (err && errlen)
+            snprintf(err, errlen,
+                     "key must be header:NAME, query:NAME, ip or ip/N%s%s%s",
+                     *s ? ", not '" : "", s, *s ? "'" : "");
+        return FG_EINVAL;
     }
-    if (!valid_name(name))
-        return seterr(err, errlen, "bad name in key = ", s);
+    if (!valid_name(name)) {
+        if (err && errlen)
+            snprintf(err, errlen,
+                     *name ? "bad name in key = %s (1 to 63 of A-Z a-z 0-9 "
+                             "and !#$%%&'*+-.^_`|~)"
+                           : "key = %s needs a name after the colon",
+                     s);
+        return FG_EINVAL;
+    }
     memcpy(out->name, name, strlen(name) + 1);
     return 0;
 }
@@ -358,12 +365,16 @@ const char *fg__client_ip(const char *peer, const char *xff,
     return NULL;
 }
 
-const char *fg__key_check(const char *key, size_t len, size_t max)
+const char *fg__key_check(const char *key, size_t len, size_t max, char *buf,
+                          size_t buflen)
 {
     if (len == 0)
         return "key is empty";
-    if (len > max)
-        return "key too long";
+    if (len > max) {
+        snprintf(buf, buflen, "key too long: at most %zu bytes (max_key_bytes)",
+                 max);
+        return buf;
+    }
     for (size_t i = 0; i < len; i++) {
         unsigned char ch = (unsigned char)key[i];
         if (ch < 0x20 || ch == 0x7f)

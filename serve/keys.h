@@ -68,8 +68,10 @@ const char *fg__client_ip(const char *peer, const char *xff,
                           size_t outlen);
 
 /* NULL when 'key' ('len' bytes) is acceptable as a key of at most 'max'
- * bytes, else a one-line reason. */
-const char *fg__key_check(const char *key, size_t len, size_t max);
+ * bytes, else a one-line reason (a key too long: written in 'buf', with
+ * 'max'; 'key' is not read then). */
+const char *fg__key_check(const char *key, size_t len, size_t max, char *buf,
+                          size_t buflen);
 
 /* Find parameter 'name' in the raw query string 'query' (no '?') and
  * percent-decode its value ('+' is a space) into 'out' (at most 'outlen'

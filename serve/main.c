@@ -229,7 +229,8 @@ static void log_fallback(const fg__gen *g)
         fg_store_close(mem);
 }
 
-/* Say, for each limit in an approximate mode, the bound it runs under:
+/* Warn of a naive_get_set limit (racy on purpose), and say, for each
+ * limit in an approximate mode, the bound it runs under:
  * the servers sharing it are fallback_servers processes of this many
  * workers each (every worker decides on its own), the round trip that of
  * the store's timeout at worst. On the memory store the workers share one
@@ -239,6 +240,13 @@ static void log_modes(const fg__gen *g)
     const fg__serve_config *c = &g->cfg;
     for (unsigned i = 0; i < c->nlimits; i++) {
         const fg_limit *lim = &c->limits[i].lim;
+        if (lim->algorithm == FG_NAIVE_GET_SET)
+            fg__log("naive_get_set",
+                    "level=warning limit=%s msg=\"reads, decides and writes "
+                    "back in separate steps: concurrent checks race and "
+                    "admit beyond the limit; the lab's race, never for "
+                    "protection\"",
+                    lim->name);
         if (lim->mode == FG_MODE_EXACT)
             continue;
         char mode[32];
@@ -453,7 +461,10 @@ int fg_cmd_serve(int argc, char **argv)
             dst = &srv.config_path, opt = "--config", val = a + 9;
         if (!val) {
             fprintf(stderr, "floodgate serve: %s '%s'%s\n%s",
-                    dst ? "missing value after" : "unknown option", a,
+                    dst           ? "missing value after"
+                    : a[0] == '-' ? "unknown option"
+                                  : "unexpected argument",
+                    a,
                     dst ? " (one that begins with -- is given as "
                           "--NAME=VALUE)"
                         : "",

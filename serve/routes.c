@@ -552,8 +552,10 @@ static const char *extract_key(fg__ctx *c, unsigned k, const char *query,
             return why;
         }
         if (n == -2) {
-            snprintf(why, whylen, "query parameter %s: key too long",
-                     src->name);
+            char tl[80];
+            snprintf(why, whylen, "query parameter %s: %s", src->name,
+                     fg__key_check(NULL, cfg->max_key_bytes + 1,
+                                   cfg->max_key_bytes, tl, sizeof tl));
             return why;
         }
         if (n == -4) {
@@ -594,7 +596,9 @@ static const char *extract_key(fg__ctx *c, unsigned k, const char *query,
         break;
     }
     }
-    const char *bad = fg__key_check(key, len, cfg->max_key_bytes);
+    char tl[80];
+    const char *bad =
+        fg__key_check(key, len, cfg->max_key_bytes, tl, sizeof tl);
     if (bad) {
         snprintf(why, whylen, "limit %s: %s", cfg->limits[c->idx[k]].lim.name,
                  bad);
@@ -807,16 +811,19 @@ void fg__routes_handle(fg__hreq *req, void *arg)
     if (!status && route == ROUTE_CHECK) {
         long n = fg__query_get(query, "key", c->arena, cfg->max_key_bytes + 2);
         const char *bad = NULL;
+        char tl[80];
         if (n == -1)
             bad = "missing key parameter";
         else if (n == -2)
-            bad = "key too long";
+            bad = fg__key_check(NULL, cfg->max_key_bytes + 1,
+                                cfg->max_key_bytes, tl, sizeof tl);
         else if (n == -4)
             bad = "key parameter given twice";
         else if (n < 0)
             bad = "bad %-encoding in key";
         else
-            bad = fg__key_check(c->arena, (size_t)n, cfg->max_key_bytes);
+            bad = fg__key_check(c->arena, (size_t)n, cfg->max_key_bytes, tl,
+                                sizeof tl);
         if (bad) {
             snprintf(why, sizeof(why), "%s", bad);
             status = 400;

@@ -206,7 +206,7 @@ for algo in fixed_window sliding_window token_bucket; do
     rc=$?
     check "--rtt 1s, $algo: the runs end (exit $rc)" [ "$rc" -eq 0 -a -s "$work/late.json" ]
     check "--rtt 1s, $algo: all decided by on_failure, within the timeout" rows "$work/late.json" \
-        'r["strategy"] in ("local", "split") or (r["policy"] == r["requests"] and r["wait_max_ms"] <= 250)'
+        'r["strategy"] in ("local", "split") or (r["by_on_failure"] == r["requests"] and r["wait_max_ms"] <= 250)'
 done
 sim --rtt 1s --strategy atomic >"$work/late.txt"
 check "--rtt 1s: the table says on_failure decided" grep -q "200 of 200 decisions made by on_failure (open, allowed)" "$work/late.txt"

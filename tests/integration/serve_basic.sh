@@ -56,6 +56,26 @@ nerr=$(grep -c 'event=store_error .*error="backend unavailable"' "$T/errs.log")
 nsup=$(grep -c 'event=store_error_suppressed' "$T/errs.log")
 check "store errors going on: a store_error line with the reason each second ($nerr lines, $nsup summaries)" \
     test "$nerr" -ge 3 -a "$nsup" -le 1
+# naive_get_set (racy on purpose) starts, with a warning naming the limit.
+printf '[limit race]\nkey = query:k\nrate = 5/s\nalgorithm = naive_get_set\n' >"$T/naive.ini"
+start_fg naive -c "$T/naive.ini" --listen 127.0.0.1:0
+check "naive_get_set: a warning at start" \
+    grep -q 'event=naive_get_set level=warning limit=race msg=".*never for protection"' "$T/naive.log"
+kill "$FGPID_naive" 2>/dev/null
+# Usage errors name what is wrong, and the value given.
+"$FLOODGATE" serve extra 2>"$T/extra.err"
+check "serve extra: exit 2, an unexpected argument" \
+    test $? = 2 -a -n "$(grep "unexpected argument 'extra'" "$T/extra.err")"
+"$FLOODGATE" check --key a 2>"$T/req.err"
+check "check without --limit: exit 2, names --limit alone" \
+    test $? = 2 -a -n "$(grep 'floodgate check: --limit is required' "$T/req.err")"
+"$FLOODGATE" check --limit 1/s --key a --name 'bad name' 2>"$T/name.err"
+check "check --name 'bad name': exit 2, names --name and the value" \
+    test $? = 2 -a -n "$(grep "\--name 'bad name': a limit name is 1 to 63" "$T/name.err")"
+for o in "--clock x" "--durable x" "--on-failure x"; do
+    "$FLOODGATE" check --limit 1/s --key a $o 2>"$T/val.err"
+    check "check $o: exit 2, says the value" test $? = 2 -a -n "$(grep -- "${o% *} must be .*, not 'x'" "$T/val.err")"
+done
 "$FLOODGATE" check --limit 1/s --key a --json=1 2>"$T/eq.err"
 check "check --json=1: exit 2, takes no value" test $? = 2 -a -n "$(grep -- '--json takes no value' "$T/eq.err")"
 "$FLOODGATE" check --limit 1/s --key "$(head -c 1025 /dev/zero | tr '\0' k)" 2>"$T/klong.err"
@@ -114,6 +134,8 @@ conf_err "[limits a] at its header" '[server]\nid = a\n[limits a]\nrate = 1/s\nk
 conf_err "[limit a:b] at its header" '[limit a:b]\n\nrate = 1/s\nkey = ip\n' "1: limit name must be"
 conf_err "[limit] at its header, no key below" '[server]\nid = a\n[limit]\n' "3: \[limit\] without a name"
 conf_err "trusted_proxies with host bits set" '[server]\ntrusted_proxies = 10.0.0.1/8\n' "2: trusted_proxies: '10.0.0.1/8': host bits set; did you mean 10.0.0.0/8?"
+conf_err "key = cookie:a: the kinds, the value once" '[limit a]\nkey = cookie:a\nrate = 1/s\n' "2: key must be header:NAME, query:NAME, ip or ip/N, not 'cookie:a'$"
+conf_err "key = header: names the missing name" '[limit a]\nkey = header:\nrate = 1/s\n' "2: key = header: needs a name after the colon"
 conf_err "a Redis URL with its db twice" '[store]\nurl = redis://127.0.0.1:1/1?db=2\n' "2: url: redis url: db given twice"
 # A folder is no configuration.
 timeout 5 "$FLOODGATE" serve -c "$T" --listen 127.0.0.1:0 2>"$T/dir.err"
@@ -242,6 +264,8 @@ expect_eq "CRLF in key is 400" "$(http POST "$B/v1/check?limit=otp&key=a%0D%0AX-
 check "CRLF reason" grep -q "control characters" "$T/b"
 long=$(head -c 300 /dev/zero | tr '\0' k)
 expect_eq "key over max_key_bytes is 400" "$(http POST "$B/v1/check?limit=otp&key=$long")" 400
+check "key over max_key_bytes: the reason gives the most ($(cat "$T/b"))" \
+    grep -q '"key too long: at most 256 bytes (max_key_bytes)"' "$T/b"
 expect_eq "bad %-encoding is 400" "$(http POST "$B/v1/check?limit=otp&key=%zz")" 400
 expect_eq "GET /v1/check is 405" "$(http GET "$B/v1/check?limit=otp&key=a")" 405
 expect_eq "unknown route is 404" "$(http GET "$B/nowhere")" 404

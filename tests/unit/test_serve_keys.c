@@ -234,16 +234,19 @@ static void test_ip_forms(void)
 
 static void test_key_check(void)
 {
-    CHECK(fg__key_check("alice", 5, 256) == NULL);
-    CHECK(fg__key_check("", 0, 256) != NULL);
-    CHECK(fg__key_check("a\r\nb", 4, 256) != NULL);
-    CHECK(fg__key_check("a\0b", 3, 256) != NULL);
-    CHECK(fg__key_check("abcdef", 6, 5) != NULL);
-    CHECK(fg__key_check("abcde", 5, 5) == NULL);
+    char kb[80];
+    CHECK(fg__key_check("alice", 5, 256, kb, sizeof kb) == NULL);
+    CHECK(fg__key_check("", 0, 256, kb, sizeof kb) != NULL);
+    CHECK(fg__key_check("a\r\nb", 4, 256, kb, sizeof kb) != NULL);
+    CHECK(fg__key_check("a\0b", 3, 256, kb, sizeof kb) != NULL);
+    CHECK(fg__key_check("abcdef", 6, 5, kb, sizeof kb) != NULL);
+    CHECK_STR(kb, "key too long: at most 5 bytes (max_key_bytes)");
+    CHECK(fg__key_check("abcde", 5, 5, kb, sizeof kb) == NULL);
 }
 
 static void test_query(void)
 {
+    char kb[80];
     char out[16];
     CHECK_EQ(
         fg__query_get("limit=otp&key=u%201&cost=2", "key", out, sizeof(out)),
@@ -262,7 +265,7 @@ static void test_query(void)
     CHECK_EQ(fg__query_get("key=", "key", out, sizeof(out)), 0);
     CHECK_EQ(fg__query_get("key", "key", out, sizeof(out)), 0);
     CHECK_EQ(fg__query_get("key=a%0D%0Ab", "key", out, sizeof(out)), 4);
-    CHECK(fg__key_check(out, 4, 256) != NULL);
+    CHECK(fg__key_check(out, 4, 256, kb, sizeof kb) != NULL);
     /* Given twice, a parameter is refused (-4), whatever the values, also
      * when one spelling of its name is %-encoded. */
     CHECK_EQ(fg__query_get("key=a&key=b", "key", out, sizeof(out)), -4);

@@ -233,11 +233,9 @@ int fg__token_bucket_wide(const fg__algo_params *p, fg__algo_state *s,
         deep = 0;
         au = du;
         af = df;
-        if (s->c != p->tag) {
-            s->a = now + du;
-            s->b = df;
-            s->c = p->tag;
-        }
+        s->a = now + du; /* stored: as in algo.h */
+        s->b = df;
+        s->c = p->tag;
     }
     /* After this request: ahead + cost * T. */
     u128 c = (u128)cost * p->t_scaled;

@@ -308,10 +308,12 @@ fg__token_bucket(const fg__algo_params *p, fg__algo_state *s, uint64_t now,
      * leaves it more than a full bucket ahead (up to fg__add_keep()
      * buckets), and the wide code waits for all of it (fg__token_debt); a
      * clock that stepped back by less looks the same, and waits the same.
-     * Further ahead, or written under another depth (a rate changed since
-     * TAT was written): clamp, so that the wait is a full drain; for a
-     * changed rate, store the clamp, so that the debt drains at this rate
-     * (fg__algo_state). */
+     * Further ahead (a clock that stepped back further), or written under
+     * another depth (a rate changed since TAT was written): the bucket is
+     * just empty, and that is stored, so that the wait said is the wait
+     * (unstored, each check would be refused for the whole step while
+     * told it waits one unit), and a changed rate's debt drains at this
+     * rate (fg__algo_state). */
     uint64_t ahead = 0;
     if (s->a >= now) {
         /* One unit onto a bucket already draining (the common case of a
@@ -335,11 +337,9 @@ fg__token_bucket(const fg__algo_params *p, fg__algo_state *s, uint64_t now,
             if (fg__token_debt(p, s, diff_us, s->b))
                 return fg__token_bucket_wide(p, s, now, cost, d, expires);
             ahead = depth;
-            if (s->c != p->tag) {
-                s->a = now + p->depth_us;
-                s->b = p->depth_frac;
-                s->c = p->tag;
-            }
+            s->a = now + p->depth_us;
+            s->b = p->depth_frac;
+            s->c = p->tag;
         }
     } else if (cost == 1) {
         /* The common case of a key not checked for a while: a full bucket

@@ -191,7 +191,14 @@ static const char lua_sliding[] = LUA_COMMON LUA_MULQR
  * six arguments, which are read as numbers again only when they change
  * (Lua interns strings: comparing two is comparing two pointers). cap is
  * the most TAT that an add leaves ahead of now; a check on a debt that
- * deep waits for all of it (fg__token_debt).
+ * deep waits for all of it (fg__token_debt). Deeper still, or written
+ * under another depth, the bucket counts as just empty, and that is
+ * stored: on Redis TIME only a clock that stepped back (a failover to a
+ * node that lags) leaves TAT that far ahead, and each check would
+ * otherwise be refused for the whole step while told it waits one unit.
+ * With the caller's clock (clock = client) a lagging server's view of
+ * the others' TAT looks the same, and storing its clamp would give them a
+ * free refill: there only a changed depth is stored.
  * On Redis Cluster a batch's keys live on one node but in many slots,
  * which a command's declared keys may not: there the call declares none,
  * ARGV[1] is the count n and ARGV[2 .. n+1] the keys, before the checks'
@@ -232,7 +239,8 @@ static const char lua_token[] = LUA_COMMON LUA_MULQR LUA_TAT
     "  local cost, now = tonumber(ARGV[o + 7]), ARGV[o + 8]\n"
     "  local add = string.byte(ARGV[o + 7]) == 45\n"
     "  if add then cost = -cost end\n"
-    "  if now == '' then\n"
+    "  local rclock = now == ''\n"
+    "  if rclock then\n"
     "    if not rtime then\n"
     "      local tm = redis.call('TIME')\n"
     "      rtime = tm[1] * 1000000 + tm[2]\n"
@@ -289,7 +297,7 @@ static const char lua_token[] = LUA_COMMON LUA_MULQR LUA_TAT
     "    if s[3] ~= tag or au > cu or (au == cu and af > cf) then\n"
     "      deep = false\n"
     "      au, af = du, df\n"
-    "      if s[3] ~= tag then\n"
+    "      if s[3] ~= tag or rclock then\n"
     "        s[1], s[2], s[3] = now + du, df, tag\n"
     "        ttl[k] = cdiv(du + 1, 1000) + 1\n"
     "      end\n"

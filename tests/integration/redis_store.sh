@@ -116,6 +116,7 @@ run flush "$URL"
 run batch "$URL"
 run slow "$URL"
 run expiry "$URL"
+run clock_back "$URL"
 run refund "$URL"
 run sync_threads "$URL"
 # The commands of a mode counted (fg_limiter_asks); it shuts its Redis down.

@@ -406,7 +406,10 @@ static void test_clock_back(void)
             before = s;
             CHECK_EQ(check(&p, &s, back[j], 1, &d), FG_OK);
             CHECK_EQ(d.allowed, 0);
-            CHECK(memcmp(&s, &before, sizeof(s)) == 0);
+            /* Unchanged; but a token bucket stepped back further than any
+             * debt (8 buckets here) stores the bucket just empty. */
+            if (all_algos[i] != FG_TOKEN_BUCKET || j < 2)
+                CHECK(memcmp(&s, &before, sizeof(s)) == 0);
             CHECK(d.retry_after_ms >= 1);
             /* Never more than two periods (sliding: this window's count
              * weighs until the end of the next one). */
@@ -420,6 +423,32 @@ static void test_clock_back(void)
         CHECK_EQ(check(&p, &s, later, 10, &d), FG_OK);
         CHECK_EQ(d.allowed, 1);
         CHECK_EQ(check(&p, &s, later, 1, &d), FG_OK);
+        CHECK_EQ(d.allowed, 0);
+    }
+    /* Token bucket: a step back further than any debt (90 s; 8 buckets
+     * at most) finds the bucket just empty, and stores it so: the wait it
+     * says is the wait (not the whole step, told as one unit), and no
+     * refill is given. */
+    for (int hour = 0; hour < 2; hour++) {
+        /* 10/s: a bucket of 1 s, stepped back 90 s; 1/h, burst 2: a
+         * bucket of 2 h, stepped back 100 h. */
+        fg__algo_params p =
+            params(FG_TOKEN_BUCKET, hour ? "1/h" : "10/s", hour ? 2 : 0);
+        fg__algo_state s = {0};
+        fg_decision d;
+        uint64_t t = 1000 * 3600 * SEC, unit = hour ? 3600 * SEC : 100 * MS;
+        CHECK_EQ(check(&p, &s, t, hour ? 2 : 10, &d), FG_OK);
+        CHECK_EQ(d.allowed, 1);
+        uint64_t back = t - (hour ? 100 * 3600 * SEC : 90 * SEC);
+        CHECK_EQ(check(&p, &s, back, 1, &d), FG_OK);
+        CHECK_EQ(d.allowed, 0);
+        CHECK_EQ(d.remaining, 0);
+        CHECK_EQ(d.retry_after_us, unit);
+        CHECK_EQ(check(&p, &s, back + d.retry_after_us - 1, 1, &d), FG_OK);
+        CHECK_EQ(d.allowed, 0);
+        CHECK_EQ(check(&p, &s, back + unit, 1, &d), FG_OK);
+        CHECK_EQ(d.allowed, 1);
+        CHECK_EQ(check(&p, &s, back + unit, 1, &d), FG_OK);
         CHECK_EQ(d.allowed, 0);
     }
     /* Token bucket: a step back within the bucket's depth shows the tokens
@@ -711,17 +740,15 @@ static void test_token_unit_model(void)
                     ((u128)k * p.depth_us + (u128)k * p.depth_frac / sc) * sc +
                     (u128)k * p.depth_frac % sc;
                 if (ahead > depth && (st.c != p.tag || ahead > keep)) {
-                    /* Under another rate: a full bucket's debt from now,
-                     * stored; under this one, deeper than any debt, a
-                     * clock that stepped back, left as it is. A debt
-                     * under this rate stands, and is waited for. */
+                    /* Under another rate, or under this one deeper than
+                     * any debt (a clock that stepped back): a full
+                     * bucket's debt from now, stored. A debt under this
+                     * rate stands, and is waited for. */
                     ahead = depth;
-                    if (st.c != p.tag) {
-                        st.a = now + p.depth_us;
-                        st.b = p.depth_frac;
-                        st.c = p.tag;
-                        want = st;
-                    }
+                    st.a = now + p.depth_us;
+                    st.b = p.depth_frac;
+                    st.c = p.tag;
+                    want = st;
                 }
                 u128 next = ahead + t;
                 int ok = next <= depth;

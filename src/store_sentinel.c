@@ -427,13 +427,17 @@ static void *monitor(void *arg)
 
 /* Checks fail: have the sentinels asked again. */
 
-static void note_failure(sentinel_store *st, int on_loop)
+static void note_failure(sentinel_store *st, int on_loop, int rc)
 {
     atomic_store(&st->suspect, 1);
     if (st->evb) {
-        /* The master followed on a promotion event fails: a failover that
-         * aborted may give the old one back. */
-        if (on_loop)
+        /* The master followed on a promotion event says it is a replica
+         * (READONLY): a failover that aborted may give the old one back.
+         * Any other failure (a timeout, a durable write with no replica
+         * yet: common on a master just promoted) keeps the old one away
+         * until the sentinels have seen the promotion: it still says it
+         * is a master, and what it took then would be lost. */
+        if (on_loop && rc == FG_EREADONLY)
             st->prev_until_us = 0;
         if (on_loop && !st->closing && st->q_phase == 0 &&
             fg__mono_precise_us() - st->q_end_us >= RETRY_US)
@@ -473,7 +477,7 @@ static void settle(sentinel_store *st, inner *in, int rc, int on_loop)
 {
     if (is_store_failure(rc)) {
         if (is_current(st, in))
-            note_failure(st, on_loop);
+            note_failure(st, on_loop, rc);
     } else if (rc == FG_OK &&
                atomic_load_explicit(&st->suspect, memory_order_relaxed)) {
         if (is_current(st, in))
@@ -484,7 +488,7 @@ static void settle(sentinel_store *st, inner *in, int rc, int on_loop)
 
 static int no_master(sentinel_store *st, int on_loop)
 {
-    note_failure(st, on_loop);
+    note_failure(st, on_loop, FG_EBACKEND);
     return FG_EBACKEND;
 }
 

@@ -215,6 +215,9 @@ static void handle(fg__hreq *req, void *arg)
                              : "no_token");
         fg__http_add_header(req, "WWW-Authenticate",
                             "Bearer realm=\"floodgate admin\"");
+        /* One guess a connection: the next needs a new one, within the
+         * admin listener's cap of connections. */
+        fg__http_close_after(req);
         reply_error(req, 401, "unauthorized");
         return;
     }

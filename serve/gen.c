@@ -191,8 +191,11 @@ static int read_token(fg__gen *g, const char *where, char *err, size_t errlen)
         why = strerror(errno);
     close(fd);
     if (!why) {
-        buf[n] = '\0';
-        size_t len = strcspn(buf, "\r\n");
+        /* The first line of the n bytes read: a NUL in it is refused
+         * below, not taken for its end. */
+        size_t len = 0;
+        while (len < (size_t)n && buf[len] != '\r' && buf[len] != '\n')
+            len++;
         if (len == 0)
             why = "the token is empty";
         else if (len >= sizeof(g->admin_token))
@@ -204,6 +207,12 @@ static int read_token(fg__gen *g, const char *where, char *err, size_t errlen)
             memcpy(g->admin_token, buf, len);
             g->admin_token[len] = '\0';
             g->admin_token_len = len;
+            if (len < 16)
+                fg__log("admin_token_short",
+                        "level=warning bytes=%zu msg=\"a token this short "
+                        "can be guessed: use 16 random bytes or more, such "
+                        "as openssl rand -hex 16\"",
+                        len);
         }
     }
     /* The bytes read are no one else's business, in any case. */

@@ -748,6 +748,11 @@ static void request_done(fg__hconn *c)
     resume_reading(c);
 }
 
+void fg__http_close_after(fg__hreq *r)
+{
+    r->conn->close_after = 1;
+}
+
 void fg__http_reply(fg__hreq *r, int status, const char *ctype,
                     const char *body, size_t len)
 {

@@ -117,6 +117,10 @@ const char *fg__http_find(const fg__hreq *r, const char *name);
 /* Add a header to the answer of 'r' (before fg__http_reply). */
 void fg__http_add_header(fg__hreq *r, const char *name, const char *value);
 
+/* The connection of 'r' closes once its answer is written (the answer
+ * says "Connection: close"); requests pipelined after it are not read. */
+void fg__http_close_after(fg__hreq *r);
+
 /* Answer 'r'; 'r' and every pointer it holds are invalid afterwards. */
 void fg__http_reply(fg__hreq *r, int status, const char *ctype,
                     const char *body, size_t len);

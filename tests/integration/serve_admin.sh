@@ -52,6 +52,17 @@ cat "$T/dup.req" >&5
 IFS= read -r -t 2 dupst <&5
 exec 5<&- 5>&-
 expect_eq "Authorization given twice: 401" "${dupst%$'\r'}" "HTTP/1.1 401 Unauthorized"
+# One guess a connection: a 401 closes it, and what was pipelined after
+# it is not read (20 wrong tokens in one write: one answer).
+exec 5<>"/dev/tcp/127.0.0.1/$(admin_of m)"
+for i in $(seq 1 20); do
+    printf 'GET /v1/peek?limit=fw&key=ann HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer guess%s\r\n\r\n' "$i"
+done >"$T/guess.req"
+cat "$T/guess.req" >&5
+timeout 3 cat <&5 >"$T/guess.out"
+exec 5<&- 5>&-
+expect_eq "20 guesses pipelined: one 401, then the connection closes" \
+    "$(grep -c '^HTTP/1.1 ' "$T/guess.out"):$(grep -c '^Connection: close' "$T/guess.out")" "1:1"
 expect_eq "reset without a token" "$(http POST "$A/v1/reset?limit=fw&key=ann")" 401
 expect_eq "an unknown route without a token: 401 too" "$(http GET "$A/nothing")" 401
 expect_eq "the token after an empty header" \
@@ -295,6 +306,22 @@ start_bad fifo "not a regular file" "$T/fifo"
 printf 'has space\n' >"$T/spaced"
 chmod 600 "$T/spaced"
 start_bad spaced "the token must be printable ASCII, no spaces" "$T/spaced"
+# A NUL in the first line is refused, not taken for its end (the token
+# would be what comes before it); so is a UTF-16 file (a NUL each byte).
+printf 'Ab\000Cdefgh-leak-%s\n' "$$" >"$T/nul"
+chmod 600 "$T/nul"
+start_bad nul "the token must be printable ASCII, no spaces" "$T/nul"
+printf 'S\0003\000c\000r\000e\000t\000\n\000' >"$T/utf16"
+chmod 600 "$T/utf16"
+start_bad utf16 "the token must be printable ASCII, no spaces" "$T/utf16"
+# A short token starts, with a warning.
+printf 'abc\n' >"$T/short"
+chmod 600 "$T/short"
+printf '[server]\nadmin_listen = 127.0.0.1:0\nadmin_token_file = %s\n[limit a]\nkey = query:u\nrate = 1/s\n' "$T/short" >"$T/short.ini"
+start_fg short -c "$T/short.ini" --listen 127.0.0.1:0
+check "a token of 3 bytes: a warning at start" \
+    grep -q 'event=admin_token_short level=warning bytes=3 ' "$T/short.log"
+kill "$FGPID_short" 2>/dev/null
 printf '[server]\nadmin_listen = 127.0.0.1:0\n[limit a]\nkey = query:u\nrate = 1/s\n' >"$T/notoken.ini"
 out=$(timeout 5 "$FLOODGATE" serve -c "$T/notoken.ini" --listen 127.0.0.1:0 2>&1)
 case "$out" in *"notoken.ini:2: admin_listen needs admin_token_file"*) ok "admin_listen without a token file" ;; *) bad "no token file: $out" ;; esac

@@ -30,6 +30,21 @@ unsigned long fg__utf8_len(const unsigned char *s, unsigned long n)
     return len;
 }
 
+/* A character that a reader may take for a line break (NEL, U+2028,
+ * U+2029), another C1 control, or one that reorders what a terminal shows
+ * (the bidirectional embeddings, overrides and isolates): escaped, so that
+ * a value never forges a line nor hides part of one. 's' is a valid UTF-8
+ * character of 'len' (2 or 3) bytes. */
+static int misleading(const unsigned char *s, size_t len)
+{
+    unsigned cp =
+        len == 2   ? (s[0] & 0x1fu) << 6 | (s[1] & 0x3fu)
+        : len == 3 ? (s[0] & 0x0fu) << 12 | (s[1] & 0x3fu) << 6 | (s[2] & 0x3fu)
+                   : 0;
+    return (cp >= 0x80 && cp <= 0x9f) || cp == 0x2028 || cp == 0x2029 ||
+           (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
 const char *fg__log_value(const char *v, char *out, unsigned long outlen)
 {
     size_t n = strlen(v), o = 0;
@@ -60,6 +75,11 @@ const char *fg__log_value(const char *v, char *out, unsigned long outlen)
             size_t u = fg__utf8_len((const unsigned char *)v + i, n - i);
             if (!u) {
                 o += (size_t)snprintf(out + o, outlen - o, "\\x%02x", ch);
+            } else if (misleading((const unsigned char *)v + i, u)) {
+                for (size_t k = 0; k < u && o + 8 < outlen; k++, i++)
+                    o += (size_t)snprintf(out + o, outlen - o, "\\x%02x",
+                                          (unsigned char)v[i]);
+                i--;
             } else {
                 memcpy(out + o, v + i, u);
                 o += u;

@@ -17,8 +17,11 @@ void fg__log(const char *event, const char *fmt, ...)
 unsigned long fg__utf8_len(const unsigned char *s, unsigned long n);
 
 /* Write 'v' into 'out' as a log value: bare when it is a simple token,
- * else double-quoted with '"', '\', control characters and bytes that are
- * not UTF-8 escaped (so that a line is always valid UTF-8), and ending in
+ * else double-quoted with '"', '\', control characters (C1 ones too),
+ * bytes that are not UTF-8, and the characters a reader may take for a
+ * line break (U+2028, U+2029) or that reorder what a terminal shows (the
+ * bidirectional controls) escaped as \xNN a byte (so that a line is always
+ * valid UTF-8, and one line), and ending in
  * "..." when cut to fit 'out' ('outlen' at least 8; "" if less). */
 const char *fg__log_value(const char *v, char *out, unsigned long outlen);
 

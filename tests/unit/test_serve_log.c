@@ -33,6 +33,23 @@ int main(void)
     CHECK_STR(lv("\xf4\x90\x80\x80", 256), "\"\\xf4\\x90\\x80\\x80\"");
     CHECK_STR(lv("\xe2\x82", 256), "\"\\xe2\\x82\"");
     CHECK_STR(lv("\xc3x", 256), "\"\\xc3x\"");
+    /* Valid UTF-8 that a reader may take for a line break or that
+     * reorders what a terminal shows: escaped a byte each. NEL (U+0085),
+     * CSI (U+009B), U+2028, U+2029, U+202E, U+2066; U+00A0 and U+2030 as
+     * they are. */
+    CHECK_STR(lv("a\xc2\x85"
+                 "b",
+                 256),
+              "\"a\\xc2\\x85b\"");
+    CHECK_STR(lv("\xc2\x9b"
+                 "31m",
+                 256),
+              "\"\\xc2\\x9b31m\"");
+    CHECK_STR(lv("x\xe2\x80\xa8y\xe2\x80\xa9", 256),
+              "\"x\\xe2\\x80\\xa8y\\xe2\\x80\\xa9\"");
+    CHECK_STR(lv("\xe2\x80\xae\xe2\x81\xa6", 256),
+              "\"\\xe2\\x80\\xae\\xe2\\x81\\xa6\"");
+    CHECK_STR(lv("\xc2\xa0\xe2\x80\xb0", 256), "\"\xc2\xa0\xe2\x80\xb0\"");
     /* Cut to fit: marked, never past the buffer. */
     char big[200];
     memset(big, 0xff, sizeof big - 1);

@@ -875,6 +875,18 @@ static int on_header_value(http_parser *p, const char *at, size_t n)
     fg__hconn *c = conn_of(p);
     if (c->nh == 0 || c->head_done)
         return 0;
+    /* A value continued on a line that begins with a space or a tab
+     * (obsolete line folding): refused, as RFC 9112 5.2 allows, rather
+     * than spliced (the parser hands the continuation over apart). An
+     * empty value is handed over at the start of the next line, empty. */
+    const char *b = at;
+    while (n && b > c->in && (b[-1] == ' ' || b[-1] == '\t'))
+        b--;
+    if (n && b > c->in && b[-1] == '\n') {
+        c->err_status = 400;
+        c->err = "a header folded over two lines (obsolete line folding)";
+        return 1;
+    }
     c->in_value = 1;
     return span(c, &c->hv_off[c->nh - 1], &c->hv_len[c->nh - 1], at, n);
 }

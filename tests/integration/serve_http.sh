@@ -246,6 +246,19 @@ send 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n'
 check "HTTP/1.1 default: kept open for a second request" resp
 conn_close
 
+# --- obsolete line folding -------------------------------------------------
+# A header continued on a line that begins with a space or a tab is
+# refused with 400 (RFC 9112 5.2), whether its first line holds part of
+# the value or none; never spliced into a key.
+for fold in 'X-A: al\r\n ice' 'X-A:\r\n\tice' 'Transfer-Encoding:\r\n chunked'; do
+    conn "$M"
+    send "POST /v1/check?limit=l&key=fold HTTP/1.1\r\nHost: x\r\n$fold\r\n\r\n"
+    resp
+    expect_eq "folded header '$fold': 400, the reason, the connection closed" \
+        "$(st) $(grep -c 'folded over two lines' "$T/r$R.b") $(rh Connection)" "400 1 close"
+    conn_close
+done
+
 # --- Expect: 100-continue --------------------------------------------------
 head -c 2048 /dev/zero | tr '\0' x >"$T/2k"
 out=$(curl -sv -m 5 -o "$T/b" -w '%{http_code} %{time_total}' -H 'Expect: 100-continue' \

@@ -53,9 +53,16 @@ static uint64_t chunk_for(const fg_local *lc, const entry *e, uint64_t cost,
         dur = now - e->lease_at;
     }
     if (used && dur) {
+        /* A lease's life of traffic, or what is left of its window if
+         * less. (A fixed window's lease lasts to its window's end, but is
+         * sized on a lease's life: sized on what is left of a long window,
+         * an hour or a day, each busy server would take the largest chunk
+         * at once and hold it to the window's end, and a server that came
+         * later would refuse below the limit all that time.) */
         uint64_t horizon = lc->life_us;
-        if (lc->algorithm != FG_TOKEN_BUCKET)
-            horizon = e->reset_at > now ? e->reset_at - now : lc->period_us;
+        if (lc->algorithm != FG_TOKEN_BUCKET && e->reset_at > now &&
+            e->reset_at - now < horizon)
+            horizon = e->reset_at - now;
         want = muldiv_up(used, horizon, dur);
     }
     if (want > lc->chunk_max)

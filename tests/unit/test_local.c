@@ -1775,6 +1775,45 @@ static void test_lease_long_window(void)
     fg_store_close(st);
 }
 
+/* A fixed window longer than a lease's life (1000/day): a chunk is sized
+ * on a lease's life of traffic, not on what is left of the window, which
+ * would have each busy server take the largest chunk (500) at once and
+ * keep it to the window's end, refusing a third server below the limit.
+ * Two servers at 1/s for a minute hold a few units each; a third then
+ * admits all its 100 checks. */
+static void test_lease_day_window(void)
+{
+    fg_limit lim = lim_of("1000/day", FG_FIXED_WINDOW, "lease");
+    sim s;
+    sim_init(&s, &lim, 3, MS);
+    fake_now = 86400 * SEC * 20000 + 3600 * SEC;
+    for (int i = 0; i < 60; i++) {
+        sim_request(&s, i % 2, "d", 1);
+        sim_request(&s, 1 - i % 2, "d", 1);
+        fake_now += MS;
+        sim_deliver(&s);
+        fake_now += SEC - MS;
+        sim_deliver(&s);
+        sim_tick(&s);
+    }
+    uint64_t held = fg_local_held(s.lc[0]) + fg_local_held(s.lc[1]);
+    uint64_t before = s.allowed;
+    for (int i = 0; i < 100; i++) {
+        sim_request(&s, 2, "d", 1);
+        fake_now += 10 * MS;
+        sim_deliver(&s);
+        sim_tick(&s);
+    }
+    printf("lease 1000/day, 2 servers at 1/s for 60 s: %llu admitted, "
+           "%llu held; a third server then admits %llu of 100\n",
+           (unsigned long long)before, (unsigned long long)held,
+           (unsigned long long)(s.allowed - before));
+    CHECK_EQ(before, 120);
+    CHECK(held <= 8);
+    CHECK_EQ(s.allowed - before, 100);
+    sim_free(&s);
+}
+
 /* Refunds of units spent from an earlier lease go to the store, which
  * counted them when that lease was taken; those of the current lease are
  * held again. lease:2 on 100/h, three checks (two takes), three refunds:
@@ -2037,6 +2076,7 @@ int main(void)
     test_lease_refund_refusal();
     test_refund_limiter();
     test_lease_long_window();
+    test_lease_day_window();
     test_lease_refund_earlier();
     test_bounded();
     test_bounded_leases();

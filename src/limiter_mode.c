@@ -251,8 +251,13 @@ static int check_locked(fg_limiter *l, const char *key, size_t keylen,
         uint64_t due = fg_local_next_due(m->lc);
         if (now >= due)
             run_due_blocking(l, now, 0);
-        if (fg__store_down(l, key, keylen))
+        if (fg__store_down(l, key, keylen)) {
+            /* A view that refuses the check still does: the policy
+             * decides only what the view would have asked the store. */
+            if (fg__local_view_refusal(m->lc, key, keylen, cost, now, out))
+                return FG_OK;
             return fg__decide_by_policy(l, FG_EBREAKER, key, keylen, cost, out);
+        }
     }
     for (int round = 0;; round++) {
         uint64_t now = now_us();
@@ -405,12 +410,17 @@ static void run_req(mode_req *r, uint64_t now)
     fg_limiter *l = r->l;
     struct fg__mode *m = l->mode;
     fg_decision d;
-    /* A sync view is not trusted while its node's syncs fail: the store
-     * counts as unreachable (a lease spends what it holds first). */
-    int rc = l->lim.mode == FG_MODE_SYNC && fg__store_down(l, r->key, r->keylen)
-                 ? FG_EBREAKER
-                 : fg_local_check(m->lc, r->key, r->keylen, r->cost, now, &d,
-                                  &r->ask, &r->w);
+    /* A sync view is not trusted to admit while its node's syncs fail:
+     * the store counts as unreachable, but a view that refuses the check
+     * still does (a lease spends what it holds first). */
+    int down =
+        l->lim.mode == FG_MODE_SYNC && fg__store_down(l, r->key, r->keylen);
+    int rc = down && fg__local_view_refusal(m->lc, r->key, r->keylen, r->cost,
+                                            now, &d)
+                 ? FG_OK
+             : down ? FG_EBREAKER
+                    : fg_local_check(m->lc, r->key, r->keylen, r->cost, now, &d,
+                                     &r->ask, &r->w);
     switch (rc) {
     case FG_LOCAL_WAITED:
         return;

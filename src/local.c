@@ -382,20 +382,58 @@ void fg__local_queue_waiter(entry *e, fg_local_waiter *w)
     e->wait_tail = w;
 }
 
-static int sync_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
-                      fg_decision *d, fg_local_ask *ask)
+/* The units a sync view holds at 'now' for this process: what it says
+ * fits less what was admitted here since. */
+static uint64_t sync_avail(fg_local *lc, entry *e, uint64_t now)
 {
-    /* A key whose last sync or check failed: the policy decides while
-     * another is in flight; else its check asks the store, as for an old
-     * view (the breaker answers at once while it is open), so that a
-     * store back is seen at the next check, not the next tick. */
-    if (e->failed && e->asks)
-        return FG_EBACKEND;
     sync_window_end(lc, e, now);
     uint64_t v = view_avail(lc, e, now), own = e->counted + e->deciding;
     if (lc->algorithm != FG_TOKEN_BUCKET)
         own += e->sent + e->units;
-    uint64_t avail = v > own ? v - own : 0;
+    return v > own ? v - own : 0;
+}
+
+/* A refusal by the view (view_refuses), in 'd': 1, or 0 when the view
+ * does not refuse 'cost'. Nothing is counted. */
+static int view_refusal(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
+                        fg_decision *d)
+{
+    uint64_t avail = sync_avail(lc, e, now);
+    if (!view_refuses(lc, e, cost, avail))
+        return 0;
+    memset(d, 0, sizeof(*d));
+    d->limit = lc->max_cost;
+    d->source = FG_SOURCE_SYNC;
+    d->remaining = avail;
+    d->retry_after_us = view_wait(lc, e, now, avail, cost);
+    d->reset_us = lc->algorithm == FG_TOKEN_BUCKET
+                      ? view_wait(lc, e, now, avail, lc->max_cost)
+                      : view_wait(lc, e, now, 0, 1);
+    fg__decision_ms(d);
+    return 1;
+}
+
+int fg__local_view_refusal(fg_local *lc, const char *key, size_t keylen,
+                           uint64_t cost, uint64_t now, fg_decision *d)
+{
+    if (!lc || lc->mode != FG_MODE_SYNC || cost - 1 >= lc->max_cost)
+        return 0;
+    entry *e = find(lc, key, keylen);
+    return e && view_refusal(lc, e, cost, now, d);
+}
+
+static int sync_check(fg_local *lc, entry *e, uint64_t cost, uint64_t now,
+                      fg_decision *d, fg_local_ask *ask)
+{
+    /* A key whose last sync or check failed: the policy decides while
+     * another is in flight, but for a view that refuses the check (it
+     * never admits: the store down, a key refused here stays refused);
+     * else its check asks the store, as for an old view (the breaker
+     * answers at once while it is open), so that a store back is seen at
+     * the next check, not the next tick. */
+    if (e->failed && e->asks)
+        return view_refusal(lc, e, cost, now, d) ? FG_OK : FG_EBACKEND;
+    uint64_t avail = sync_avail(lc, e, now);
     memset(d, 0, sizeof(*d));
     d->limit = lc->max_cost;
     d->source = FG_SOURCE_SYNC;

@@ -120,6 +120,13 @@ void fg__local_queue_waiter(fg__local_entry *e, fg_local_waiter *w);
 void fg__local_store_refunded(fg_local *lc, const char *key, size_t keylen,
                               uint64_t now);
 
+/* A sync limit's view of 'key' refuses 'cost' at 'now' (view_refuses:
+ * an old view never admits, but may refuse): 1, the refusal in 'd'; 0
+ * when it does not, or there is no view. For a check the store cannot
+ * decide (its breaker open): a key refused here stays refused. */
+int fg__local_view_refusal(fg_local *lc, const char *key, size_t keylen,
+                           uint64_t cost, uint64_t now, fg_decision *d);
+
 /* Leases (local_lease.c). fg__lease_check: fg_local_check of a lease,
  * decided on the units 'e' holds, or a take in 'ask' (or 'w' queued
  * behind the one in flight). fg__lease_answer: a take's answer; 1 when

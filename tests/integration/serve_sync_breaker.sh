@@ -20,6 +20,13 @@ rate = 1000000/h
 mode = sync:10s
 timeout = 200ms
 on_failure = open
+[limit sl]
+key = query:k
+algorithm = fixed_window
+rate = 20/10min
+mode = sync:200ms
+timeout = 50ms
+on_failure = open
 INI
 start_fg s -c "$T/s.ini" --listen 127.0.0.1:0 || { bad "serve starts"; finish; }
 U="http://127.0.0.1:$FGPORT_s/v1/check?limit=sy&key="
@@ -60,4 +67,23 @@ for i in 1 2 3 4 5; do
 done
 check "Redis back: the keys that timed out are decided by Redis or their view again ($got)" \
     bash -c "! grep -q fail_open <<<'$got'"
+# A key its view refuses stays refused while the store cannot decide (its
+# breaker open under other keys' failures): on_failure = open decides only
+# what the view would have asked the store. A scalper past 20/10min, Redis
+# stopped, 20 of its checks between other keys' (which open the breaker):
+# all 20 refused, where 'open' let them through.
+L="http://127.0.0.1:$FGPORT_s/v1/check?limit=sl&key="
+for i in $(seq 1 30); do http POST "${L}scalper" >/dev/null; done
+expect_eq "sl: the scalper refused before the stall" "$(http POST "${L}scalper")" 429
+sleep 0.5 # a sync: the view is the store's answer
+kill -STOP "$RPID"
+allowed=0 others=""
+for i in $(seq 1 20); do
+    http POST "${L}other$i" >/dev/null
+    others="$others $(src)"
+    [ "$(http POST "${L}scalper")" = 200 ] && allowed=$((allowed + 1))
+done
+kill -CONT "$RPID"
+check "sl: other keys were decided by on_failure (the breaker open)" grep -q fail_open <<<"$others"
+expect_eq "sl: the scalper, refused on its view: none of 20 let through while Redis is stopped" "$allowed" 0
 finish

@@ -172,8 +172,10 @@ fg__wgen *fg__wgen_new(fg__worker *w, fg__gen *g, char *err, size_t errlen);
 void fg__wgen_free(fg__wgen *wg);
 /* Send what the gen's limiters hold here (approximate modes: usage not
  * yet synced, leased units) and return the store commands in flight;
- * 'failed' (or NULL) says whether the store failed some (since the last
- * flush, or at once: still held here). fg__wgen_pending only counts them. A gen
+ * 'failed' (or NULL) says whether the store could not take some (since
+ * the last flush, or at once: still held here; not an error of a key's
+ * own, such as a value not floodgate's, which every flush would meet).
+ * fg__wgen_pending only counts them. A gen
  * is freed once both its requests and these are done. */
 unsigned fg__wgen_sync(fg__wgen *wg, int *failed);
 unsigned fg__wgen_pending(const fg__wgen *wg);

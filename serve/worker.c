@@ -175,7 +175,10 @@ static void trim_heap(void)
  * in flight: flushed again, RESYNCS_MAX times at most. A flush the store
  * failed (down, its breaker open) holds what it could not send: flushed
  * again every 100 ms, whatever RESYNCS_MAX, until the store takes it or
- * the caller gives up (flush_failed_us says since when). */
+ * the caller gives up (flush_failed_us says since when). A flush's sends
+ * that fail on their answer (a connection refused) are read by the next
+ * flush (fg_limiter_sync): a flush that sent, and read no failure yet,
+ * does not end a failure seen before. */
 static int synced_all(fg__wgen *wg, unsigned *resyncs)
 {
     if (fg__wgen_pending(wg) != 0)
@@ -189,7 +192,10 @@ static int synced_all(fg__wgen *wg, unsigned *resyncs)
     int failed;
     unsigned pending = fg__wgen_sync(wg, &failed);
     if (!failed) {
-        wg->flush_failed_us = 0;
+        /* What it sent now is read by the next flush: a failure seen
+         * before stands until a flush finds nothing left to send. */
+        if (pending == 0)
+            wg->flush_failed_us = 0;
         return pending == 0;
     }
     if (!wg->flush_failed_us)

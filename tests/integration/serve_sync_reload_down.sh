@@ -70,4 +70,45 @@ c=$(counted)
 check "SIGTERM while Redis was stopped: Redis counts what was admitted ($c of $admitted)" \
     [ "$c" -ge "$admitted" ]
 check "SIGTERM: nothing given up" test -z "$(grep 'event=sync_unsent' "$T/s.log")"
+
+# Redis shut down (its connections refused: a flush fails on its answers,
+# read at the next flush, not at once) and started again 1.5 s later from
+# what it saved, at a reload and then at SIGTERM: what was admitted since
+# the last sync reaches it (the flushes go on until one is read whole).
+# One key: one sync a flush, too few failures to open the breaker (whose
+# failures would come at once).
+start_fg s2 -c "$T/s.ini" --listen 127.0.0.1:0 || { bad "serve starts again"; finish; }
+U="http://127.0.0.1:$FGPORT_s2/v1/check?limit=sy&key="
+solo() { # the key k1, 30 checks, the 200s counted
+    local c
+    for _ in $(seq 1 30); do
+        c=$(http POST "${U}k1")
+        [ "$c" = 200 ] && admitted=$((admitted + 1))
+    done
+}
+for when in reload term; do
+    c0=$(counted)
+    admitted=0
+    solo
+    redis-cli -p "$RPORT" shutdown save >/dev/null 2>&1
+    for _ in $(seq 1 100); do kill -0 "$RPID" 2>/dev/null || break; sleep 0.02; done
+    if [ "$when" = reload ]; then
+        n0=$(grep -c 'event=reload result=ok' "$T/s2.log")
+        kill -HUP "$FGPID_s2"
+        for _ in $(seq 1 100); do [ "$(grep -c 'event=reload result=ok' "$T/s2.log")" -gt "$n0" ] && break; sleep 0.01; done
+    else
+        kill -TERM "$FGPID_s2"
+    fi
+    sleep 1.5
+    restart_redis || bad "redis restarts"
+    if [ "$when" = term ]; then
+        for _ in $(seq 1 100); do kill -0 "$FGPID_s2" 2>/dev/null || break; sleep 0.05; done
+        wait "$FGPID_s2"
+    else
+        sleep 1
+    fi
+    c=$(($(counted) - c0))
+    check "$when while Redis was down (connections refused): Redis counts what was admitted ($c of $admitted)" \
+        [ "$c" -ge "$admitted" ]
+done
 finish

@@ -195,7 +195,7 @@ void fg__metrics_render(FILE *out, fg__metrics *const *w, unsigned n,
          5},
         {"floodgate_mode_store_calls_total",
          "Store commands of a sync or lease limit (syncs, takes, "
-         "give-backs, checks), answered.",
+         "give-backs, checks) that ended: answered, failed or timed out.",
          6},
         {"floodgate_mode_store_errors_total",
          "Store commands of a sync or lease limit that failed.", 7},
@@ -261,7 +261,8 @@ void fg__metrics_render(FILE *out, fg__metrics *const *w, unsigned n,
         {"floodgate_store_node_calls_total",
          "Checks sent to each server of the store."},
         {"floodgate_store_node_errors_total",
-         "Checks that failed, by server of the store."},
+         "Checks that failed, by server of the store (also those failed "
+         "without being sent: a connection down, a breaker open)."},
     };
     for (size_t k = 0; k < 2; k++) {
         fprintf(out, "# HELP %s %s\n# TYPE %s counter\n", per_node[k].metric,

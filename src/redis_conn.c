@@ -870,9 +870,9 @@ void fg__rnode_settings_check(fg__rnode *st, fg__rsconn *sc, uint64_t deadline)
         size_t o = strlen(st->warning);
         snprintf(st->warning + o, sizeof st->warning - o,
                  "%sredis %.100s: EVALSHA is refused (%.*s): every check of "
-                 "a token_bucket or sliding_window limit, and of a sync or "
-                 "lease mode, fails (they run scripts); allow EVALSHA and "
-                 "EVAL",
+                 "a token_bucket or sliding_window limit fails, in every "
+                 "mode (they run scripts; fixed windows run none); allow "
+                 "EVALSHA and EVAL",
                  o ? "; " : "", st->where,
                  (int)(strcspn(r->str, ",\r\n") < 120 ? strcspn(r->str, ",\r\n")
                                                       : 120),

@@ -128,6 +128,18 @@ void fg__sentinel_reap(fg__sentinel_store *st, int all);
 /* The current master's store, counted as in use; NULL when none is known. */
 fg__sentinel_inner *fg__sentinel_take(fg__sentinel_store *st);
 
+/* Promotions this process followed (sentinel_moved.c), for the stores
+ * of the same master name and first sentinel: fg__sentinel_moved records
+ * one; fg__sentinel_moved_to reads a sentinel's answer 'host':'port'
+ * naming the old master of one as naming the new (1; 0: left as it is);
+ * fg__sentinel_moved_seen forgets them (the sentinels have seen the
+ * switch, or the new master says it is a replica). */
+void fg__sentinel_moved(const fg__sentinel_store *st, const char *from,
+                        int from_port, const char *to, int to_port);
+int fg__sentinel_moved_to(const fg__sentinel_store *st, char *host,
+                          size_t hostlen, int *port);
+void fg__sentinel_moved_seen(const fg__sentinel_store *st);
+
 /* The async store's watch (sentinel_watch.c): its timers (FG_OK or
  * FG_ENOMEM), started once a first lookup is done; and a lookup, asking
  * the sentinels in turn which address is the master. */

@@ -250,6 +250,8 @@ static void on_addr(redisAsyncContext *ac, void *reply, void *priv)
     }
     int rc = fg__sentinel_addr_reply(reply, st->cand, sizeof st->cand,
                                      &st->cand_port, e, sizeof e);
+    if (rc == FG_OK) /* a promotion followed that it has not seen yet */
+        fg__sentinel_moved_to(st, st->cand, sizeof st->cand, &st->cand_port);
     q_drop(st);
     if (rc != FG_OK) {
         fg__sentinel_hostport(st->u.s[st->q_idx].host, st->u.s[st->q_idx].port,
@@ -366,6 +368,9 @@ static void on_role(redisAsyncContext *ac, void *reply, void *priv)
             snprintf(st->prev, sizeof st->prev, "%s", old->host);
             st->prev_port = old->port;
             st->prev_until_us = fg__mono_precise_us() + PREV_HOLD_US;
+            /* And for the stores this process opens meanwhile. */
+            fg__sentinel_moved(st, old->host, old->port, st->cand,
+                               st->cand_port);
         }
         fg__sentinel_install(st, in);
         st->q_again = 0; /* what asked for a lookup is answered */
@@ -432,6 +437,7 @@ static void on_sub(redisAsyncContext *ac, void *reply, void *priv)
     } else if (ev == FG__SENTINEL_SWITCH &&
                !fg__sentinel_same_master(st, host, port)) {
         st->prev_until_us = 0; /* the sentinels have seen it now */
+        fg__sentinel_moved_seen(st);
         if (st->q_phase)
             st->q_again = 1;
         else

@@ -207,6 +207,10 @@ static int sync_lookup(sentinel_store *st, uint32_t timeout_ms, char *host,
         } else {
             rc = fg__sentinel_addr_reply(r, host, FG__SENTINEL_HOST_MAX, port,
                                          e, sizeof e);
+            /* A promotion another store of this process followed, which
+             * the sentinels have not seen yet: its new master. */
+            if (rc == FG_OK)
+                fg__sentinel_moved_to(st, host, FG__SENTINEL_HOST_MAX, port);
         }
         freeReplyObject(r);
         redisFree(c);
@@ -437,8 +441,10 @@ static void note_failure(sentinel_store *st, int on_loop, int rc)
          * yet: common on a master just promoted) keeps the old one away
          * until the sentinels have seen the promotion: it still says it
          * is a master, and what it took then would be lost. */
-        if (on_loop && rc == FG_EREADONLY)
+        if (on_loop && rc == FG_EREADONLY) {
             st->prev_until_us = 0;
+            fg__sentinel_moved_seen(st);
+        }
         if (on_loop && !st->closing && st->q_phase == 0 &&
             fg__mono_precise_us() - st->q_end_us >= RETRY_US)
             fg__sentinel_lookup_start(st);

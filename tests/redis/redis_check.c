@@ -1744,74 +1744,90 @@ static void slow(const char *url)
     fg__redis_url_free(&u);
 }
 
-/* ---- every window key expires ------------------------------------------ */
+/* ---- a Redis clock that stepped back ---------------------------------- */
 
-/* Fixed windows on both clients, with refusals (and their give-backs):
- * afterwards every key of the limit carries an expiry (PTTL > 0). */
-/* A token bucket on Redis TIME whose TAT is far ahead, as a failover to
- * a node whose clock lags (or a step back of Redis's clock) leaves it:
- * 10/s drained, then TAT set 60 s further ahead (the key's own value,
- * rewritten). The bucket counts as just empty, and the wait said is the
- * wait: one unit later a check is allowed (not 60 s of refusals, each
- * told to wait 100 ms). With the caller's clock (clock = client) the
- * script leaves such a TAT as it is, and says so in its wait. */
+/* Set the token bucket TAT of the one key of limit 'name' 60 s further
+ * ahead, as a failover to a node whose clock lags 60 s leaves it (the
+ * key's own value, rewritten). Returns the new TAT, 0 on failure. */
+static unsigned long long tat_ahead(redisContext *admin, const char *prefix,
+                                    const char *name)
+{
+    char pattern[256], key[256] = "", v[80];
+    unsigned long long tat = 0, frac = 0, tag = 0;
+    snprintf(pattern, sizeof pattern, "%s%s:*", prefix, name);
+    redisReply *r = redisCommand(admin, "KEYS %s", pattern);
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 1)
+        snprintf(key, sizeof key, "%s", r->element[0]->str);
+    freeReplyObject(r);
+    r = key[0] ? redisCommand(admin, "GET %s", key) : NULL;
+    int ok = r && r->type == REDIS_REPLY_STRING &&
+             sscanf(r->str, "%llu %llu %llu", &tat, &frac, &tag) == 3;
+    freeReplyObject(r);
+    if (!ok)
+        return 0;
+    snprintf(v, sizeof v, "%llu %llu %llu", tat + 60000000ull, frac, tag);
+    r = redisCommand(admin, "SET %s %s PX 120000", key, v);
+    ok = r && r->type == REDIS_REPLY_STATUS;
+    freeReplyObject(r);
+    return ok ? tat + 60000000ull : 0;
+}
+
+/* A token bucket on Redis TIME, 10/s drained, its TAT then 60 s further
+ * ahead (tat_ahead): the bucket counts as just empty, and the wait said
+ * is the wait: one unit later a check is allowed (not 60 s of refusals,
+ * each told to wait 100 ms). With the caller's clock (clock = client) a
+ * TAT that far ahead may be another server's clock running ahead of this
+ * one's: it is left as it is (storing the clamp would give that server a
+ * full bucket), and the check refused. */
 static void clock_back(const char *url)
 {
     fg__redis_url u;
-    char err[256], name[64], pattern[256];
+    char err[256], name[64];
     if (fg__redis_url_parse(url, &u, err, sizeof err) != FG_OK)
         return;
     redisContext *admin = redisConnect(u.host, u.port);
     fg_store *st = fg_store_open(url, err, sizeof err);
     CHECK(admin && !admin->err && st);
-    if (!admin || admin->err || !st)
-        return;
-    unique(name, sizeof name, "clockback");
-    fg_limiter *l =
-        limiter(st, "10/s", FG_TOKEN_BUCKET, 0, 0, FG_FAIL_CLOSED, 1000, name);
-    CHECK(l != NULL);
-    if (!l)
-        return;
-    fg_decision d = {0};
-    CHECK_EQ(fg_check(l, "k", 1, 10, &d), FG_OK);
-    CHECK_EQ(d.allowed, 1);
-    snprintf(pattern, sizeof pattern, "%s%s:*", u.prefix, name);
-    redisReply *r = redisCommand(admin, "KEYS %s", pattern);
-    CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements == 1);
-    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 1) {
-        freeReplyObject(r);
-        return;
+    for (int client = 0; client < 2 && admin && !admin->err && st; client++) {
+        unique(name, sizeof name, "clockback");
+        fg_limiter *l = limiter(st, "10/s", FG_TOKEN_BUCKET, 0, client,
+                                FG_FAIL_CLOSED, 1000, name);
+        CHECK(l != NULL);
+        if (!l)
+            break;
+        fg_decision d = {0};
+        CHECK_EQ(fg_check(l, "k", 1, 10, &d), FG_OK);
+        CHECK_EQ(d.allowed, 1);
+        unsigned long long tat = tat_ahead(admin, u.prefix, name);
+        CHECK(tat != 0);
+        CHECK_EQ(fg_check(l, "k", 1, 1, &d), FG_OK);
+        CHECK_EQ(d.allowed, 0);
+        CHECK_EQ(d.remaining, 0);
+        CHECK(d.retry_after_us > 0 && d.retry_after_us <= 100000);
+        uint64_t said = d.retry_after_us;
+        struct timespec ts = {0, (long)(said + 20000) * 1000};
+        nanosleep(&ts, NULL);
+        CHECK_EQ(fg_check(l, "k", 1, 1, &d), FG_OK);
+        printf("clock_back (%s clock): TAT 60 s ahead: refused, told to wait "
+               "%llu us; then %s\n",
+               client ? "the caller's" : "Redis's", (unsigned long long)said,
+               d.allowed ? "allowed" : "refused");
+        CHECK_EQ(d.allowed, !client);
+        if (client) { /* left as it was */
+            unsigned long long now_tat = tat_ahead(admin, u.prefix, name);
+            CHECK_EQ(now_tat, tat + 60000000ull);
+        }
+        fg_limiter_free(l);
     }
-    char key[256];
-    snprintf(key, sizeof key, "%s", r->element[0]->str);
-    freeReplyObject(r);
-    r = redisCommand(admin, "GET %s", key);
-    unsigned long long tat = 0, frac = 0, tag = 0;
-    CHECK(r && r->type == REDIS_REPLY_STRING &&
-          sscanf(r->str, "%llu %llu %llu", &tat, &frac, &tag) == 3);
-    freeReplyObject(r);
-    char v[80];
-    snprintf(v, sizeof v, "%llu %llu %llu", tat + 60000000ull, frac, tag);
-    r = redisCommand(admin, "SET %s %s PX 120000", key, v);
-    CHECK(r && r->type == REDIS_REPLY_STATUS);
-    freeReplyObject(r);
-    CHECK_EQ(fg_check(l, "k", 1, 1, &d), FG_OK);
-    CHECK_EQ(d.allowed, 0);
-    CHECK_EQ(d.remaining, 0);
-    CHECK(d.retry_after_us > 0 && d.retry_after_us <= 100000);
-    uint64_t said = d.retry_after_us;
-    struct timespec ts = {0, (long)(said + 20000) * 1000};
-    nanosleep(&ts, NULL);
-    CHECK_EQ(fg_check(l, "k", 1, 1, &d), FG_OK);
-    printf("clock_back: TAT 60 s ahead: refused, told to wait %llu us; then "
-           "%s\n",
-           (unsigned long long)said, d.allowed ? "allowed" : "refused");
-    CHECK_EQ(d.allowed, 1);
-    fg_limiter_free(l);
     fg_store_close(st);
     redisFree(admin);
+    fg__redis_url_free(&u);
 }
 
+/* ---- every window key expires ------------------------------------------ */
+
+/* Fixed windows on both clients, with refusals (and their give-backs):
+ * afterwards every key of the limit carries an expiry (PTTL > 0). */
 static void expiry(const char *url)
 {
     fg__redis_url u;

@@ -410,6 +410,8 @@ static void test_clock_back(void)
              * debt (8 buckets here) stores the bucket just empty. */
             if (all_algos[i] != FG_TOKEN_BUCKET || j < 2)
                 CHECK(memcmp(&s, &before, sizeof(s)) == 0);
+            else
+                CHECK_EQ(s.a, back[j] + p.depth_us);
             CHECK(d.retry_after_ms >= 1);
             /* Never more than two periods (sliding: this window's count
              * weighs until the end of the next one). */
@@ -417,7 +419,13 @@ static void test_clock_back(void)
             CHECK(d.reset_ms <= 2000);
             CHECK(d.remaining <= 10);
         }
-        /* Time comes back: normal service, no penalty, no gift. */
+        /* Time comes back to t: the windows as before the step (no gift);
+         * a token bucket stored just empty at the step has refilled since
+         * on its clock (a clock that steps back and forth again, such as a
+         * failover to a node that lags and back, gives a burst at most). */
+        CHECK_EQ(check(&p, &s, t, 1, &d), FG_OK);
+        CHECK_EQ(d.allowed, all_algos[i] == FG_TOKEN_BUCKET);
+        /* Later: normal service, no penalty. */
         uint64_t later =
             all_algos[i] == FG_SLIDING_WINDOW ? t + 2 * SEC : t + SEC;
         CHECK_EQ(check(&p, &s, later, 10, &d), FG_OK);

@@ -524,23 +524,13 @@ fail:
     return NULL;
 }
 
-/* A flush the store could not take now (down, slow, failing over, its
- * breaker open): tried again. One it answered with an error of a key's
- * own (a value not floodgate's, FG_ERANGE) would fail every time. */
-static int store_failed(int rc)
-{
-    return rc == FG_EBACKEND || rc == FG_ETIMEOUT || rc == FG_EBREAKER ||
-           rc == FG_EREADONLY || rc == FG_EOOM || rc == FG_EBUSY ||
-           rc == FG_EAUTH || rc == FG_EPROTO;
-}
-
 unsigned fg__wgen_sync(fg__wgen *wg, int *failed)
 {
     unsigned pending = 0;
     int f = 0;
     for (unsigned i = 0; !wg->g->is_memory && i < wg->g->cfg.nlimits; i++) {
         if (wg->lim[i]) {
-            f |= store_failed(fg_limiter_sync(wg->lim[i]));
+            f |= fg_limiter_sync(wg->lim[i]) != FG_OK;
             pending += fg_limiter_pending(wg->lim[i]);
         }
     }

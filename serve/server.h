@@ -59,6 +59,7 @@ typedef struct fg__wgen {
     /* A flush the store failed: since when (0: the last one did not), and
      * when to try the next (a store down is asked every 100 ms). */
     uint64_t flush_failed_us, next_flush_us;
+    int flush_sent; /* the last flush sent what no flush has read since */
     struct fg__wgen *next; /* retired list */
 } fg__wgen;
 
@@ -173,9 +174,9 @@ void fg__wgen_free(fg__wgen *wg);
 /* Send what the gen's limiters hold here (approximate modes: usage not
  * yet synced, leased units) and return the store commands in flight;
  * 'failed' (or NULL) says whether the store could not take some (since
- * the last flush, or at once: still held here; not an error of a key's
- * own, such as a value not floodgate's, which every flush would meet).
- * fg__wgen_pending only counts them. A gen
+ * the last flush, or at once: still held here; fg_limiter_sync says only
+ * a store down, not an error of a key's own). fg__wgen_pending only
+ * counts them. A gen
  * is freed once both its requests and these are done. */
 unsigned fg__wgen_sync(fg__wgen *wg, int *failed);
 unsigned fg__wgen_pending(const fg__wgen *wg);

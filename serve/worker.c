@@ -186,11 +186,17 @@ static int synced_all(fg__wgen *wg, unsigned *resyncs)
     uint64_t now = fg_mono_us();
     if (now < wg->next_flush_us)
         return 0;
-    if (*resyncs >= RESYNCS_MAX && !wg->flush_failed_us)
+    /* Done after RESYNCS_MAX flushes once the last one's outcome is
+     * read (it sent nothing), or after twice that whatever it sent (a
+     * key of its own refused, a value not floodgate's, is sent again by
+     * every flush). */
+    if (!wg->flush_failed_us && (*resyncs >= 2 * RESYNCS_MAX ||
+                                 (*resyncs >= RESYNCS_MAX && !wg->flush_sent)))
         return 1;
     ++*resyncs;
     int failed;
     unsigned pending = fg__wgen_sync(wg, &failed);
+    wg->flush_sent = pending != 0;
     if (!failed) {
         /* What it sent now is read by the next flush: a failure seen
          * before stands until a flush finds nothing left to send. */

@@ -32,9 +32,9 @@ unsigned long fg__utf8_len(const unsigned char *s, unsigned long n)
 
 /* A character that a reader may take for a line break (NEL, U+2028,
  * U+2029), another C1 control, or one that reorders what a terminal shows
- * (the bidirectional embeddings, overrides and isolates): escaped, so that
- * a value never forges a line nor hides part of one. 's' is a valid UTF-8
- * character of 'len' (2 or 3) bytes. */
+ * (the bidirectional marks, embeddings, overrides and isolates): escaped,
+ * so that a value never forges a line nor hides part of one. 's' is a
+ * valid UTF-8 character of 'len' (2 or 3) bytes. */
 static int misleading(const unsigned char *s, size_t len)
 {
     unsigned cp =
@@ -42,6 +42,7 @@ static int misleading(const unsigned char *s, size_t len)
         : len == 3 ? (s[0] & 0x0fu) << 12 | (s[1] & 0x3fu) << 6 | (s[2] & 0x3fu)
                    : 0;
     return (cp >= 0x80 && cp <= 0x9f) || cp == 0x2028 || cp == 0x2029 ||
+           cp == 0x061c || cp == 0x200e || cp == 0x200f ||
            (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
 }
 

@@ -49,6 +49,8 @@ int main(void)
               "\"x\\xe2\\x80\\xa8y\\xe2\\x80\\xa9\"");
     CHECK_STR(lv("\xe2\x80\xae\xe2\x81\xa6", 256),
               "\"\\xe2\\x80\\xae\\xe2\\x81\\xa6\"");
+    CHECK_STR(lv("\xd8\x9c\xe2\x80\x8e\xe2\x80\x8f", 256),
+              "\"\\xd8\\x9c\\xe2\\x80\\x8e\\xe2\\x80\\x8f\"");
     CHECK_STR(lv("\xc2\xa0\xe2\x80\xb0", 256), "\"\xc2\xa0\xe2\x80\xb0\"");
     /* Cut to fit: marked, never past the buffer. */
     char big[200];

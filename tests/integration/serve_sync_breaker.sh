@@ -23,7 +23,7 @@ on_failure = open
 [limit sl]
 key = query:k
 algorithm = fixed_window
-rate = 20/10min
+rate = 20/day
 mode = sync:200ms
 timeout = 50ms
 on_failure = open
@@ -69,7 +69,7 @@ check "Redis back: the keys that timed out are decided by Redis or their view ag
     bash -c "! grep -q fail_open <<<'$got'"
 # A key its view refuses stays refused while the store cannot decide (its
 # breaker open under other keys' failures): on_failure = open decides only
-# what the view would have asked the store. A scalper past 20/10min, Redis
+# what the view would have asked the store. A scalper past 20/day, Redis
 # stopped, 20 of its checks between other keys' (which open the breaker):
 # all 20 refused, where 'open' let them through.
 L="http://127.0.0.1:$FGPORT_s/v1/check?limit=sl&key="

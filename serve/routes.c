@@ -219,8 +219,7 @@ void fg__routes_flush_suppressed(fg__worker *w, uint64_t now)
         fg__log("store_error_suppressed", "worker=%u errors=%" PRIu64, w->index,
                 w->errors_unlogged);
         w->errors_unlogged = 0;
-        if (now != UINT64_MAX)
-            w->next_err_log_us = now + 1000000;
+        /* (The errors it says are over: the next one may say itself.) */
     }
     if (!w->shadow_unlogged || now < w->shadow_log_reset_us)
         return;

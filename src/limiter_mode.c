@@ -592,7 +592,10 @@ int fg__mode_init(fg_limiter *l, char *err, size_t errlen)
     struct fg__mode *m = fg__calloc(1, sizeof(*m));
     if (!m)
         return fg__seterr(err, errlen, FG_ENOMEM, "out of memory");
-    m->lc = fg_local_new(&l->lim, 0, err, errlen);
+    /* On the memory store, the keys a limiter can hold there: the
+     * store's max_keys (0 elsewhere: fg_local_new's default). */
+    m->lc =
+        fg_local_new(&l->lim, fg__store_memory_max_keys(l->st), err, errlen);
     if (!m->lc) {
         fg__free(m);
         return FG_EINVAL;
@@ -664,6 +667,16 @@ void fg__mode_refund_store(fg_limiter *l, const char *key, size_t keylen)
     lock(m);
     fg__local_store_refunded(m->lc, key, keylen, now_us());
     unlock(m);
+}
+
+uint64_t fg__mode_keys(fg_limiter *l)
+{
+    if (!l->mode)
+        return 0;
+    lock(l->mode);
+    uint64_t n = fg_local_keys(l->mode->lc);
+    unlock(l->mode);
+    return n;
 }
 
 void fg__mode_forget(fg_limiter *l, const char *key, size_t keylen)

@@ -28,6 +28,8 @@ uint64_t fg__mode_refund(fg_limiter *l, const char *key, size_t keylen,
 /* Units of 'key' given back in the store (a refund): the local state
  * learns that the store has them again. */
 void fg__mode_refund_store(fg_limiter *l, const char *key, size_t keylen);
+/* The keys 'l''s local state holds (0 for an exact limiter). For tests. */
+uint64_t fg__mode_keys(fg_limiter *l);
 /* fg_limiter_forget's part in the mode: fg_local_forget under the lock. */
 void fg__mode_forget(fg_limiter *l, const char *key, size_t keylen);
 

@@ -83,6 +83,8 @@ struct fg_store {
 #define FG__MEMORY_MAX_KEYS ((uint64_t)1 << 40)
 fg_store *fg__store_memory_open(const fg_memory_options *opt, char *err,
                                 size_t errlen);
+/* A memory store's max_keys; 0 for another store. */
+uint64_t fg__store_memory_max_keys(fg_store *st);
 /* The mean distance of a memory store's keys from their home slots, in
  * hundredths of a slot; 0 for another store. For tests. */
 uint64_t fg__store_memory_probe_length(fg_store *st);

@@ -93,6 +93,7 @@ typedef struct mem_store {
     uint64_t stripe_mask; /* the stripes' count, a power of two, less 1 */
     mem_stripe *stripes;  /* aligned to a cache line within 'stripes_mem' */
     void *stripes_mem;
+    uint64_t max_keys;
 } mem_store;
 
 /* ---- the stripe lock ---------------------------------------------------
@@ -731,6 +732,11 @@ static const fg__store_ops mem_ops = {
 
 /* The mean distance of the keys from their home slots, in hundredths of a
  * slot: how long lookups probe. For tests. */
+uint64_t fg__store_memory_max_keys(fg_store *st)
+{
+    return st && st->ops == &mem_ops ? ((mem_store *)st)->max_keys : 0;
+}
+
 uint64_t fg__store_memory_probe_length(fg_store *st)
 {
     if (!st || st->ops != &mem_ops)
@@ -768,6 +774,7 @@ fg_store *fg__store_memory_open(const fg_memory_options *opt, char *err,
     m->base.ops = &mem_ops;
     m->base.nodes = 1;
     m->base.process = fg__process_mark();
+    m->max_keys = max_keys;
     m->clock = opt && opt->clock ? opt->clock : fg__mono_us;
     m->clock_ctx = opt ? opt->clock_ctx : NULL;
     m->gettime = fg__clock_gettime_fn();

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "floodgate.h"
+#include "mode.h"
 #include "../harness.h"
 
 #define MS  1000ull
@@ -1947,6 +1948,37 @@ static void test_bounded_leases(void)
     fg_local_free(lc);
 }
 
+/* On the memory store, a limiter in a mode keeps at most the store's
+ * max_keys keys of its own: a flood of fresh keys holds no more here than
+ * in the store. */
+static void test_limiter_bounded(void)
+{
+    static const char *const modes[] = {"sync:10s", "lease"};
+    for (int m = 0; m < 2; m++) {
+        fg_memory_options o = {.clock = fake_clock, .max_keys = 1000};
+        fg_store *st = fg_store_open_memory(&o, NULL, 0);
+        fg_limit lim = lim_of("10/s", FG_TOKEN_BUCKET, modes[m]);
+        fg_limiter *l = fg_limiter_new(st, &lim, NULL, 0);
+        CHECK(l != NULL);
+        fg_decision d;
+        char key[32];
+        int allowed = 0;
+        for (int i = 0; i < 5000; i++) {
+            int n = snprintf(key, sizeof key, "fresh%d", i);
+            allowed += fg_check(l, key, (size_t)n, 1, &d) == FG_OK && d.allowed;
+            if (i % 100 == 99) {
+                fake_now += 20 * SEC; /* leases lapse, usage is due */
+                CHECK_EQ(fg_limiter_sync(l), FG_OK);
+            }
+        }
+        CHECK_EQ(allowed, 5000);
+        CHECK(fg__mode_keys(l) <= 1000);
+        CHECK(fg_store_keys(st) <= 1000);
+        fg_limiter_free(l);
+        fg_store_close(st);
+    }
+}
+
 /* The limiter in a mode on a blocking memory store: decided here, synced
  * by fg_limiter_sync; a refund gives the units back here. */
 static void test_limiter(void)
@@ -2081,5 +2113,6 @@ int main(void)
     test_bounded();
     test_bounded_leases();
     test_limiter();
+    test_limiter_bounded();
     return TEST_DONE();
 }

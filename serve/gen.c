@@ -530,7 +530,13 @@ unsigned fg__wgen_sync(fg__wgen *wg, int *failed)
     int f = 0;
     for (unsigned i = 0; !wg->g->is_memory && i < wg->g->cfg.nlimits; i++) {
         if (wg->lim[i]) {
-            f |= fg_limiter_sync(wg->lim[i]) != FG_OK;
+            int rc = fg_limiter_sync(wg->lim[i]);
+            if (rc != FG_OK) { /* until a flush finds nothing left */
+                wg->flush_failed[i] = 1;
+                if (!wg->flush_rc)
+                    wg->flush_rc = rc;
+            }
+            f |= rc != FG_OK;
             pending += fg_limiter_pending(wg->lim[i]);
         }
     }

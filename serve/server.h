@@ -60,6 +60,11 @@ typedef struct fg__wgen {
      * when to try the next (a store down is asked every 100 ms). */
     uint64_t flush_failed_us, next_flush_us;
     int flush_sent; /* the last flush sent what no flush has read since */
+    /* The limits a flush failed since one found nothing left, and the
+     * first failure's code, for the line that says what was given up
+     * (sync_unsent). */
+    unsigned char flush_failed[FG_SERVE_MAX_LIMITS];
+    int flush_rc;
     struct fg__wgen *next; /* retired list */
 } fg__wgen;
 

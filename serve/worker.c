@@ -200,8 +200,11 @@ static int synced_all(fg__wgen *wg, unsigned *resyncs)
     if (!failed) {
         /* What it sent now is read by the next flush: a failure seen
          * before stands until a flush finds nothing left to send. */
-        if (pending == 0)
+        if (pending == 0) {
             wg->flush_failed_us = 0;
+            wg->flush_rc = 0;
+            memset(wg->flush_failed, 0, sizeof wg->flush_failed);
+        }
         return pending == 0;
     }
     if (!wg->flush_failed_us)
@@ -210,15 +213,25 @@ static int synced_all(fg__wgen *wg, unsigned *resyncs)
     return 0;
 }
 
-/* Given up on sending what 'wg' holds: said once. */
+/* Given up on sending what 'wg' holds: said once, with the limits whose
+ * last flush failed and why. */
 static void log_unsent(fg__worker *w, fg__wgen *wg, const char *when)
 {
-    if (wg->flush_failed_us)
-        fg__log("sync_unsent",
-                "worker=%u at=%s msg=\"the store did not take "
-                "what the sync and lease limits held here; "
-                "given up\"",
-                w->index, when);
+    if (!wg->flush_failed_us)
+        return;
+    char names[512], v[600];
+    size_t n = 0;
+    names[0] = '\0';
+    for (unsigned i = 0; i < wg->g->cfg.nlimits && n < sizeof names; i++)
+        if (wg->flush_failed[i])
+            n += (size_t)snprintf(names + n, sizeof names - n, "%s%s",
+                                  n ? "," : "", wg->g->cfg.limits[i].lim.name);
+    fg__log("sync_unsent",
+            "worker=%u at=%s limits=%s error=\"%s\" msg=\"the store did not "
+            "take what these limits held here (usage not synced, leased "
+            "units); given up\"",
+            w->index, when, fg__log_value(names, v, sizeof v),
+            fg_strerror(wg->flush_rc));
 }
 
 /* Add what the limiters of 'wg' in a mode sent the store since the last

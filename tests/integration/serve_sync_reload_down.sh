@@ -111,4 +111,19 @@ for when in reload term; do
     check "$when while Redis was down (connections refused): Redis counts what was admitted ($c of $admitted)" \
         [ "$c" -ge "$admitted" ]
 done
+
+# Redis gone for good at SIGTERM: the drain gives up after its deadlines
+# and says which limits' usage it dropped, and why.
+sed 's/^drain_timeout = 5s/drain_timeout = 1s/' "$T/s.ini" >"$T/s3.ini"
+start_fg s3 -c "$T/s3.ini" --listen 127.0.0.1:0 || { bad "serve starts a third time"; finish; }
+U="http://127.0.0.1:$FGPORT_s3/v1/check?limit=sy&key="
+for k in 1 2 3; do for _ in 1 2 3; do http POST "${U}k$k" >/dev/null; done; done
+redis-cli -p "$RPORT" shutdown nosave >/dev/null 2>&1
+for _ in $(seq 1 100); do kill -0 "$RPID" 2>/dev/null || break; sleep 0.02; done
+kill -TERM "$FGPID_s3"
+for _ in $(seq 1 200); do kill -0 "$FGPID_s3" 2>/dev/null || break; sleep 0.05; done
+wait "$FGPID_s3"
+line=$(grep 'event=sync_unsent' "$T/s3.log")
+check "Redis gone at SIGTERM: the usage given up is said, with its limit and why ($line)" \
+    grep -q 'event=sync_unsent worker=0 at=drain limits=sy error="backend ' <<<"$line"
 finish

@@ -47,10 +47,12 @@ static void on_wait(redisAsyncContext *ac, void *reply, void *priv);
  * never went out. */
 static void on_teardown(fg__raconn *cn)
 {
-    aslot *batch = cn->bhead, *held = cn->whead;
+    aslot *batch = cn->bhead, *held = cn->whead, *gated = cn->ghead;
     cn->bhead = cn->btail = NULL;
     cn->whead = cn->wtail = NULL;
+    cn->ghead = cn->gtail = NULL;
     cn->bn = 0;
+    chain_fail(store_of(cn), gated, cn->fail_rc, NULL);
     chain_fail(store_of(cn), batch, cn->fail_rc, NULL);
     if (held)
         on_wait(cn->ac, NULL, held);
@@ -609,6 +611,42 @@ static void on_batch(redisAsyncContext *ac, void *reply, void *priv)
     }
 }
 
+/* Send the check of 's' (its commands ready in s->k): a token bucket's
+ * with the connection's batch, others at once. */
+static void dispatch(redis_store *st, aslot *s)
+{
+    const fg_limiter *l = s->req->l;
+    if (l->p.algorithm == FG_TOKEN_BUCKET && !s->req->asking &&
+        !s->req->single) {
+        batch_add(s);
+        return;
+    }
+    int rc = async_send(st, s);
+    if (rc > 0 || rc == FG_OK)
+        return;
+    if (rc == FG_EBACKEND) /* hiredis refused: the context is closing */
+        fg__raconn_kill(s->conn, rc);
+    slot_finish(st, s, rc, NULL);
+}
+
+/* The connection's AUTH and SELECT were answered OK: the checks that
+ * waited for them go, in order (a check past its deadline is dropped). */
+static void on_ready(fg__raconn *cn)
+{
+    redis_store *st = store_of(cn);
+    aslot *s = cn->ghead;
+    cn->ghead = cn->gtail = NULL;
+    while (s) {
+        aslot *next = s->bnext;
+        s->bnext = NULL;
+        if (s->req)
+            dispatch(st, s);
+        else
+            slot_finish(st, s, FG_OK, NULL);
+        s = next;
+    }
+}
+
 void fg__redis_check_async(fg_store *s, fg__req *req)
 {
     redis_store *st = (redis_store *)s;
@@ -647,18 +685,19 @@ void fg__redis_check_async(fg_store *s, fg__req *req)
      * batch_add. A check completed early leaves a timer that finds
      * nothing to do. */
     timer_arm(st, sl->deadline_us, t0);
-    if (rc == FG_OK) {
-        if (l->p.algorithm == FG_TOKEN_BUCKET && !req->asking && !req->single) {
-            batch_add(sl);
-            return;
-        }
-        rc = async_send(st, sl);
+    if (rc != FG_OK) {
+        slot_finish(st, sl, rc, NULL);
+    } else if (cn->gate_left > 0) {
+        /* A new connection's AUTH or SELECT not answered yet. */
+        sl->bnext = NULL;
+        if (cn->gtail)
+            cn->gtail->bnext = sl;
+        else
+            cn->ghead = sl;
+        cn->gtail = sl;
+    } else {
+        dispatch(st, sl);
     }
-    if (rc > 0 || rc == FG_OK)
-        return;
-    if (rc == FG_EBACKEND) /* hiredis refused: the context is closing */
-        fg__raconn_kill(cn, rc);
-    slot_finish(st, sl, rc, NULL);
 }
 
 /* The reply to a queued refund: nobody waits for it. NOSCRIPT sends it
@@ -719,6 +758,11 @@ int fg__redis_refund_async(fg_store *s, fg_limiter *l, const char *key,
     cn = st->closing ? NULL : fg__raconn_get(&st->node, &rc);
     if (!cn)
         return rc;
+    /* Its AUTH or SELECT not answered yet: a refund is not held for them
+     * (it would run in database 0 if the SELECT failed); it fails, and
+     * the units stay counted. */
+    if (cn->gate_left > 0)
+        return FG_EBACKEND;
     rf = st->free_refunds;
     if (rf)
         st->free_refunds = rf->next;
@@ -759,6 +803,7 @@ int fg__redis_async_start(redis_store *st, struct event_base *base)
 {
     st->node.before_write = before_write;
     st->node.teardown = on_teardown;
+    st->node.ready = on_ready;
     st->timer = evtimer_new(base, on_timer, st);
     return st->timer ? FG_OK : FG_ENOMEM;
 }

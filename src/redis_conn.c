@@ -276,7 +276,9 @@ static int handshake_reply(fg__rnode *st, char kind, const redisReply *r,
         return fg__seterr(err, errlen, FG_EAUTH,
                           "redis %s: authentication failed (%.200s)", st->where,
                           r->str);
-    return fg__seterr(err, errlen, fg__redis_error_code(r->str, r->len),
+    /* Out of range, or not permitted: the store cannot be used (a
+     * failure, which on_failure decides), not a check's bad input. */
+    return fg__seterr(err, errlen, FG_EBACKEND,
                       "redis %s: cannot select database %u (%.200s)", st->where,
                       st->url.db, r->str);
 }
@@ -614,7 +616,7 @@ static void on_handshake(redisAsyncContext *ac, void *reply, void *priv)
     rc = handshake_reply(cn->st, (char)(intptr_t)priv, reply, err, sizeof err);
     if (rc != FG_OK) {
         pthread_mutex_lock(&cn->st->mu);
-        fg__rnode_error_locked(cn->st, 0, err);
+        fg__rnode_error_locked(cn->st, rc, err); /* the reason of its checks */
         pthread_mutex_unlock(&cn->st->mu);
         fg__raconn_kill(cn, rc);
         /* In a callback hiredis defers this until the callback returns;
@@ -622,6 +624,9 @@ static void on_handshake(redisAsyncContext *ac, void *reply, void *priv)
         redisAsyncFree(ac);
         return;
     }
+    char kind = (char)(intptr_t)priv;
+    if ((kind == 'a' || kind == 's') && --cn->gate_left == 0 && cn->st->ready)
+        cn->st->ready(cn);
     if (--cn->hs_left == 0 && (ac->c.flags & REDIS_CONNECTED))
         connected(cn->st);
 }
@@ -715,11 +720,13 @@ fg__raconn *fg__raconn_get(fg__rnode *st, int *rc)
         /* The handshake goes first on the wire; checks queue behind it. */
         handshake h;
         handshake_build(st, &h);
-        for (int i = 0; i < h.n; i++)
+        for (int i = 0; i < h.n; i++) {
             if (redisAsyncCommandArgv(
                     ac, on_handshake, (void *)(intptr_t)h.c[i].kind,
                     h.c[i].argc, h.c[i].argv, h.c[i].len) != REDIS_OK)
                 goto fail_attached;
+            cn->gate_left += h.c[i].kind == 'a' || h.c[i].kind == 's';
+        }
         cn->hs_left = h.n;
     }
     st->conn = cn;

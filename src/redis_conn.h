@@ -89,6 +89,8 @@ typedef struct fg__rnode {
      * what still waited). */
     void (*before_write)(struct fg__raconn *cn);
     void (*teardown)(struct fg__raconn *cn);
+    /* Once a connection's AUTH and SELECT are answered OK (gate_left). */
+    void (*ready)(struct fg__raconn *cn);
     void *owner; /* the store, for the hooks */
     /* The URL's host is a name: an async node looks it up again (evdns,
      * at most once a second) when a connection fails or the server says
@@ -108,9 +110,14 @@ typedef struct fg__raconn {
     redisAsyncContext *ac;
     struct event *rev, *wev, *flush;
     int reading, writing, flush_pending;
-    int dead;           /* takes no more commands */
-    int fail_rc;        /* what its unanswered checks fail with */
-    int hs_left;        /* handshake replies still awaited */
+    int dead;    /* takes no more commands */
+    int fail_rc; /* what its unanswered checks fail with */
+    int hs_left; /* handshake replies still awaited */
+    /* Its AUTH and SELECT replies still awaited: until they come, checks
+     * wait here (gated), since those pipelined behind a refused SELECT or
+     * AUTH would run in database 0, or as another user. */
+    int gate_left;
+    struct fg__aslot *ghead, *gtail;
     uint64_t opened_us; /* when its connect began (monotonic) */
     /* The pipeline's: token bucket checks waiting for the next write, in
      * order, and the batches sent and not answered. */

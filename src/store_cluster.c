@@ -138,19 +138,21 @@ static void addr_host(const char *addr, char *host, size_t n);
  * resolves it), unless it is known: its index, or -1 when the table is
  * full or the store cannot be made. A store of a host name looks it up
  * again when its connections fail (a restarted pod). */
-static int node_add(cluster_store *st, const char *addr, const char *num)
+static int node_add_why(cluster_store *st, const char *addr, const char *num,
+                        char *why, size_t whylen)
 {
     pthread_mutex_lock(&st->mu);
     int found = node_known(st, addr);
     unsigned n = atomic_load(&st->nnodes);
     if (found < 0 && n < FG__CLUSTER_NODES_MAX &&
         strlen(addr) < FG__CLUSTER_ADDR_MAX) {
-        char url[1024], why[256];
+        char url[1024];
         fg_store *nd = NULL;
-        if (fg__redis_url_for(&st->url, addr, url, sizeof url) == FG_OK)
-            nd = num ? fg__store_redis_open_num(url, num, st->evb, why,
-                                                sizeof why)
-                     : fg__store_redis_open(url, st->evb, why, sizeof why);
+        if (fg__redis_url_for(&st->url, addr, url, sizeof url) != FG_OK)
+            snprintf(why, whylen, "cluster: node %s: address too long", addr);
+        else
+            nd = num ? fg__store_redis_open_num(url, num, st->evb, why, whylen)
+                     : fg__store_redis_open(url, st->evb, why, whylen);
         if (nd) {
             fg__store_redis_set_cluster(nd, on_redirect, st);
             strcpy(st->addr[n], addr);
@@ -161,6 +163,12 @@ static int node_add(cluster_store *st, const char *addr, const char *num)
     }
     pthread_mutex_unlock(&st->mu);
     return found;
+}
+
+static int node_add(cluster_store *st, const char *addr, const char *num)
+{
+    char why[256];
+    return node_add_why(st, addr, num, why, sizeof why);
 }
 
 static void refresh_async(cluster_store *st);
@@ -895,12 +903,22 @@ fg_store *fg__store_cluster_open(const char *url, struct event_base *base,
             memset(&st->url, 0, sizeof st->url);
         goto fail;
     }
+    /* The seeds are opened as given (their names resolved now, as a Redis
+     * store's are); one that cannot be (a name that does not resolve) is
+     * passed over while another can. */
+    char seed_why[256] = "";
     for (unsigned i = 0; i < n; i++)
-        if (node_for(st, addrs[i]) < 0) {
-            fg__seterr(err, errlen, FG_ENOMEM, "cluster: cannot add node %s",
-                       addrs[i]);
-            goto fail;
-        }
+        node_add_why(st, addrs[i], NULL, seed_why, sizeof seed_why);
+    if (atomic_load(&st->nnodes) == 0) {
+        if (n > 1)
+            fg__seterr(err, errlen, FG_EBACKEND,
+                       "cluster: none of the %u seeds could be opened (the "
+                       "last, %s)",
+                       n, seed_why);
+        else
+            fg__seterr(err, errlen, FG_EBACKEND, "cluster: %s", seed_why);
+        goto fail;
+    }
     if (base) {
         st->timer = evtimer_new(base, on_timer, st);
         st->dns = fg__dns_new(base);

@@ -307,6 +307,16 @@ live=
 for p in "${CPORT[@]}"; do
     redis-cli -p "$p" ping >/dev/null 2>&1 && { live=$p; break; }
 done
+# A seed whose name does not resolve is passed over for one that works
+# (a private resolv.conf naming a closed loopback port: no query leaves).
+if unshare -m true 2>/dev/null; then
+    printf 'nameserver 127.0.0.1\noptions timeout:1 attempts:1\n' >"$T/resolv.conf"
+    out=$(timeout 20 unshare -m sh -c "mount --bind '$T/resolv.conf' /etc/resolv.conf &&
+        exec '$FLOODGATE' check --store 'cluster=redis://no-such-host.invalid:6379,redis://127.0.0.1:$live' \
+        --limit 5/h --key seed$$ --count 2" 2>&1)
+    check "a seed that does not resolve, another that does: checked ($out)" \
+        test "$(tail -1 <<<"$out")" = "allowed=2 limited=0"
+fi
 ask_key=askk$$
 slot=$(redis-cli -p "$live" cluster keyslot "$ask_key")
 slot_owner() { # slot_owner SLOT: the port of the master that holds SLOT

@@ -371,6 +371,12 @@ if unshare -m true 2>/dev/null; then
     rc=$?
     expect_eq "a store host that does not resolve: exit status 1 ($out)" "$rc" 1
     check "a store host that does not resolve: the reason said" grep -q "cannot resolve the host" <<<"$out"
+    # The same of a Cluster's only seed (it was exit 2, "cannot add node").
+    out=$(timeout 20 unshare -m sh -c "mount --bind '$T/resolv.conf' /etc/resolv.conf &&
+        exec '$FLOODGATE' serve --store cluster=redis://no-such-host.invalid:6379 --listen 127.0.0.1:0" 2>&1)
+    rc=$?
+    expect_eq "a Cluster seed that does not resolve: exit status 1 ($out)" "$rc" 1
+    check "a Cluster seed that does not resolve: the reason said" grep -q "cannot resolve the host" <<<"$out"
 else
     echo "skip: unshare -m not permitted (the unresolved host's exit status)"
 fi

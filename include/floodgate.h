@@ -276,8 +276,9 @@ const char *fg_store_node_addr(fg_store *st, unsigned node);
  * make its limits over-admit or fail, in a sentence for logs; NULL when
  * none. Said today of a Redis server with a maxmemory and an evicting
  * maxmemory-policy (its keys, counters among them, are dropped when it is
- * full), and of one that refuses EVALSHA (every check that runs a script
- * fails). Only servers probed at open are asked (not with lazy=1, nor the
+ * full), of one that refuses EVALSHA (every check that runs a script
+ * fails), and of an ACL user whose key patterns leave out the prefix
+ * (every check fails). Only servers probed at open are asked (not with lazy=1, nor the
  * masters a Cluster store learns later). */
 const char *fg_store_warning(fg_store *st);
 

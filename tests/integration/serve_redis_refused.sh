@@ -4,7 +4,8 @@
 # serve starts, each limit follows its on_failure, the log says why, and
 # no check runs anyway in database 0 (the checks of a new connection wait
 # for its AUTH and SELECT to be answered). Then a database that exists:
-# its first checks run there.
+# its first checks run there. Last, a user whose ACL leaves out the
+# prefix's keys is warned of at open.
 . "$(dirname "$0")/../serve/lib.sh"
 
 start_redis || { bad "redis starts"; finish; }
@@ -83,4 +84,15 @@ check "check, database 99, lazy=1: decided by on_failure ($out)" \
 check "check, database 99, lazy=1: the reason is the database" \
     grep -q 'cannot select database 99' <<<"$out"
 expect_eq "check: nothing written in database 0" "$(keys0)" 0
+
+# An ACL user whose key patterns leave out the prefix: warned of at open.
+redis-cli -p "$RPORT" acl setuser nokeys on '>pw-nokeys' '~other:*' '+@all' >/dev/null
+out=$("$FLOODGATE" check --store "redis://nokeys:pw-nokeys@127.0.0.1:$RPORT" --limit 10/h \
+    --key x 2>&1)
+check "a user without the prefix's keys: warned at open ($out)" \
+    grep -q "warning: .*may not use the keys of prefix 'fg:' (NOPERM" <<<"$out"
+out=$("$FLOODGATE" check --store "redis://nokeys:pw-nokeys@127.0.0.1:$RPORT?prefix=other:" \
+    --limit 10/h --key x 2>&1)
+check "the same user with a prefix it may use: no warning ($out)" \
+    test "$out" = "allowed remaining=9 reset_ms=360000"
 finish

@@ -117,7 +117,7 @@ static void reply_error(fg__hreq *req, int status, const char *msg)
     char mem[512];
     fg__sbuf b;
     fg__sbuf_init(&b, mem, sizeof(mem));
-    fg__fmt_error_json(&b, msg);
+    fg__fmt_error_json(&b, msg, fg__http_reason(status));
     reply(req, status, b.p, b.len);
 }
 

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "headers.h"
+#include "log.h"
 
 void fg__sbuf_init(fg__sbuf *b, char *mem, size_t cap)
 {
@@ -107,7 +108,7 @@ void fg__json_str(fg__sbuf *b, const char *s, size_t n)
     for (size_t i = 0; i < n; i++) {
         size_t run = i;
         while (run < n && s[run] != '"' && s[run] != '\\' &&
-               (unsigned char)s[run] >= 0x20 && s[run] != 0x7f)
+               (unsigned char)s[run] >= 0x20 && (unsigned char)s[run] < 0x7f)
             run++;
         if (run > i) { /* plain bytes go in one copy */
             fg__sbuf_put(b, s + i, run - i);
@@ -123,7 +124,15 @@ void fg__json_str(fg__sbuf *b, const char *s, size_t n)
             char e[6] = {'\\', 'u', '0', '0', hex[ch >> 4], hex[ch & 15]};
             fg__sbuf_put(b, e, 6);
         } else {
-            fg__sbuf_put(b, (const char *)&s[i], 1);
+            /* JSON text is UTF-8: a byte that begins no character (a
+             * store's error, a name) becomes U+FFFD. */
+            size_t u = fg__utf8_len((const unsigned char *)s + i, n - i);
+            if (u) {
+                fg__sbuf_put(b, s + i, u);
+                i += u - 1;
+            } else {
+                fg__sbuf_put(b, "\\ufffd", 6);
+            }
         }
     }
     fg__sbuf_put(b, "\"", 1);
@@ -163,9 +172,21 @@ void fg__fmt_decision_json(fg__sbuf *b, const char *name, const fg_decision *d,
     fg__sbuf_puts(b, "}\n");
 }
 
-void fg__fmt_error_json(fg__sbuf *b, const char *msg)
+void fg__fmt_error_json(fg__sbuf *b, const char *msg, const char *fallback)
 {
-    fg__sbuf_puts(b, "{\"error\":");
-    fg__json_str(b, msg, strlen(msg));
-    fg__sbuf_puts(b, "}\n");
+    size_t start = b->len;
+    for (int pass = 0; pass < 2; pass++) {
+        fg__sbuf_puts(b, "{\"error\":");
+        fg__json_str(b, msg, strlen(msg));
+        fg__sbuf_puts(b, "}\n");
+        if (!b->overflow || !fallback)
+            return;
+        /* Never a body cut short: the short reason instead. */
+        b->len = start;
+        b->overflow = 0;
+        if (b->cap)
+            b->p[start] = '\0';
+        msg = fallback;
+        fallback = NULL;
+    }
 }

@@ -52,10 +52,12 @@ void fg__fmt_ratelimit_item(fg__sbuf *b, const char *name,
 void fg__fmt_decision_json(fg__sbuf *b, const char *name, const fg_decision *d,
                            int booked);
 
-/* {"error":"..."} with 'msg' escaped. */
-void fg__fmt_error_json(fg__sbuf *b, const char *msg);
+/* {"error":"..."} with 'msg' escaped; with 'fallback' instead when that
+ * does not fit 'b' (a whole body, never one cut short). */
+void fg__fmt_error_json(fg__sbuf *b, const char *msg, const char *fallback);
 
-/* Append 's' ('n' bytes) as a JSON string, quotes included. */
+/* Append 's' ('n' bytes) as a JSON string, quotes included; a byte that
+ * is not UTF-8 becomes \ufffd. */
 void fg__json_str(fg__sbuf *b, const char *s, size_t n);
 
 #endif

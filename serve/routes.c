@@ -54,11 +54,7 @@ static void reply_error(fg__worker *w, fg__hreq *req, int status,
     char mem[512];
     fg__sbuf b;
     fg__sbuf_init(&b, mem, sizeof(mem));
-    fg__fmt_error_json(&b, msg);
-    if (b.overflow) {
-        fg__sbuf_init(&b, mem, sizeof(mem));
-        fg__fmt_error_json(&b, fg__http_reason(status));
-    }
+    fg__fmt_error_json(&b, msg, fg__http_reason(status));
     reply(w, req, status, "application/json", b.p, b.len);
 }
 

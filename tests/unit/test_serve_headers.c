@@ -87,8 +87,24 @@ static void test_json(void)
                    "\"remaining\":0,\"reset_ms\":900,\"retry_after_ms\":120,"
                    "\"source\":\"cache\",\"name\":\"bookings\"}\n");
     fg__sbuf_init(&b, mem, sizeof(mem));
-    fg__fmt_error_json(&b, "bad \"key\"\r\n");
+    fg__fmt_error_json(&b, "bad \"key\"\r\n", "Bad Request");
     CHECK_STR(mem, "{\"error\":\"bad \\\"key\\\"\\u000d\\u000a\"}\n");
+    /* Bytes that are not UTF-8 become U+FFFD; characters stay. */
+    fg__sbuf_init(&b, mem, sizeof(mem));
+    fg__fmt_error_json(&b,
+                       "a\x88"
+                       "b\xc3\xa9"
+                       "\xe2\x82",
+                       "Bad Request");
+    CHECK_STR(mem, "{\"error\":\"a\\ufffdb\xc3\xa9\\ufffd\\ufffd\"}\n");
+    /* A message that does not fit: the fallback, whole. */
+    char small[64], big[200];
+    memset(big, 0x1a, sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    fg__sbuf_init(&b, small, sizeof(small));
+    fg__fmt_error_json(&b, big, "Service Unavailable");
+    CHECK_STR(small, "{\"error\":\"Service Unavailable\"}\n");
+    CHECK(!b.overflow);
 }
 
 int main(void)

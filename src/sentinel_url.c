@@ -140,7 +140,9 @@ static int parse_master(fg__sentinel_url *u, const char *s, size_t n, char *err,
               (ch >= '0' && ch <= '9') || strchr("._-", ch)))
             return fg__seterr(err, errlen, FG_EINVAL,
                               "sentinel url: the master name may hold only "
-                              "A-Z a-z 0-9 . _ -");
+                              "A-Z a-z 0-9 . _ -%s",
+                              ch == '/' ? " (a database is given as ?db=N)"
+                                        : "");
     }
     memcpy(u->master, s, n);
     u->master[n] = '\0';

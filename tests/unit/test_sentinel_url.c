@@ -96,6 +96,8 @@ static void test_bad(void)
         {"sentinel://::1:26379/m", "an IPv6 address goes in brackets"},
         {"sentinel://[fe80::1%eth0]:1/m", "zone ID (%) is not supported"},
         {"sentinel://h:1/a/b", "may hold only"},
+        {"sentinel://h:1/m/3", "a database is given as ?db=N"},
+        {"sentinel://h:1/m!x", "may hold only A-Z a-z 0-9 . _ -"},
         {"sentinel://h:1/m?bogus=1", "unknown parameter 'bogus'"},
         {"sentinel://h:1/m?db=x", "db must be a number"},
         {"sentinel://h:1/m?sentinel_password=a&sentinel_password=b",

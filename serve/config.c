@@ -219,7 +219,10 @@ int fg__listen_check(const char *listen, char *why, size_t whylen)
 {
     char host[256], port[8];
     if (fg__listen_split(listen, host, sizeof(host), port, sizeof(port))) {
-        snprintf(why, whylen, "expected HOST:PORT, the port 0..65535");
+        snprintf(why, whylen, "expected HOST:PORT, the port 0..65535%s",
+                 listen[0] == '/' || !strncmp(listen, "unix:", 5)
+                     ? " (a unix socket is not supported: TCP only)"
+                     : "");
         return FG_EINVAL;
     }
     /* An IP literal only: a name would be looked up (at start, maybe in

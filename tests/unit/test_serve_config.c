@@ -482,6 +482,10 @@ static void test_listen(void)
         CHECK_EQ(parse(text), FG_EINVAL);
         CHECK(err_is(2, "expected HOST:PORT, the port 0..65535"));
     }
+    CHECK_EQ(parse("[server]\nlisten = unix:///run/fg.sock\n"), FG_EINVAL);
+    CHECK(err_is(2, "(a unix socket is not supported: TCP only)"));
+    CHECK_EQ(parse("[server]\nadmin_listen = /run/fg.sock\n"), FG_EINVAL);
+    CHECK(err_is(2, "(a unix socket is not supported: TCP only)"));
     /* An IP literal: a name is not looked up, and 999.1.1.1 is no
      * address. */
     static const struct {

@@ -278,8 +278,8 @@ const char *fg_store_node_addr(fg_store *st, unsigned node);
  * maxmemory-policy (its keys, counters among them, are dropped when it is
  * full), of one that refuses EVALSHA (every check that runs a script
  * fails), and of an ACL user whose key patterns leave out the prefix
- * (every check fails). Only servers probed at open are asked (not with lazy=1, nor the
- * masters a Cluster store learns later). */
+ * (every check fails). Only servers probed at open are asked (not with lazy=1,
+ * nor the masters a Cluster store learns later). */
 const char *fg_store_warning(fg_store *st);
 
 /* A store and its limiters are the process's that opened the store. After
@@ -644,6 +644,13 @@ int fg_limiter_sync(fg_limiter *l);
  * lease's give-backs; any other refund of that store too: a store closed
  * before they are answered drops them). */
 unsigned fg_limiter_pending(const fg_limiter *l);
+/* The most keys a limiter in a mode keeps here (its views or leases, a key
+ * an entry of about 370 bytes), 1 to 2^40; by default 1,000,000, and on
+ * the memory store that store's max_keys. A key that finds no room (the
+ * others holding usage to send or units) is decided by the store, as an
+ * exact limit's. Call it before the limiter's first check. FG_OK, or
+ * FG_EINVAL (an exact limit, or out of range). */
+int fg_limiter_set_local_keys(fg_limiter *l, uint64_t max_keys);
 /* The store commands a limiter in a mode has had answered since it was
  * made (syncs, takes, the checks its local state had the store decide, and
  * give-backs, these once queued on an asynchronous store), one a key, in

@@ -35,10 +35,12 @@ typedef struct raw_limit {
     int durable, durable_line;
     int has_mode, mode_line;
     fg_limit mode; /* mode, sync_ms, lease_chunk */
+    uint64_t local_keys;
+    int local_keys_line;
 } raw_limit;
 
 /* Keys a file may give: every key of [server] and [store], and the
- * eleven of each limit, with room to spare (a key beyond these is refused
+ * twelve of each limit, with room to spare (a key beyond these is refused
  * anyway). */
 #define SEEN_MAX (FG_SERVE_MAX_LIMITS * 16 + 64)
 
@@ -476,6 +478,11 @@ static int limit_key(parser *p, unsigned i, const char *k, const char *v)
             return fail(p, p->line, "%s", why);
         r->has_mode = 1;
         r->mode_line = p->line;
+    } else if (!strcmp(k, "local_keys")) {
+        if (parse_u64(v, 1, (uint64_t)1 << 40, &u))
+            return fail(p, p->line, "local_keys must be 1..2^40");
+        r->local_keys = u;
+        r->local_keys_line = p->line;
     } else if (!strcmp(k, "on_failure")) {
         if (fg_on_failure_parse(v, &r->onf))
             return fail(p, p->line, "on_failure must be open, closed or local");
@@ -852,6 +859,12 @@ static int finish(parser *p)
             if (!r->has_onf && sl->lim.mode == FG_MODE_SYNC)
                 sl->lim.on_failure = FG_FAIL_LOCAL;
         }
+        if (r->local_keys && sl->lim.mode == FG_MODE_EXACT)
+            return fail(p, r->local_keys_line,
+                        "[limit %s]: local_keys needs mode = sync or lease (an "
+                        "exact limit keeps no key here)",
+                        name);
+        sl->local_keys = r->local_keys;
         /* [server] shadow = on: every limit, whatever its own says. */
         sl->lim.shadow = r->shadow || c->shadow;
         /* A limit refused with its burst but not without it is refused

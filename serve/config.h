@@ -27,6 +27,9 @@ typedef struct fg__serve_limit {
     int has_rate;     /* rate given */
     int has_timeout;  /* timeout given (else [store] timeout) */
     int has_key;      /* key given */
+    /* local_keys (sync and lease): the most keys each worker keeps here;
+     * 0: the library's default. */
+    uint64_t local_keys;
 } fg__serve_limit;
 
 typedef struct fg__serve_config {

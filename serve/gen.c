@@ -50,7 +50,8 @@ static int same_limit(const fg__serve_limit *sa, const fg__serve_limit *sb)
            a->fallback_servers == b->fallback_servers &&
            a->clock_client == b->clock_client && a->durable == b->durable &&
            a->shadow == b->shadow && a->mode == b->mode &&
-           a->sync_ms == b->sync_ms && a->lease_chunk == b->lease_chunk;
+           a->sync_ms == b->sync_ms && a->lease_chunk == b->lease_chunk &&
+           sa->local_keys == sb->local_keys;
 }
 
 /* 1 when 'g' (or NULL) has a limit named 'name'. */
@@ -370,6 +371,8 @@ fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
                              why);
                     goto fail;
                 }
+                if (c->limits[i].local_keys)
+                    fg_limiter_set_local_keys(m->l, c->limits[i].local_keys);
                 g->memref[i] = m;
             }
             g->memlim[i] = g->memref[i]->l;
@@ -516,6 +519,8 @@ fg__wgen *fg__wgen_new(fg__worker *w, fg__gen *g, char *err, size_t errlen)
         wg->lim[i] = fg_limiter_new(wg->store, &lim, err, errlen);
         if (!wg->lim[i])
             goto fail;
+        if (g->cfg.limits[i].local_keys)
+            fg_limiter_set_local_keys(wg->lim[i], g->cfg.limits[i].local_keys);
         fg_limiter_set_cache(wg->lim[i], w->cache);
     }
     return wg;

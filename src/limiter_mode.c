@@ -669,6 +669,16 @@ void fg__mode_refund_store(fg_limiter *l, const char *key, size_t keylen)
     unlock(m);
 }
 
+int fg_limiter_set_local_keys(fg_limiter *l, uint64_t max_keys)
+{
+    if (!l || !l->mode || max_keys == 0 || max_keys > FG__MEMORY_MAX_KEYS)
+        return FG_EINVAL;
+    lock(l->mode);
+    l->mode->lc->max_keys = max_keys;
+    unlock(l->mode);
+    return FG_OK;
+}
+
 uint64_t fg__mode_keys(fg_limiter *l)
 {
     if (!l->mode)

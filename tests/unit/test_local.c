@@ -1975,6 +1975,28 @@ static void test_limiter_bounded(void)
         CHECK(fg__mode_keys(l) <= 1000);
         CHECK(fg_store_keys(st) <= 1000);
         fg_limiter_free(l);
+        /* Set lower, the table holds no more: the other keys are decided
+         * by the store. */
+        l = fg_limiter_new(st, &lim, NULL, 0);
+        CHECK_EQ(fg_limiter_set_local_keys(l, 0), FG_EINVAL);
+        CHECK_EQ(fg_limiter_set_local_keys(l, 50), FG_OK);
+        allowed = 0;
+        for (int i = 0; i < 500; i++) {
+            int n = snprintf(key, sizeof key, "again%d", i);
+            allowed += fg_check(l, key, (size_t)n, 1, &d) == FG_OK && d.allowed;
+            if (i % 10 == 9) {
+                fake_now += 20 * SEC;
+                CHECK_EQ(fg_limiter_sync(l), FG_OK);
+            }
+        }
+        CHECK_EQ(allowed, 500);
+        CHECK(fg__mode_keys(l) <= 50);
+        fg_limiter_free(l);
+        fg_limit ex = lim;
+        ex.mode = FG_MODE_EXACT;
+        l = fg_limiter_new(st, &ex, NULL, 0);
+        CHECK_EQ(fg_limiter_set_local_keys(l, 50), FG_EINVAL);
+        fg_limiter_free(l);
         fg_store_close(st);
     }
 }

@@ -153,6 +153,20 @@ static void test_errors(void)
                    "durable = replica\n"),
              FG_EINVAL);
     CHECK(err_is(6, "durable = replica needs mode exact"));
+    /* local_keys: a mode's table, 1..2^40; an exact limit has none. */
+    CHECK_EQ(parse("[limit a]\nrate = 10/s\nkey = ip\nmode = sync\n"
+                   "local_keys = 5000\n"),
+             0);
+    CHECK_EQ(cfg.limits[0].local_keys, 5000);
+    CHECK_EQ(parse("[limit a]\nrate = 10/s\nkey = ip\nmode = lease\n"), 0);
+    CHECK_EQ(cfg.limits[0].local_keys, 0);
+    CHECK_EQ(parse("[limit a]\nrate = 10/s\nkey = ip\nlocal_keys = 5\n"),
+             FG_EINVAL);
+    CHECK(err_is(4, "local_keys needs mode = sync or lease"));
+    CHECK_EQ(parse("[limit a]\nrate = 10/s\nkey = ip\nmode = sync\n"
+                   "local_keys = 0\n"),
+             FG_EINVAL);
+    CHECK(err_is(5, "local_keys must be 1..2^40"));
     /* Shards and cluster: each node URL is checked. */
     CHECK_EQ(parse("[store]\nurl = shards=redis://a:1,redis://b:2\n"), 0);
     CHECK_EQ(parse("[store]\nurl = shards=redis://a:1,redis://a:1\n"),

@@ -888,14 +888,16 @@ void fg__rnode_settings_check(fg__rnode *st, fg__rsconn *sc, uint64_t deadline)
     freeReplyObject(r);
     r = NULL;
     /* An ACL user whose key patterns leave out the prefix: every check
-     * fails with NOPERM. EXISTS reads no value. */
+     * fails with NOPERM. A GET of a key no limit uses (GET is among the
+     * commands an ACL user needs; a refused command is said otherwise). */
     char key[FG__REDIS_PREFIX_MAX + 32];
     int kn = snprintf(key, sizeof key, "%sfloodgate-probe", st->url.prefix);
-    fg__rcmd x = {.argc = 2, .argv = {"EXISTS", key}, .len = {6, (size_t)kn}};
+    fg__rcmd x = {.argc = 2, .argv = {"GET", key}, .len = {3, (size_t)kn}};
     if (fg__rsync_append(sc, &x) != FG_OK ||
         fg__rsync_exchange(sc, 1, &r, deadline) != FG_OK)
         return;
-    if (r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOPERM", 6)) {
+    if (r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOPERM", 6) &&
+        strstr(r->str, "key")) {
         size_t o = strlen(st->warning);
         snprintf(st->warning + o, sizeof st->warning - o,
                  "%sredis %.100s: the user may not use the keys of prefix "

@@ -233,8 +233,8 @@ typedef struct fg__lab_answer {
 
 /* Fire 'burst' POST /bookings for 'user' at 127.0.0.1:'port', evenly within
  * 'spread_us', all concurrent. Fills 'out[burst]'. Returns 0, or -1 with the
- * reason in 'err' (a request without an answer is not an error: its status
- * is 0). */
+ * reason in 'err' (a request without an answer 10 s after the last send is
+ * not an error: its status is 0). */
 int fg__lab_fire(int port, const char *user, int burst, int64_t spread_us,
                  fg__lab_answer *out, int64_t *elapsed_us, char *err,
                  size_t errlen);

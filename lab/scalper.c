@@ -24,6 +24,7 @@ typedef struct volley {
     int pending; /* sent and not answered, or not sent yet */
     int64_t t0_us;
     int64_t last_us;
+    int64_t give_up_us; /* from t0: the last send, then 10 s for answers */
 } volley;
 
 struct shot {
@@ -110,7 +111,7 @@ static void on_check(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     volley *v = arg;
-    if (fg__lab_stop || fg__lab_now_us() - v->t0_us > 10000000)
+    if (fg__lab_stop || fg__lab_now_us() - v->t0_us > v->give_up_us)
         event_base_loopbreak(v->base);
 }
 
@@ -142,6 +143,7 @@ int fg__lab_fire(int port, const char *user, int burst, int64_t spread_us,
         goto done;
     }
     v.t0_us = fg__lab_now_us();
+    v.give_up_us = spread_us + 10000000;
     for (int i = 0; i < burst; i++) {
         shot *s = &v.shots[i];
         s->v = &v;

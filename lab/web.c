@@ -351,7 +351,7 @@ static void api_defaults(web *w, struct evhttp_request *req)
     const fg__lab_params *p = &w->defaults;
     int n = snprintf(
         body, sizeof body,
-        "{\"servers\":%d,\"burst\":%d,\"rtt_ms\":%.3g,\"spread_ms\":%.3g,"
+        "{\"servers\":%d,\"burst\":%d,\"rtt_ms\":%.10g,\"spread_ms\":%.10g,"
         "\"limit\":%llu,\"period_ms\":%llu,\"balance\":\"%s\","
         "\"sync_ms\":%d,\"chunk\":%llu,"
         "\"ranges\":{\"servers\":[1,%d],\"burst\":[%d,%d],\"rtt\":[0,%d],"

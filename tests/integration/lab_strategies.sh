@@ -56,6 +56,12 @@ usage_error "bad value for --limit: '10/1.5s' (the period must be a whole number
 out=$(timeout 30 "$FLOODGATE" lab --limit 2000000/s --strategy local --servers 1 --burst 1 --json 2>&1)
 check "lab --limit 2000000/s runs, as floodgate check takes it ($(echo "$out" | head -c 120))" \
     grep -q '"limit":2000000,' <<<"$out"
+# A spread beyond 10 s (up to 60 s): every request sent and answered.
+# (It used to give up 10 s after the first shot.)
+out=$(timeout 60 "$FLOODGATE" lab --strategy local --servers 1 --burst 2 --spread 11s --json 2>&1)
+rc=$?
+check "lab --spread 11s: exit 0, both answered ($rc: $(echo "$out" | head -c 160))" \
+    test "$rc" -eq 0 -a "$(grep -o '"allowed":2,' <<<"$out" | head -1)" = '"allowed":2,'
 usage_error "--burst needs a value" --burst
 usage_error "bad value for --burst: '0'" --burst 0
 usage_error "bad value for --limit: '10/366day' (period is longer than a year)" --limit 10/366day

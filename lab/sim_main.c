@@ -117,6 +117,11 @@ typedef struct opts {
 static int parse_strategies(const char *s, unsigned *mask)
 {
     char buf[256];
+    /* "all" alone, or names (as the real lab reads them). */
+    if (strcmp(s, "all") == 0) {
+        *mask = (1u << FG__SIM_NSTRATEGIES) - 1;
+        return 0;
+    }
     if (!fg__lab_list_ok(s) ||
         snprintf(buf, sizeof buf, "%s", s) >= (int)sizeof buf)
         return -1;
@@ -125,12 +130,9 @@ static int parse_strategies(const char *s, unsigned *mask)
     for (char *t = strtok_r(buf, ",", &save); t;
          t = strtok_r(NULL, ",", &save)) {
         int k = fg__sim_strategy_parse(t);
-        if (strcmp(t, "all") == 0)
-            *mask |= (1u << FG__SIM_NSTRATEGIES) - 1;
-        else if (k >= 0)
-            *mask |= 1u << k;
-        else
+        if (k < 0)
             return -1;
+        *mask |= 1u << k;
     }
     return *mask ? 0 : -1;
 }

@@ -52,6 +52,7 @@ usage_error "bad value for --servers: '8,x'" --servers 8,x
 usage_error "bad value for --servers: '10,,100'" --servers 10,,100
 usage_error "bad value for --strategy: 'sync,'" --strategy sync,
 usage_error "bad value for --strategy: 'exactly'" --strategy exactly
+usage_error "bad value for --strategy: 'all,atomic'" --strategy all,atomic
 usage_error "bad value for --arrival: 'bursty'" --arrival bursty
 usage_error "bad value for --load: '0'" --load 0
 usage_error "bad value for --limit: '10/fortnight'" --limit 10/fortnight

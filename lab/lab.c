@@ -548,10 +548,8 @@ static int write_haproxy_config(fg__lab *lab, int s, const cluster *c,
             "defaults\n"
             "    mode http\n"
             "    timeout connect 1s\n"
-            /* Above the longest spread (60 s) and the scalper's 10 s for
-             * answers: a keep-alive connection waits between its shots. */
-            "    timeout client 75s\n"
-            "    timeout server 75s\n"
+            "    timeout client 10s\n"
+            "    timeout server 10s\n"
             "frontend scalper\n"
             "    bind 127.0.0.1:%d\n"
             "    default_backend api\n"

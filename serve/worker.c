@@ -213,8 +213,8 @@ static int synced_all(fg__wgen *wg, unsigned *resyncs)
     return 0;
 }
 
-/* Given up on sending what 'wg' holds: said once, with the limits whose
- * last flush failed and why. */
+/* Given up on sending what 'wg' holds: said once, with the limits a flush
+ * failed since one last found nothing left, and the first failure. */
 static void log_unsent(fg__worker *w, fg__wgen *wg, const char *when)
 {
     if (!wg->flush_failed_us)
@@ -222,10 +222,17 @@ static void log_unsent(fg__worker *w, fg__wgen *wg, const char *when)
     char names[512], v[600];
     size_t n = 0;
     names[0] = '\0';
-    for (unsigned i = 0; i < wg->g->cfg.nlimits && n < sizeof names; i++)
-        if (wg->flush_failed[i])
-            n += (size_t)snprintf(names + n, sizeof names - n, "%s%s",
-                                  n ? "," : "", wg->g->cfg.limits[i].lim.name);
+    for (unsigned i = 0; i < wg->g->cfg.nlimits; i++) {
+        if (!wg->flush_failed[i])
+            continue;
+        const char *name = wg->g->cfg.limits[i].lim.name;
+        if (n + strlen(name) + 5 > sizeof names) { /* room for ",..." */
+            strcpy(names + n, n ? ",..." : "...");
+            break;
+        }
+        n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", n ? "," : "",
+                              name);
+    }
     fg__log("sync_unsent",
             "worker=%u at=%s limits=%s error=\"%s\" msg=\"the store did not "
             "take what these limits held here (usage not synced, leased "

@@ -45,13 +45,22 @@ static void on_wait(redisAsyncContext *ac, void *reply, void *priv);
 
 /* The node tears 'cn' down: checks still waiting for the batch's write
  * never went out. */
+static void refund_done(redis_store *st, rfund *rf);
+
 static void on_teardown(fg__raconn *cn)
 {
     aslot *batch = cn->bhead, *held = cn->whead, *gated = cn->ghead;
+    rfund *rf = cn->rghead;
     cn->bhead = cn->btail = NULL;
     cn->whead = cn->wtail = NULL;
     cn->ghead = cn->gtail = NULL;
+    cn->rghead = cn->rgtail = NULL;
     cn->bn = 0;
+    while (rf) { /* never sent: dropped, the units stay counted */
+        rfund *next = rf->next;
+        refund_done(store_of(cn), rf);
+        rf = next;
+    }
     chain_fail(store_of(cn), gated, cn->fail_rc, NULL);
     chain_fail(store_of(cn), batch, cn->fail_rc, NULL);
     if (held)
@@ -416,8 +425,14 @@ static void on_batch(redisAsyncContext *ac, void *reply, void *priv);
 /* Complete every check of the batch chain at 's' with the error 'rc'. */
 static void chain_fail(redis_store *st, aslot *s, int rc, const redisReply *r)
 {
-    if (s)
-        fg__rnode_reply_error(&st->node, rc, r);
+    /* Said only for a check still waiting: one past its deadline was
+     * reported then (a stall's reason stays). */
+    for (aslot *w = s; w; w = w->bnext) {
+        if (w->req) {
+            fg__rnode_reply_error(&st->node, rc, r);
+            break;
+        }
+    }
     while (s) {
         aslot *next = s->bnext; /* 's' is recycled by slot_finish */
         slot_finish(st, s, rc, NULL);
@@ -631,11 +646,15 @@ static void dispatch(redis_store *st, aslot *s)
 
 /* The connection's AUTH and SELECT were answered OK: the checks that
  * waited for them go, in order (a check past its deadline is dropped). */
+static void on_refund(redisAsyncContext *ac, void *reply, void *priv);
+
 static void on_ready(fg__raconn *cn)
 {
     redis_store *st = store_of(cn);
     aslot *s = cn->ghead;
+    rfund *rf = cn->rghead;
     cn->ghead = cn->gtail = NULL;
+    cn->rghead = cn->rgtail = NULL;
     while (s) {
         aslot *next = s->bnext;
         s->bnext = NULL;
@@ -644,6 +663,13 @@ static void on_ready(fg__raconn *cn)
         else
             slot_finish(st, s, FG_OK, NULL);
         s = next;
+    }
+    while (rf) {
+        rfund *next = rf->next;
+        if (cn->dead ||
+            fg__rasync_append(cn->ac, on_refund, rf, &rf->r.k) != REDIS_OK)
+            refund_done(st, rf);
+        rf = next;
     }
 }
 
@@ -758,11 +784,6 @@ int fg__redis_refund_async(fg_store *s, fg_limiter *l, const char *key,
     cn = st->closing ? NULL : fg__raconn_get(&st->node, &rc);
     if (!cn)
         return rc;
-    /* Its AUTH or SELECT not answered yet: a refund is not held for them
-     * (it would run in database 0 if the SELECT failed); it fails, and
-     * the units stay counted. */
-    if (cn->gate_left > 0)
-        return FG_EBACKEND;
     rf = st->free_refunds;
     if (rf)
         st->free_refunds = rf->next;
@@ -785,6 +806,17 @@ int fg__redis_refund_async(fg_store *s, fg_limiter *l, const char *key,
             st->rhead = rf;
         st->rtail = rf;
         st->refunds_out++;
+        if (cn->gate_left > 0) {
+            /* Its AUTH or SELECT not answered yet: held with the checks. */
+            rf->next = NULL;
+            if (cn->rgtail)
+                cn->rgtail->next = rf;
+            else
+                cn->rghead = rf;
+            cn->rgtail = rf;
+            timer_arm(st, rf->deadline_us + STALL_US, now);
+            return FG_OK;
+        }
         if (fg__rasync_append(cn->ac, on_refund, rf, &rf->r.k) == REDIS_OK) {
             timer_arm(st, rf->deadline_us + STALL_US, now);
             return FG_OK;

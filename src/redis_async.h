@@ -64,7 +64,8 @@ struct fg__aslot {
  * 'free_refunds', so that a refund allocates nothing once the loop is
  * warm. */
 struct fg__rfund {
-    struct fg__rfund *next;          /* in 'free_refunds' */
+    struct fg__rfund *next; /* in 'free_refunds'; in flight, its connection's
+                               gated refunds (fg__raconn.rghead) */
     struct fg__rfund *rprev, *rnext; /* in flight */
     uint64_t deadline_us; /* monotonic: the limit's timeout after queuing */
     fg__raconn *conn;     /* the connection it went out on */

@@ -277,7 +277,9 @@ static int handshake_reply(fg__rnode *st, char kind, const redisReply *r,
                           "redis %s: authentication failed (%.200s)", st->where,
                           r->str);
     /* Out of range, or not permitted: the store cannot be used (a
-     * failure, which on_failure decides), not a check's bad input. */
+     * failure, which on_failure decides), not a check's bad input; at
+     * open, a configuration error (db_refused). */
+    atomic_store_explicit(&st->db_refused, 1, memory_order_relaxed);
     return fg__seterr(err, errlen, FG_EBACKEND,
                       "redis %s: cannot select database %u (%.200s)", st->where,
                       st->url.db, r->str);
@@ -901,8 +903,8 @@ void fg__rnode_settings_check(fg__rnode *st, fg__rsconn *sc, uint64_t deadline)
         size_t o = strlen(st->warning);
         snprintf(st->warning + o, sizeof st->warning - o,
                  "%sredis %.100s: the user may not use the keys of prefix "
-                 "'%.64s' (%.*s): every check fails; allow ~%.64s* in its "
-                 "ACL",
+                 "'%.128s' (%.*s): every check fails; allow its keys in "
+                 "the user's ACL (~%.128s*)",
                  o ? "; " : "", st->where, st->url.prefix,
                  (int)(strcspn(r->str, ",\r\n") < 120 ? strcspn(r->str, ",\r\n")
                                                       : 120),

@@ -55,6 +55,9 @@ typedef struct fg__rnode {
      * connection used next (an EVAL that runs caches its script itself;
      * otherwise such a user would fail for good). */
     atomic_int scripts_lost;
+    /* Redis refused the URL's database (SELECT): a failure of the store
+     * for its checks, but a configuration error at open. */
+    atomic_int db_refused;
     int in_cluster; /* a node of the Cluster store (set before any check) */
     /* Set at open, when the server would evict floodgate's keys or
      * refuses EVALSHA (fg__rnode_settings_check); "" otherwise. */
@@ -118,7 +121,8 @@ typedef struct fg__raconn {
      * AUTH would run in database 0, or as another user. */
     int gate_left;
     struct fg__aslot *ghead, *gtail;
-    uint64_t opened_us; /* when its connect began (monotonic) */
+    struct fg__rfund *rghead, *rgtail; /* refunds, likewise */
+    uint64_t opened_us;                /* when its connect began (monotonic) */
     /* The pipeline's: token bucket checks waiting for the next write, in
      * order, and the batches sent and not answered. */
     struct fg__aslot *bhead, *btail;

@@ -730,13 +730,13 @@ static const fg__store_ops mem_ops = {
     .now = mem_now,
 };
 
-/* The mean distance of the keys from their home slots, in hundredths of a
- * slot: how long lookups probe. For tests. */
 uint64_t fg__store_memory_max_keys(fg_store *st)
 {
     return st && st->ops == &mem_ops ? ((mem_store *)st)->max_keys : 0;
 }
 
+/* The mean distance of the keys from their home slots, in hundredths of a
+ * slot: how long lookups probe. For tests. */
 uint64_t fg__store_memory_probe_length(fg_store *st)
 {
     if (!st || st->ops != &mem_ops)

@@ -463,7 +463,8 @@ static fg_store *redis_open(const char *url, const char *num,
                             (uint64_t)st->node.url.connect_timeout_ms * 1000u;
         int rc = fg__rsync_connect(&st->node, deadline, &c, err, errlen);
         if (rc != FG_OK && keep_unreachable &&
-            (rc == FG_EBACKEND || rc == FG_ETIMEOUT)) {
+            (rc == FG_EBACKEND || rc == FG_ETIMEOUT) &&
+            !atomic_load(&st->node.db_refused)) {
             fg__rnode_set_error_as(&st->node, rc, "%.0s%s", err);
             if (unreachable)
                 *unreachable = 1;

@@ -85,6 +85,15 @@ check "check, database 99, lazy=1: the reason is the database" \
     grep -q 'cannot select database 99' <<<"$out"
 expect_eq "check: nothing written in database 0" "$(keys0)" 0
 
+# A shard whose database Redis refuses: the open fails (a configuration
+# error, as a wrong password is), not a node kept as unreachable.
+out=$("$FLOODGATE" check --store "shards=redis://127.0.0.1:$RPORT/99,redis://127.0.0.1:$RPORT/0" \
+    --limit 10/h --key x 2>&1)
+rc=$?
+expect_eq "shards, one node's database refused: exit 2" "$rc" 2
+check "shards, one node's database refused: said ($out)" \
+    grep -q 'shards: node 1: .*cannot select database 99' <<<"$out"
+
 # An ACL user whose key patterns leave out the prefix: warned of at open.
 redis-cli -p "$RPORT" acl setuser nokeys on '>pw-nokeys' '~other:*' '+@all' >/dev/null
 out=$("$FLOODGATE" check --store "redis://nokeys:pw-nokeys@127.0.0.1:$RPORT" --limit 10/h \

@@ -1418,6 +1418,50 @@ static void refund_pending(const char *url)
     fg_store_close(st);
 }
 
+/* A refund that is the first command of a new async connection to a
+ * database other than 0: held with the connection's checks until its
+ * SELECT is answered, then sent (it used to fail at once, its units left
+ * counted), and run in that database. */
+static void refund_gated(const char *url)
+{
+    char err[256], name[64], url2[300];
+    snprintf(url2, sizeof url2, "%s/2", url);
+    unique(name, sizeof name, "rg");
+    fg_store *st = fg_store_open(url2, err, sizeof err);
+    CHECK(st != NULL);
+    if (!st)
+        return;
+    fg_limiter *l =
+        limiter(st, "10/h", FG_FIXED_WINDOW, 0, 0, FG_FAIL_OPEN, 1000, name);
+    fg_decision d;
+    CHECK(l && fg_check(l, "k", 1, 4, &d) == FG_OK && d.remaining == 6);
+    fg_limiter_free(l);
+    fg_store_close(st);
+    struct event_base *base = new_base();
+    st = fg_store_open_async(url2, base, err, sizeof err);
+    CHECK(st != NULL);
+    if (!st)
+        return;
+    l = limiter(st, "10/h", FG_FIXED_WINDOW, 0, 0, FG_FAIL_OPEN, 1000, name);
+    int rc = fg_refund(l, "k", 1, 4);
+    CHECK_EQ(rc, FG_OK);
+    drain_limiter(base, l);
+    fg_limiter_free(l);
+    fg_store_close(st);
+    event_base_free(base);
+    st = fg_store_open(url2, err, sizeof err);
+    l = st ? limiter(st, "10/h", FG_FIXED_WINDOW, 0, 0, FG_FAIL_OPEN, 1000,
+                     name)
+           : NULL;
+    CHECK(l && fg_peek(l, "k", 1, &d) == FG_OK);
+    printf("a refund first on a new connection to db 2: %s, the store has "
+           "%llu of 10 left\n",
+           fg_strerror(rc), (unsigned long long)d.remaining);
+    CHECK_EQ(d.remaining, 10);
+    fg_limiter_free(l);
+    fg_store_close(st);
+}
+
 /* A sync limiter on the blocking client: the check that finds 3,000 keys'
  * usage due sends it (3,000 round trips), and another thread's check is
  * not held for them meanwhile. Nothing is lost: each key's two checks are
@@ -2787,6 +2831,7 @@ int main(int argc, char **argv)
         lease_pending(argv[2]);
         mode_pending(argv[2]);
         refund_pending(argv[2]);
+        refund_gated(argv[2]);
     } else if (argc >= 4 && strcmp(argv[1], "mode_threads") == 0) {
         mode_threads(argv[2], atoi(argv[3]));
         if (argc >= 5)

@@ -103,6 +103,9 @@ typedef struct cluster_store {
     /* Why the last lookup of a master's name failed ("" since one
      * succeeded): the reason its slots have no master (the loop's). */
     char dns_why[400];
+    /* A seed passed over at open (its name did not resolve), for
+     * fg_store_warning; "" when none. */
+    char seed_why[300];
 } cluster_store;
 
 static const fg__store_ops cluster_ops, cluster_async_ops;
@@ -907,8 +910,14 @@ fg_store *fg__store_cluster_open(const char *url, struct event_base *base,
      * store's are); one that cannot be (a name that does not resolve) is
      * passed over while another can. */
     char seed_why[256] = "";
-    for (unsigned i = 0; i < n; i++)
-        node_add_why(st, addrs[i], NULL, seed_why, sizeof seed_why);
+    for (unsigned i = 0; i < n; i++) {
+        char why[256] = "";
+        if (node_add_why(st, addrs[i], NULL, why, sizeof why) < 0 && why[0]) {
+            snprintf(seed_why, sizeof seed_why, "%s", why);
+            snprintf(st->seed_why, sizeof st->seed_why,
+                     "cluster: seed %u passed over: %s", i + 1, why);
+        }
+    }
     if (atomic_load(&st->nnodes) == 0) {
         if (n > 1)
             fg__seterr(err, errlen, FG_EBACKEND,
@@ -989,10 +998,13 @@ fail:
     return NULL;
 }
 
-/* The first master's that has one (each written once, when opened). */
+/* A seed passed over at open, else the first master's warning that has
+ * one (each written once, when opened). */
 static const char *cluster_warning(fg_store *s)
 {
     cluster_store *st = (cluster_store *)s;
+    if (st->seed_why[0])
+        return st->seed_why;
     unsigned n = atomic_load(&st->nnodes);
     for (unsigned i = 0; i < n; i++) {
         const char *w = fg_store_warning(atomic_load(&st->node[i]));

@@ -316,6 +316,8 @@ if unshare -m true 2>/dev/null; then
         --limit 5/h --key seed$$ --count 2" 2>&1)
     check "a seed that does not resolve, another that does: checked ($out)" \
         test "$(tail -1 <<<"$out")" = "allowed=2 limited=0"
+    check "a seed that does not resolve: warned of" \
+        grep -q 'warning: cluster: seed 1 passed over: redis no-such-host.invalid:6379 db 0: cannot resolve the host' <<<"$out"
 fi
 ask_key=askk$$
 slot=$(redis-cli -p "$live" cluster keyslot "$ask_key")

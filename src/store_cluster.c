@@ -884,6 +884,21 @@ int fg__store_cluster_url_check(const char *url, char *err, size_t errlen)
     return rc;
 }
 
+/* None of the 'n' seeds did 'what': each failed alike, most often, so the
+ * last one's reason 'why' is given. */
+static void seeds_failed(char *err, size_t errlen, int rc, unsigned n,
+                         const char *what, const char *why)
+{
+    const char *last = strncmp(why, "cluster: ", 9) ? why : why + 9;
+    if (n > 1)
+        fg__seterr(err, errlen, rc,
+                   "cluster: none of the %u seeds %s (the "
+                   "last, %s)",
+                   n, what, last);
+    else
+        fg__seterr(err, errlen, rc, "cluster: %s", last);
+}
+
 fg_store *fg__store_cluster_open(const char *url, struct event_base *base,
                                  char *err, size_t errlen)
 {
@@ -919,13 +934,7 @@ fg_store *fg__store_cluster_open(const char *url, struct event_base *base,
         }
     }
     if (atomic_load(&st->nnodes) == 0) {
-        if (n > 1)
-            fg__seterr(err, errlen, FG_EBACKEND,
-                       "cluster: none of the %u seeds could be opened (the "
-                       "last, %s)",
-                       n, seed_why);
-        else
-            fg__seterr(err, errlen, FG_EBACKEND, "cluster: %s", seed_why);
+        seeds_failed(err, errlen, FG_EBACKEND, n, "could be opened", seed_why);
         goto fail;
     }
     if (base) {
@@ -961,15 +970,7 @@ fg_store *fg__store_cluster_open(const char *url, struct event_base *base,
     }
     atomic_store(&st->refreshed_us, fg__mono_us(NULL));
     if (rc != FG_OK && !st->url.lazy) {
-        /* Each seed failed alike, most often: the last one's reason. */
-        const char *last = strncmp(why, "cluster: ", 9) ? why : why + 9;
-        if (nseeds > 1)
-            fg__seterr(err, errlen, rc,
-                       "cluster: none of the %u seeds answered (the last, "
-                       "%s)",
-                       nseeds, last);
-        else
-            fg__seterr(err, errlen, rc, "%s", why);
+        seeds_failed(err, errlen, rc, nseeds, "answered", why);
         goto fail;
     }
     if (rc == FG_OK &&

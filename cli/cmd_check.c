@@ -16,7 +16,7 @@ static const char usage[] =
     "Check KEY against the limit RATE and print the decision.\n"
     "\n"
     "  --store URL        memory (default), memory?max_keys=N,\n"
-    "                     redis://[user:pass@]host:port[/db], "
+    "                     redis://[user:pass@]host[:port][/db], "
     "unix:///path.sock,\n"
     "                     shards=URL,URL,...  cluster=redis://HOST:PORT,...\n"
     "                     sentinel://HOST:PORT,.../MASTER\n"

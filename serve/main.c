@@ -46,9 +46,10 @@ static const char usage[] =
     "                      (overrides [store] url)\n"
     "  -h, --help          this text\n"
     "\n"
-    "SIGHUP reloads the file; SIGTERM drains and exits.\n"
+    "SIGHUP reloads the file; SIGTERM (or SIGINT) drains and exits.\n"
     "Exit status: 0 after a drain, 1 when the store's host did not resolve\n"
-    "at start (it may later), 2 on a usage or configuration error.\n";
+    "at start (it may later), 2 on a usage or configuration error, a port\n"
+    "that cannot be bound or too low a ulimit -n.\n";
 
 /* Client connections are counted and capped in the workers (http.c); the
  * descriptor limit must leave room beyond them for what else the server

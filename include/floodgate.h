@@ -278,8 +278,9 @@ const char *fg_store_node_addr(fg_store *st, unsigned node);
  * maxmemory-policy (its keys, counters among them, are dropped when it is
  * full), of one that refuses EVALSHA (every check that runs a script
  * fails), and of an ACL user whose key patterns leave out the prefix
- * (every check fails). Only servers probed at open are asked (not with lazy=1,
- * nor the masters a Cluster store learns later). */
+ * (every check fails); on Cluster, first a seed passed over at open (its
+ * name did not resolve). Only servers probed at open are asked (not with
+ * lazy=1, nor the masters a Cluster store learns later). */
 const char *fg_store_warning(fg_store *st);
 
 /* A store and its limiters are the process's that opened the store. After

@@ -409,8 +409,10 @@ fg__gen *fg__gen_load(fg__server *srv, char *err, size_t errlen)
                                     "worker keeps the store it runs\""
                                   : "");
         }
-        /* A setting of Redis that lets limits over-admit (an evicting
-         * maxmemory-policy): said at start and on each reload. */
+        /* A setting of Redis that lets limits over-admit or fail (an
+         * evicting maxmemory-policy, a refused EVALSHA, an ACL without
+         * the prefix's keys; on Cluster a seed passed over): said at
+         * start and on each reload. */
         const char *warn = fg_store_warning(st);
         if (warn) {
             char v[1500]; /* a warning (700 bytes) escaped */

@@ -226,7 +226,8 @@ static void log_unsent(fg__worker *w, fg__wgen *wg, const char *when)
         if (!wg->flush_failed[i])
             continue;
         const char *name = wg->g->cfg.limits[i].lim.name;
-        if (n + strlen(name) + 5 > sizeof names) { /* room for ",..." */
+        /* Room for its comma, and then for ",..." and the NUL. */
+        if (n + (n != 0) + strlen(name) + 5 > sizeof names) {
             strcpy(names + n, n ? ",..." : "...");
             break;
         }

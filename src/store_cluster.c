@@ -105,7 +105,7 @@ typedef struct cluster_store {
     char dns_why[400];
     /* A seed passed over at open (its name did not resolve), for
      * fg_store_warning; "" when none. */
-    char seed_why[300];
+    char seed_why[1100];
 } cluster_store;
 
 static const fg__store_ops cluster_ops, cluster_async_ops;
@@ -884,6 +884,8 @@ int fg__store_cluster_url_check(const char *url, char *err, size_t errlen)
     return rc;
 }
 
+static const char *masters_warning(cluster_store *st);
+
 /* None of the 'n' seeds did 'what': each failed alike, most often, so the
  * last one's reason 'why' is given. */
 static void seeds_failed(char *err, size_t errlen, int rc, unsigned n,
@@ -992,6 +994,14 @@ fg_store *fg__store_cluster_open(const char *url, struct event_base *base,
             fg__store_redis_settings_probe(atomic_load(&st->node[i]), mine);
         }
     }
+    if (st->seed_why[0]) {
+        /* The seed passed over, then what a master says (written at open
+         * only: read by any thread after). */
+        const char *w = masters_warning(st);
+        size_t o = strlen(st->seed_why);
+        if (w)
+            snprintf(st->seed_why + o, sizeof st->seed_why - o, "; %s", w);
+    }
     st->on_loop = base != NULL; /* from now on, names without blocking */
     return &st->base;
 fail:
@@ -999,13 +1009,10 @@ fail:
     return NULL;
 }
 
-/* A seed passed over at open, else the first master's warning that has
- * one (each written once, when opened). */
-static const char *cluster_warning(fg_store *s)
+/* The first master's warning that has one (each written once, when
+ * opened). */
+static const char *masters_warning(cluster_store *st)
 {
-    cluster_store *st = (cluster_store *)s;
-    if (st->seed_why[0])
-        return st->seed_why;
     unsigned n = atomic_load(&st->nnodes);
     for (unsigned i = 0; i < n; i++) {
         const char *w = fg_store_warning(atomic_load(&st->node[i]));
@@ -1013,6 +1020,14 @@ static const char *cluster_warning(fg_store *s)
             return w;
     }
     return NULL;
+}
+
+/* A seed passed over at open (and the masters' warning after it), else
+ * the masters'. */
+static const char *cluster_warning(fg_store *s)
+{
+    cluster_store *st = (cluster_store *)s;
+    return st->seed_why[0] ? st->seed_why : masters_warning(st);
 }
 
 #define CLUSTER_OPS_COMMON                                                     \

@@ -126,4 +126,36 @@ wait "$FGPID_s3"
 line=$(grep 'event=sync_unsent' "$T/s3.log")
 check "Redis gone at SIGTERM: the usage given up is said, with its limit and why ($line)" \
     grep -q 'event=sync_unsent worker=0 at=drain limits=sy error="backend ' <<<"$line"
+
+# Thirteen such limits with long names (the first twelve 497 bytes, with
+# their commas 508): the list is cut with ",..." within its buffer (under
+# AddressSanitizer, the old check wrote one byte past it).
+restart_redis || bad "redis restarts"
+n41=$(printf 'n%.0s' $(seq 1 41))
+names=""
+{
+    sed -n '/^\[limit sy\]/q;p' "$T/s3.ini"
+    for i in $(seq 10 22); do
+        if [ "$i" -eq 21 ]; then nm="${n41:0:22}$i"; else nm="${n41}$i"; fi
+        names="$names${names:+,}$nm"
+        printf '[limit %s]\nkey = query:k\nalgorithm = fixed_window\nrate = 1000000/day\nmode = sync:2s\non_failure = closed\n' "$nm"
+    done
+} >"$T/s4.ini"
+start_fg s4 -c "$T/s4.ini" --listen 127.0.0.1:0 || { bad "serve with thirteen limits starts"; finish; }
+for _ in 1 2 3; do
+    for part in "$(cut -d, -f1-8 <<<"$names")" "$(cut -d, -f9-13 <<<"$names")"; do
+        http POST "http://127.0.0.1:$FGPORT_s4/v1/check?limit=$part&key=a" >/dev/null
+    done
+done
+redis-cli -p "$RPORT" shutdown nosave >/dev/null 2>&1
+for _ in $(seq 1 100); do kill -0 "$RPID" 2>/dev/null || break; sleep 0.02; done
+kill -TERM "$FGPID_s4"
+for _ in $(seq 1 200); do kill -0 "$FGPID_s4" 2>/dev/null || break; sleep 0.05; done
+wait "$FGPID_s4"
+expect_eq "thirteen limits given up at SIGTERM: exit 0" "$?" 0
+line=$(grep 'event=sync_unsent' "$T/s4.log")
+check "thirteen limits given up: listed, cut with ,... ($(cut -c 60-110 <<<"$line")...)" \
+    grep -q "limits=${n41}10,.*,${n41}20,\.\.\. error=" <<<"$line"
+check "thirteen limits given up: no sanitizer report" \
+    test -z "$(grep -E 'AddressSanitizer|runtime error' "$T/s4.log")"
 finish

@@ -43,10 +43,10 @@ static redis_store *store_of(const fg__raconn *cn)
 static void chain_fail(redis_store *st, aslot *s, int rc, const redisReply *r);
 static void on_wait(redisAsyncContext *ac, void *reply, void *priv);
 
-/* The node tears 'cn' down: checks still waiting for the batch's write
- * never went out. */
 static void refund_done(redis_store *st, rfund *rf);
 
+/* The node tears 'cn' down: checks still waiting for the batch's write
+ * (or for its AUTH and SELECT) never went out, nor did refunds held. */
 static void on_teardown(fg__raconn *cn)
 {
     aslot *batch = cn->bhead, *held = cn->whead, *gated = cn->ghead;
@@ -644,10 +644,12 @@ static void dispatch(redis_store *st, aslot *s)
     slot_finish(st, s, rc, NULL);
 }
 
-/* The connection's AUTH and SELECT were answered OK: the checks that
- * waited for them go, in order (a check past its deadline is dropped). */
 static void on_refund(redisAsyncContext *ac, void *reply, void *priv);
 
+/* The connection's AUTH and SELECT were answered OK: the refunds and the
+ * checks that waited for them go, the refunds first (units given back
+ * before new checks), each in order; a check past its deadline is
+ * dropped. */
 static void on_ready(fg__raconn *cn)
 {
     redis_store *st = store_of(cn);
@@ -655,6 +657,13 @@ static void on_ready(fg__raconn *cn)
     rfund *rf = cn->rghead;
     cn->ghead = cn->gtail = NULL;
     cn->rghead = cn->rgtail = NULL;
+    while (rf) {
+        rfund *next = rf->next;
+        if (cn->dead ||
+            fg__rasync_append(cn->ac, on_refund, rf, &rf->r.k) != REDIS_OK)
+            refund_done(st, rf);
+        rf = next;
+    }
     while (s) {
         aslot *next = s->bnext;
         s->bnext = NULL;
@@ -663,13 +672,6 @@ static void on_ready(fg__raconn *cn)
         else
             slot_finish(st, s, FG_OK, NULL);
         s = next;
-    }
-    while (rf) {
-        rfund *next = rf->next;
-        if (cn->dead ||
-            fg__rasync_append(cn->ac, on_refund, rf, &rf->r.k) != REDIS_OK)
-            refund_done(st, rf);
-        rf = next;
     }
 }
 

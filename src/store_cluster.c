@@ -926,17 +926,14 @@ fg_store *fg__store_cluster_open(const char *url, struct event_base *base,
     /* The seeds are opened as given (their names resolved now, as a Redis
      * store's are); one that cannot be (a name that does not resolve) is
      * passed over while another can. */
-    char seed_why[256] = "";
-    for (unsigned i = 0; i < n; i++) {
-        char why[256] = "";
-        if (node_add_why(st, addrs[i], NULL, why, sizeof why) < 0 && why[0]) {
-            snprintf(seed_why, sizeof seed_why, "%s", why);
+    char last_why[256] = ""; /* of the last seed passed over */
+    for (unsigned i = 0; i < n; i++)
+        if (node_add_why(st, addrs[i], NULL, last_why, sizeof last_why) < 0 &&
+            last_why[0])
             snprintf(st->seed_why, sizeof st->seed_why,
-                     "cluster: seed %u passed over: %s", i + 1, why);
-        }
-    }
+                     "cluster: seed %u passed over: %s", i + 1, last_why);
     if (atomic_load(&st->nnodes) == 0) {
-        seeds_failed(err, errlen, FG_EBACKEND, n, "could be opened", seed_why);
+        seeds_failed(err, errlen, FG_EBACKEND, n, "could be opened", last_why);
         goto fail;
     }
     if (base) {
